@@ -1,0 +1,30 @@
+"""defun: a trace-to-graph function compiler on numpy.
+
+    import defun as df
+
+    @df.defun
+    def step(x, w):
+        return df.reduce_sum(df.tanh(x @ w))
+"""
+from runtime import errors  # noqa: F401
+from runtime.dtypes import (DType, as_dtype, bool, float16, float32, float64, int32, int64,  # noqa: F401
+                            resource)
+from runtime.tensor import Tensor, constant, convert_to_tensor, tensor_id  # noqa: F401
+from runtime.ops import *  # noqa: F401,F403
+from runtime.ops import math_ops as _math_ops, array_ops as _array_ops, nn_ops as _nn_ops
+from runtime.execute import execute  # noqa: F401
+from runtime.context import (add_execution_callback, remove_execution_callback,  # noqa: F401
+                             executing_eagerly, active_trace)
+from runtime.variables import Variable  # noqa: F401
+from runtime.indexed_slices import IndexedSlices  # noqa: F401
+from runtime.backprop import (GradientTape, gradients_function, value_and_gradients_function,  # noqa: F401
+                              implicit_gradients, implicit_value_and_gradients)
+from runtime.custom_gradient import custom_gradient  # noqa: F401
+from runtime.tape import record_operation, stop_recording  # noqa: F401
+
+# Python builtins shadowed on purpose by the op names (df.abs, df.pow, df.round, df.range).
+abs = _math_ops.abs  # noqa: A001
+pow = _math_ops.pow  # noqa: A001
+round = _math_ops.round  # noqa: A001
+
+__version__ = "0.1.0"

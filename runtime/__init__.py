@@ -1,0 +1,1 @@
+"""runtime: dtypes, eager tensors, the op registry, execute, the tape, variables."""

@@ -1,0 +1,228 @@
+"""GradientTape and the functional gradient helpers (TensorFlow-eager style)."""
+import functools
+import inspect
+
+from runtime import errors
+from runtime import tape as tape_mod
+from runtime.context import state
+from runtime.nest import flatten, pack_as
+from runtime.tensor import Tensor, convert_to_tensor
+
+__all__ = ["GradientTape", "gradients_function", "value_and_gradients_function",
+           "implicit_gradients", "implicit_value_and_gradients"]
+
+_UNCONNECTED = ("none", "zero")
+
+
+class GradientTape:
+    """Records ops on watched tensors so `gradient` can differentiate them.
+
+    >>> x = df.constant(3.0)
+    >>> with df.GradientTape() as tape:
+    ...     tape.watch(x)
+    ...     y = x * x
+    >>> tape.gradient(y, x)   # 6.0
+    """
+
+    def __init__(self, persistent=False, watch_accessed_variables=True):
+        self._persistent = bool(persistent)
+        self._watch_accessed_variables = bool(watch_accessed_variables)
+        self._tape = None
+        self._used = False
+        self._recording = False
+
+    def __enter__(self):
+        if self._recording:
+            raise RuntimeError("this GradientTape is already recording")
+        if self._tape is None:
+            self._tape = tape_mod.Tape(self._persistent, self._watch_accessed_variables)
+        tape_mod.push_tape(self._tape)
+        self._recording = True
+        return self
+
+    def __exit__(self, *exc):
+        if self._recording:
+            tape_mod.pop_tape(self._tape)
+            self._recording = False
+        return False
+
+    def _ensure(self):
+        if self._tape is None:
+            raise RuntimeError("GradientTape.watch/gradient called before entering the tape's `with` block")
+
+    def watch(self, tensor):
+        """Watch a tensor, variable, or a nested structure of them."""
+        self._ensure()
+        from runtime.variables import Variable, watch_variable
+        for t in flatten(tensor):
+            if isinstance(t, Variable):
+                watch_variable(self._tape, t)
+            elif isinstance(t, Tensor):
+                self._tape.watch(t)
+            else:
+                raise TypeError(f"GradientTape.watch expects tensors or variables, got {type(t).__name__}")
+
+    def watched_variables(self):
+        """The variables watched so far, in first-use order."""
+        return tuple(self._tape.variables.values()) if self._tape is not None else ()
+
+    def stop_recording(self):
+        """Context manager: ops inside are not recorded on any tape."""
+        return tape_mod.stop_recording()
+
+    def reset(self):
+        """Forget everything recorded so far."""
+        recording = self._recording
+        if recording:
+            self.__exit__(None, None, None)
+        self._tape = None
+        if recording:
+            self.__enter__()
+
+    def gradient(self, target, sources, output_gradients=None, unconnected_gradients="none"):
+        """d(sum of target)/d(sources), in the structure of `sources`."""
+        self._ensure()
+        mode = getattr(unconnected_gradients, "value", unconnected_gradients)
+        if mode not in _UNCONNECTED:
+            raise ValueError(f"unconnected_gradients must be 'none' or 'zero', got {unconnected_gradients!r}")
+        if self._used and not self._persistent:
+            raise RuntimeError("a non-persistent GradientTape can compute gradients only once; "
+                               "use GradientTape(persistent=True) to ask again")
+        from runtime.variables import Variable, handle_in_context
+        targets = [_as_target(t) for t in flatten(target)]
+        if not targets:
+            raise ValueError("GradientTape.gradient: target is empty")
+        flat_sources = flatten(sources)
+        src_tensors = []
+        for s in flat_sources:
+            if isinstance(s, Variable):
+                src_tensors.append(handle_in_context(s))
+            elif isinstance(s, Tensor):
+                src_tensors.append(s)
+            else:
+                raise TypeError(f"GradientTape.gradient: sources must be tensors or variables, got "
+                                f"{type(s).__name__}")
+        seeds = None
+        if output_gradients is not None:
+            seeds = [None if g is None else convert_to_tensor(g) for g in flatten(output_gradients)] \
+                if isinstance(output_gradients, (list, tuple)) else [convert_to_tensor(output_gradients)]
+            if len(seeds) != len(targets):
+                raise ValueError(f"output_gradients has {len(seeds)} entries for {len(targets)} targets")
+        # The tape must not record its own backward pass (outer tapes still do).
+        was = self._recording
+        if was:
+            tape_mod.pop_tape(self._tape)
+        try:
+            grads = tape_mod.imperative_grad(self._tape, targets, src_tensors, seeds)
+        finally:
+            if was:
+                tape_mod.push_tape(self._tape)
+        if not self._persistent:
+            self._used = True
+        if mode == "zero":
+            from runtime.ops.array_ops import zeros_like, zeros
+            grads = [g if g is not None else
+                     (zeros(s.shape, s.dtype) if isinstance(s, Variable) else zeros_like(s))
+                     for g, s in zip(grads, flat_sources)]
+        return pack_as(sources, grads) if isinstance(sources, (list, tuple, dict)) else grads[0]
+
+
+def _as_target(t):
+    if t is None:
+        raise ValueError("GradientTape.gradient: target is None (did the function return a value?)")
+    if isinstance(t, Tensor):
+        return t
+    if hasattr(t, "_as_tensor"):
+        return t._as_tensor()
+    raise TypeError(f"GradientTape.gradient: target must be a tensor, got {type(t).__name__}")
+
+
+def _fresh(x):
+    """A tensor of its own for one argument position (so `f(x, x)` has two sources)."""
+    from runtime.ops.array_ops import identity
+    if hasattr(x, "_as_tensor") and not isinstance(x, Tensor):
+        x = x._as_tensor()
+    return identity(convert_to_tensor(x) if not isinstance(x, Tensor) else x)
+
+
+def _param_names(f, n):
+    try:
+        names = list(inspect.signature(f).parameters)
+    except (TypeError, ValueError):
+        names = []
+    return [names[i] if i < len(names) else f"arg{i}" for i in range(n)]
+
+
+def value_and_gradients_function(f, params=None):
+    """`g(*args) -> (f(*args), [d f / d args[i] for i in params])`.
+
+    >>> df.value_and_gradients_function(lambda x, y: x * y)(2., 3.)   # (6., [3., 2.])
+    """
+    @functools.wraps(f)
+    def decorated(*args, **kwargs):
+        which = range(len(args)) if params is None else params
+        for p in which:
+            if not isinstance(p, int) or not 0 <= p < len(args):
+                raise ValueError(f"params entry {p!r} is not a positional argument index "
+                                 f"(function got {len(args)} positional arguments)")
+        args = list(args)
+        with GradientTape(persistent=False) as tape:
+            sources = []
+            for p in which:
+                args[p] = _fresh(args[p])
+                tape.watch(args[p])
+                sources.append(args[p])
+            value = f(*args, **kwargs)
+        if value is None:
+            raise ValueError(f"{getattr(f, '__name__', 'function')} returned None; a differentiated "
+                             f"function must return a tensor")
+        grads = tape.gradient(value, sources)
+        names = _param_names(f, len(args))
+        for p, g in zip(which, grads):
+            if g is None:
+                raise ValueError(
+                    f"argument {names[p]!r} (position {p}) of {getattr(f, '__name__', 'function')} is not "
+                    f"connected to its result, so it has no gradient")
+        return value, grads
+    return decorated
+
+
+def gradients_function(f, params=None):
+    """`g(*args) -> [d f / d args[i] for i in params]` (all positional args by default).
+
+    >>> df.gradients_function(lambda x: x * x)(3.)   # [6.]
+    """
+    vg = value_and_gradients_function(f, params)
+
+    @functools.wraps(f)
+    def decorated(*args, **kwargs):
+        return vg(*args, **kwargs)[1]
+    return decorated
+
+
+def implicit_value_and_gradients(f):
+    """`g(*args) -> (f(*args), [(gradient, variable), ...])` for the trainable variables f reads."""
+    @functools.wraps(f)
+    def decorated(*args, **kwargs):
+        with GradientTape(watch_accessed_variables=True) as tape:
+            value = f(*args, **kwargs)
+        if value is None:
+            raise ValueError(f"{getattr(f, '__name__', 'function')} returned None; a differentiated "
+                             f"function must return a tensor")
+        variables = list(tape.watched_variables())
+        if not variables:
+            raise ValueError(f"{getattr(f, '__name__', 'function')} read no trainable variables, so "
+                             f"there is nothing to differentiate; use gradients_function for arguments")
+        grads = tape.gradient(value, variables)
+        return value, list(zip(grads, variables))
+    return decorated
+
+
+def implicit_gradients(f):
+    """`g(*args) -> [(gradient, variable), ...]` for the trainable variables f reads."""
+    vg = implicit_value_and_gradients(f)
+
+    @functools.wraps(f)
+    def decorated(*args, **kwargs):
+        return vg(*args, **kwargs)[1]
+    return decorated

@@ -1,0 +1,87 @@
+"""Per-thread execution state: the graph builder (None when eager), the tape stack, traces.
+
+Everything a hot path needs is one attribute of one thread-local object, so the eager
+dispatch pays a single thread-local lookup per op.
+"""
+import threading
+
+__all__ = ["state", "DEVICE", "add_execution_callback", "remove_execution_callback",
+           "execution_callbacks", "active_trace", "ExecutionTrace", "executing_eagerly"]
+
+DEVICE = "/cpu:0"
+
+
+class _ThreadState(threading.local):
+    """What one thread is doing: eager or building `graph`, which tapes record, tracing."""
+
+    def __init__(self):
+        self.graph = None      # innermost graph builder; None means execute eagerly
+        self.tapes = []        # active GradientTape internals, innermost last
+        self.trace = None      # ExecutionTrace while one is active
+
+
+state = _ThreadState()
+
+# Callbacks are process-wide (a profiler or checker sees every thread). The list object is
+# never replaced, so the dispatcher can hold a reference and test it for emptiness.
+execution_callbacks = []
+
+
+def add_execution_callback(fn):
+    """Call `fn(op_name, name, attrs, inputs, outputs)` after every eager op."""
+    if not callable(fn):
+        raise TypeError(f"execution callback must be callable, got {type(fn).__name__}")
+    execution_callbacks.append(fn)
+
+
+def remove_execution_callback(fn):
+    """Stop calling `fn`; raises ValueError if it was not added."""
+    try:
+        execution_callbacks.remove(fn)
+    except ValueError:
+        raise ValueError(f"{fn!r} is not a registered execution callback") from None
+
+
+def executing_eagerly():
+    """True unless this thread is building a graph."""
+    return state.graph is None
+
+
+class TraceRecord(tuple):
+    """(op_name, output_ids, device, output_element_counts) for one executed op."""
+
+    __slots__ = ()
+    op_name = property(lambda self: self[0])
+    output_ids = property(lambda self: self[1])
+    device = property(lambda self: self[2])
+    element_counts = property(lambda self: self[3])
+
+
+class ExecutionTrace:
+    """Records every eager op of this thread while active (for memory profiling)."""
+
+    def __init__(self):
+        self.records = []
+        self._prev = None
+
+    def __enter__(self):
+        self._prev = state.trace
+        state.trace = self
+        return self
+
+    def __exit__(self, *exc):
+        state.trace = self._prev
+        return False
+
+    def add(self, op_name, outputs):
+        ids = tuple(t._id for t in outputs)
+        counts = tuple(int(getattr(t._value, "size", 1)) for t in outputs)
+        self.records.append(TraceRecord((op_name, ids, DEVICE, counts)))
+
+    def total_elements(self):
+        return sum(sum(r.element_counts) for r in self.records)
+
+
+def active_trace():
+    """Context manager: `with active_trace() as tr: ...` then read `tr.records`."""
+    return ExecutionTrace()

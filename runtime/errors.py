@@ -1,0 +1,28 @@
+"""Typed errors (`df.errors`)."""
+
+__all__ = ["DefunError", "InvalidArgumentError", "NotFoundError", "UnimplementedError",
+           "TracingError", "GraphFormatError"]
+
+
+class DefunError(Exception):
+    """Base of defun's own errors."""
+
+
+class InvalidArgumentError(DefunError, ValueError):
+    """An op got inputs of the wrong shape, dtype or value."""
+
+
+class NotFoundError(DefunError, LookupError):
+    """An op, function or name is unknown."""
+
+
+class UnimplementedError(DefunError, NotImplementedError):
+    """The request is valid but not supported (for example, no gradient defined)."""
+
+
+class TracingError(DefunError, TypeError):
+    """A Python construct cannot be traced into a graph (e.g. `if` on a symbolic tensor)."""
+
+
+class GraphFormatError(DefunError, ValueError):
+    """A graph document (JSON) is malformed, hostile or of an unknown version."""

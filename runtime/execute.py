@@ -1,0 +1,150 @@
+"""The one dispatch point: `run_op` executes eagerly or asks the graph builder for a node.
+
+Eager path: unwrap values, check dtypes, call the kernel, wrap results, then (only when
+someone listens) record on tapes, call callbacks, append to the execution trace.
+"""
+import numpy as np
+
+from runtime import dtypes, errors, tape as tape_mod
+from runtime.context import execution_callbacks, state
+from runtime.registry import get as get_op
+from runtime.tensor import EagerTensor, Tensor, to_array
+
+__all__ = ["run_op", "execute"]
+
+_EMPTY = {}
+
+
+def run_op(op, inputs, attrs=_EMPTY, name=None):
+    """Run OpDef `op` on `inputs`; returns a tensor, a tuple of tensors, or None (0 outputs)."""
+    st = state
+    g = st.graph
+    if g is None:
+        try:
+            vals = [x._value for x in inputs]
+            same = op.same_dtype
+            if same is not None:
+                d0 = vals[same[0]].dtype
+                for i in same:
+                    if vals[i].dtype != d0:
+                        _raise_dtype_mismatch(op, [inputs[j] for j in same])
+        except AttributeError:
+            inputs, vals = _convert_eager_inputs(op, inputs)
+        if op.kinds is not None and vals and vals[0].dtype.kind not in op.kinds:
+            raise errors.InvalidArgumentError(
+                f"{op.name}: unsupported input dtype {vals[0].dtype.name} "
+                f"(expected {kinds_text(op.kinds)})")
+        try:
+            out = op.kernel(*vals, **attrs) if attrs else op.kernel(*vals)
+        except errors.DefunError:
+            raise
+        except Exception as e:
+            raise _kernel_error(op, vals, attrs, e) from e
+        if op.single:
+            result = EagerTensor(out)
+            if not (st.tapes or execution_callbacks or st.trace is not None):
+                return result
+            outs = (result,)
+        else:
+            outs = tuple(EagerTensor(o) for o in out) if out is not None else ()
+            result = outs if outs else None
+        if execution_callbacks:
+            for cb in tuple(execution_callbacks):
+                cb(op.name, name, attrs, inputs, outs)
+        if st.trace is not None:
+            st.trace.add(op.name, outs)
+    else:
+        inputs, outs = g.add_op(op, inputs, attrs, name)
+        result = outs[0] if op.single else (tuple(outs) if outs else None)
+    if st.tapes and op.grad is not None:
+        tape_mod.record_op(st.tapes, op, inputs, outs, attrs)
+    return result
+
+
+def execute(op_name, num_outputs, inputs, attrs=None, name=None):
+    """Run op `op_name` and return its outputs as a list (TensorFlow eager's entry point)."""
+    op = get_op(op_name)
+    attrs = attrs or _EMPTY
+    expected = op.output_count(attrs, len(inputs))
+    if num_outputs != expected:
+        raise errors.InvalidArgumentError(
+            f"op {op_name!r} produces {expected} outputs, but num_outputs={num_outputs}")
+    out = run_op(op, list(inputs), attrs, name)
+    if out is None:
+        return []
+    return list(out) if isinstance(out, tuple) else [out]
+
+
+def _convert_eager_inputs(op, inputs):
+    """Slow path: inputs that are not all eager tensors (arrays, scalars, variables)."""
+    inputs = list(inputs)
+    for i, x in enumerate(inputs):
+        if isinstance(x, Tensor):
+            if not isinstance(x, EagerTensor):
+                raise _symbolic_outside_trace(op, x)
+        elif hasattr(x, "_as_tensor"):
+            inputs[i] = x._as_tensor()
+    same = op.same_dtype or ()
+    target = None
+    for i in same:  # the dtype weakly typed operands adopt: the first strong operand's
+        x = inputs[i]
+        if isinstance(x, EagerTensor):
+            target = x._value.dtype
+            break
+        if isinstance(x, (np.ndarray, np.generic)):
+            target = x.dtype
+            break
+    same_set = set(same)
+    for i, x in enumerate(inputs):
+        if not isinstance(x, Tensor):
+            try:
+                inputs[i] = EagerTensor(to_array(x, target if i in same_set else None))
+            except errors.InvalidArgumentError as e:
+                raise errors.InvalidArgumentError(f"{op.name}: input {i}: {e}") from None
+            except TypeError as e:
+                raise TypeError(f"{op.name}: input {i}: {e}") from None
+    if same:
+        d0 = inputs[same[0]]._value.dtype
+        for i in same:
+            if inputs[i]._value.dtype != d0:
+                _raise_dtype_mismatch(op, [inputs[j] for j in same])
+    return inputs, [x._value for x in inputs]
+
+
+def _raise_dtype_mismatch(op, tensors):
+    names = ", ".join(t.dtype.name for t in tensors)
+    raise errors.InvalidArgumentError(
+        f"{op.name}: inputs must have the same dtype, got {names}; use df.cast to convert")
+
+
+def _symbolic_outside_trace(op, t):
+    where = getattr(t, "creation_site", None)
+    site = f" (created at {where})" if where else ""
+    return errors.TracingError(
+        f"{op.name}: symbolic tensor {getattr(t, 'name', t)!r}{site} is used outside the "
+        f"function trace that created it; return it from the traced function instead")
+
+
+_KIND_NAMES = {"f": "floating", "i": "integer", "u": "unsigned", "b": "bool"}
+
+
+def kinds_text(kinds):
+    return " or ".join(_KIND_NAMES[k] for k in kinds if k in _KIND_NAMES)
+
+
+def describe_value(v):
+    if hasattr(v, "shape") and hasattr(v, "dtype"):
+        try:
+            return f"{dtypes.from_numpy(v.dtype).name}{list(v.shape)}"
+        except errors.InvalidArgumentError:
+            return f"{v.dtype}{list(v.shape)}"
+    return type(v).__name__
+
+
+def _kernel_error(op, vals, attrs, exc):
+    shown = ", ".join(describe_value(v) for v in vals)
+    attr_txt = ""
+    if attrs:
+        attr_txt = " with " + ", ".join(f"{k}={v!r}" for k, v in sorted(attrs.items())
+                                        if not callable(v))
+    return errors.InvalidArgumentError(f"{op.name}({shown}){attr_txt} failed: {exc}")

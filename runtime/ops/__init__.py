@@ -1,0 +1,35 @@
+"""All registered ops and their public functions; installs Tensor operators."""
+from runtime.ops import math_ops, array_ops  # noqa: F401  (registration happens on import)
+from runtime.ops.math_ops import *  # noqa: F401,F403
+from runtime.ops.array_ops import *  # noqa: F401,F403
+from runtime.ops import nn_ops, resource_ops  # noqa: F401,E402
+from runtime.ops.nn_ops import *  # noqa: F401,F403,E402
+
+
+def _install_operators(cls):
+    """Python operators on tensors (and variables), all routed through the registry."""
+    m, a = math_ops, array_ops
+
+    def rev(f):
+        return lambda self, other: f(other, self)
+
+    ops = {
+        "__add__": m.add, "__radd__": rev(m.add),
+        "__sub__": m.subtract, "__rsub__": rev(m.subtract),
+        "__mul__": m.multiply, "__rmul__": rev(m.multiply),
+        "__truediv__": m.divide, "__rtruediv__": rev(m.divide),
+        "__floordiv__": m.floordiv, "__rfloordiv__": rev(m.floordiv),
+        "__mod__": m.mod, "__rmod__": rev(m.mod),
+        "__pow__": m.pow, "__rpow__": rev(m.pow),
+        "__matmul__": m.matmul, "__rmatmul__": rev(m.matmul),
+        "__lt__": m.less, "__le__": m.less_equal, "__gt__": m.greater, "__ge__": m.greater_equal,
+        "__and__": m.logical_and, "__or__": m.logical_or, "__invert__": m.logical_not,
+        "__neg__": m.negative, "__abs__": m.abs, "__pos__": lambda self: self,
+        "__getitem__": lambda self, key: a.slice_helper(self, key),
+    }
+    for k, f in ops.items():
+        setattr(cls, k, f)
+
+
+from runtime.tensor import Tensor  # noqa: E402
+_install_operators(Tensor)

@@ -1,0 +1,484 @@
+"""Elementwise math, matmul, reductions, casts and logic: declarations and public functions.
+
+Each op is declared once with `register(...)`: kernel (numpy), inference, gradient. The
+gradients are written with the public functions below, so the same rule runs eagerly and
+builds graph nodes while tracing.
+"""
+import numpy as np
+
+from runtime import dtypes, errors
+from runtime.execute import run_op
+from runtime.ops import _infer as inf
+from runtime.registry import register
+
+_EMPTY = {}
+
+
+def _public(op, doc):
+    """A public function `f(x, name=None)` / `f(x, y, name=None)` for an op without attrs."""
+    if op.name in _UNARY:
+        def f(x, name=None):
+            return run_op(op, (x,), _EMPTY, name)
+    else:
+        def f(x, y, name=None):
+            return run_op(op, (x, y), _EMPTY, name)
+    f.__name__ = f.__qualname__ = op.name
+    f.__doc__ = doc
+    return f
+
+
+_UNARY = set()
+
+
+def _unary(name, kernel, grad, kinds=inf.numeric_kinds, doc=""):
+    _UNARY.add(name)
+    op = register(name, kernel, inf.unary_same(name, kinds), grad, kinds=kinds)
+    return _public(op, doc or f"Elementwise {name}(x).")
+
+
+def _binary(name, kernel, grad, kinds=inf.numeric_kinds, out_dtype=None, doc=""):
+    op = register(name, kernel, inf.binary_broadcast(name, kinds, out_dtype), grad,
+                  same_dtype=(0, 1), kinds=kinds)
+    return _public(op, doc or f"Elementwise {name}(x, y) with numpy broadcasting.")
+
+
+# ---------------------------------------------------------------------------------------
+# Broadcast gradient reduction: the one helper every broadcasting gradient goes through.
+
+def unbroadcast(g, x):
+    """Sum gradient `g` down to the shape of input `x` (undoing numpy broadcasting)."""
+    gs, xs = tuple(g.shape), tuple(x.shape)
+    if gs == xs and None not in gs:
+        return g
+    if None in gs or None in xs:
+        return run_op(_SUM_TO_LIKE, (g, x))
+    lead = len(gs) - len(xs)
+    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(xs) if d == 1 and gs[lead + i] != 1)
+    r = reduce_sum(g, axis=axes) if axes else g
+    if tuple(r.shape) != xs:
+        from runtime.ops.array_ops import reshape
+        r = reshape(r, xs)
+    return r
+
+
+def _sum_to(g, shape):
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1)
+    r = np.sum(g, axis=axes, dtype=g.dtype) if axes else g
+    return np.reshape(r, shape)
+
+
+def _infer_like(name):
+    def infer(shapes, dts, attrs):
+        return [(tuple(shapes[1]), dts[0])]
+    return infer
+
+
+_SUM_TO_LIKE = register(
+    "sum_to_like", lambda g, like: _sum_to(g, np.shape(like)), _infer_like("sum_to_like"),
+    lambda op, gg: [run_op(_BROADCAST_LIKE, (gg, op.inputs[0])), None])
+_BROADCAST_LIKE = register(
+    "broadcast_like", lambda x, like: np.broadcast_to(x, np.shape(like)), _infer_like("broadcast_like"),
+    lambda op, gg: [run_op(_SUM_TO_LIKE, (gg, op.inputs[0])), None])
+
+
+def _mask(cond, like):
+    return cast(cond, like.dtype)
+
+
+# ------------------------------------------------------------------ binary arithmetic
+add = _binary("add", np.add, lambda op, g: [unbroadcast(g, op.inputs[0]), unbroadcast(g, op.inputs[1])],
+              doc="x + y elementwise, with broadcasting. `df.add([1., 2.], 1.) -> [2., 3.]`")
+subtract = _binary("subtract", np.subtract,
+                   lambda op, g: [unbroadcast(g, op.inputs[0]), unbroadcast(negative(g), op.inputs[1])],
+                   doc="x - y elementwise, with broadcasting.")
+multiply = _binary("multiply", np.multiply,
+                   lambda op, g: [unbroadcast(multiply(g, op.inputs[1]), op.inputs[0]),
+                                  unbroadcast(multiply(g, op.inputs[0]), op.inputs[1])],
+                   doc="x * y elementwise, with broadcasting.")
+
+
+def _divide_kernel(x, y):
+    if x.dtype.kind in "iu":
+        return np.true_divide(x, y, dtype=np.float64)
+    return np.true_divide(x, y)
+
+
+def _divide_infer(shapes, dts, attrs):
+    inf.check_same("divide", dts)
+    inf.check_kinds("divide", dts[0], inf.numeric_kinds)
+    out = dtypes.float64 if dts[0].is_integer else dts[0]
+    return [(inf.broadcast_shapes("divide", shapes[0], shapes[1]), out)]
+
+
+def _divide_grad(op, g):
+    x, y = op.inputs
+    if not x.dtype.is_floating:
+        return [None, None]
+    return [unbroadcast(divide(g, y), x),
+            unbroadcast(negative(divide(multiply(g, x), multiply(y, y))), y)]
+
+
+_DIVIDE = register("divide", _divide_kernel, _divide_infer, _divide_grad, same_dtype=(0, 1),
+                   kinds=inf.numeric_kinds)
+divide = _public(_DIVIDE, "x / y elementwise (true division; integers give float64).")
+floordiv = _binary("floordiv", np.floor_divide, None, doc="x // y elementwise (not differentiable).")
+mod = _binary("mod", np.mod, None, doc="x % y elementwise, sign of y as in Python (not differentiable).")
+
+
+def _pow_grad(op, g):
+    x, y = op.inputs
+    out = op.outputs[0]
+    dx = multiply(g, multiply(y, pow(x, subtract(y, 1))))
+    safe_log = log(where_(greater(x, 0), x, ones_like_(x)))
+    dy = multiply(g, multiply(out, where_(greater(x, 0), safe_log, zeros_like_(x))))
+    return [unbroadcast(dx, x), unbroadcast(dy, y)]
+
+
+def _pow_kernel(x, y):
+    if x.dtype.kind in "iu" and np.any(np.asarray(y) < 0):
+        raise errors.InvalidArgumentError("integers to negative integer powers are not allowed")
+    return np.power(x, y)
+
+
+pow = _binary("pow", _pow_kernel, _pow_grad, doc="x ** y elementwise.")  # noqa: A001
+maximum = _binary("maximum", np.maximum,
+                  lambda op, g: [unbroadcast(multiply(g, _mask(greater_equal(op.inputs[0], op.inputs[1]), g)), op.inputs[0]),
+                                 unbroadcast(multiply(g, _mask(less(op.inputs[0], op.inputs[1]), g)), op.inputs[1])],
+                  doc="Elementwise maximum; ties send the gradient to x.")
+minimum = _binary("minimum", np.minimum,
+                  lambda op, g: [unbroadcast(multiply(g, _mask(less_equal(op.inputs[0], op.inputs[1]), g)), op.inputs[0]),
+                                 unbroadcast(multiply(g, _mask(greater(op.inputs[0], op.inputs[1]), g)), op.inputs[1])],
+                  doc="Elementwise minimum; ties send the gradient to x.")
+
+# ------------------------------------------------------------------ unary
+negative = _unary("negative", np.negative, lambda op, g: [negative(g)], doc="-x elementwise.")
+square = _unary("square", np.square, lambda op, g: [multiply(g, multiply(op.inputs[0], 2))])
+sqrt = _unary("sqrt", np.sqrt, lambda op, g: [divide(multiply(g, 0.5), op.outputs[0])], kinds="f")
+rsqrt = _unary("rsqrt", lambda x: 1 / np.sqrt(x),
+               lambda op, g: [multiply(multiply(g, -0.5), pow(op.outputs[0], 3))], kinds="f",
+               doc="1 / sqrt(x) elementwise.")
+exp = _unary("exp", np.exp, lambda op, g: [multiply(g, op.outputs[0])], kinds="f")
+log = _unary("log", np.log, lambda op, g: [divide(g, op.inputs[0])], kinds="f")
+log1p = _unary("log1p", np.log1p, lambda op, g: [divide(g, add(op.inputs[0], 1))], kinds="f")
+tanh = _unary("tanh", np.tanh,
+              lambda op, g: [multiply(g, subtract(1, square(op.outputs[0])))], kinds="f")
+
+
+def _sigmoid(x):
+    # 0.5 * (1 + tanh(x / 2)): stable for large |x| and keeps the dtype.
+    return (np.tanh(x * x.dtype.type(0.5)) + x.dtype.type(1)) * x.dtype.type(0.5)
+
+
+sigmoid = _unary("sigmoid", _sigmoid,
+                 lambda op, g: [multiply(g, multiply(op.outputs[0], subtract(1, op.outputs[0])))], kinds="f")
+relu = _unary("relu", lambda x: np.maximum(x, x.dtype.type(0)),
+              lambda op, g: [multiply(g, _mask(greater(op.inputs[0], 0), g))], doc="max(x, 0) elementwise.")
+abs = _unary("abs", np.abs, lambda op, g: [multiply(g, sign(op.inputs[0]))])  # noqa: A001
+sign = _unary("sign", np.sign, None, doc="Sign of x (-1, 0, 1); not differentiable.")
+sin = _unary("sin", np.sin, lambda op, g: [multiply(g, cos(op.inputs[0]))], kinds="f")
+cos = _unary("cos", np.cos, lambda op, g: [negative(multiply(g, sin(op.inputs[0])))], kinds="f")
+floor = _unary("floor", np.floor, None, kinds="f", doc="Floor of x; not differentiable.")
+round = _unary("round", np.round, None, kinds="f",  # noqa: A001
+               doc="Round half to even, as numpy and TensorFlow; not differentiable.")
+
+# ------------------------------------------------------------------ comparison and logic
+
+
+def _compare(name, kernel):
+    op = register(name, kernel, inf.binary_broadcast(name, None, dtypes.bool), None, same_dtype=(0, 1))
+    return _public(op, f"Elementwise {name}(x, y) -> bool (not differentiable).")
+
+
+equal = _compare("equal", np.equal)
+not_equal = _compare("not_equal", np.not_equal)
+less = _compare("less", np.less)
+less_equal = _compare("less_equal", np.less_equal)
+greater = _compare("greater", np.greater)
+greater_equal = _compare("greater_equal", np.greater_equal)
+logical_and = _binary("logical_and", np.logical_and, None, kinds="b")
+logical_or = _binary("logical_or", np.logical_or, None, kinds="b")
+logical_not = _unary("logical_not", np.logical_not, None, kinds="b")
+
+
+# ------------------------------------------------------------------ cast, add_n
+def _cast_infer(shapes, dts, attrs):
+    return [(tuple(shapes[0]), attrs["dtype"])]
+
+
+def _cast_grad(op, g):
+    src = op.inputs[0].dtype
+    if src.is_floating and op.attrs["dtype"].is_floating:
+        return [cast(g, src)]
+    return [None]
+
+
+_CAST = register("cast", lambda x, dtype: np.asarray(x).astype(dtype.np, copy=False), _cast_infer, _cast_grad, attrs={"dtype": "dtype"})
+
+
+def cast(x, dtype, name=None):
+    """x converted to `dtype`: `df.cast(df.constant([1.7]), df.int32) -> [1]`."""
+    dtype = dtypes.as_dtype(dtype)
+    return run_op(_CAST, (x,), {"dtype": dtype}, name)
+
+
+def _add_n_infer(shapes, dts, attrs):
+    inf.check_same("add_n", dts)
+    out = tuple(shapes[0])
+    for s in shapes[1:]:
+        out = inf.broadcast_shapes("add_n", out, s)
+    return [(out, dts[0])]
+
+
+def _add_n_kernel(*xs):
+    d0 = xs[0].dtype
+    for x in xs:
+        if x.dtype != d0:
+            raise errors.InvalidArgumentError(
+                f"add_n: inputs must have the same dtype, got {', '.join(v.dtype.name for v in xs)}")
+    acc = xs[0]
+    for x in xs[1:]:
+        acc = acc + x
+    return acc
+
+
+_ADD_N = register("add_n", _add_n_kernel, _add_n_infer,
+                  lambda op, g: [unbroadcast(g, x) for x in op.inputs], kinds=inf.numeric_kinds)
+
+
+def add_n(inputs, name=None):
+    """Sum of a list of tensors (used to aggregate gradients)."""
+    inputs = list(inputs)
+    if not inputs:
+        raise errors.InvalidArgumentError("add_n needs at least one input")
+    if len(inputs) == 1:
+        return inputs[0]
+    return run_op(_ADD_N, inputs, _EMPTY, name)
+
+
+# ------------------------------------------------------------------ matmul
+def _matmul_kernel(a, b, transpose_a=False, transpose_b=False):
+    if transpose_a:
+        a = np.swapaxes(a, -1, -2)
+    if transpose_b:
+        b = np.swapaxes(b, -1, -2)
+    return np.matmul(a, b)
+
+
+def _matmul_infer(shapes, dts, attrs):
+    inf.check_same("matmul", dts)
+    inf.check_kinds("matmul", dts[0], inf.numeric_kinds)
+    a, b = shapes
+    if len(a) < 2 or len(b) < 2:
+        raise errors.InvalidArgumentError(
+            f"matmul: inputs must have rank >= 2, got shapes {inf.shape_str(a)} and {inf.shape_str(b)}")
+    m, k1 = (a[-1], a[-2]) if attrs.get("transpose_a") else (a[-2], a[-1])
+    k2, n = (b[-1], b[-2]) if attrs.get("transpose_b") else (b[-2], b[-1])
+    if k1 is not None and k2 is not None and k1 != k2:
+        raise errors.InvalidArgumentError(
+            f"matmul: inner dimensions differ: {inf.shape_str(a)} x {inf.shape_str(b)} "
+            f"(transpose_a={attrs.get('transpose_a', False)}, transpose_b={attrs.get('transpose_b', False)})")
+    batch = inf.broadcast_shapes("matmul", a[:-2], b[:-2])
+    return [(batch + (m, n), dts[0])]
+
+
+def _matmul_grad(op, g):
+    a, b = op.inputs
+    ta, tb = op.attrs.get("transpose_a", False), op.attrs.get("transpose_b", False)
+    if not ta and not tb:
+        da, db = matmul(g, b, transpose_b=True), matmul(a, g, transpose_a=True)
+    elif ta and not tb:
+        da, db = matmul(b, g, transpose_b=True), matmul(a, g)
+    elif not ta and tb:
+        da, db = matmul(g, b), matmul(g, a, transpose_a=True)
+    else:
+        da, db = matmul(b, g, transpose_a=True, transpose_b=True), matmul(g, a, transpose_a=True, transpose_b=True)
+    return [unbroadcast(da, a), unbroadcast(db, b)]
+
+
+_MATMUL = register("matmul", _matmul_kernel, _matmul_infer, _matmul_grad, same_dtype=(0, 1),
+                   attrs={"transpose_a": "bool", "transpose_b": "bool"}, kinds=inf.numeric_kinds)
+_MM_ATTRS = {(False, False): _EMPTY}
+
+
+def matmul(a, b, transpose_a=False, transpose_b=False, name=None):
+    """Matrix product of 2-D or batched inputs: `df.matmul(x, w)` == `x @ w`."""
+    key = (bool(transpose_a), bool(transpose_b))
+    attrs = _MM_ATTRS.get(key)
+    if attrs is None:
+        attrs = _MM_ATTRS[key] = {"transpose_a": key[0], "transpose_b": key[1]}
+    return run_op(_MATMUL, (a, b), attrs, name)
+
+
+# ------------------------------------------------------------------ reductions
+def _norm_axis(axis):
+    if axis is None:
+        return None
+    if isinstance(axis, (list, tuple)):
+        return tuple(int(a) for a in axis)
+    if hasattr(axis, "numpy"):
+        v = np.asarray(axis)
+        return tuple(int(a) for a in v) if v.ndim else int(v)
+    return int(axis)
+
+
+def _reduce_infer(name, kinds=inf.numeric_kinds, out=None):
+    def infer(shapes, dts, attrs):
+        inf.check_kinds(name, dts[0], kinds)
+        shape = inf.reduced_shape(name, shapes[0], attrs.get("axis"), attrs.get("keepdims", False))
+        return [(shape, out(dts[0]) if out else dts[0])]
+    return infer
+
+
+def _keepdims_grad(g, op):
+    """Reshape a reduction's output gradient so it broadcasts against the input."""
+    from runtime.ops.array_ops import reshape, expand_dims
+    x = op.inputs[0]
+    axis = op.attrs.get("axis")
+    if op.attrs.get("keepdims", False):
+        return g
+    nd = len(x.shape)
+    axes = range(nd) if axis is None else sorted(a % nd for a in (axis if isinstance(axis, tuple) else (axis,)))
+    shape = tuple(x.shape)
+    if None not in shape:
+        kd = tuple(1 if i in set(axes) else d for i, d in enumerate(shape))
+        return reshape(g, kd)
+    for a in axes:
+        g = expand_dims(g, a)
+    return g
+
+
+def _broadcast_back(g, x):
+    from runtime.ops.array_ops import broadcast_to
+    if None in tuple(x.shape):
+        return run_op(_BROADCAST_LIKE, (g, x))
+    if tuple(g.shape) == tuple(x.shape):
+        return g
+    return broadcast_to(g, x.shape)
+
+
+def _sum_grad(op, g):
+    return [_broadcast_back(_keepdims_grad(g, op), op.inputs[0])]
+
+
+def _count(op):
+    x, y = op.inputs[0], op.outputs[0]
+    nx, ny = inf.num_elements(x.shape), inf.num_elements(y.shape)
+    if nx is not None and ny is not None:
+        return nx // max(ny, 1) if ny else 1
+    from runtime.ops.array_ops import size
+    return cast(divide(size(x), size(y)), x.dtype)
+
+
+def _mean_grad(op, g):
+    return [divide(_broadcast_back(_keepdims_grad(g, op), op.inputs[0]), _count(op))]
+
+
+def _extreme_grad(op, g):
+    x, y = op.inputs[0], op.outputs[0]
+    yk = _keepdims_grad(y, op)
+    mask = _mask(equal(x, yk), x)
+    counts = reduce_sum(mask, axis=op.attrs.get("axis"), keepdims=True)
+    return [divide(multiply(_keepdims_grad(g, op), mask), counts)]
+
+
+def _prod_grad(op, g):
+    # d prod / d x_i = product of the others; computed without dividing by x (zeros safe)
+    x = op.inputs[0]
+    others = run_op(_PROD_OTHERS, (x,), {"axis": op.attrs.get("axis")})
+    return [multiply(_broadcast_back(_keepdims_grad(g, op), x), others)]
+
+
+def _prod_others_kernel(x, axis=None):
+    """For each element, the product of the other elements in its reduction group."""
+    axes = tuple(range(x.ndim)) if axis is None else tuple(a % x.ndim for a in (axis if isinstance(axis, tuple) else (axis,)))
+    if x.ndim == 0:
+        return np.ones_like(x)
+    keep = [i for i in range(x.ndim) if i not in axes]
+    perm = keep + list(axes)
+    xt = np.transpose(x, perm)
+    lead = xt.shape[:len(keep)]
+    flat = xt.reshape(lead + (-1,))
+    ones = np.ones(lead + (1,), x.dtype)
+    left = np.cumprod(np.concatenate([ones, flat[..., :-1]], -1), -1)
+    right = np.cumprod(np.concatenate([ones, flat[..., :0:-1]], -1), -1)[..., ::-1]
+    res = (left * right).reshape(xt.shape)
+    return np.transpose(res, np.argsort(perm)).astype(x.dtype, copy=False)
+
+
+_PROD_OTHERS = register("reduce_prod_others", _prod_others_kernel,
+                        lambda s, d, a: [(tuple(s[0]), d[0])], None, attrs={"axis": "opt_ints"})
+
+_RED_ATTRS = {"axis": "opt_ints", "keepdims": "bool"}
+
+
+def _reducer(name, kernel, grad, kinds=inf.numeric_kinds, out=None, doc=""):
+    op = register(name, kernel, _reduce_infer(name, kinds, out), grad, attrs=_RED_ATTRS, kinds=kinds)
+
+    def f(input_tensor, axis=None, keepdims=False, name=None):
+        return run_op(op, (input_tensor,), {"axis": _norm_axis(axis), "keepdims": bool(keepdims)}, name)
+    f.__name__ = f.__qualname__ = op.name
+    f.__doc__ = doc or f"{name} over `axis` (None = all), keeping reduced dims if `keepdims`."
+    return f
+
+
+def _k_sum(x, axis=None, keepdims=False):
+    return np.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
+
+
+def _k_mean(x, axis=None, keepdims=False):
+    if x.dtype.kind in "iu":  # integer mean truncates, as TensorFlow's does
+        s = np.sum(x, axis=axis, keepdims=keepdims, dtype=np.int64)
+        n = x.size // max(np.size(s), 1) if x.size else 1
+        return (s // n).astype(x.dtype)
+    return np.mean(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
+
+
+reduce_sum = _reducer("reduce_sum", _k_sum, _sum_grad,
+                      doc="Sum over `axis`: `df.reduce_sum([[1, 2], [3, 4]], axis=0) -> [4, 6]`.")
+reduce_mean = _reducer("reduce_mean", _k_mean, _mean_grad)
+reduce_max = _reducer("reduce_max", lambda x, axis=None, keepdims=False: np.max(x, axis=axis, keepdims=keepdims),
+                      _extreme_grad)
+reduce_min = _reducer("reduce_min", lambda x, axis=None, keepdims=False: np.min(x, axis=axis, keepdims=keepdims),
+                      _extreme_grad)
+reduce_prod = _reducer("reduce_prod", lambda x, axis=None, keepdims=False:
+                       np.prod(x, axis=axis, keepdims=keepdims, dtype=x.dtype), _prod_grad)
+
+
+def _arg_infer(name):
+    def infer(shapes, dts, attrs):
+        inf.check_kinds(name, dts[0], inf.numeric_kinds)
+        shape = inf.reduced_shape(name, shapes[0], attrs["axis"], False)
+        return [(shape, attrs.get("output_type", dtypes.int64))]
+    return infer
+
+
+def _arg(name, fn):
+    op = register(name, lambda x, axis, output_type=dtypes.int64: fn(x, axis=axis).astype(output_type.np),
+                  _arg_infer(name), None, attrs={"axis": "int", "output_type": "dtype"}, kinds=inf.numeric_kinds)
+
+    def f(input, axis=0, output_type=dtypes.int64, name=None):
+        return run_op(op, (input,), {"axis": int(axis), "output_type": dtypes.as_dtype(output_type)}, name)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"Index of the {name[3:]}imum along `axis` (int64; not differentiable)."
+    return f
+
+
+argmax = _arg("argmax", np.argmax)
+argmin = _arg("argmin", np.argmin)
+
+
+# late-bound helpers used by gradients above (array_ops imports this module)
+def where_(c, x, y):
+    from runtime.ops.array_ops import where
+    return where(c, x, y)
+
+
+def ones_like_(x):
+    from runtime.ops.array_ops import ones_like
+    return ones_like(x)
+
+
+def zeros_like_(x):
+    from runtime.ops.array_ops import zeros_like
+    return zeros_like(x)

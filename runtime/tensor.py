@@ -1,0 +1,300 @@
+"""Tensors: the `Tensor` base (operators), eager tensors, resource handles, conversion."""
+import itertools
+import numbers
+
+import numpy as np
+
+from runtime import dtypes, errors
+from runtime.context import DEVICE, state
+
+__all__ = ["Tensor", "EagerTensor", "ResourceHandle", "HandleData", "tensor_id",
+           "to_array", "constant", "convert_to_tensor", "is_tensor_like"]
+
+# Stable per-object tensor ids: a counter, so an id is never reused while a tape may
+# still refer to it (id() of a dead object can be).
+_next_id = itertools.count(1).__next__
+
+
+class Tensor:
+    """Base of eager and symbolic tensors. Operators are installed by `runtime.ops`.
+
+    `==` and `hash` stay identity so tensors can be dict keys; use `df.equal`.
+    """
+
+    __slots__ = ()
+    # numpy defers binary operators to us (ndarray + tensor -> tensor.__radd__).
+    __array_ufunc__ = None
+    __hash__ = object.__hash__
+
+    def __eq__(self, other):
+        return self is other
+
+    def __ne__(self, other):
+        return self is not other
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def device(self):
+        return DEVICE
+
+
+class EagerTensor(Tensor):
+    """A tensor holding a numpy value; immutable."""
+
+    __slots__ = ("_value", "_id", "__weakref__")
+
+    def __init__(self, value):
+        self._value = value
+        self._id = _next_id()
+
+    @property
+    def shape(self):
+        return self._value.shape
+
+    @property
+    def dtype(self):
+        return dtypes._BY_NUMPY[self._value.dtype]
+
+    @property
+    def name(self):
+        return None
+
+    def numpy(self):
+        """The value as a read-only numpy array (a view; no copy)."""
+        v = np.asarray(self._value).view()
+        v.flags.writeable = False
+        return v
+
+    def __array__(self, dtype=None, copy=None):
+        v = np.asarray(self._value)
+        if dtype is not None and v.dtype != dtype:
+            return v.astype(dtype)
+        return v.copy() if copy else v
+
+    def __float__(self):
+        return float(self._value)
+
+    def __int__(self):
+        return int(self._value)
+
+    def __index__(self):
+        if not np.issubdtype(self._value.dtype, np.integer):
+            raise TypeError(f"only integer tensors can be used as an index, got {self.dtype.name}")
+        return int(self._value)
+
+    def __bool__(self):
+        return bool(self._value)
+
+    def __len__(self):
+        if not self._value.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._value.shape[0]
+
+    def __iter__(self):
+        if not self._value.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self._value.shape[0]))
+
+    def __repr__(self):
+        body = np.array2string(np.asarray(self._value), separator=", ", threshold=20)
+        return f"<df.Tensor shape={self.shape} dtype={self.dtype.name} numpy={body}>"
+
+    __str__ = __repr__
+
+
+class HandleData:
+    """What a resource handle points at: `shape_and_type == [(shape, dtype)]`."""
+
+    __slots__ = ("shape_and_type",)
+
+    def __init__(self, shape, dtype):
+        self.shape_and_type = [(tuple(shape), dtype)]
+
+    def __repr__(self):
+        (shape, dtype), = self.shape_and_type
+        return f"HandleData(shape={shape}, dtype={dtype.name})"
+
+
+class ResourceHandle(EagerTensor):
+    """A scalar tensor of dtype `resource` whose value is a mutable variable container."""
+
+    __slots__ = ("handle_data",)
+
+    def __init__(self, container, handle_data):
+        super().__init__(container)
+        self.handle_data = handle_data
+
+    @property
+    def shape(self):
+        return ()
+
+    @property
+    def dtype(self):
+        return dtypes.resource
+
+    def numpy(self):
+        raise TypeError("a resource handle has no numpy value; read the variable instead")
+
+    __array__ = None
+
+    def __repr__(self):
+        return f"<df.Tensor dtype=resource handle_data={self.handle_data!r}>"
+
+
+def tensor_id(t):
+    """The stable integer id of a tensor (eager or symbolic)."""
+    return t._id
+
+
+def is_tensor_like(x):
+    return isinstance(x, (Tensor, np.ndarray, np.generic, numbers.Number, list, tuple)) or \
+        hasattr(x, "_as_tensor")
+
+
+_PY_DEFAULT = {bool: np.dtype(np.bool_), int: np.dtype(np.int32), float: np.dtype(np.float32)}
+_NUMPY_DEFAULTS = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dtype(np.int32)}
+
+
+def _python_kind(value):
+    """'bool' | 'int' | 'float' for Python scalars and nested lists of them, else None."""
+    if isinstance(value, bool):
+        return bool
+    if isinstance(value, numbers.Integral) and not isinstance(value, np.generic):
+        return int
+    if isinstance(value, numbers.Real) and not isinstance(value, np.generic):
+        return float
+    return None
+
+
+def to_array(value, dtype=None):
+    """Convert a Python/numpy value to a numpy array of a supported dtype.
+
+    `dtype` (np.dtype) is the weak-typing target: Python scalars and lists adopt it.
+    Without it, Python floats become float32 and ints int32 (numpy arrays keep theirs).
+    Raises InvalidArgumentError for a Python float meeting an integer dtype, or for a
+    numpy array whose dtype differs from `dtype`.
+    """
+    if isinstance(value, (np.ndarray, np.generic)):
+        arr = np.asarray(value)
+        if arr.dtype not in dtypes._BY_NUMPY:
+            raise errors.InvalidArgumentError(
+                f"unsupported dtype {arr.dtype.name!r} (supported: float16, float32, float64, "
+                f"int32, int64, bool)")
+        if dtype is not None and arr.dtype != dtype:
+            raise errors.InvalidArgumentError(
+                f"cannot convert a {arr.dtype.name} array to {np.dtype(dtype).name}; use df.cast")
+        return arr
+    kind = _python_kind(value)
+    if kind is None:
+        if isinstance(value, (list, tuple)):
+            arr = _list_to_array(value, dtype)
+            return arr
+        raise TypeError(f"cannot convert {type(value).__name__} value {value!r} to a tensor")
+    if dtype is None:
+        return np.asarray(value, _PY_DEFAULT[kind])
+    return _python_scalar_to(value, kind, dtype)
+
+
+def _python_scalar_to(value, kind, dtype):
+    if kind is float and dtype.kind in "iub":
+        raise errors.InvalidArgumentError(
+            f"cannot use Python float {value!r} with a {dtype.name} tensor; use df.cast or an "
+            f"integer value")
+    if kind is int and dtype.kind == "b":
+        raise errors.InvalidArgumentError(
+            f"cannot use Python int {value!r} with a bool tensor; use True/False")
+    if kind is int and dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if not info.min <= value <= info.max:
+            raise errors.InvalidArgumentError(f"Python int {value} does not fit in {dtype.name}")
+    return np.asarray(value, dtype)
+
+
+def _list_to_array(value, dtype):
+    try:
+        arr = np.asarray(value)
+    except ValueError as e:
+        raise errors.InvalidArgumentError(f"cannot convert a ragged list to a tensor: {e}") from None
+    if arr.dtype == object:
+        # A list holding tensors: stack their values.
+        try:
+            arr = np.asarray([np.asarray(v) for v in value])
+        except Exception:
+            raise TypeError("cannot convert a list of mixed objects to a tensor") from None
+    if arr.dtype.kind == "f" and all_python(value):
+        kind = float
+    elif arr.dtype.kind in "iu" and all_python(value):
+        kind = int
+    elif arr.dtype.kind == "b":
+        kind = bool
+    else:
+        kind = None
+    if kind is not None:
+        if dtype is None:
+            return arr.astype(_PY_DEFAULT[kind])
+        if kind is float and dtype.kind in "iub":
+            raise errors.InvalidArgumentError(
+                f"cannot use a list of Python floats with a {dtype.name} tensor; use df.cast")
+        return arr.astype(dtype)
+    if arr.dtype not in dtypes._BY_NUMPY:
+        raise errors.InvalidArgumentError(f"unsupported dtype {arr.dtype.name!r}")
+    if dtype is not None and arr.dtype != dtype:
+        raise errors.InvalidArgumentError(
+            f"cannot convert a {arr.dtype.name} value to {np.dtype(dtype).name}; use df.cast")
+    return arr
+
+
+def all_python(value):
+    """True if a nested list holds only Python scalars (weakly typed)."""
+    if isinstance(value, (list, tuple)):
+        return all(all_python(v) for v in value)
+    return _python_kind(value) is not None
+
+
+def constant(value, dtype=None, name=None):
+    """An eager tensor holding a copy of `value` (scalar, nested list or array).
+
+    >>> df.constant([1, 2], df.float32)
+    <df.Tensor shape=(2,) dtype=float32 numpy=[1., 2.]>
+
+    While tracing, the value becomes a constant node of the graph.
+    """
+    if isinstance(value, Tensor):
+        return convert_to_tensor(value, dtype)
+    if dtype is not None:
+        npd = dtypes.as_dtype(dtype).np
+        if isinstance(value, (np.ndarray, np.generic)) or _python_kind(value) is float or \
+                isinstance(value, (list, tuple)):
+            arr = np.array(value, dtype=npd)  # explicit dtype: a deliberate cast
+        else:
+            arr = to_array(value, npd)
+    else:
+        arr = np.array(to_array(value), copy=True)
+    g = state.graph
+    if g is not None:
+        return g.constant(arr, name)
+    return EagerTensor(arr)
+
+
+def convert_to_tensor(value, dtype=None, name=None):
+    """A tensor for `value`: tensors pass through, variables are read, arrays wrapped.
+
+    >>> df.convert_to_tensor(np.ones(3))
+    <df.Tensor shape=(3,) dtype=float64 numpy=[1., 1., 1.]>
+    """
+    want = dtypes.as_dtype(dtype) if dtype is not None else None
+    if isinstance(value, Tensor):
+        t = value
+    elif hasattr(value, "_as_tensor"):
+        t = value._as_tensor()
+    else:
+        arr = to_array(value, want.np if want is not None else None)
+        g = state.graph
+        t = g.constant(arr, name) if g is not None else EagerTensor(arr)
+    if want is not None and t.dtype is not want:
+        raise errors.InvalidArgumentError(
+            f"tensor has dtype {t.dtype.name}, expected {want.name}; use df.cast")
+    return t

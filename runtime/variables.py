@@ -1,0 +1,186 @@
+"""Resource variables: a handle tensor of dtype `resource`, read and assigned by stateful ops."""
+import numpy as np
+
+from runtime import dtypes, errors
+from runtime.context import state
+from runtime.execute import run_op
+from runtime.ops import resource_ops
+from runtime.tensor import EagerTensor, HandleData, ResourceHandle, Tensor, to_array
+
+__all__ = ["Variable"]
+
+_counter = [0]
+
+
+def _user_site():
+    """'file:line' of the first frame outside defun's own packages."""
+    import sys
+    import os
+    f = sys._getframe(1)
+    roots = tuple(os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep + p + os.sep
+                  for p in ("runtime", "graph", "defun"))
+    while f is not None:
+        fn = os.path.abspath(f.f_code.co_filename)
+        if not fn.startswith(roots):
+            return f"{f.f_code.co_filename}:{f.f_lineno}"
+        f = f.f_back
+    return "<unknown>"
+
+
+class Variable:
+    """A mutable tensor: `v = df.Variable([1., 2.]); v.assign_add([1., 1.])`.
+
+    Reads and assignments are stateful ops on `v.handle`, so they run in program order
+    inside traced functions, and gradients reach `v` through its reads.
+    """
+
+    def __init__(self, initial_value, name=None, trainable=True, dtype=None):
+        if state.graph is not None:
+            raise errors.TracingError(
+                f"df.Variable created inside a traced function (at {_user_site()}); create "
+                f"variables outside the function and use them inside")
+        if callable(initial_value):
+            initial_value = initial_value()
+        if isinstance(initial_value, Variable):
+            initial_value = initial_value.numpy()
+        if isinstance(initial_value, Tensor):
+            arr = np.array(initial_value, copy=True)
+        else:
+            arr = np.array(to_array(initial_value), copy=True)
+        if dtype is not None:
+            want = dtypes.as_dtype(dtype).np
+            if arr.dtype != want:
+                arr = arr.astype(want)
+        _counter[0] += 1
+        self._name = name or f"Variable_{_counter[0]}"
+        self._trainable = bool(trainable)
+        store = resource_ops.VariableStore(arr, self._name)
+        self.handle = ResourceHandle(store, HandleData(arr.shape, dtypes.from_numpy(arr.dtype)))
+        self._store = store
+        self._attrs = {"dtype": self.handle.handle_data.shape_and_type[0][1], "shape": arr.shape}
+
+    # -------------------------------------------------------------- properties
+    @property
+    def name(self):
+        return self._name
+
+    @property
+    def trainable(self):
+        return self._trainable
+
+    @property
+    def shape(self):
+        return self._store.shape
+
+    @property
+    def dtype(self):
+        return self._attrs["dtype"]
+
+    @property
+    def ndim(self):
+        return len(self._store.shape)
+
+    @property
+    def device(self):
+        return self.handle.device
+
+    # -------------------------------------------------------------- reads and writes
+    def read_value(self):
+        """The current value as a tensor (a read op; recorded on watching tapes)."""
+        tapes = state.tapes
+        if tapes and self._trainable:
+            for t in tapes:
+                if t.watch_accessed_variables:
+                    watch_variable(t, self)
+        return run_op(resource_ops._READ, (self.handle,), self._attrs)
+
+    value = read_value
+    _as_tensor = read_value
+
+    def _convert_value(self, value):
+        if isinstance(value, Variable):
+            value = value.read_value()
+        if isinstance(value, Tensor):
+            if value.dtype is not self.dtype:
+                raise errors.InvalidArgumentError(
+                    f"cannot assign a {value.dtype.name} tensor to variable {self._name!r} of dtype "
+                    f"{self.dtype.name}; use df.cast")
+            return value
+        arr = to_array(value, self._store.dtype)
+        if isinstance(value, np.ndarray):
+            arr = arr.copy()  # the caller may mutate their array later
+        return EagerTensor(arr) if state.graph is None else _graph_const(arr)
+
+    def _assign(self, op, value):
+        run_op(op, (self.handle, self._convert_value(value)), self._attrs)
+        return self
+
+    def assign(self, value, name=None):
+        """Set the value (same shape and dtype); returns the variable."""
+        return self._assign(resource_ops._ASSIGN, value)
+
+    def assign_add(self, delta, name=None):
+        """Add `delta` in place; returns the variable."""
+        return self._assign(resource_ops._ASSIGN_ADD, delta)
+
+    def assign_sub(self, delta, name=None):
+        """Subtract `delta` in place; returns the variable."""
+        return self._assign(resource_ops._ASSIGN_SUB, delta)
+
+    def numpy(self):
+        """A copy of the current value."""
+        return np.array(self._store.value, copy=True)
+
+    def __array__(self, dtype=None, copy=None):
+        v = np.array(self._store.value, copy=True)
+        return v.astype(dtype) if dtype is not None else v
+
+    def __float__(self):
+        return float(self.read_value())
+
+    def __int__(self):
+        return int(self.read_value())
+
+    def __bool__(self):
+        return bool(self.read_value())
+
+    def __len__(self):
+        return len(self.read_value())
+
+    def __iter__(self):
+        return iter(self.read_value())
+
+    def __repr__(self):
+        body = np.array2string(np.asarray(self._store.value), separator=", ", threshold=20)
+        return f"<df.Variable {self._name!r} shape={self.shape} dtype={self.dtype.name} numpy={body}>"
+
+    __array_ufunc__ = None
+    __hash__ = object.__hash__
+
+    def __eq__(self, other):
+        return self is other
+
+    def __ne__(self, other):
+        return self is not other
+
+
+def _graph_const(arr):
+    return state.graph.constant(arr, None)
+
+
+def watch_variable(tape, var):
+    """Make `tape` watch `var` (its handle as seen in the current graph, if tracing)."""
+    h = handle_in_context(var)
+    if h._id not in tape.variables:
+        tape.variables[h._id] = var
+    tape.watch(h)
+
+
+def handle_in_context(var):
+    """The handle tensor ops see: the eager handle, or its capture in the traced graph."""
+    g = state.graph
+    return var.handle if g is None else g.capture(var.handle)
+
+
+from runtime.ops import _install_operators  # noqa: E402
+_install_operators(Variable)
