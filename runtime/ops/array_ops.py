@@ -7,6 +7,9 @@ from runtime.ops import _infer as inf
 from runtime.ops.math_ops import unbroadcast, reduce_sum, cast
 from runtime.registry import register
 
+__all__ = ["identity", "stop_gradient", "zeros_like", "ones_like", "reshape", "expand_dims", "squeeze",
+           "broadcast_to", "shape", "size", "where"]
+
 _EMPTY = {}
 
 

@@ -11,6 +11,13 @@ from runtime.execute import run_op
 from runtime.ops import _infer as inf
 from runtime.registry import register
 
+__all__ = ["add", "subtract", "multiply", "divide", "floordiv", "mod", "pow", "maximum", "minimum",
+           "negative", "square", "sqrt", "rsqrt", "exp", "log", "log1p", "tanh", "sigmoid", "relu",
+           "abs", "sign", "sin", "cos", "floor", "round", "equal", "not_equal", "less", "less_equal",
+           "greater", "greater_equal", "logical_and", "logical_or", "logical_not", "cast", "add_n",
+           "matmul", "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod",
+           "argmax", "argmin", "unbroadcast"]
+
 _EMPTY = {}
 
 
