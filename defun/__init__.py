@@ -28,3 +28,4 @@ pow = _math_ops.pow  # noqa: A001
 round = _math_ops.round  # noqa: A001
 
 __version__ = "0.1.0"
+from defun.function import defun, TensorSpec, ConcreteFunction, Function, RetracingWarning  # noqa: F401,E402

@@ -23,10 +23,10 @@ class OpDef:
     """
 
     __slots__ = ("name", "kernel", "infer", "grad", "num_outputs", "stateful", "none_grads",
-                 "same_dtype", "attrs", "doc", "single", "kinds")
+                 "same_dtype", "attrs", "doc", "single", "kinds", "bind")
 
     def __init__(self, name, kernel, infer, grad=None, num_outputs=1, stateful=False,
-                 none_grads=False, same_dtype=None, attrs=None, doc="", kinds=None):
+                 none_grads=False, same_dtype=None, attrs=None, doc="", kinds=None, bind=None):
         self.name = name
         self.kernel = kernel
         self.infer = infer
@@ -45,6 +45,9 @@ class OpDef:
         # numpy dtype kinds the first input may have ("f" float, "i" int, "b" bool);
         # checked eagerly (one attribute test) and by graph inference alike.
         self.kinds = kinds
+        # Optional bind(attrs) -> callable(*arrays): lets the graph compiler bind attrs once
+        # (e.g. a call op binds straight to the callee's compiled plan).
+        self.bind = bind
 
     @property
     def differentiable(self):

@@ -1,0 +1,384 @@
+"""The graph IR: nodes, symbolic tensors, function graphs (with captures and a library).
+
+A `Graph` is one function: placeholder nodes for its inputs (arguments, then captures),
+op nodes in creation order (always a valid topological order), and a list of outputs.
+While a graph is the thread's builder (`with graph.building():`), every op call adds a
+node through the same registry and shape inference the eager path uses.
+"""
+import itertools
+
+import numpy as np
+
+from runtime import dtypes, errors, sites
+from runtime.context import state
+from runtime.registry import register
+from runtime.tensor import EagerTensor, Tensor, to_array
+
+__all__ = ["Graph", "Node", "SymbolicTensor", "PLACEHOLDER", "CONST"]
+
+_graph_ids = itertools.count(1)
+
+
+def _placeholder_kernel(**attrs):
+    raise errors.InvalidArgumentError("a placeholder has no value; feed it as a function input")
+
+
+PLACEHOLDER = register("placeholder", _placeholder_kernel,
+                       lambda s, d, a: [(tuple(a["shape"]), a["dtype"])], None,
+                       attrs={"shape": "shape", "dtype": "dtype"})
+CONST = register("const", lambda value: value, lambda s, d, a: [(a["value"].shape, dtypes.from_numpy(a["value"].dtype))],
+                 None, attrs={"value": "tensor"}, bind=lambda attrs: (lambda v=attrs["value"]: v))
+
+
+class SymbolicTensor(Tensor):
+    """An output of a graph node: static (possibly partial) shape and dtype, no value."""
+
+    __slots__ = ("node", "index", "shape", "dtype", "_id", "handle_data", "__weakref__")
+
+    def __init__(self, node, index, shape, dtype):
+        self.node = node
+        self.index = index
+        self.shape = shape
+        self.dtype = dtype
+        self._id = _next_tensor_id()
+        self.handle_data = None
+
+    @property
+    def name(self):
+        n = self.node.name
+        return n if self.index == 0 and len(self.node.outputs) <= 1 else f"{n}:{self.index}"
+
+    @property
+    def graph(self):
+        return self.node.graph
+
+    @property
+    def op(self):
+        return self.node
+
+    @property
+    def creation_site(self):
+        return sites.format_site(self.node.site)
+
+    def _trace_error(self, what, hint):
+        here = sites.user_site(2)
+        line = sites.source_line(here)
+        return errors.TracingError(
+            f"{what} a symbolic tensor ({self.name}, {_type_str(self.shape, self.dtype)}) while "
+            f"tracing, at {sites.format_site(here)}{': ' + line if line else ''}. Its value is "
+            f"only known when the graph runs. {hint}")
+
+    def __bool__(self):
+        raise self._trace_error("Used `if`/`bool()` on",
+                                "Use df.cond(pred, true_fn, false_fn) for data-dependent branches "
+                                "(or df.while_loop for loops).")
+
+    def __len__(self):
+        if self.shape and self.shape[0] is not None:
+            return self.shape[0]
+        raise self._trace_error("Called len() on", "Its first dimension is unknown; use df.shape(t)[0].")
+
+    def __iter__(self):
+        n = len(self)
+        return (self[i] for i in range(n))
+
+    def __float__(self):
+        raise self._trace_error("Called float() on", "Return the tensor from the function and convert the result.")
+
+    def __int__(self):
+        raise self._trace_error("Called int() on", "Return the tensor from the function and convert the result.")
+
+    __index__ = __int__
+
+    def __array__(self, dtype=None, copy=None):
+        raise self._trace_error("Converted to numpy", "numpy code cannot run inside a traced function; "
+                                "use df ops, or call numpy on the function's result.")
+
+    def numpy(self):
+        raise self._trace_error("Called .numpy() on", "Return the tensor from the function instead.")
+
+    def __repr__(self):
+        return f"<df.Tensor {self.name} shape={_shape_str(self.shape)} dtype={self.dtype.name} (symbolic)>"
+
+
+_next_tensor_id = None  # bound below to the runtime's counter, so ids never collide
+
+
+def _bind_ids():
+    global _next_tensor_id
+    from runtime import tensor as rt
+    _next_tensor_id = rt._next_id
+
+
+_bind_ids()
+
+
+def _shape_str(shape):
+    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+_SHORT = {"float16": "f16", "float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64",
+          "bool": "bool", "resource": "resource", "variant": "variant"}
+
+
+def _type_str(shape, dtype):
+    return f"{_SHORT.get(dtype.name, dtype.name)}{_shape_str(shape)}"
+
+
+class Node:
+    """One op application: `%id = type(inputs) {attrs}`, with output tensors."""
+
+    __slots__ = ("graph", "id", "op", "inputs", "attrs", "control_inputs", "outputs", "site",
+                 "__weakref__")
+
+    def __init__(self, graph, id_, op, inputs, attrs, control_inputs, site):
+        self.graph = graph
+        self.id = id_
+        self.op = op
+        self.inputs = inputs
+        self.attrs = attrs
+        self.control_inputs = control_inputs
+        self.outputs = []
+        self.site = site
+
+    @property
+    def type(self):
+        return self.op.name
+
+    @property
+    def name(self):
+        return f"%{self.id}"
+
+    def get_attr(self, name):
+        return self.attrs[name]
+
+    def __repr__(self):
+        from graph.printer import format_node
+        return f"<Node {format_node(self)}>"
+
+
+class Graph:
+    """A function graph: placeholders (arguments, then captures), nodes, outputs.
+
+    `captures` maps an outer tensor's id to `(outer value, placeholder)`; the outer value
+    is an eager tensor or a tensor of an enclosing graph, fed as an extra input per call.
+    """
+
+    def __init__(self, name="f", outer=None, library=None):
+        self.name = name
+        self.outer = outer
+        self.nodes = []
+        self.inputs = []          # argument placeholders (SymbolicTensor), in order
+        self.outputs = []         # output tensors
+        self.captures = {}        # outer tensor id -> (outer value, placeholder)
+        self.capture_order = []   # outer tensor ids in capture order
+        # Functions referenced by call/control-flow nodes: name -> Graph; shared downward.
+        self.library = library if library is not None else (outer.library if outer is not None else {})
+        self.last_stateful = None
+        self.finalized = False
+        self.structured_outputs = None
+        self.uid = next(_graph_ids)
+        self._ids = itertools.count()
+        self._const_cache = {}
+
+    # ------------------------------------------------------------------ building
+    def building(self):
+        """Context manager making this graph the thread's op builder (tapes start empty)."""
+        return _Building(self)
+
+    def _new_node(self, op, inputs, attrs, out_types, site, control_inputs=()):
+        node = Node(self, next(self._ids), op, inputs, attrs, list(control_inputs), site)
+        node.outputs = [SymbolicTensor(node, i, s, d) for i, (s, d) in enumerate(out_types)]
+        if op.stateful:
+            if self.last_stateful is not None and self.last_stateful not in node.control_inputs:
+                node.control_inputs.append(self.last_stateful)
+            self.last_stateful = node
+        self.nodes.append(node)
+        return node
+
+    def placeholder(self, shape, dtype, handle_data=None, name=None):
+        """A new argument placeholder (appended to `inputs`)."""
+        t = self._placeholder(shape, dtype, handle_data)
+        self.inputs.append(t)
+        return t
+
+    def _placeholder(self, shape, dtype, handle_data):
+        shape = tuple(None if d is None else int(d) for d in shape)
+        node = self._new_node(PLACEHOLDER, [], {"shape": shape, "dtype": dtype}, [(shape, dtype)],
+                              None)
+        t = node.outputs[0]
+        t.handle_data = handle_data
+        return t
+
+    def constant(self, value, name=None):
+        """A const node holding numpy `value` (deduplicated for small scalars)."""
+        arr = np.asarray(value)
+        key = None
+        if arr.ndim == 0:
+            key = (arr.dtype.str, arr.tobytes())
+            hit = self._const_cache.get(key)
+            if hit is not None:
+                return hit
+        dtypes.from_numpy(arr.dtype)
+        arr = np.array(arr, copy=True)
+        arr.flags.writeable = False
+        node = self._new_node(CONST, [], {"value": arr}, [(arr.shape, dtypes.from_numpy(arr.dtype))],
+                              sites.user_site(2))
+        t = node.outputs[0]
+        if key is not None:
+            self._const_cache[key] = t
+        return t
+
+    def capture(self, t):
+        """The placeholder standing for outer tensor `t` in this graph (made on first use)."""
+        if isinstance(t, SymbolicTensor) and t.node.graph is self:
+            return t
+        entry = self.captures.get(t._id)
+        if entry is not None:
+            return entry[1]
+        if isinstance(t, SymbolicTensor):
+            g = self.outer
+            while g is not None and g is not t.node.graph:
+                g = g.outer
+            if g is None:
+                raise errors.TracingError(
+                    f"symbolic tensor {t.name} (created at {t.creation_site}) belongs to a function "
+                    f"trace that has ended or is not enclosing this one; it cannot be used here. "
+                    f"Return it from that function, or pass it as an argument.")
+            outer_value = t
+        elif isinstance(t, EagerTensor):
+            outer_value = t
+        else:
+            raise TypeError(f"cannot capture {type(t).__name__}")
+        ph = self._placeholder(t.shape, t.dtype, getattr(t, "handle_data", None))
+        self.captures[t._id] = (outer_value, ph)
+        self.capture_order.append(t._id)
+        return ph
+
+    @property
+    def captured_placeholders(self):
+        return [self.captures[i][1] for i in self.capture_order]
+
+    @property
+    def captured_values(self):
+        return [self.captures[i][0] for i in self.capture_order]
+
+    @property
+    def all_inputs(self):
+        """Argument placeholders followed by capture placeholders: the function signature."""
+        return self.inputs + self.captured_placeholders
+
+    def add_op(self, op, inputs, attrs, name=None):
+        """Add a node for OpDef `op` (called by runtime.execute.run_op); returns (inputs, outputs)."""
+        site = sites.user_site(3)
+        inputs = self._convert_inputs(op, inputs, site)
+        shapes = [t.shape for t in inputs]
+        dts = [t.dtype for t in inputs]
+        try:
+            if op.kinds is not None and inputs and dts[0].np.kind not in op.kinds:
+                from runtime.ops._infer import check_kinds
+                check_kinds(op.name, dts[0], op.kinds)
+            out_types = op.infer(shapes, dts, attrs)
+        except errors.InvalidArgumentError as e:
+            raise errors.InvalidArgumentError(f"{e} (while tracing, at {_site_text(site)})") from None
+        n = op.output_count(attrs, len(inputs))
+        if len(out_types) != n:
+            raise errors.InvalidArgumentError(
+                f"{op.name}: inference gave {len(out_types)} outputs, expected {n}")
+        node = self._new_node(op, inputs, dict(attrs), out_types, site)
+        return inputs, node.outputs
+
+    def _convert_inputs(self, op, inputs, site):
+        out = list(inputs)
+        same = set(op.same_dtype or ())
+        target = None
+        pending = []
+        for i, x in enumerate(out):
+            if isinstance(x, SymbolicTensor):
+                if x.node.graph is not self:
+                    out[i] = self.capture(x)
+            elif isinstance(x, EagerTensor):
+                out[i] = self.capture(x)
+            elif isinstance(x, Tensor):
+                raise TypeError(f"{op.name}: unsupported tensor type {type(x).__name__}")
+            elif hasattr(x, "_as_tensor"):
+                out[i] = x._as_tensor()
+            else:
+                pending.append(i)
+                continue
+            if i in same and target is None:
+                target = out[i].dtype.np
+        for i in pending:
+            x = out[i]
+            tgt = target if i in same else None
+            if i in same and tgt is None and isinstance(x, (np.ndarray, np.generic)):
+                tgt = None
+            try:
+                arr = to_array(x, tgt)
+            except errors.InvalidArgumentError as e:
+                raise errors.InvalidArgumentError(
+                    f"{op.name}: input {i}: {e} (while tracing, at {_site_text(site)})") from None
+            out[i] = self.constant(arr)
+            if i in same and target is None:
+                target = arr.dtype
+        if same and len(same) > 1:
+            d = [out[i].dtype for i in sorted(same)]
+            if any(x is not d[0] for x in d):
+                raise errors.InvalidArgumentError(
+                    f"{op.name}: inputs must have the same dtype, got {', '.join(x.name for x in d)}; "
+                    f"use df.cast to convert (while tracing, at {_site_text(site)})")
+        return out
+
+    # ------------------------------------------------------------------ finishing
+    def finalize(self, outputs):
+        """Set the outputs (tensors of this graph) and freeze the graph."""
+        self.outputs = list(outputs)
+        self.finalized = True
+        return self
+
+    def view(self, outputs, name=None):
+        """A function sharing this graph's nodes and inputs but returning `outputs`."""
+        g = Graph.__new__(Graph)
+        g.__dict__.update({k: v for k, v in self.__dict__.items() if not k.startswith("_") or
+                           k in ("_ids", "_const_cache")})
+        g.name = name or self.name
+        g.outputs = list(outputs)
+        g.uid = next(_graph_ids)
+        return g
+
+    def node_by_name(self, name):
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    def __str__(self):
+        from graph.printer import format_graph
+        return format_graph(self)
+
+    def __repr__(self):
+        return f"<Graph {self.name}: {len(self.all_inputs)} inputs, {len(self.nodes)} nodes, {len(self.outputs)} outputs>"
+
+
+def _site_text(site):
+    if site is None:
+        return "<unknown location>"
+    line = sites.source_line(site)
+    return sites.format_site(site) + (f": {line}" if line else "")
+
+
+class _Building:
+    __slots__ = ("graph", "_saved")
+
+    def __init__(self, graph):
+        self.graph = graph
+
+    def __enter__(self):
+        self._saved = (state.graph, state.tapes)
+        state.graph = self.graph
+        state.tapes = []
+        return self.graph
+
+    def __exit__(self, *exc):
+        state.graph, state.tapes = self._saved
+        return False

@@ -1,0 +1,41 @@
+"""Where in the user's code something happened: the first frame outside defun's packages."""
+import os
+import sys
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_OWN = tuple(os.path.join(_ROOT, p) + os.sep for p in ("runtime", "graph", "defun"))
+_OWN_FILES = {}
+
+
+def _is_own(filename):
+    own = _OWN_FILES.get(filename)
+    if own is None:
+        own = _OWN_FILES[filename] = os.path.abspath(filename).startswith(_OWN)
+    return own
+
+
+def user_site(depth=1):
+    """`(filename, lineno)` of the innermost caller outside runtime/graph/defun, or None."""
+    f = sys._getframe(depth)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not _is_own(fn):
+            return fn, f.f_lineno
+        f = f.f_back
+    return None
+
+
+def format_site(site):
+    """'file.py:12' (or '<unknown>')."""
+    if site is None:
+        return "<unknown location>"
+    fn, line = site
+    return f"{fn}:{line}"
+
+
+def source_line(site):
+    """The stripped source text at `site`, or ''."""
+    if site is None:
+        return ""
+    import linecache
+    return linecache.getline(site[0], site[1]).strip()
