@@ -81,6 +81,7 @@ class GraphFunction:
                            if v.dtype is dtypes.resource]
         self._variables = [(var, k) for var, k in self._variables if var is not None and var.trainable]
         self._n_in = len(graph.inputs)
+        self._run = None
 
     @staticmethod
     def of(graph):
@@ -116,7 +117,10 @@ class GraphFunction:
             vals = [t._value for t in inputs]
         except AttributeError:
             vals = [_eager_value(t) for t in inputs]
-        return [EagerTensor(o) for o in plan_of(self.graph).run(*vals)]
+        run = self._run
+        if run is None:
+            run = self._run = plan_of(self.graph).run
+        return [EagerTensor(o) for o in run(*vals)]
 
     def _should_record(self, tapes, inputs):
         for tape in tapes:
@@ -173,6 +177,15 @@ def _eager_value(t):
     return to_array(t)
 
 
+class _Static:
+    """An output leaf that is not a graph output (None, a Variable): returned as is."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
 # ---------------------------------------------------------------------------------------
 class ConcreteFunction:
     """One trace of a defun: a graph with typed inputs, captures and structured outputs."""
@@ -185,6 +198,9 @@ class ConcreteFunction:
         self._out_index = out_index           # per leaf: index into graph.outputs or None
         self._function = function
         self.name = name
+        self._captured = graph.captured_values   # fixed once the trace is finalized
+        self._single = (len(out_index) == 1 and type(out_index[0]) is int
+                        and not isinstance(out_structure, (list, tuple, dict)))
 
     @property
     def inputs(self):
@@ -203,7 +219,7 @@ class ConcreteFunction:
     @property
     def structured_outputs(self):
         """The traced return value, with symbolic tensors in its leaves."""
-        leaves = [None if k is None else self.graph.outputs[k] for k in self._out_index]
+        leaves = [k.value if type(k) is _Static else self.graph.outputs[k] for k in self._out_index]
         return pack_as(self._out_structure, leaves)
 
     @property
@@ -213,11 +229,11 @@ class ConcreteFunction:
         return pack_as(args, [conv(x) for x in flatten(args)]), pack_as(kwargs, [conv(x) for x in flatten(kwargs)])
 
     def _call_flat(self, tensors):
-        outs = self._fn.call_flat(list(tensors) + self.graph.captured_values)
+        outs = self._fn.call_flat([*tensors, *self._captured])
         idx = self._out_index
-        if len(idx) == 1 and idx[0] is not None and not isinstance(self._out_structure, (list, tuple, dict)):
+        if self._single:
             return outs[0]
-        return pack_as(self._out_structure, [None if k is None else outs[k] for k in idx])
+        return pack_as(self._out_structure, [k.value if type(k) is _Static else outs[k] for k in idx])
 
     def __call__(self, *args, **kwargs):
         if self._function is not None:
@@ -295,6 +311,7 @@ class Function:
         functools.update_wrapper(self, python_function, updated=())
         self._lock = threading.RLock()
         self._cache = {}
+        self._fast_cache = {}   # tuple of (shape, np dtype) per plain eager argument -> concrete
         self._last_key = None
         self.trace_count = 0
         try:
@@ -372,10 +389,25 @@ class Function:
 
     # ------------------------------------------------------------------ calling
     def __call__(self, *args, **kwargs):
+        # Fast path: all arguments eager tensors, seen before. One tuple build + one dict hit
+        # instead of binding and encoding (about 1.5 us saved per call).
+        fast_key = None
+        if not kwargs:
+            try:
+                fast_key = tuple([(a._value.shape, a._value.dtype) for a in args])
+            except AttributeError:
+                pass
+            else:
+                concrete = self._fast_cache.get(fast_key)
+                if concrete is not None:
+                    return concrete._call_flat(args)
         key, tensors = self._key_and_tensors(args, kwargs)
         concrete = self._cache.get(key)
         if concrete is None:
             concrete = self._trace_for(key, args, kwargs)
+        if fast_key is not None and self._plain_arity == len(args) and \
+                all(type(a) is EagerTensor for a in args):
+            self._fast_cache[fast_key] = concrete
         return concrete._call_flat(tensors)
 
     def get_concrete_function(self, *args, **kwargs):
@@ -415,7 +447,7 @@ class Function:
             return concrete
 
     def _trace(self, args, kwargs):
-        graph = Graph(f"{self.name}_{self.trace_count}", outer=state.graph)
+        graph = Graph(_unique_name(self.name), outer=state.graph)
         with graph.building():
             if self._input_signature is not None:
                 b_args, b_kwargs = self._bind(args, kwargs) if args else ((), {})
@@ -434,8 +466,8 @@ class Function:
             out_leaves = flatten(result)
             outputs, out_index = [], []
             for pos, leaf in enumerate(out_leaves):
-                if leaf is None:
-                    out_index.append(None)
+                if leaf is None or isinstance(leaf, Variable):
+                    out_index.append(_Static(leaf))  # returned as is: None, or the variable itself
                     continue
                 out_index.append(len(outputs))
                 outputs.append(_output_tensor(leaf, graph, self.name, pos))
@@ -456,6 +488,18 @@ class Function:
 
     def __repr__(self):
         return f"<df.defun {self.name} traces={self.trace_count}>"
+
+
+_name_counts = {}
+_name_lock = threading.Lock()
+
+
+def _unique_name(base):
+    """`base_0`, `base_1`, ...: distinct graph names in one process (library entries)."""
+    with _name_lock:
+        n = _name_counts.get(base, 0)
+        _name_counts[base] = n + 1
+    return f"{base}_{n}"
 
 
 def _encode(value, tensors, path):
