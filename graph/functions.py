@@ -78,11 +78,34 @@ def _call_grad(op, *grads):
 CALL = register("call", _call_kernel, _call_infer, _call_grad,
                 num_outputs=lambda attrs, n: len(attrs["f"].outputs), none_grads=True,
                 attrs={"f": "func"}, bind=_call_bind)
+# A call of a function with stateful ops is itself stateful: kept in program order, never
+# pruned or merged by passes.
+STATEFUL_CALL = register("stateful_call", _call_kernel, _call_infer, _call_grad,
+                         num_outputs=lambda attrs, n: len(attrs["f"].outputs), none_grads=True,
+                         attrs={"f": "func"}, bind=_call_bind, stateful=True)
+
+
+def has_stateful_ops(graph):
+    """True if `graph` (or a function it calls) contains a stateful op."""
+    cached = graph.__dict__.get("_stateful")
+    if cached is None:
+        cached = False
+        for n in graph.nodes:
+            if n.op.stateful:
+                cached = True
+                break
+            for v in n.attrs.values():
+                for f in (v if isinstance(v, tuple) else (v,)):
+                    if hasattr(f, "nodes") and hasattr(f, "all_inputs") and f is not graph and has_stateful_ops(f):
+                        cached = True
+        graph._stateful = cached
+    return cached
 
 
 def call_graph(graph, inputs):
     """Call function `graph` on `inputs` (all_inputs order): eagerly runs, or adds a call node."""
-    out = run_op(CALL, list(inputs), {"f": graph})
+    op = STATEFUL_CALL if has_stateful_ops(graph) else CALL
+    out = run_op(op, list(inputs), {"f": graph})
     if out is None:
         return []
     return list(out) if isinstance(out, tuple) else [out]
