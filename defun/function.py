@@ -442,7 +442,7 @@ class Function:
                     f"defun {self.name!r} has been traced {self.trace_count} times; this call differs "
                     f"from the previous trace in {_describe_key_diff(self._last_key[0], key[0])}. "
                     f"Each trace is slow: pass tensors instead of changing Python values, or give "
-                    f"input_signature with None sizes.", RetracingWarning, stacklevel=4)
+                    f"input_signature with None sizes.", RetracingWarning, stacklevel=3)
             self._last_key = key
             return concrete
 

@@ -58,11 +58,20 @@ class SymbolicTensor(Tensor):
 
     @property
     def creation_site(self):
-        return sites.format_site(self.node.site)
+        site = self.node.site
+        if site is None and self.node.op.name == "placeholder":
+            return f"an argument of function @{self.node.graph.name}"
+        return sites.format_site(site)
 
     def _trace_error(self, what, hint):
         here = sites.user_site(2)
         line = sites.source_line(here)
+        if self.node.graph.finalized:
+            return errors.TracingError(
+                f"{what} symbolic tensor {self.name} after the function trace that created it ended "
+                f"(created at {self.creation_site}; used at {sites.format_site(here)}"
+                f"{': ' + line if line else ''}). Return the tensor from the traced function and use "
+                f"the result instead of keeping symbolic tensors outside.")
         return errors.TracingError(
             f"{what} a symbolic tensor ({self.name}, {_type_str(self.shape, self.dtype)}) while "
             f"tracing, at {sites.format_site(here)}{': ' + line if line else ''}. Its value is "

@@ -5,6 +5,8 @@ watched source). `imperative_grad` keeps the entries between targets and sources
 them in reverse recording order (recording order is a topological order), aggregates
 incoming gradients and zero-fills missing ones. Cost is linear in the tape's length.
 """
+from operator import itemgetter
+
 from runtime import errors
 from runtime.context import state
 
@@ -12,20 +14,39 @@ __all__ = ["Tape", "TapeEntry", "record_op", "record_operation", "imperative_gra
            "stop_recording", "push_tape", "pop_tape"]
 
 
-class TapeEntry:
-    """One recorded op: type, input ids, outputs, backward function."""
+_tuple_new = tuple.__new__
 
-    __slots__ = ("op_type", "input_ids", "outputs", "backward", "none_grads")
 
-    def __init__(self, op_type, input_ids, outputs, backward, none_grads=False):
-        self.op_type = op_type
-        self.input_ids = input_ids
-        self.outputs = outputs
-        self.backward = backward
-        self.none_grads = none_grads
+class TapeEntry(tuple):
+    """One recorded op: (op_type, input_ids, outputs, backward, none_grads, op).
+
+    Without `op`, `backward(*output_grads)` returns one gradient (or None) per input; with
+    it, `backward` is a registered gradient function called as `backward(op, *grads)`.
+    A tuple so that recording one costs a C-level allocation, not an `__init__` call.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, op_type, input_ids, outputs, backward, none_grads=False, op=None):
+        return _tuple_new(cls, (op_type, input_ids, tuple(outputs), backward, none_grads, op))
+
+    op_type = property(itemgetter(0))
+    input_ids = property(itemgetter(1))
+    outputs = property(itemgetter(2))
+    backward = property(itemgetter(3))
+    none_grads = property(itemgetter(4))
+    op = property(itemgetter(5))
+
+    def run_backward(self, output_grads):
+        """Gradients for the inputs, as a list with one entry (or None) per input."""
+        op = self[5]
+        grads = self[3](*output_grads) if op is None else self[3](op, *output_grads)
+        if not isinstance(grads, (list, tuple)):
+            grads = [grads]  # a backward function of one input may return a bare gradient
+        return grads
 
     def __repr__(self):
-        return f"<TapeEntry {self.op_type} in={self.input_ids} out={[o._id for o in self.outputs]}>"
+        return f"<TapeEntry {self[0]} in={list(self[1])} out={[o._id for o in self[2]]}>"
 
 
 class Tape:
@@ -59,35 +80,54 @@ class Tape:
             tt[o._id] = idx
 
 
-class _OpView:
-    """The `op` a gradient function sees for an eager op: inputs, outputs, attrs, type."""
+class _OpView(tuple):
+    """The `op` a gradient function sees for an eager op: (type, inputs, outputs, attrs).
 
-    __slots__ = ("type", "inputs", "outputs", "attrs")
+    A tuple for the same reason as TapeEntry: it is built for every recorded eager op.
+    """
 
-    def __init__(self, type_, inputs, outputs, attrs):
-        self.type = type_
-        self.inputs = inputs
-        self.outputs = outputs
-        self.attrs = attrs
+    __slots__ = ()
+    type = property(itemgetter(0))
+    inputs = property(itemgetter(1))
+    outputs = property(itemgetter(2))
+    attrs = property(itemgetter(3))
 
     def get_attr(self, name):
-        return self.attrs[name]
+        return self[3][name]
+
+    def __repr__(self):
+        return f"<op {self[0]}>"
 
 
-def record_op(tapes, op, inputs, outputs, attrs):
-    """Record registered op `op` on every tape that watches one of `inputs`."""
-    ids = [getattr(x, "_id", None) for x in inputs]
-    view = None
+def record_op(tapes, op, inputs, outputs, attrs, node=None):
+    """Record registered op `op` on every tape that watches one of `inputs`.
+
+    `node` is the graph node while tracing (the gradient function's `op`); eagerly the
+    gradient sees an _OpView of inputs, outputs and attrs.
+    """
+    # Inlined Tape.should_record / Tape.add, one entry shared by all tapes, tuples for the
+    # entry and the view, and the op's gradient stored next to its view instead of a new
+    # closure: together -0.5 us per recorded op (benchmarks/dispatch.py, taped add).
+    entry = None
     for tape in tapes:
-        if tape.should_record(ids):
-            if view is None:
-                node = getattr(outputs[0], "node", None) if outputs else None
-                view = node if node is not None else _OpView(op.name, tuple(inputs), outputs, attrs)
-                grad_fn = op.grad
-
-                def backward(*grads, _v=view, _g=grad_fn):
-                    return _g(_v, *grads)
-            tape.add(TapeEntry(op.name, ids, tuple(outputs), backward, op.none_grads))
+        tt = tape.tensor_tape
+        for x in inputs:
+            if x._id in tt:
+                break
+        else:
+            continue  # this tape watches none of the inputs
+        if entry is None:
+            inputs = tuple(inputs)
+            outputs = tuple(outputs)
+            view = node if node is not None else _tuple_new(_OpView, (op.name, inputs, outputs, attrs))
+            # unrolled for binary ops like run_op's values (a comprehension frame: ~90 ns)
+            ids = [inputs[0]._id, inputs[1]._id] if len(inputs) == 2 else [x._id for x in inputs]
+            entry = _tuple_new(TapeEntry, (op.name, ids, outputs, op.grad, op.none_grads, view))
+        entries = tape.entries
+        idx = len(entries)
+        entries.append(entry)
+        for o in outputs:
+            tt[o._id] = idx
 
 
 def record_operation(op_type, output_tensors, input_tensors, backward_function, none_grads=False):
@@ -169,7 +209,9 @@ def imperative_grad(tape, targets, sources, output_gradients=None):
             if j >= 0 and j not in reachable:
                 stack.append(j)
     # 2. Of those, the ones a source flows into (forward in recording order).
-    flows = set(source_ids)
+    # Only watched (or recorded) sources receive gradients: an unwatched variable that merely
+    # feeds a recorded op (e.g. a defun call's captured handle) stays unconnected, as eagerly.
+    flows = {i for i in source_ids if i in tt}
     relevant = []
     for e in sorted(reachable):
         entry = entries[e]
@@ -201,7 +243,7 @@ def imperative_grad(tape, targets, sources, output_gradients=None):
             for k, g in enumerate(out_grads):
                 if g is None:
                     out_grads[k] = array_ops.zeros_like(entry.outputs[k])
-        in_grads = entry.backward(*out_grads)
+        in_grads = entry.run_backward(out_grads)
         if len(in_grads) != len(entry.input_ids):
             raise errors.InvalidArgumentError(
                 f"gradient of {entry.op_type} returned {len(in_grads)} values for "

@@ -1,0 +1,42 @@
+"""Shared helpers for the defun and equivalence tests: dense values and finite differences."""
+import numpy as np
+
+import defun as df
+
+
+def val(t):
+    """A numpy array for a tensor, variable, IndexedSlices or plain value."""
+    if t is None:
+        return None
+    if isinstance(t, df.IndexedSlices):
+        return np.asarray(df.convert_to_tensor(t))
+    if isinstance(t, df.Variable):
+        return t.numpy()
+    return np.asarray(t)
+
+
+def numeric_grads(f, arrays, eps=1e-6):
+    """Central finite differences of a scalar function of float64 numpy arrays.
+
+    `f(*arrays)` must return something `float()` accepts; one gradient array per input.
+    """
+    arrays = [np.array(a, dtype=np.float64) for a in arrays]
+    grads = []
+    for i, a in enumerate(arrays):
+        g = np.zeros_like(a)
+        flat = a.reshape(-1)
+        gflat = g.reshape(-1)
+        for j in range(flat.size):
+            orig = flat[j]
+            flat[j] = orig + eps
+            hi = float(f(*arrays))
+            flat[j] = orig - eps
+            lo = float(f(*arrays))
+            flat[j] = orig
+            gflat[j] = (hi - lo) / (2 * eps)
+        grads.append(g)
+    return grads
+
+
+def assert_close(actual, expected, rtol=1e-6, atol=1e-8, msg=""):
+    np.testing.assert_allclose(val(actual), val(expected), rtol=rtol, atol=atol, err_msg=msg)
