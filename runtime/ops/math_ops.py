@@ -149,13 +149,21 @@ def _pow_kernel(x, y):
 
 
 pow = _binary("pow", _pow_kernel, _pow_grad, doc="x ** y elementwise.")  # noqa: A001
-maximum = _binary("maximum", np.maximum,
-                  lambda op, g: [unbroadcast(multiply(g, _mask(greater_equal(op.inputs[0], op.inputs[1]), g)), op.inputs[0]),
-                                 unbroadcast(multiply(g, _mask(less(op.inputs[0], op.inputs[1]), g)), op.inputs[1])],
+
+
+def _select_grad(x_wins, y_wins):
+    """Gradient of maximum/minimum: g flows to x where x_wins(x, y), to y where y_wins(x, y)."""
+    def grad(op, g):
+        x, y = op.inputs
+        return [unbroadcast(multiply(g, _mask(x_wins(x, y), g)), x),
+                unbroadcast(multiply(g, _mask(y_wins(x, y), g)), y)]
+    return grad
+
+
+# (the comparison functions are defined below; the lambdas look them up when called)
+maximum = _binary("maximum", np.maximum, _select_grad(lambda x, y: greater_equal(x, y), lambda x, y: less(x, y)),
                   doc="Elementwise maximum; ties send the gradient to x.")
-minimum = _binary("minimum", np.minimum,
-                  lambda op, g: [unbroadcast(multiply(g, _mask(less_equal(op.inputs[0], op.inputs[1]), g)), op.inputs[0]),
-                                 unbroadcast(multiply(g, _mask(greater(op.inputs[0], op.inputs[1]), g)), op.inputs[1])],
+minimum = _binary("minimum", np.minimum, _select_grad(lambda x, y: less_equal(x, y), lambda x, y: greater(x, y)),
                   doc="Elementwise minimum; ties send the gradient to x.")
 
 # ------------------------------------------------------------------ unary
@@ -220,7 +228,8 @@ def _cast_grad(op, g):
     return [None]
 
 
-_CAST = register("cast", lambda x, dtype: np.asarray(x).astype(dtype.np, copy=False), _cast_infer, _cast_grad, attrs={"dtype": "dtype"})
+_CAST = register("cast", lambda x, dtype: np.asarray(x).astype(dtype.np, copy=False), _cast_infer, _cast_grad,
+                 attrs={"dtype": "dtype"})
 
 
 def cast(x, dtype, name=None):
@@ -265,6 +274,9 @@ def add_n(inputs, name=None):
 
 # ------------------------------------------------------------------ matmul
 def _matmul_kernel(a, b, transpose_a=False, transpose_b=False):
+    if a.ndim < 2 or b.ndim < 2:  # numpy would take vectors; inference (and TF) do not
+        raise errors.InvalidArgumentError(
+            f"matmul: inputs must have rank >= 2, got shapes {a.shape} and {b.shape}")
     if transpose_a:
         a = np.swapaxes(a, -1, -2)
     if transpose_b:
@@ -342,8 +354,8 @@ def _keepdims_grad(g, op):
     from runtime.ops.array_ops import reshape, expand_dims
     x = op.inputs[0]
     axis = op.attrs.get("axis")
-    if op.attrs.get("keepdims", False):
-        return g
+    if op.attrs.get("keepdims", False) or not len(g.shape):
+        return g  # a scalar (full reduction) broadcasts as it is: no reshape op needed
     nd = len(x.shape)
     axes = range(nd) if axis is None else sorted(a % nd for a in (axis if isinstance(axis, tuple) else (axis,)))
     shape = tuple(x.shape)
@@ -378,7 +390,12 @@ def _count(op):
 
 
 def _mean_grad(op, g):
-    return [divide(_broadcast_back(_keepdims_grad(g, op), op.inputs[0]), _count(op))]
+    # divide the small gradient before broadcasting it back to the input's size
+    n = _count(op)
+    if isinstance(n, int) and g.dtype.is_floating:
+        from runtime.tensor import convert_to_tensor
+        n = convert_to_tensor(np.asarray(n, g.dtype.np))  # a tensor: the dispatcher's fast path
+    return [_broadcast_back(divide(_keepdims_grad(g, op), n), op.inputs[0])]
 
 
 def _extreme_grad(op, g):
@@ -396,25 +413,63 @@ def _prod_grad(op, g):
     return [multiply(_broadcast_back(_keepdims_grad(g, op), x), others)]
 
 
-def _prod_others_kernel(x, axis=None):
-    """For each element, the product of the other elements in its reduction group."""
-    axes = tuple(range(x.ndim)) if axis is None else tuple(a % x.ndim for a in (axis if isinstance(axis, tuple) else (axis,)))
-    if x.ndim == 0:
-        return np.ones_like(x)
+def _group_last(x, axis):
+    """x with the reduced axes moved last and flattened: (kept sizes..., n), plus the undo."""
+    axes = tuple(range(x.ndim)) if axis is None else \
+        tuple(a % x.ndim for a in (axis if isinstance(axis, tuple) else (axis,)))
     keep = [i for i in range(x.ndim) if i not in axes]
     perm = keep + list(axes)
     xt = np.transpose(x, perm)
-    lead = xt.shape[:len(keep)]
-    flat = xt.reshape(lead + (-1,))
-    ones = np.ones(lead + (1,), x.dtype)
+    flat = xt.reshape(xt.shape[:len(keep)] + (-1,))
+
+    def undo(r):
+        return np.transpose(r.reshape(xt.shape), np.argsort(perm))
+    return flat, undo
+
+
+def _exclusive_products(flat):
+    """out[..., i] = product of flat[..., k] for k != i (no division, so zeros are safe)."""
+    ones = np.ones(flat.shape[:-1] + (1,), flat.dtype)
     left = np.cumprod(np.concatenate([ones, flat[..., :-1]], -1), -1)
     right = np.cumprod(np.concatenate([ones, flat[..., :0:-1]], -1), -1)[..., ::-1]
-    res = (left * right).reshape(xt.shape)
-    return np.transpose(res, np.argsort(perm)).astype(x.dtype, copy=False)
+    return left * right
 
 
-_PROD_OTHERS = register("reduce_prod_others", _prod_others_kernel,
-                        lambda s, d, a: [(tuple(s[0]), d[0])], None, attrs={"axis": "opt_ints"})
+def _prod_others_kernel(x, axis=None):
+    """For each element, the product of the other elements in its reduction group."""
+    if x.ndim == 0:
+        return np.ones_like(x)
+    flat, undo = _group_last(x, axis)
+    return undo(_exclusive_products(flat)).astype(x.dtype, copy=False)
+
+
+def _prod_others_grad_kernel(gg, x, axis=None):
+    """VJP of reduce_prod_others: out[j] = sum over i != j of gg[i] * prod(x[k], k not in {i, j})."""
+    if x.ndim == 0:
+        return np.zeros_like(x)
+    flat, undo = _group_last(x, axis)
+    gflat = _group_last(gg, axis)[0]
+    n = flat.shape[-1]
+    # row j of `pair`: x with x[j] replaced by 1, so its exclusive products skip both i and j
+    pair = np.repeat(flat[..., None, :], n, axis=-2)
+    diag = np.arange(n)
+    pair[..., diag, diag] = 1
+    both = _exclusive_products(pair)
+    both[..., diag, diag] = 0
+    return undo(np.einsum("...ji,...i->...j", both, gflat)).astype(x.dtype, copy=False)
+
+
+def _third_order_prod(op, g):
+    raise errors.UnimplementedError("reduce_prod: gradients beyond the second order are not implemented")
+
+
+_PROD_OTHERS = register(
+    "reduce_prod_others", _prod_others_kernel, lambda s, d, a: [(tuple(s[0]), d[0])],
+    lambda op, g: [run_op(_PROD_OTHERS_GRAD, (g, op.inputs[0]), op.attrs)], attrs={"axis": "opt_ints"})
+# Internal: the gradient of reduce_prod_others (second derivative of reduce_prod).
+_PROD_OTHERS_GRAD = register(
+    "reduce_prod_others_grad", _prod_others_grad_kernel, lambda s, d, a: [(tuple(s[1]), d[1])],
+    _third_order_prod, attrs={"axis": "opt_ints"})
 
 _RED_ATTRS = {"axis": "opt_ints", "keepdims": "bool"}
 
@@ -429,27 +484,35 @@ def _reducer(name, kernel, grad, kinds=inf.numeric_kinds, out=None, doc=""):
     return f
 
 
+# Kernels call ufunc.reduce directly: np.sum/np.max/np.mean add 1-4 us of Python wrapping
+# per call, which dominates on the small arrays of eager code.
+_add_reduce, _max_reduce, _min_reduce, _mul_reduce = (np.add.reduce, np.maximum.reduce,
+                                                      np.minimum.reduce, np.multiply.reduce)
+
+
 def _k_sum(x, axis=None, keepdims=False):
-    return np.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
+    return _add_reduce(x, axis=axis, dtype=x.dtype, keepdims=keepdims)
 
 
 def _k_mean(x, axis=None, keepdims=False):
-    if x.dtype.kind in "iu":  # integer mean truncates, as TensorFlow's does
+    if x.dtype.kind in "iu":  # integer mean truncates toward zero, as TensorFlow's does
         s = np.sum(x, axis=axis, keepdims=keepdims, dtype=np.int64)
-        n = x.size // max(np.size(s), 1) if x.size else 1
-        return (s // n).astype(x.dtype)
-    return np.mean(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
+        n = max(x.size // max(np.size(s), 1), 1)
+        q = np.abs(s) // n
+        return np.where(s < 0, -q, q).astype(x.dtype)
+    s = _add_reduce(x, axis=axis, dtype=x.dtype, keepdims=keepdims)
+    return s / x.dtype.type(x.size // max(np.size(s), 1) if np.size(s) else 1)
 
 
 reduce_sum = _reducer("reduce_sum", _k_sum, _sum_grad,
                       doc="Sum over `axis`: `df.reduce_sum([[1, 2], [3, 4]], axis=0) -> [4, 6]`.")
 reduce_mean = _reducer("reduce_mean", _k_mean, _mean_grad)
-reduce_max = _reducer("reduce_max", lambda x, axis=None, keepdims=False: np.max(x, axis=axis, keepdims=keepdims),
+reduce_max = _reducer("reduce_max", lambda x, axis=None, keepdims=False: _max_reduce(x, axis=axis, keepdims=keepdims),
                       _extreme_grad)
-reduce_min = _reducer("reduce_min", lambda x, axis=None, keepdims=False: np.min(x, axis=axis, keepdims=keepdims),
+reduce_min = _reducer("reduce_min", lambda x, axis=None, keepdims=False: _min_reduce(x, axis=axis, keepdims=keepdims),
                       _extreme_grad)
 reduce_prod = _reducer("reduce_prod", lambda x, axis=None, keepdims=False:
-                       np.prod(x, axis=axis, keepdims=keepdims, dtype=x.dtype), _prod_grad)
+                       _mul_reduce(x, axis=axis, keepdims=keepdims, dtype=x.dtype), _prod_grad)
 
 
 def _arg_infer(name):
@@ -464,8 +527,10 @@ def _arg(name, fn):
     op = register(name, lambda x, axis, output_type=dtypes.int64: fn(x, axis=axis).astype(output_type.np),
                   _arg_infer(name), None, attrs={"axis": "int", "output_type": "dtype"}, kinds=inf.numeric_kinds)
 
-    def f(input, axis=0, output_type=dtypes.int64, name=None):
-        return run_op(op, (input,), {"axis": int(axis), "output_type": dtypes.as_dtype(output_type)}, name)
+    def f(input, axis=None, output_type=dtypes.int64, name=None):
+        # axis=None means axis 0, as in TensorFlow
+        axis = 0 if axis is None else int(axis)
+        return run_op(op, (input,), {"axis": axis, "output_type": dtypes.as_dtype(output_type)}, name)
     f.__name__ = f.__qualname__ = name
     f.__doc__ = f"Index of the {name[3:]}imum along `axis` (int64; not differentiable)."
     return f

@@ -1,1 +1,232 @@
-__all__ = []
+"""Neural-network ops: softmax, log_softmax and the two softmax cross-entropies.
+
+Each is one dedicated op with a numerically stable kernel (the max is subtracted before
+`exp`) and a gradient built from public ops, so it also has a second derivative. The
+cross-entropies return extra outputs that their gradient needs (the gradient w.r.t. the
+logits, as TensorFlow's kernels do, and for the dense one -log_softmax, the gradient
+w.r.t. the labels): the forward pass already holds them, so the backward pass is a
+multiply per input instead of recomputing a softmax (~25% faster per training step than
+composing log_softmax, multiply and reduce_sum). Users only see the per-example losses.
+"""
+import numpy as np
+
+from runtime import errors
+from runtime.execute import run_op
+from runtime.ops import _infer as inf
+from runtime.ops.array_ops import _norm_axis, _rank, expand_dims
+from runtime.ops.math_ops import add, exp, multiply, negative, reduce_sum, subtract
+from runtime.registry import register
+
+__all__ = ["softmax", "log_softmax", "softmax_cross_entropy_with_logits",
+           "sparse_softmax_cross_entropy_with_logits"]
+
+_EMPTY = {}
+
+
+def _softmax_infer(name):
+    def infer(shapes, dts, attrs):
+        inf.check_kinds(name, dts[0], inf.float_kinds)
+        _norm_axis(name, attrs["axis"], len(shapes[0]))
+        return [(tuple(shapes[0]), dts[0])]
+    return infer
+
+
+# ufunc.reduce rather than np.sum/np.max: a few us less per call on small arrays.
+_add_reduce, _max_reduce = np.add.reduce, np.maximum.reduce
+
+
+def _shifted(x, axis):
+    """x - max(x) along `axis`: every exp below is at most 1."""
+    return x - _max_reduce(x, axis=axis, keepdims=True)
+
+
+def _axis_attr(op_name, x, axis):
+    rank = _rank(x)
+    if rank == 0:
+        raise errors.InvalidArgumentError(f"{op_name}: logits must have rank >= 1, got a scalar")
+    return {"axis": _norm_axis(op_name, axis, rank)}
+
+
+# ------------------------------------------------------------------ softmax, log_softmax
+def _softmax_kernel(x, axis):
+    e = np.exp(_shifted(x, axis))
+    e /= _add_reduce(e, axis=axis, keepdims=True)
+    return e
+
+
+def _softmax_grad(op, g):
+    # dx = y * (g - sum(g * y))
+    y, axis = op.outputs[0], op.attrs["axis"]
+    gy = multiply(g, y)
+    return [subtract(gy, multiply(y, reduce_sum(gy, axis, keepdims=True)))]
+
+
+def _log_softmax_kernel(x, axis):
+    s = _shifted(x, axis)
+    return s - np.log(_add_reduce(np.exp(s), axis=axis, keepdims=True))
+
+
+def _log_softmax_grad(op, g):
+    # dx = g - softmax(x) * sum(g), and softmax(x) = exp(log_softmax(x))
+    y, axis = op.outputs[0], op.attrs["axis"]
+    return [subtract(g, multiply(exp(y), reduce_sum(g, axis, keepdims=True)))]
+
+
+_SOFTMAX = register("softmax", _softmax_kernel, _softmax_infer("softmax"), _softmax_grad,
+                    attrs={"axis": "int"}, kinds=inf.float_kinds)
+_LOG_SOFTMAX = register("log_softmax", _log_softmax_kernel, _softmax_infer("log_softmax"), _log_softmax_grad,
+                        attrs={"axis": "int"}, kinds=inf.float_kinds)
+
+
+def softmax(logits, axis=-1, name=None):
+    """exp(x) / sum(exp(x)) along `axis`: `df.softmax([0., 0.]) -> [0.5, 0.5]`."""
+    return run_op(_SOFTMAX, (logits,), _axis_attr("softmax", logits, axis), name)
+
+
+def log_softmax(logits, axis=-1, name=None):
+    """x - log(sum(exp(x))) along `axis`, computed without overflow."""
+    return run_op(_LOG_SOFTMAX, (logits,), _axis_attr("log_softmax", logits, axis), name)
+
+
+def _softmax_vjp(g, logits, axis):
+    """g pulled back through softmax(logits) (used for second-order gradients)."""
+    sm = softmax(logits, axis)
+    gy = multiply(g, sm)
+    return sm, subtract(gy, multiply(sm, reduce_sum(gy, axis, keepdims=True)))
+
+
+# ------------------------------------------------------------------ softmax cross-entropy
+def _xent_infer(shapes, dts, attrs):
+    inf.check_same("softmax_cross_entropy_with_logits", dts)
+    inf.check_kinds("softmax_cross_entropy_with_logits", dts[0], inf.float_kinds)
+    a, b = shapes
+    if len(a) != len(b) or any(x is not None and y is not None and x != y for x, y in zip(a, b)):
+        raise errors.InvalidArgumentError(
+            f"softmax_cross_entropy_with_logits: labels and logits must have the same shape, got "
+            f"{inf.shape_str(a)} and {inf.shape_str(b)}")
+    shape = tuple(y if x is None else x for x, y in zip(a, b))
+    axis = _norm_axis("softmax_cross_entropy_with_logits", attrs["axis"], len(shape))
+    return [(shape[:axis] + shape[axis + 1:], dts[0]), (shape, dts[0]), (shape, dts[0])]
+
+
+def _xent_kernel(labels, logits, axis):
+    """(loss, d loss / d logits, -log_softmax(logits)): the last two serve the gradient."""
+    if labels.shape != logits.shape:
+        raise errors.InvalidArgumentError(
+            f"softmax_cross_entropy_with_logits: labels and logits must have the same shape, got "
+            f"{labels.shape} and {logits.shape}")
+    s = _shifted(logits, axis)
+    e = np.exp(s)
+    se = _add_reduce(e, axis=axis, keepdims=True)
+    neg_log_probs = np.log(se) - s
+    loss = _add_reduce(labels * neg_log_probs, axis=axis)
+    mass = _add_reduce(labels, axis=axis, keepdims=True)  # 1 for distributions; kept general
+    backprop = e * (mass / se) - labels
+    return loss, backprop, neg_log_probs
+
+
+def _xent_grad(op, g_loss, g_backprop, g_neg_log_probs):
+    labels, logits = op.inputs
+    axis = op.attrs["axis"]
+    d_labels = d_logits = None
+    if g_loss is not None:
+        ge = expand_dims(g_loss, axis)
+        d_logits = multiply(ge, op.outputs[1])
+        d_labels = multiply(ge, op.outputs[2])
+    # The other outputs only receive gradients in second-order differentiation.
+    if g_backprop is not None:
+        # backprop = softmax(logits) * sum(labels) - labels
+        sm, pulled = _softmax_vjp(g_backprop, logits, axis)
+        t = reduce_sum(multiply(g_backprop, sm), axis, keepdims=True)
+        d_logits = _add(d_logits, multiply(pulled, reduce_sum(labels, axis, keepdims=True)))
+        d_labels = _add(d_labels, subtract(t, g_backprop))
+    if g_neg_log_probs is not None:
+        # neg_log_probs = logsumexp(logits) - logits
+        sm = exp(negative(op.outputs[2]))
+        d_logits = _add(d_logits, subtract(multiply(sm, reduce_sum(g_neg_log_probs, axis, keepdims=True)),
+                                           g_neg_log_probs))
+    return [d_labels, d_logits]
+
+
+def _add(a, b):
+    return b if a is None else add(a, b)
+
+
+_XENT = register("softmax_cross_entropy_with_logits", _xent_kernel, _xent_infer, _xent_grad,
+                 attrs={"axis": "int"}, same_dtype=(0, 1), kinds=inf.float_kinds, num_outputs=3,
+                 none_grads=True)
+
+
+def softmax_cross_entropy_with_logits(labels, logits, axis=-1, name=None):
+    """Per-example -sum(labels * log_softmax(logits)) along `axis`; differentiable in both.
+
+    >>> df.softmax_cross_entropy_with_logits([[0., 1.]], [[0., 0.]])   # [0.6931]
+    """
+    attrs = _axis_attr("softmax_cross_entropy_with_logits", logits, axis)
+    return run_op(_XENT, (labels, logits), attrs, name)[0]
+
+
+# ------------------------------------------------------------------ sparse softmax cross-entropy
+_SPARSE = "sparse_softmax_cross_entropy_with_logits"
+
+
+def _sparse_infer(shapes, dts, attrs):
+    if not dts[0].is_integer:
+        raise errors.InvalidArgumentError(f"{_SPARSE}: labels must be int32 or int64, got {dts[0].name}")
+    inf.check_kinds(_SPARSE, dts[1], inf.float_kinds)
+    a, b = shapes
+    if len(b) != len(a) + 1 or any(x is not None and y is not None and x != y for x, y in zip(a, b)):
+        raise errors.InvalidArgumentError(
+            f"{_SPARSE}: labels must have the shape of logits without the last axis, got labels "
+            f"{inf.shape_str(a)} and logits {inf.shape_str(b)}")
+    batch = tuple(y if x is None else x for x, y in zip(a, b[:-1]))
+    return [(batch, dts[1]), (batch + (b[-1],), dts[1])]
+
+
+def _sparse_kernel(labels, logits):
+    if logits.dtype.kind != "f":
+        raise errors.InvalidArgumentError(f"{_SPARSE}: logits must be floating, got {logits.dtype}")
+    if logits.shape[:-1] != labels.shape or logits.ndim == 0:
+        raise errors.InvalidArgumentError(
+            f"{_SPARSE}: labels must have the shape of logits without the last axis, got labels "
+            f"{labels.shape} and logits {logits.shape}")
+    depth = logits.shape[-1]
+    if labels.size and (labels.min() < 0 or labels.max() >= depth):
+        bad = labels[(labels < 0) | (labels >= depth)].reshape(-1)[0]
+        raise errors.InvalidArgumentError(
+            f"{_SPARSE}: label {bad} is outside the valid range [0, {depth})")
+    s = _shifted(logits, -1)
+    e = np.exp(s)
+    se = _add_reduce(e, axis=-1, keepdims=True)
+    rows = np.arange(labels.size)
+    flat_labels = labels.reshape(-1)
+    picked = s.reshape(-1, depth)[rows, flat_labels].reshape(labels.shape)
+    loss = np.log(se[..., 0]) - picked
+    backprop = e / se
+    backprop.reshape(-1, depth)[rows, flat_labels] -= 1  # fresh contiguous array: a view
+    return loss, backprop
+
+
+def _sparse_grad(op, g_loss, g_backprop):
+    logits = op.inputs[1]
+    d_logits = None
+    if g_loss is not None:
+        d_logits = multiply(expand_dims(g_loss, -1), op.outputs[1])
+    if g_backprop is not None:  # second order: backprop = softmax(logits) - one_hot(labels)
+        d_logits = _add(d_logits, _softmax_vjp(g_backprop, logits, -1)[1])
+    return [None, d_logits]
+
+
+_SPARSE_XENT = register(_SPARSE, _sparse_kernel, _sparse_infer, _sparse_grad, kinds=inf.int_kinds,
+                        num_outputs=2, none_grads=True)
+
+
+def sparse_softmax_cross_entropy_with_logits(labels, logits, name=None):
+    """Per-example -log_softmax(logits)[label]; `labels` are class ids (int), not differentiable.
+
+    >>> df.sparse_softmax_cross_entropy_with_logits([1], [[0., 0.]])   # [0.6931]
+    """
+    if _rank(logits) == 0:
+        raise errors.InvalidArgumentError(f"{_SPARSE}: logits must have rank >= 1, got a scalar")
+    return run_op(_SPARSE_XENT, (labels, logits), _EMPTY, name)[0]
+

@@ -1,0 +1,623 @@
+"""The op table: every registered op against a plain-numpy reference.
+
+One `Row` per op: the df call, a numpy reference, and input variants (scalar, vector,
+matrix, broadcasting pairs). From the table:
+  - eager result == numpy reference (values, shape, dtype), for each dtype of the row;
+  - each executed op's inference == the kernel's actual output, also with sizes unknown;
+  - gradient from df.GradientTape == central finite differences (float64);
+  - gradient rules build symbolically with known and with unknown (None) sizes;
+  - second-order gradients for the rows marked `second`;
+  - ops declared non-differentiable give no gradient;
+  - every registered op appears in a row (or in an explicit, reasoned exclusion).
+Typed errors and the special cases (IndexedSlices, variables, slicing) are in
+test_ops_errors.py and test_ops_special.py.
+"""
+import numpy as np
+import pytest
+
+import defun as df
+from runtime import registry
+from runtime.execute import run_op
+from runtime.ops import array_ops
+from opcheck import (A, FLOATS, NUMERIC, assert_same, check_call_inference, check_gradient,
+                     check_second_order, check_symbolic_gradient, make_inputs, recording, as_numpy)
+
+f16, f32, f64, i32, i64, b = df.float16, df.float32, df.float64, df.int32, df.int64, df.bool
+
+
+class V:
+    """One input variant of a row: input specs, keyword args, optional dtypes override."""
+
+    def __init__(self, args, kw=None, dtypes=None, grad=True):
+        self.args = tuple(args)
+        self.kw = dict(kw or {})
+        self.dtypes = dtypes
+        self.grad = grad
+
+    def __repr__(self):
+        shapes = ",".join("x".join(map(str, a.shape)) or "s" for a in self.args)
+        kw = ",".join(f"{k}={v!r}" for k, v in self.kw.items())
+        return f"{shapes}{'|' + kw if kw else ''}"
+
+
+class Row:
+    """One op of the table.
+
+    grad: True  -> gradients checked against finite differences;
+          False -> declared non-differentiable: the tape must give None;
+          "skip" -> checked elsewhere (reason in `note`).
+    also: other registered ops this row must execute (internal helpers of its gradient).
+    """
+
+    def __init__(self, op, fn, ref, variants, dtypes=FLOATS, grad=True, also=(), second=False,
+                 tol=None, note=""):
+        self.op, self.fn, self.ref = op, fn, ref
+        self.variants = list(variants)
+        self.dtypes = tuple(dtypes)
+        self.grad = grad
+        self.also = tuple(also)
+        self.second = second
+        self.tol = tol
+        self.note = note
+
+    def dtypes_of(self, v):
+        return v.dtypes or self.dtypes
+
+
+# ---------------------------------------------------------------------------------------
+# numpy references that are not one numpy call
+
+def _like(f):
+    """Reference computed in float64, rounded to the input dtype."""
+    return lambda x, **kw: np.asarray(f(x.astype(np.float64), **kw)).astype(x.dtype)
+
+
+def _np_log_softmax(x, axis=-1):
+    s = x - x.max(axis=axis, keepdims=True)
+    return s - np.log(np.exp(s).sum(axis=axis, keepdims=True))
+
+
+def _xent_ref(labels, logits, axis=-1):
+    l64 = logits.astype(np.float64)
+    return (-(labels * _np_log_softmax(l64, axis)).sum(axis=axis)).astype(logits.dtype)
+
+
+def _sparse_ref(labels, logits):
+    lp = _np_log_softmax(logits.astype(np.float64), -1)
+    out = np.empty(labels.shape)
+    for idx in np.ndindex(labels.shape):
+        out[idx] = -lp[idx + (labels[idx],)]
+    return out.astype(logits.dtype)
+
+
+def _mean_ref(x, axis=None, keepdims=False):
+    if x.dtype.kind == "f":
+        return np.asarray(np.mean(x, axis=axis, keepdims=keepdims, dtype=np.float64)).astype(x.dtype)
+    s = np.sum(x, axis=axis, keepdims=keepdims, dtype=np.int64)
+    n = x.size // max(np.size(s), 1)
+    return np.asarray(np.trunc(s / n)).astype(x.dtype)  # truncation toward zero, as TensorFlow
+
+
+def _matmul_ref(a, b, transpose_a=False, transpose_b=False):
+    a = np.swapaxes(a, -1, -2) if transpose_a else a
+    b = np.swapaxes(b, -1, -2) if transpose_b else b
+    return np.matmul(a, b)
+
+
+def _pad_ref(x, c, paddings, mode="CONSTANT"):
+    if x.ndim == 0:
+        return x.copy()
+    if mode == "CONSTANT":
+        return np.pad(x, paddings, constant_values=c)
+    return np.pad(x, paddings, mode.lower())
+
+
+def _one_hot_ref(ind, depth, on_value=1.0, off_value=0.0, axis=-1, dtype=f32):
+    out = np.full(ind.shape + (depth,), off_value)
+    for idx in np.ndindex(ind.shape):
+        if 0 <= ind[idx] < depth:
+            out[idx + (ind[idx],)] = on_value
+    out = out.astype(dtype.np)
+    return out if axis == -1 else np.moveaxis(out, -1, axis)
+
+
+def _split_ref(x, num_or_size_splits, axis=0):
+    if isinstance(num_or_size_splits, int):
+        return np.split(x, num_or_size_splits, axis)
+    sizes = list(num_or_size_splits)
+    if -1 in sizes:
+        sizes[sizes.index(-1)] = x.shape[axis] - (sum(sizes) + 1)
+    return np.split(x, np.cumsum(sizes)[:-1], axis)
+
+
+def _range_ref(start, limit=None, delta=1, dtype=None):
+    if limit is None:
+        start, limit = 0, start
+    is_float = any(isinstance(v, float) for v in (start, limit, delta))
+    want = dtype.np if dtype is not None else (np.float32 if is_float else np.int32)
+    return np.arange(start, limit, delta, dtype=np.float64).astype(want)
+
+
+def _prod_others_ref(x, axis=None):
+    axes = tuple(range(x.ndim)) if axis is None else tuple(a % x.ndim for a in axis)
+    out = np.empty_like(x)
+    for idx in np.ndindex(x.shape):
+        y = x.astype(np.float64).copy()
+        y[idx] = 1
+        group = tuple(0 if d in axes else i for d, i in enumerate(idx))
+        out[idx] = np.prod(y, axis=axes, keepdims=True)[group]
+    return out
+
+
+def _prod_others_grad_ref(gg, x, axis=None):
+    axes = tuple(range(x.ndim)) if axis is None else tuple(a % x.ndim for a in axis)
+    out = np.zeros(x.shape)
+    idxs = list(np.ndindex(x.shape))
+    for j in idxs:
+        for i in idxs:
+            same_group = all(i[d] == j[d] for d in range(x.ndim) if d not in axes)
+            if i == j or not same_group:
+                continue
+            p = 1.0
+            for k in idxs:
+                if k not in (i, j) and all(k[d] == j[d] for d in range(x.ndim) if d not in axes):
+                    p *= x[k]
+            out[j] += gg[i] * p
+    return out.astype(x.dtype)
+
+
+def _adjoint(linear_fn, in_shape, g):
+    """J^T g for a linear numpy function, built column by column from basis vectors."""
+    n = int(np.prod(in_shape))
+    cols = []
+    for k in range(n):
+        e = np.zeros(n)
+        e[k] = 1
+        cols.append(np.asarray(linear_fn(e.reshape(in_shape)), np.float64).reshape(-1))
+    jac = np.stack(cols, 1) if cols else np.zeros((np.size(g), 0))
+    return (jac.T @ np.asarray(g, np.float64).reshape(-1)).reshape(in_shape).astype(g.dtype)
+
+
+def _sum_to_ref(g, like):
+    return _adjoint(lambda x: np.broadcast_to(x, g.shape), like.shape, g)
+
+
+def _internal(name):
+    """A caller for an internal op: inputs positional, attrs as keywords."""
+    op = registry.get(name)
+
+    def call(*xs, **attrs):
+        return run_op(op, xs, attrs)
+    return call
+
+
+def _custom_exp(x):
+    @df.custom_gradient
+    def f(t):
+        y = df.exp(t)
+        return y, lambda dy: dy * y
+    return f(x)
+
+
+# ---------------------------------------------------------------------------------------
+# Variant builders
+
+UNARY = [(), (5,), (3, 4)]
+BINARY = [((), ()), ((4,), (4,)), ((2, 3), (2, 3)), ((2, 3), (3,)), ((3, 1), (1, 4)), ((), (2, 3)),
+          ((2, 1, 3), (4, 1))]
+
+
+def un(kind="normal"):
+    return [V([A(s, kind)]) for s in UNARY]
+
+
+def bin_(kx="normal", ky="normal"):
+    return [V([A(a, kx), A(b, ky)]) for a, b in BINARY]
+
+
+def red(kind="normal"):
+    return [V([A((), kind)]), V([A((5,), kind)]), V([A((2, 3), kind)], dict(axis=0)),
+            V([A((2, 3), kind)], dict(axis=1, keepdims=True)), V([A((2, 3, 4), kind)], dict(axis=(0, 2))),
+            V([A((2, 3, 4), kind)], dict(axis=-1, keepdims=True)), V([A((2, 3), kind)], dict(keepdims=True)),
+            V([A((2, 3), kind)], dict(axis=()))]
+
+
+def idx(value, dtype=i32):
+    return A(np.shape(value), value=np.asarray(value), dtype=dtype)
+
+
+NUM = NUMERIC
+E = np.newaxis  # for slicing keys: None
+S = slice
+
+ROWS = [
+    # ------------------------------------------------------------- binary arithmetic
+    Row("add", df.add, np.add, bin_(), NUM + (f16,)),
+    Row("subtract", df.subtract, np.subtract, bin_(), NUM),
+    Row("multiply", df.multiply, np.multiply, bin_(), NUM + (f16,), second=True),
+    Row("divide", df.divide, np.true_divide, bin_(ky="nonzero"), NUM, second=True),
+    Row("floordiv", df.floordiv, np.floor_divide, bin_(ky="nonzero"), NUM, grad=False),
+    Row("mod", df.mod, np.mod, bin_(ky="nonzero"), NUM, grad=False),
+    Row("pow", df.pow, np.power, bin_(kx="positive") + [
+        V([A((2, 3), "positive"), A((3,), "positive")], dtypes=(i32, i64), grad=False)], second=True),
+    Row("maximum", df.maximum, np.maximum, bin_("distinct", "distinct"), NUM, second=True),
+    Row("minimum", df.minimum, np.minimum, bin_("distinct", "distinct"), NUM),
+    # ------------------------------------------------------------- unary
+    Row("negative", df.negative, np.negative, un(), NUM),
+    Row("square", df.square, np.square, un(), NUM, second=True),
+    Row("sqrt", df.sqrt, np.sqrt, un("positive"), second=True),
+    Row("rsqrt", df.rsqrt, _like(lambda x: 1 / np.sqrt(x)), un("positive"), second=True),
+    Row("exp", df.exp, np.exp, un(), FLOATS + (f16,), second=True),
+    Row("log", df.log, np.log, un("positive"), second=True),
+    Row("log1p", df.log1p, np.log1p, un("unit"), second=True),
+    Row("tanh", df.tanh, np.tanh, un(), FLOATS + (f16,), second=True),
+    Row("sigmoid", df.sigmoid, _like(lambda x: 1 / (1 + np.exp(-x))), un(), FLOATS + (f16,), second=True),
+    Row("relu", df.relu, lambda x: np.maximum(x, x.dtype.type(0)), un("nonzero"), NUM),
+    Row("abs", df.abs, np.abs, un("nonzero"), NUM),
+    Row("sign", df.sign, np.sign, un(), NUM, grad=False),
+    Row("sin", df.sin, np.sin, un(), second=True),
+    Row("cos", df.cos, np.cos, un()),
+    Row("floor", df.floor, np.floor, un(), grad=False),
+    Row("round", df.round, np.round, un() + [V([A(value=[0.5, 1.5, 2.5, -0.5, -1.7])])], grad=False),
+    # ------------------------------------------------------------- comparison and logic
+    *[Row(name, getattr(df, name), getattr(np, name),
+          bin_() + [V([A(value=[1., 2., 3.]), A(value=[1., 0., 3.])]),
+                    V([A((2, 3), "index", high=3, dtype=i32), A((3,), "index", high=3, dtype=i32)])],
+          NUM, grad=False)
+      for name in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")],
+    Row("logical_and", df.logical_and, np.logical_and, bin_("bool", "bool"), (b,), grad=False),
+    Row("logical_or", df.logical_or, np.logical_or, bin_("bool", "bool"), (b,), grad=False),
+    Row("logical_not", df.logical_not, np.logical_not, un("bool"), (b,), grad=False),
+    # ------------------------------------------------------------- cast, add_n, matmul
+    Row("cast", lambda x, dtype: df.cast(x, dtype), lambda x, dtype: x.astype(dtype.np),
+        [V([A((2, 3))], dict(dtype=f64)), V([A((3,))], dict(dtype=i32)),
+         V([A(value=[-1.7, 2.5, 0.2])], dict(dtype=i64)),
+         V([A((2,), "bool")], dict(dtype=f32)), V([A((2, 2))], dict(dtype=f32), grad=False),
+         V([A((), dtype=i64)], dict(dtype=f16))], NUM),
+    Row("add_n", lambda *xs: df.add_n(list(xs)), lambda *xs: sum(xs[1:], xs[0]),
+        [V([A((2, 3))] * 3), V([A((2, 3)), A((3,)), A(())]), V([A(())] * 2)], NUM),
+    Row("matmul", df.matmul, _matmul_ref,
+        [V([A((2, 3)), A((3, 4))]), V([A((2, 2, 3)), A((2, 3, 4))]), V([A((2, 2, 3)), A((3, 4))]),
+         V([A((1, 2, 3)), A((4, 3, 2))]), V([A((3, 2)), A((3, 4))], dict(transpose_a=True)),
+         V([A((2, 3)), A((4, 3))], dict(transpose_b=True)),
+         V([A((2, 3, 2)), A((2, 4, 3))], dict(transpose_a=True, transpose_b=True))],
+        NUM, second=True),
+    # ------------------------------------------------------------- reductions
+    Row("reduce_sum", df.reduce_sum, lambda x, axis=None, keepdims=False:
+        np.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype), red(), NUM + (f16,),
+        also=("broadcast_to", "reshape")),
+    Row("reduce_mean", df.reduce_mean, _mean_ref, red(), NUM, second=True),
+    Row("reduce_max", df.reduce_max, lambda x, axis=None, keepdims=False:
+        np.max(x, axis=axis, keepdims=keepdims), red("distinct"), NUM, second=True),
+    Row("reduce_min", df.reduce_min, lambda x, axis=None, keepdims=False:
+        np.min(x, axis=axis, keepdims=keepdims), red("distinct"), NUM),
+    Row("reduce_prod", df.reduce_prod, lambda x, axis=None, keepdims=False:
+        np.prod(x, axis=axis, keepdims=keepdims, dtype=x.dtype),
+        red("nonzero") + [V([A(value=[[0., 2., 3.], [1., 0., 0.]])], dict(axis=1))], NUM,
+        also=("reduce_prod_others",), second=True),
+    Row("argmax", df.argmax, lambda x, axis=0, output_type=i64: np.argmax(x, axis).astype(output_type.np),
+        [V([A((5,), "distinct")]), V([A((2, 3), "distinct")], dict(axis=1)),
+         V([A((2, 3, 4), "distinct")], dict(axis=-1, output_type=i32))], NUM, grad=False),
+    Row("argmin", df.argmin, lambda x, axis=0, output_type=i64: np.argmin(x, axis).astype(output_type.np),
+        [V([A((5,), "distinct")]), V([A((2, 3), "distinct")], dict(axis=0)),
+         V([A((2, 3, 4), "distinct")], dict(axis=-2, output_type=i32))], NUM, grad=False),
+    # ------------------------------------------------------------- identity-like, shape ops
+    Row("identity", df.identity, np.copy, un(), NUM),
+    Row("stop_gradient", df.stop_gradient, np.copy, un(), NUM, grad=False),
+    Row("zeros_like", df.zeros_like, np.zeros_like, un() + [V([A((3,), "bool")])], NUM),
+    Row("ones_like", df.ones_like, np.ones_like, un() + [V([A((3,), "bool")])], NUM),
+    Row("shape", lambda x, out_type=i32: df.shape(x, out_type),
+        lambda x, out_type=i32: np.array(x.shape, out_type.np),
+        un() + [V([A((2, 0, 3))], dict(out_type=i64))], NUM, grad=False),
+    Row("size", lambda x, out_type=i32: df.size(x, out_type),
+        lambda x, out_type=i32: np.array(x.size, out_type.np),
+        un() + [V([A((2, 0, 3))], dict(out_type=i64))], NUM, grad=False),
+    Row("reshape", df.reshape, lambda x, shape: np.reshape(x, shape),
+        [V([A((6,))], dict(shape=(2, 3))), V([A((2, 3))], dict(shape=(-1,))), V([A(())], dict(shape=(1, 1))),
+         V([A((2, 3, 4))], dict(shape=[4, -1])), V([A((1, 1))], dict(shape=()))], NUM, second=True),
+    Row("expand_dims", df.expand_dims, lambda x, axis: np.expand_dims(x, axis),
+        [V([A(())], dict(axis=0)), V([A((3,))], dict(axis=-1)), V([A((2, 3))], dict(axis=1))], NUM),
+    Row("squeeze", df.squeeze, lambda x, axis=None: np.squeeze(x, tuple(axis) if isinstance(axis, list) else axis),
+        [V([A((1, 3, 1))]), V([A((1, 3, 1))], dict(axis=[0])), V([A((1,))]), V([A((2, 1))], dict(axis=-1))],
+        NUM),
+    Row("broadcast_to", df.broadcast_to, lambda x, shape: np.broadcast_to(x, shape),
+        [V([A((3,))], dict(shape=(2, 3))), V([A(())], dict(shape=[2, 2])), V([A((2, 1))], dict(shape=(2, 4))),
+         V([A((2, 3))], dict(shape=(2, 3)))], NUM, second=True),
+    Row("where", df.where, np.where,
+        [V([A((3,), "bool"), A((3,)), A((3,))]), V([A((2, 3), "bool"), A((3,)), A(())]),
+         V([A((2, 1), "bool"), A((1, 3)), A((2, 3))]), V([A((), "bool"), A((2,)), A((2,))])], NUM),
+    Row("transpose", df.transpose, lambda x, perm=None: np.transpose(x, perm),
+        [V([A(())]), V([A((3,))]), V([A((2, 3))]), V([A((2, 3, 4))], dict(perm=(1, 0, 2))),
+         V([A((2, 3, 4))], dict(perm=[2, 0, 1])), V([A((2, 3, 4))], dict(perm=(-1, 0, 1)))], NUM,
+        second=True),
+    Row("concat", lambda *xs, axis: df.concat(list(xs), axis), lambda *xs, axis: np.concatenate(xs, axis),
+        [V([A((2,)), A((3,))], dict(axis=0)), V([A((2, 3)), A((2, 1)), A((2, 2))], dict(axis=1)),
+         V([A((2, 3)), A((1, 3))], dict(axis=-2)), V([A((3,))], dict(axis=0)),
+         V([A((0, 2)), A((2, 2))], dict(axis=0))], NUM, also=("split",), second=True),
+    Row("stack", lambda *xs, axis=0: df.stack(list(xs), axis), lambda *xs, axis=0: np.stack(xs, axis),
+        [V([A(()), A(()), A(())]), V([A((3,)), A((3,))], dict(axis=1)),
+         V([A((2, 3)), A((2, 3))], dict(axis=-1)), V([A((2, 3))] * 3, dict(axis=0))], NUM,
+        also=("unstack",), second=True),
+    Row("unstack", df.unstack, lambda x, axis=0, num=None: [np.take(x, i, axis) for i in range(x.shape[axis])],
+        [V([A((3,))]), V([A((2, 3))], dict(axis=1)), V([A((2, 3, 4))], dict(axis=-1)),
+         V([A((1, 2))], dict(num=1))], NUM, also=("stack",)),
+    Row("split", df.split, _split_ref,
+        [V([A((6,))], dict(num_or_size_splits=3)), V([A((2, 6))], dict(num_or_size_splits=[1, -1, 2], axis=1)),
+         V([A((4, 3))], dict(num_or_size_splits=[1, 3])), V([A((2, 4))], dict(num_or_size_splits=2, axis=-1)),
+         V([A((3,))], dict(num_or_size_splits=1)), V([A((3,))], dict(num_or_size_splits=[0, 3]))], NUM,
+        also=("concat",), second=True),
+    Row("tile", df.tile, lambda x, multiples: np.tile(x, multiples),
+        [V([A((3,))], dict(multiples=[2])), V([A((2, 3))], dict(multiples=(2, 1))), V([A(())], dict(multiples=[])),
+         V([A((2, 1, 2))], dict(multiples=[1, 3, 2])), V([A((2,))], dict(multiples=[0]))], NUM,
+        also=("tile_reduce",), second=True),
+    Row("pad", lambda x, c, paddings, mode="CONSTANT": df.pad(x, paddings, mode, c), _pad_ref,
+        [V([A((3,)), A(())], dict(paddings=[[1, 2]])), V([A((2, 3)), A(())], dict(paddings=[[0, 1], [2, 0]])),
+         V([A(()), A(())], dict(paddings=[])),
+         V([A((3, 4)), A(())], dict(paddings=[[1, 2], [2, 3]], mode="REFLECT")),
+         V([A((3, 4)), A(())], dict(paddings=[[3, 0], [1, 4]], mode="SYMMETRIC")),
+         V([A((4,)), A(())], dict(paddings=[[3, 3]], mode="reflect")),
+         V([A((2, 2)), A(())], dict(paddings=[[2, 2], [0, 1]], mode="SYMMETRIC"))], NUM,
+        also=("pad_grad",), second=True),
+    # ------------------------------------------------------------- indexing
+    Row("gather", df.gather, lambda p, i, axis=0: np.take(p, i, axis),
+        [V([A((5, 3)), idx([4, 0, 4])]), V([A((5, 3)), idx([[1, 2], [0, 1]], i64)]),
+         V([A((3, 4)), idx([3, 0])], dict(axis=1)), V([A((2, 3, 4)), idx([[0], [2]])], dict(axis=-1)),
+         V([A((4,)), idx(2)]), V([A((5, 2)), idx(np.zeros(0, np.int32))])], NUM,
+        also=("gather_grad", "indexed_slices_to_dense", "reshape"), second=True),
+    Row("one_hot", df.one_hot, _one_hot_ref,
+        [V([idx([0, 2, -1, 3, 1])], dict(depth=3)), V([idx([[0, 1], [2, 0]], i64)], dict(depth=3, axis=0)),
+         V([idx([1, 3])], dict(depth=4, on_value=5.0, off_value=-1.0, dtype=i32)),
+         V([idx(1)], dict(depth=2)), V([idx([[0, 1], [2, 0]])], dict(depth=3, axis=1, dtype=f64)),
+         V([idx([0, 1])], dict(depth=2, dtype=b))], (None,), grad=False),
+    Row("strided_slice", lambda x, key: x[key], lambda x, key: np.asarray(x[key]),
+        [V([A((5,))], dict(key=k)) for k in (1, -1, S(1, None), S(None, None, -1), S(-1, 0, -2), S(3, 1),
+                                              S(None, None, 2), E, Ellipsis, S(-100, 100), np.int64(2))] +
+        [V([A((3, 4))], dict(key=k)) for k in ((0, 1), (S(None), 0), (Ellipsis, -1), (E, 1, Ellipsis),
+                                                (S(None), E, S(None, None, -1)), (S(1, None), S(None, None, -3)),
+                                                (-1,))] +
+        [V([A((2, 3, 4))], dict(key=k)) for k in ((1, S(None, None, -1), E, S(1, 3)), (Ellipsis, E),
+                                                   (0, Ellipsis, 1), (S(None), 1))] +
+        [V([A(())], dict(key=k)) for k in (Ellipsis, E, ())], NUM,
+        also=("strided_slice_grad",), second=True),
+    # ------------------------------------------------------------- creation
+    Row("zeros", df.zeros, lambda shape, dtype=f32: np.zeros(shape, df.as_dtype(dtype).np),
+        [V([], dict(shape=(2, 3))), V([], dict(shape=[], dtype=i32)), V([], dict(shape=[0, 2], dtype=b)),
+         V([], dict(shape=np.array([2]), dtype="float64"))], (None,), grad=False),
+    Row("ones", df.ones, lambda shape, dtype=f32: np.ones(shape, dtype.np),
+        [V([], dict(shape=(2, 3))), V([], dict(shape=[], dtype=i64)), V([], dict(shape=[3], dtype=b))],
+        (None,), grad=False),
+    Row("fill", lambda value, dims: df.fill(dims, value), lambda value, dims: np.full(dims, value, value.dtype),
+        [V([A(())], dict(dims=[2, 3])), V([A(())], dict(dims=[])), V([A(())], dict(dims=(0, 1)))], NUM),
+    Row("range", df.range, _range_ref,
+        [V([], dict(start=5)), V([], dict(start=1, limit=7, delta=2)), V([], dict(start=0., limit=1., delta=0.25)),
+         V([], dict(start=5, limit=1, delta=-1)), V([], dict(start=1.5)), V([], dict(start=2, limit=2)),
+         V([], dict(start=0, limit=5, dtype=i64)), V([], dict(start=0, limit=1, delta=0.1)),
+         V([], dict(start=3, dtype=f64)), V([], dict(start=0.5, limit=-1, delta=-0.5))], (None,), grad=False),
+    # ------------------------------------------------------------- nn
+    Row("softmax", df.softmax, _like(lambda x, axis=-1: np.exp(_np_log_softmax(x, axis))),
+        [V([A((5,))]), V([A((2, 3))]), V([A((2, 3, 4))], dict(axis=1)), V([A((2, 3))], dict(axis=0)),
+         V([A(value=[[1., 2., 1000.]])])], FLOATS + (f16,), second=True),
+    Row("log_softmax", df.log_softmax, _like(_np_log_softmax),
+        [V([A((5,))]), V([A((2, 3))]), V([A((2, 3, 4))], dict(axis=1)), V([A((2, 3))], dict(axis=-2)),
+         V([A(value=[[1., 2., 1000.]])])], second=True),
+    Row("softmax_cross_entropy_with_logits", df.softmax_cross_entropy_with_logits, _xent_ref,
+        [V([A((3,), "positive"), A((3,))]), V([A((2, 4), "positive"), A((2, 4))]),
+         V([A((2, 3, 4), "positive"), A((2, 3, 4))], dict(axis=1)),
+         V([A(value=[[0., 1., 0.], [.5, .5, 0.]]), A(value=[[1., 2., 3.], [-1000., 0., 1000.]])])],
+        second=True, also=("expand_dims",)),
+    Row("sparse_softmax_cross_entropy_with_logits", df.sparse_softmax_cross_entropy_with_logits, _sparse_ref,
+        [V([idx([2, 0, 1]), A((3, 4))]), V([idx(1, i64), A((3,))]), V([idx([[0, 1, 3], [2, 2, 0]]), A((2, 3, 4))]),
+         V([idx([2, 0]), A(value=[[1., 2., 3.], [-1000., 0., 1000.]])])], second=True),
+    # ------------------------------------------------------------- internal ops (gradient helpers)
+    Row("sum_to_like", _internal("sum_to_like"), _sum_to_ref,
+        [V([A((2, 3)), A((3,))]), V([A((2, 3)), A((2, 1))]), V([A((4, 1, 3)), A((1, 3))]), V([A((2,)), A(())])],
+        NUM, also=("broadcast_like",), second=True),
+    Row("broadcast_like", _internal("broadcast_like"), lambda x, like: np.broadcast_to(x, like.shape),
+        [V([A((3,)), A((2, 3))]), V([A(()), A((2, 2))]), V([A((2, 1)), A((2, 4))])], NUM, also=("sum_to_like",)),
+    Row("reshape_like", _internal("reshape_like"), lambda x, like: np.reshape(x, like.shape),
+        [V([A((6,)), A((2, 3))]), V([A((1,)), A(())])], NUM),
+    Row("reduce_prod_others", _internal("reduce_prod_others"), _prod_others_ref,
+        [V([A((2, 3))], dict(axis=(1,))), V([A((2, 3))], dict(axis=None)), V([A((2, 3, 2))], dict(axis=(0, 2))),
+         V([A(value=[[0., 2., 3.], [0., 0., 1.]])], dict(axis=(1,))), V([A(())], dict(axis=None))],
+        NUM, also=("reduce_prod_others_grad",)),
+    Row("reduce_prod_others_grad", _internal("reduce_prod_others_grad"), _prod_others_grad_ref,
+        [V([A((2, 3)), A((2, 3))], dict(axis=(1,))), V([A((2, 2)), A(value=[[0., 2.], [3., 0.]])], dict(axis=None)),
+         V([A((2, 3, 2)), A((2, 3, 2))], dict(axis=(0, 2)))], NUM, grad="skip",
+        note="third-order reduce_prod gradients raise UnimplementedError (test_ops_special)"),
+    Row("split_like", _internal("split_like"),
+        lambda g, *likes, axis: np.split(g, np.cumsum([x.shape[axis] for x in likes])[:-1], axis),
+        [V([A((5,)), A((2,)), A((3,))], dict(axis=0)), V([A((2, 5)), A((2, 1)), A((2, 4))], dict(axis=1))],
+        NUM, also=("concat",)),
+    Row("tile_reduce", _internal("tile_reduce"),
+        lambda g, multiples: _adjoint(lambda x: np.tile(x, multiples),
+                                      tuple(d // k for d, k in zip(g.shape, multiples)), g),
+        [V([A((6,))], dict(multiples=(2,))), V([A((4, 6))], dict(multiples=(2, 3))), V([A(())], dict(multiples=()))],
+        NUM, also=("tile",), second=True),
+    Row("pad_grad", lambda g, paddings, mode: _internal("pad_grad")(g, paddings=paddings, mode=mode),
+        lambda g, paddings, mode: _adjoint(
+            lambda x: _pad_ref(x, 0, array_ops._pairs(paddings), mode),
+            tuple(d - p - q for d, (p, q) in zip(g.shape, array_ops._pairs(paddings))), g),
+        [V([A((6,))], dict(paddings=(1, 2), mode="CONSTANT")),
+         V([A((6, 9))], dict(paddings=(1, 2, 2, 3), mode="REFLECT")),
+         V([A((6, 9))], dict(paddings=(3, 0, 1, 4), mode="SYMMETRIC")),
+         V([A((10,))], dict(paddings=(3, 3), mode="REFLECT"))], NUM, also=("pad",), second=True),
+    Row("gather_grad", lambda g, i, p, axis: _internal("gather_grad")(g, i, p, axis=axis),
+        lambda g, i, p, axis: _adjoint(lambda x: np.take(x, i, axis), p.shape, g),
+        [V([A((3, 3)), idx([4, 0, 4]), A((5, 3))], dict(axis=0)),
+         V([A((3, 2)), idx([3, 0]), A((3, 4))], dict(axis=1)),
+         V([A((2, 2, 1)), idx([[0], [2]]), A((2, 3))], dict(axis=1))], NUM, also=("gather",), second=True),
+    Row("strided_slice_grad",
+        lambda g, like, key: _internal("strided_slice_grad")(g, like, **array_ops._slice_attrs(key, like.ndim)),
+        lambda g, like, key: _adjoint(lambda x: x[key], like.shape, g),
+        [V([A((2,)), A((5,))], dict(key=S(3, 0, -2))), V([A((1, 4)), A((3, 4))], dict(key=(E, -1))),
+         V([A((3, 1, 2)), A((2, 3, 4))], dict(key=(1, S(None, None, -1), E, S(1, 3)))),
+         V([A(()), A((3,))], dict(key=1))], NUM, also=("strided_slice",), second=True),
+    Row("indexed_slices_to_dense", lambda v, i, dense_shape: _internal("indexed_slices_to_dense")(
+        v, i, dense_shape=dense_shape),
+        lambda v, i, dense_shape: _adjoint(lambda x: x[i], dense_shape, v),
+        [V([A((3, 2)), idx([0, 2, 0])], dict(dense_shape=(4, 2))), V([A((2,)), idx([1, 1])], dict(dense_shape=(3,)))],
+        NUM, also=("gather",), second=True),
+    Row("custom_gradient", _custom_exp, np.exp, un(), also=("exp",)),
+]
+
+# Ops the tables do not run, each with the reason and where it is tested instead.
+EXCLUDED = {
+    "placeholder": "graph IR node with no eager value (graph layer tests)",
+    "const": "graph IR node; eager constants are df.constant (graph layer tests)",
+    "call": "calls a graph function; needs the graph layer (defun tests)",
+    "stateful_call": "calls a stateful graph function; needs the graph layer (defun tests)",
+    "cond": "control flow holding graph functions (defun control-flow tests)",
+    "stateful_cond": "control flow holding graph functions (defun control-flow tests)",
+    "while": "control flow holding graph functions (defun control-flow tests)",
+    "stateful_while": "control flow holding graph functions (defun control-flow tests)",
+    "read_variable": "stateful variable read; test_ops_special.py::test_variable_ops",
+    "assign_variable": "stateful; test_ops_special.py::test_variable_ops",
+    "assign_add_variable": "stateful; test_ops_special.py::test_variable_ops",
+    "assign_sub_variable": "stateful; test_ops_special.py::test_variable_ops",
+}
+
+# Ops API.md marks (nd): their rows must say grad=False and the registry must agree.
+API_ND = {"floordiv", "mod", "sign", "floor", "round", "argmax", "argmin", "shape", "size", "one_hot",
+          "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
+          "logical_or", "logical_not"}
+
+ROW_BY_OP = {r.op: r for r in ROWS}
+
+
+def _cases(predicate=lambda row, v: True, per_dtype=False):
+    out = []
+    for row in ROWS:
+        for k, v in enumerate(row.variants):
+            if not predicate(row, v):
+                continue
+            if per_dtype:
+                for dt in row.dtypes_of(v):
+                    out.append(pytest.param(row, v, dt, id=f"{row.op}-{k}-{dt.name if dt else 'static'}"))
+            else:
+                out.append(pytest.param(row, v, id=f"{row.op}-{k}"))
+    return out
+
+
+def _run(row, v, dt, seed=0):
+    xs = make_inputs(v.args, dt, seed)
+    return xs, row.fn(*[df.constant(x) for x in xs], **v.kw)
+
+
+def _float_inputs(v):
+    return [i for i, a in enumerate(v.args) if a.is_float_input]
+
+
+# ---------------------------------------------------------------------------------------
+# Eager result == numpy reference; inference == kernel output
+
+@pytest.mark.parametrize("row,v,dt", _cases(per_dtype=True))
+def test_matches_numpy(row, v, dt):
+    xs = make_inputs(v.args, dt)
+    with recording() as calls:
+        out = row.fn(*[df.constant(x) for x in xs], **v.kw)
+    expected = row.ref(*xs, **v.kw)
+    assert_same(out, expected, f"{row.op}{v!r}", row.tol)
+    assert row.op in {c.op for c in calls}, f"row {row.op} never ran op {row.op}: ran {[c.op for c in calls]}"
+    for c in calls:
+        check_call_inference(c)
+
+
+@pytest.mark.parametrize("row", [pytest.param(r, id=r.op) for r in ROWS])
+def test_row_exercises_its_helpers(row):
+    """Forward and backward of all variants run the row's op and the helpers it names;
+    inference of every op executed in the backward pass agrees with its kernel too."""
+    seen = set()
+    for v in row.variants:
+        dt = (row.dtypes_of(v) or (None,))[0]
+        dt = f64 if (row.grad is True and v.grad and dt is not None and dt.is_floating) else dt
+        xs = make_inputs(v.args, dt)
+        ts = [df.constant(x) for x in xs]
+        with recording() as calls:
+            with df.GradientTape(persistent=True) as tape:
+                tape.watch(ts)
+                out = row.fn(*ts, **v.kw)
+            if row.grad is True and v.grad and _float_inputs(v):
+                grads = tape.gradient(out, [ts[i] for i in _float_inputs(v)])
+                [as_numpy(g) for g in grads if g is not None]
+        for c in calls:
+            check_call_inference(c)
+        seen |= {c.op for c in calls}
+    missing = ({row.op} | set(row.also)) - seen
+    assert not missing, f"row {row.op} never executed {sorted(missing)} (ran {sorted(seen)})"
+
+
+# ---------------------------------------------------------------------------------------
+# Gradients
+
+@pytest.mark.parametrize("row,v", _cases(lambda r, v: r.grad is True and v.grad and _float_inputs(v)))
+def test_gradient_matches_finite_differences(row, v):
+    xs = make_inputs(v.args, f64)
+    check_gradient(lambda *ts: row.fn(*ts, **v.kw), xs, _float_inputs(v))
+
+
+@pytest.mark.parametrize("row,v", _cases(lambda r, v: r.grad is False and _float_inputs(v)))
+def test_non_differentiable_ops_give_no_gradient(row, v):
+    dt = next((d for d in row.dtypes_of(v) if d is not None and d.is_floating), f64)
+    xs = make_inputs(v.args, dt)
+    ts = [df.constant(x) for x in xs]
+    with df.GradientTape() as tape:
+        tape.watch(ts)
+        out = row.fn(*ts, **v.kw)
+    grads = tape.gradient(out, [ts[i] for i in _float_inputs(v)])
+    assert all(g is None for g in grads), f"{row.op} is declared non-differentiable but gave {grads}"
+
+
+def test_non_differentiable_declarations_agree():
+    for name in API_ND:
+        assert registry.get(name).grad is None, f"API.md marks {name} (nd) but it has a gradient"
+        assert ROW_BY_OP[name].grad is False, f"row {name} must say grad=False"
+    for row in ROWS:
+        if row.grad is True:
+            assert registry.get(row.op).grad is not None, f"row {row.op} checks a gradient the op lacks"
+
+
+@pytest.mark.parametrize("row,v", _cases(lambda r, v: r.second and v.grad and _float_inputs(v)))
+def test_second_order_gradient(row, v):
+    xs = make_inputs(v.args, f64)
+    check_second_order(lambda *ts: row.fn(*ts, **v.kw), xs, _float_inputs(v), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("unknown", [False, True], ids=["known", "unknown_sizes"])
+@pytest.mark.parametrize("row,v", _cases(lambda r, v: r.grad is True and v.grad))
+def test_gradient_builds_symbolically(row, v, unknown):
+    """Every op the row runs infers and builds its gradient as graph code would, and the
+    gradients' static shapes/dtypes fit the inputs (exactly, when sizes are known)."""
+    xs = make_inputs(v.args, f64 if _float_inputs(v) else row.dtypes_of(v)[0])
+    with recording() as calls:
+        row.fn(*[df.constant(x) for x in xs], **v.kw)
+    for c in calls:
+        check_symbolic_gradient(c, unknown)
+
+
+# ---------------------------------------------------------------------------------------
+# Inputs of every kind: numpy arrays and variables give the same result as tensors
+
+@pytest.mark.parametrize("row", [pytest.param(r, id=r.op) for r in ROWS if r.variants[-1].args])
+def test_accepts_arrays_and_variables(row):
+    v = row.variants[-1]
+    dt = row.dtypes_of(v)[0]
+    xs = make_inputs(v.args, dt)
+    expected = as_numpy(row.fn(*[df.constant(x) for x in xs], **v.kw))
+    from_arrays = row.fn(*xs, **v.kw)
+    if isinstance(from_arrays, (df.Tensor, tuple, list)):  # x[key] on an array stays numpy
+        assert_same(from_arrays, expected, f"{row.op} on numpy arrays")
+    variables = [df.Variable(x) for x in xs]
+    assert_same(row.fn(*variables, **v.kw), expected, f"{row.op} on variables")
+
+
+# ---------------------------------------------------------------------------------------
+# Coverage: a new op without a row fails here
+
+def test_every_registered_op_has_a_row():
+    covered = set(ROW_BY_OP) | set(EXCLUDED)
+    missing = sorted(op.name for op in registry.all_ops() if op.name not in covered)
+    assert not missing, (f"registered ops without a row in tests/test_ops.py: {missing}; add a Row "
+                         f"(or an EXCLUDED entry with the reason)")
+    stale = sorted(n for n in covered if not registry.exists(n))
+    assert not stale, f"rows/exclusions name unregistered ops: {stale}"
+    assert len(ROW_BY_OP) == len(ROWS), "two rows claim the same op"
