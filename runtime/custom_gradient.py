@@ -1,6 +1,5 @@
 """`custom_gradient`: a function supplies its own gradient, eagerly and while tracing."""
 import functools
-import itertools
 
 from runtime import tape as tape_mod
 from runtime.execute import run_op

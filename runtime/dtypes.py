@@ -1,4 +1,6 @@
 """Data types: a small closed set, each tied to one numpy dtype."""
+import builtins
+
 import numpy as np
 
 __all__ = ["DType", "as_dtype", "float16", "float32", "float64", "int32", "int64",
@@ -29,6 +31,24 @@ class DType:
 
     def __repr__(self):
         return f"df.{self.name}"
+
+    # DTypes are singletons; `==` also accepts what `as_dtype` does (`t.dtype == np.float32`).
+    def __eq__(self, other):
+        if self is other:
+            return True
+        if isinstance(other, DType):
+            return False
+        try:
+            return as_dtype(other) is self
+        except TypeError:
+            return NotImplemented
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __hash__(self):
+        return hash(self.name)
 
     def __reduce__(self):
         return as_dtype, (self.name,)
@@ -65,6 +85,15 @@ def as_dtype(x):
     """DType from a DType, a numpy dtype/type or a name: `as_dtype('float32') is df.float32`."""
     if isinstance(x, DType):
         return x
+    # Python scalar types mean what their values become (API.md's defaults), not numpy's.
+    if x is float:
+        return float32
+    if x is int:
+        return int32
+    if x is builtins.bool:
+        return bool
+    if x is None:  # np.dtype(None) would silently mean float64
+        raise TypeError("cannot interpret None as a dtype")
     if isinstance(x, str):
         d = _BY_NAME.get(x)
         if d is None:

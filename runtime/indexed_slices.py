@@ -1,6 +1,7 @@
 """IndexedSlices: a sparse gradient (rows `indices` of a `dense_shape` tensor hold `values`)."""
 import numpy as np
 
+from runtime import dtypes
 from runtime.execute import run_op
 from runtime.registry import register
 from runtime.tensor import Tensor
@@ -69,5 +70,10 @@ def _symbolic(t):
 def aggregate_indexed_slices(slices):
     """Sum of several IndexedSlices, still sparse: values and indices concatenated."""
     from runtime.ops.array_ops import concat
-    return IndexedSlices(concat([s.values for s in slices], 0), concat([s.indices for s in slices], 0),
+    from runtime.ops.math_ops import cast
+    indices = [s.indices for s in slices]
+    if any(i.dtype is not indices[0].dtype for i in indices):
+        # gathers with int32 and int64 indices: concat needs one dtype; int64 holds both
+        indices = [i if i.dtype is dtypes.int64 else cast(i, dtypes.int64) for i in indices]
+    return IndexedSlices(concat([s.values for s in slices], 0), concat(indices, 0),
                          slices[0].dense_shape)

@@ -120,7 +120,7 @@ def record_op(tapes, op, inputs, outputs, attrs, node=None):
             inputs = tuple(inputs)
             outputs = tuple(outputs)
             view = node if node is not None else _tuple_new(_OpView, (op.name, inputs, outputs, attrs))
-            # unrolled for binary ops like run_op's values (a comprehension frame: ~90 ns)
+            # unrolled for binary ops, like run_op's values (a comprehension frame: ~75 ns)
             ids = [inputs[0]._id, inputs[1]._id] if len(inputs) == 2 else [x._id for x in inputs]
             entry = _tuple_new(TapeEntry, (op.name, ids, outputs, op.grad, op.none_grads, view))
         entries = tape.entries

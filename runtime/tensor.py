@@ -13,6 +13,7 @@ __all__ = ["Tensor", "EagerTensor", "ResourceHandle", "HandleData", "tensor_id",
 # Stable per-object tensor ids: a counter, so an id is never reused while a tape may
 # still refer to it (id() of a dead object can be).
 _next_id = itertools.count(1).__next__
+next_tensor_id = _next_id  # for code that builds tensors without calling __init__ (execute)
 
 
 class Tensor:
@@ -69,10 +70,19 @@ class EagerTensor(Tensor):
         return v
 
     def __array__(self, dtype=None, copy=None):
+        # Without a copy numpy gets a read-only view: writing through `np.asarray(t)` would
+        # change an immutable tensor (and every value a tape saved from it).
         v = np.asarray(self._value)
         if dtype is not None and v.dtype != dtype:
+            if copy is False:
+                raise ValueError(f"converting a {self.dtype.name} tensor to {np.dtype(dtype).name} "
+                                 f"needs a copy, but copy=False")
             return v.astype(dtype)
-        return v.copy() if copy else v
+        if copy:
+            return v.copy()
+        v = v.view()
+        v.flags.writeable = False
+        return v
 
     def __float__(self):
         return float(self._value)
@@ -178,7 +188,9 @@ def to_array(value, dtype=None):
     numpy array whose dtype differs from `dtype`.
     """
     if isinstance(value, (np.ndarray, np.generic)):
-        arr = np.asarray(value)
+        # A copy: tensors are immutable, so they must not share memory with an array the
+        # caller may still change (numpy scalars are immutable and become fresh arrays).
+        arr = np.array(value, copy=True) if isinstance(value, np.ndarray) else np.asarray(value)
         if arr.dtype not in dtypes._BY_NUMPY:
             raise errors.InvalidArgumentError(
                 f"unsupported dtype {arr.dtype.name!r} (supported: float16, float32, float64, "
@@ -194,8 +206,20 @@ def to_array(value, dtype=None):
             return arr
         raise TypeError(f"cannot convert {type(value).__name__} value {value!r} to a tensor")
     if dtype is None:
+        if kind is int and not _INT32_MIN <= value <= _INT32_MAX:
+            return np.asarray(value, _wide_int(value))   # too big for int32: int64, as TF does
         return np.asarray(value, _PY_DEFAULT[kind])
     return _python_scalar_to(value, kind, dtype)
+
+
+_INT32_MIN, _INT32_MAX = int(np.iinfo(np.int32).min), int(np.iinfo(np.int32).max)
+
+
+def _wide_int(value):
+    info = np.iinfo(np.int64)
+    if not info.min <= value <= info.max:
+        raise errors.InvalidArgumentError(f"Python int {value} does not fit in int64")
+    return np.dtype(np.int64)
 
 
 def _python_scalar_to(value, kind, dtype):
@@ -234,10 +258,14 @@ def _list_to_array(value, dtype):
         kind = None
     if kind is not None:
         if dtype is None:
+            if kind is int and arr.size and not (_INT32_MIN <= arr.min() and arr.max() <= _INT32_MAX):
+                return arr  # int64: a value does not fit in int32 (as TF does)
             return arr.astype(_PY_DEFAULT[kind])
         if kind is float and dtype.kind in "iub":
             raise errors.InvalidArgumentError(
                 f"cannot use a list of Python floats with a {dtype.name} tensor; use df.cast")
+        if kind is int and dtype.kind in "iu" and arr.size:
+            _check_int_range(arr, dtype)
         return arr.astype(dtype)
     if arr.dtype not in dtypes._BY_NUMPY:
         raise errors.InvalidArgumentError(f"unsupported dtype {arr.dtype.name!r}")
@@ -245,6 +273,14 @@ def _list_to_array(value, dtype):
         raise errors.InvalidArgumentError(
             f"cannot convert a {arr.dtype.name} value to {np.dtype(dtype).name}; use df.cast")
     return arr
+
+
+def _check_int_range(arr, dtype):
+    info = np.iinfo(dtype)
+    lo, hi = int(arr.min()), int(arr.max())
+    if lo < info.min or hi > info.max:
+        raise errors.InvalidArgumentError(
+            f"Python int {lo if lo < info.min else hi} does not fit in {np.dtype(dtype).name}")
 
 
 def all_python(value):
@@ -268,11 +304,14 @@ def constant(value, dtype=None, name=None):
         npd = dtypes.as_dtype(dtype).np
         if isinstance(value, (np.ndarray, np.generic)) or _python_kind(value) is float or \
                 isinstance(value, (list, tuple)):
-            arr = np.array(value, dtype=npd)  # explicit dtype: a deliberate cast
+            try:
+                arr = np.array(value, dtype=npd)  # explicit dtype: a deliberate cast
+            except OverflowError as e:  # a Python int that does not fit (numpy would wrap)
+                raise errors.InvalidArgumentError(f"cannot make a {npd.name} constant: {e}") from None
         else:
             arr = to_array(value, npd)
     else:
-        arr = np.array(to_array(value), copy=True)
+        arr = to_array(value)  # a fresh array: to_array copies caller-owned arrays
     g = state.graph
     if g is not None:
         return g.constant(arr, name)

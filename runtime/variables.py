@@ -1,4 +1,6 @@
 """Resource variables: a handle tensor of dtype `resource`, read and assigned by stateful ops."""
+import weakref
+
 import numpy as np
 
 from runtime import dtypes, errors
@@ -10,6 +12,8 @@ from runtime.tensor import EagerTensor, HandleData, ResourceHandle, Tensor, to_a
 __all__ = ["Variable"]
 
 _counter = [0]
+# handle id -> Variable, so a traced function can tell tapes which variables a call reads.
+_BY_HANDLE = weakref.WeakValueDictionary()
 
 
 def _user_site():
@@ -43,20 +47,27 @@ class Variable:
             initial_value = initial_value()
         if isinstance(initial_value, Variable):
             initial_value = initial_value.numpy()
+        want = dtypes.as_dtype(dtype).np if dtype is not None else None
         if isinstance(initial_value, Tensor):
             arr = np.array(initial_value, copy=True)
+        elif want is not None and not isinstance(initial_value, (np.ndarray, np.generic)):
+            # Python values go straight to the requested dtype: `Variable(0.1, dtype=float64)`
+            # must not pass through float32 first.
+            try:
+                arr = np.array(initial_value, dtype=want)
+            except OverflowError as e:
+                raise errors.InvalidArgumentError(f"Variable: {e}") from None
         else:
-            arr = np.array(to_array(initial_value), copy=True)
-        if dtype is not None:
-            want = dtypes.as_dtype(dtype).np
-            if arr.dtype != want:
-                arr = arr.astype(want)
+            arr = to_array(initial_value)  # a fresh array (to_array copies numpy input)
+        if want is not None and arr.dtype != want:
+            arr = arr.astype(want)
         _counter[0] += 1
         self._name = name or f"Variable_{_counter[0]}"
         self._trainable = bool(trainable)
         store = resource_ops.VariableStore(arr, self._name)
         self.handle = ResourceHandle(store, HandleData(arr.shape, dtypes.from_numpy(arr.dtype)))
         self._store = store
+        _BY_HANDLE[self.handle._id] = self
         self._attrs = {"dtype": self.handle.handle_data.shape_and_type[0][1], "shape": arr.shape}
 
     # -------------------------------------------------------------- properties
@@ -106,9 +117,7 @@ class Variable:
                     f"cannot assign a {value.dtype.name} tensor to variable {self._name!r} of dtype "
                     f"{self.dtype.name}; use df.cast")
             return value
-        arr = to_array(value, self._store.dtype)
-        if isinstance(value, np.ndarray):
-            arr = arr.copy()  # the caller may mutate their array later
+        arr = to_array(value, self._store.dtype)  # copies numpy input: the caller may change it
         return EagerTensor(arr) if state.graph is None else _graph_const(arr)
 
     def _assign(self, op, value):

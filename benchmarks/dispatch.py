@@ -1,0 +1,68 @@
+"""Eager dispatch cost: one `df.add` of two float32 (4,) tensors, next to raw `np.add`.
+
+usage: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/dispatch.py [--repeat N]
+
+Prints microseconds per call (median over `repeat` timeit runs) for:
+  numpy        np.add(a, b) on the two arrays (the floor),
+  eager        df.add(x, y) with no tape,
+  eager+tape   df.add(x, y) inside a GradientTape that watches x (the op is recorded).
+"""
+import os
+
+# Single-threaded BLAS for every measurement, set before numpy is imported.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import argparse  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import timeit  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import defun as df  # noqa: E402
+
+
+def per_call_us(fn, number, repeat):
+    """Median microseconds per call of `fn` over `repeat` runs of `number` calls."""
+    fn()  # warm up (first-call caches, lazy imports)
+    runs = timeit.repeat(fn, number=number, repeat=repeat)
+    return statistics.median(runs) / number * 1e6
+
+
+def measure(number=20000, repeat=15):
+    a = np.arange(4, dtype=np.float32)
+    b = np.ones(4, dtype=np.float32)
+    x, y = df.constant(a), df.constant(b)
+    add = df.add
+    rows = [("numpy np.add", per_call_us(lambda: np.add(a, b), number, repeat)),
+            ("df.add eager", per_call_us(lambda: add(x, y), number, repeat))]
+    # One long-lived tape: every call appends an entry. `number` adds per run keep the
+    # tape's growth (and its memory) bounded; a fresh tape per run keeps runs alike.
+    taped = []
+    for _ in range(repeat):
+        with df.GradientTape(persistent=True) as tape:
+            tape.watch(x)
+            taped.append(per_call_us(lambda: add(x, y), number, 1))
+    rows.append(("df.add eager + tape", statistics.median(taped)))
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=15, help="timeit runs (median is reported)")
+    parser.add_argument("--number", type=int, default=20000, help="calls per timeit run")
+    args = parser.parse_args()
+    rows = measure(args.number, args.repeat)
+    floor = rows[0][1]
+    print(f"dispatch: add of two float32 (4,) tensors; median of {args.repeat} runs x "
+          f"{args.number} calls; numpy {np.__version__}")
+    print(f"{'what':<22}{'us/call':>10}{'x numpy':>10}")
+    for what, us in rows:
+        print(f"{what:<22}{us:>10.3f}{us / floor:>10.2f}")
+    print("targets: eager <= 1.2 us, eager + tape <= 2.5 us")
+
+
+if __name__ == "__main__":
+    main()

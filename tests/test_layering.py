@@ -1,0 +1,95 @@
+"""Layering: `runtime` <- `graph` <- `defun`; no module imports a layer above its own."""
+import ast
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LAYERS = ["runtime", "graph", "defun"]        # lowest first
+RANK = {name: i for i, name in enumerate(LAYERS)}
+
+
+def modules():
+    """(package, dotted module name, path) of every .py file under the three packages."""
+    for pkg in LAYERS:
+        for dirpath, _, files in os.walk(os.path.join(ROOT, pkg)):
+            for f in sorted(files):
+                if f.endswith(".py"):
+                    path = os.path.join(dirpath, f)
+                    rel = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+                    if rel.endswith(".__init__"):
+                        rel = rel[:-len(".__init__")]
+                    yield pkg, rel, path
+
+
+def imported_modules(tree, module):
+    """(line, absolute module name) for every import in `tree`, at any depth."""
+    package = module if module in LAYERS else module.rsplit(".", 1)[0]
+    is_pkg_init = module in LAYERS
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".") if is_pkg_init else package.split(".")
+                base = base[:len(base) - (node.level - 1)]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module
+            yield node.lineno, name
+        elif (isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute))
+              and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
+              and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str)):
+            yield node.lineno, node.args[0].value
+
+
+def upward_imports():
+    bad = []
+    for pkg, module, path in modules():
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read(), filename=path)
+        for line, name in imported_modules(tree, module):
+            top = name.split(".")[0]
+            if top in RANK and RANK[top] > RANK[pkg]:
+                bad.append(f"{os.path.relpath(path, ROOT)}:{line} imports {name} "
+                           f"({pkg} must not depend on {top})")
+    return bad
+
+
+def test_every_package_has_modules():
+    found = {pkg for pkg, _, _ in modules()}
+    assert found == set(LAYERS)
+
+
+def test_no_upward_imports():
+    bad = upward_imports()
+    assert not bad, "upward imports:\n" + "\n".join(bad)
+
+
+# The checker itself must be able to fail: feed it sources with upward imports.
+@pytest.mark.parametrize("source, module", [
+    ("import graph.ir\n", "runtime.tape"),
+    ("from defun import function\n", "graph.ir"),
+    ("def f():\n    from graph import ir\n    return ir\n", "runtime.execute"),
+    ("class C:\n    def m(self):\n        import defun\n", "runtime.ops.math_ops"),
+    ("import importlib\nimportlib.import_module('graph.executor')\n", "runtime.context"),
+    ("from ..graph import ir\n", "runtime.tape"),
+])
+def test_checker_detects_upward_imports(source, module):
+    pkg = module.split(".")[0]
+    names = [name for _, name in imported_modules(ast.parse(source), module)]
+    assert any(RANK.get(n.split(".")[0], -1) > RANK[pkg] for n in names), names
+
+
+@pytest.mark.parametrize("source, module", [
+    ("import numpy\nfrom runtime import tape\n", "graph.ir"),
+    ("from . import dtypes\n", "runtime.tape"),
+    ("from .ops import math_ops\n", "runtime"),
+    ("from graph.ir import Graph\n", "defun.function"),
+])
+def test_checker_accepts_downward_and_local_imports(source, module):
+    pkg = module.split(".")[0]
+    names = [name for _, name in imported_modules(ast.parse(source), module)]
+    assert all(RANK.get(n.split(".")[0], -1) <= RANK[pkg] for n in names), names

@@ -1,0 +1,696 @@
+"""Tape semantics: GradientTape, the functional helpers, custom gradients, imperative_grad."""
+import numpy as np
+import pytest
+
+import defun as df
+from runtime import tape as tape_mod
+
+
+def val(t):
+    return np.asarray(t)
+
+
+# ------------------------------------------------------------------ basics and nesting
+def test_gradient_of_polynomial_matches_hand_derivative():
+    x = df.constant([1.0, -2.0, 3.0])
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y = df.reduce_sum(x * x * x - 2.0 * x)
+    np.testing.assert_allclose(val(tape.gradient(y, x)), 3 * val(x) ** 2 - 2, rtol=1e-6)
+
+
+def test_nested_tapes_give_second_derivative():
+    x = df.constant(3.0)
+    with df.GradientTape() as outer:
+        outer.watch(x)
+        with df.GradientTape() as inner:
+            inner.watch(x)
+            y = x * x * x
+        dy = inner.gradient(y, x)
+    d2y = outer.gradient(dy, x)
+    assert float(dy) == pytest.approx(27.0)    # 3 x^2
+    assert float(d2y) == pytest.approx(18.0)   # 6 x
+
+
+def test_third_derivative_with_three_tapes():
+    x = df.constant(np.float64(0.5))
+    with df.GradientTape() as t3:
+        t3.watch(x)
+        with df.GradientTape() as t2:
+            t2.watch(x)
+            with df.GradientTape() as t1:
+                t1.watch(x)
+                y = df.sin(x)
+            dy = t1.gradient(y, x)
+        d2y = t2.gradient(dy, x)
+    d3y = t3.gradient(d2y, x)
+    assert float(dy) == pytest.approx(np.cos(0.5))
+    assert float(d2y) == pytest.approx(-np.sin(0.5))
+    assert float(d3y) == pytest.approx(-np.cos(0.5))
+
+
+def test_inner_tape_does_not_see_ops_before_it_started():
+    x = df.constant(2.0)
+    with df.GradientTape() as outer:
+        outer.watch(x)
+        y = x * x
+        with df.GradientTape() as inner:
+            inner.watch(y)
+            z = y * 3.0
+    assert float(inner.gradient(z, y)) == pytest.approx(3.0)
+    assert float(outer.gradient(z, x)) == pytest.approx(12.0)   # 3 * 2x
+
+
+def test_nested_gradients_function_gives_second_derivative():
+    def f(x):
+        return x * x * x
+    df_dx = lambda x: df.gradients_function(f)(x)[0]
+    d2f = df.gradients_function(df_dx)
+    assert float(d2f(3.0)[0]) == pytest.approx(18.0)
+    assert float(d2f(-1.0)[0]) == pytest.approx(-6.0)
+
+
+def test_second_order_through_exp_and_tanh():
+    x = df.constant(np.array([0.3, -1.2]))
+    with df.GradientTape() as outer:
+        outer.watch(x)
+        with df.GradientTape() as inner:
+            inner.watch(x)
+            y = df.reduce_sum(df.tanh(x) * df.exp(x))
+        g = inner.gradient(y, x)
+    h = outer.gradient(g, x)
+    xs = val(x)
+    th, e = np.tanh(xs), np.exp(xs)
+    d1 = (1 - th ** 2) * e + th * e
+    d2 = -2 * th * (1 - th ** 2) * e + 2 * (1 - th ** 2) * e + th * e
+    np.testing.assert_allclose(val(g), d1, rtol=1e-10)
+    np.testing.assert_allclose(val(h), d2, rtol=1e-10)
+
+
+# ------------------------------------------------------------------ persistence and re-entry
+def test_persistent_tape_answers_twice():
+    x = df.constant(3.0)
+    with df.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = x * x
+        z = y * x
+    assert float(tape.gradient(y, x)) == pytest.approx(6.0)
+    assert float(tape.gradient(z, x)) == pytest.approx(27.0)
+    assert float(tape.gradient(y, x)) == pytest.approx(6.0)
+
+
+def test_non_persistent_tape_asked_twice_raises():
+    x = df.constant(3.0)
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y = x * x
+    tape.gradient(y, x)
+    with pytest.raises(RuntimeError, match="persistent"):
+        tape.gradient(y, x)
+
+
+def test_reentering_tape_continues_recording():
+    x = df.constant(2.0)
+    tape = df.GradientTape(persistent=True)
+    with tape:
+        tape.watch(x)
+        y = x * x
+    w = y * 10.0          # not recorded: outside the block
+    with tape:
+        z = y * x         # recorded: continues the same tape
+    assert float(tape.gradient(z, x)) == pytest.approx(12.0)   # d x^3 = 3 x^2
+    assert tape.gradient(w, x) is None
+
+
+def test_gradient_inside_stop_recording_of_the_same_tape():
+    x = df.constant(3.0)
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y = x * x
+        with tape.stop_recording():
+            g = tape.gradient(y, x)
+    assert float(g) == pytest.approx(6.0)
+
+
+def test_gradient_inside_the_block_is_not_recorded_on_its_own_tape():
+    x = df.constant(3.0)
+    with df.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = x * x
+        g = tape.gradient(y, x)
+        z = y * 2.0
+    assert float(g) == pytest.approx(6.0)
+    assert float(tape.gradient(z, x)) == pytest.approx(12.0)
+
+
+# ------------------------------------------------------------------ unconnected sources
+def test_unconnected_source_gives_none():
+    x, w = df.constant(3.0), df.constant(2.0)
+    with df.GradientTape() as tape:
+        tape.watch([x, w])
+        y = x * x
+    gx, gw = tape.gradient(y, [x, w])
+    assert float(gx) == pytest.approx(6.0)
+    assert gw is None
+
+
+def test_unwatched_source_gives_none():
+    x, w = df.constant(3.0), df.constant(2.0)
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y = w * w          # no watched input: not recorded
+        z = x * 2.0
+    assert tape.gradient(y, w) is None
+    assert len(tape._tape.entries) == 1 and float(z) == 6.0
+
+
+def test_unconnected_zero_gives_zeros_of_source_shape_and_dtype():
+    x = df.constant([1.0, 2.0])
+    w = df.constant(np.ones((2, 3)))
+    with df.GradientTape() as tape:
+        tape.watch([x, w])
+        y = df.reduce_sum(x * 2.0)
+    gx, gw = tape.gradient(y, [x, w], unconnected_gradients="zero")
+    np.testing.assert_allclose(val(gx), [2.0, 2.0])
+    assert gw.shape == (2, 3) and gw.dtype is df.float64
+    np.testing.assert_array_equal(val(gw), np.zeros((2, 3)))
+
+
+def test_unconnected_zero_for_a_variable():
+    v = df.Variable(np.ones((2, 2)))
+    x = df.constant(1.0)
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y = x * 3.0
+    g = tape.gradient(y, v, unconnected_gradients="zero")
+    assert g.shape == (2, 2) and g.dtype is df.float64
+    np.testing.assert_array_equal(val(g), np.zeros((2, 2)))
+
+
+def test_unknown_unconnected_gradients_value_raises_value_error():
+    x = df.constant(1.0)
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y = x * 2.0
+    with pytest.raises(ValueError, match="unconnected_gradients"):
+        tape.gradient(y, x, unconnected_gradients="ones")
+    # the failed call did not use up the tape
+    assert float(tape.gradient(y, x)) == pytest.approx(2.0)
+
+
+def test_target_none_raises_value_error():
+    x = df.constant(1.0)
+    with df.GradientTape() as tape:
+        tape.watch(x)
+    with pytest.raises(ValueError, match="None"):
+        tape.gradient(None, x)
+
+
+# ------------------------------------------------------------------ targets, sources, seeds
+def test_target_list_is_gradient_of_the_sum():
+    x, w = df.constant(3.0), df.constant(2.0)
+    with df.GradientTape() as tape:
+        tape.watch([x, w])
+        y = x * x
+        z = x * w
+    gx, gw = tape.gradient([y, z], [x, w])
+    assert float(gx) == pytest.approx(2 * 3.0 + 2.0)
+    assert float(gw) == pytest.approx(3.0)
+
+
+def test_non_scalar_target_is_summed():
+    x = df.constant([1.0, 2.0, 3.0])
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y = x * x
+    np.testing.assert_allclose(val(tape.gradient(y, x)), [2.0, 4.0, 6.0])
+
+
+def test_sources_structure_is_preserved():
+    a, b, c = df.constant(1.0), df.constant(2.0), df.constant(3.0)
+    with df.GradientTape() as tape:
+        tape.watch([a, b, c])
+        y = a * b * c
+    g = tape.gradient(y, {"first": a, "rest": (b, [c, a])})
+    assert set(g) == {"first", "rest"}
+    assert isinstance(g["rest"], tuple) and isinstance(g["rest"][1], list)
+    assert float(g["first"]) == pytest.approx(6.0)
+    assert float(g["rest"][0]) == pytest.approx(3.0)
+    assert float(g["rest"][1][0]) == pytest.approx(2.0)
+    assert float(g["rest"][1][1]) == pytest.approx(6.0)
+
+
+def test_single_source_gives_single_gradient_and_tuple_gives_tuple():
+    x = df.constant(2.0)
+    with df.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = x * x
+    assert isinstance(tape.gradient(y, x), df.Tensor)
+    g = tape.gradient(y, (x,))
+    assert isinstance(g, tuple) and len(g) == 1
+
+
+def test_output_gradients_weight_the_target():
+    x = df.constant(2.0)
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y = x * df.constant([1.0, 2.0])
+    g = tape.gradient(y, x, output_gradients=df.constant([10.0, 100.0]))
+    assert float(g) == pytest.approx(1.0 * 10 + 2.0 * 100)
+
+
+def test_output_gradients_per_target_with_none_meaning_ones():
+    x = df.constant(2.0)
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y = x * x
+        z = x * 3.0
+    g = tape.gradient([y, z], x, output_gradients=[df.constant(5.0), None])
+    assert float(g) == pytest.approx(5.0 * 4.0 + 3.0)
+
+
+def test_output_gradients_python_scalar_takes_target_dtype():
+    x = df.constant(np.float64(2.0))
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y = x * x
+    g = tape.gradient(y, x, output_gradients=3.0)
+    assert g.dtype is df.float64
+    assert float(g) == pytest.approx(12.0)
+
+
+def test_gradient_with_respect_to_the_target_itself_is_one():
+    x = df.constant([1.0, 2.0])
+    with df.GradientTape() as tape:
+        tape.watch(x)
+    np.testing.assert_array_equal(val(tape.gradient(x, x)), [1.0, 1.0])
+
+
+def test_gradient_with_respect_to_an_intermediate():
+    x = df.constant(2.0)
+    with df.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = x * x
+        z = y * y
+    gy, gx = tape.gradient(z, [y, x])
+    assert float(gy) == pytest.approx(2 * 4.0)           # dz/dy = 2y
+    assert float(gx) == pytest.approx(4 * 2.0 ** 3)      # dz/dx = 4x^3
+
+
+# ------------------------------------------------------------------ aggregation
+def test_tensor_used_several_times_aggregates():
+    x = df.constant(3.0)
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y = x * x + x + x * 2.0 + df.exp(x * 0.0)
+    assert float(tape.gradient(y, x)) == pytest.approx(2 * 3.0 + 1 + 2)
+
+
+def test_diamond_graph_aggregates_both_paths():
+    x = df.constant(np.float64(0.7))
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        a = df.sin(x)
+        b = df.cos(x)
+        y = a * b + a
+    expected = np.cos(1.4) + np.cos(0.7)
+    assert float(tape.gradient(y, x)) == pytest.approx(expected)
+
+
+def test_gather_used_twice_aggregates_indexed_slices_without_densifying():
+    params = df.constant(np.arange(12.0).reshape(4, 3))
+    with df.GradientTape() as tape:
+        tape.watch(params)
+        a = df.gather(params, df.constant([0, 2]))
+        b = df.gather(params, df.constant([2, 3]))
+        y = df.reduce_sum(a * 2.0) + df.reduce_sum(b)
+    seen = []
+    cb = lambda op_name, *rest: seen.append(op_name)
+    df.add_execution_callback(cb)
+    try:
+        g = tape.gradient(y, params)
+    finally:
+        df.remove_execution_callback(cb)
+    assert isinstance(g, df.IndexedSlices)
+    assert "indexed_slices_to_dense" not in seen
+    assert sorted(np.asarray(g.indices).tolist()) == [0, 2, 2, 3]
+    assert tuple(g.dense_shape) == (4, 3)
+    dense = np.zeros((4, 3))
+    dense[[0, 2]] += 2.0
+    dense[[2, 3]] += 1.0
+    np.testing.assert_allclose(np.asarray(g), dense)
+    np.testing.assert_allclose(val(df.convert_to_tensor(g)), dense)
+
+
+def test_gather_and_dense_use_aggregate_to_a_dense_sum():
+    params = df.constant(np.ones((3, 2)))
+    with df.GradientTape() as tape:
+        tape.watch(params)
+        y = df.reduce_sum(df.gather(params, df.constant([1]))) + df.reduce_sum(params * 3.0)
+    g = tape.gradient(y, params)
+    expected = np.full((3, 2), 3.0)
+    expected[1] += 1.0
+    np.testing.assert_allclose(np.asarray(g), expected)
+
+
+# ------------------------------------------------------------------ functional helpers
+def test_same_tensor_passed_twice_is_differentiated_per_position():
+    one = df.constant(1.0)
+    grads = df.gradients_function(lambda x, y: x * y)(one, one)
+    assert [float(g) for g in grads] == [1.0, 1.0]
+    two = df.constant(2.0)
+    grads = df.gradients_function(lambda x, y: x * y * y)(two, two)
+    assert [float(g) for g in grads] == [4.0, 8.0]
+
+
+def test_gradients_function_with_params_selects_arguments():
+    f = lambda x, y, z: x * y * y * z
+    grads = df.gradients_function(f, params=[1, 2])(2.0, 3.0, 5.0)
+    assert len(grads) == 2
+    assert float(grads[0]) == pytest.approx(2 * 2.0 * 3.0 * 5.0)
+    assert float(grads[1]) == pytest.approx(2.0 * 9.0)
+
+
+def test_value_and_gradients_function():
+    value, grads = df.value_and_gradients_function(lambda x, y: x * y + x)(2.0, 5.0)
+    assert float(value) == pytest.approx(12.0)
+    assert [float(g) for g in grads] == [6.0, 2.0]
+
+
+def test_gradients_function_names_the_unconnected_argument():
+    def f(alpha, beta):
+        return alpha * 2.0
+    with pytest.raises(ValueError, match="beta"):
+        df.gradients_function(f)(1.0, 2.0)
+
+
+def test_differentiated_function_returning_none_raises():
+    def f(x):
+        x * 2.0
+    with pytest.raises(ValueError, match="None"):
+        df.gradients_function(f)(1.0)
+    with pytest.raises(ValueError, match="None"):
+        df.value_and_gradients_function(f)(1.0)
+
+
+def test_gradients_function_does_not_leave_a_tape_active():
+    from runtime.context import state
+    df.gradients_function(lambda x: x * x)(1.0)
+    with pytest.raises(ValueError):
+        df.gradients_function(lambda x, y: x)(1.0, 2.0)
+    assert state.tapes == []
+
+
+def test_implicit_gradients_on_variables():
+    v = df.Variable([1.0, 2.0])
+    w = df.Variable(3.0)
+    frozen = df.Variable(10.0, trainable=False)
+
+    def loss(scale):
+        return df.reduce_sum(v * v) * w * scale + frozen
+    pairs = df.implicit_gradients(loss)(2.0)
+    assert [p[1] for p in pairs] == [v, w]
+    np.testing.assert_allclose(val(pairs[0][0]), 2 * np.array([1.0, 2.0]) * 3.0 * 2.0)
+    assert float(pairs[1][0]) == pytest.approx(5.0 * 2.0)
+
+    value, pairs = df.implicit_value_and_gradients(loss)(1.0)
+    assert float(value) == pytest.approx(5.0 * 3.0 + 10.0)
+    assert [p[1] for p in pairs] == [v, w]
+
+
+def test_implicit_gradients_without_variables_raises():
+    with pytest.raises(ValueError):
+        df.implicit_gradients(lambda x: x * 2.0)(1.0)
+
+
+def test_watch_accessed_variables_false_ignores_unwatched_variables():
+    v = df.Variable(2.0)
+    u = df.Variable(5.0)
+    with df.GradientTape(watch_accessed_variables=False) as tape:
+        tape.watch(u)
+        y = v * v + u * v
+    gv, gu = tape.gradient(y, [v, u])
+    assert gv is None
+    assert float(gu) == pytest.approx(2.0)
+    assert tape.watched_variables() == (u,)
+
+
+def test_accessed_variables_are_watched_by_default():
+    v = df.Variable(2.0)
+    with df.GradientTape() as tape:
+        y = v * v
+    assert tape.watched_variables() == (v,)
+    assert float(tape.gradient(y, v)) == pytest.approx(4.0)
+
+
+# ------------------------------------------------------------------ stop_recording
+def test_tape_stop_recording_blocks_gradient():
+    x = df.constant(3.0)
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        with tape.stop_recording():
+            y = x * x
+        z = y * x
+    assert float(tape.gradient(z, x)) == pytest.approx(9.0)   # y is a constant for the tape
+
+
+def test_module_stop_recording_blocks_every_tape():
+    x = df.constant(3.0)
+    with df.GradientTape() as outer, df.GradientTape() as inner:
+        outer.watch(x)
+        inner.watch(x)
+        with df.stop_recording():
+            y = x * x
+    assert inner.gradient(y, x) is None
+    assert outer.gradient(y, x) is None
+
+
+def test_stop_gradient_cuts_the_path():
+    x = df.constant(3.0)
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y = df.stop_gradient(x * x) * x
+    assert float(tape.gradient(y, x)) == pytest.approx(9.0)
+
+
+# ------------------------------------------------------------------ custom_gradient, record_operation
+def test_custom_gradient_replaces_the_true_gradient():
+    @df.custom_gradient
+    def clip_gradient(x):
+        def grad(dy):
+            return df.minimum(dy, 1.0)
+        return df.identity(x), grad
+
+    x = df.constant(3.0)
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y = clip_gradient(x) * 5.0
+    assert float(y) == pytest.approx(15.0)
+    assert float(tape.gradient(y, x)) == pytest.approx(1.0)   # the true gradient is 5
+
+
+def test_custom_gradient_forward_ops_are_not_recorded():
+    @df.custom_gradient
+    def wrong_square(x):
+        return x * x, lambda dy: dy * 100.0
+
+    x = df.constant(2.0)
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y = wrong_square(x)
+    assert float(y) == pytest.approx(4.0)
+    assert float(tape.gradient(y, x)) == pytest.approx(100.0)
+
+
+def test_custom_gradient_with_two_inputs_and_second_order():
+    @df.custom_gradient
+    def mul(a, b):
+        return a * b, lambda dy: (dy * b, dy * a)
+
+    a, b = df.constant(2.0), df.constant(5.0)
+    with df.GradientTape() as outer:
+        outer.watch(a)
+        with df.GradientTape() as inner:
+            inner.watch([a, b])
+            y = mul(a, a) * b
+        ga, gb = inner.gradient(y, [a, b])
+    assert float(ga) == pytest.approx(2 * 2.0 * 5.0)
+    assert float(gb) == pytest.approx(4.0)
+    assert float(outer.gradient(ga, a)) == pytest.approx(2 * 5.0)
+
+
+def test_record_operation_registers_a_backward_function():
+    x = df.constant(3.0)
+    calls = []
+
+    def backward(dy):
+        calls.append(float(dy))
+        return [dy * 3.0 * x * x]
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y = df.constant(float(np.asarray(x)) ** 3)     # computed outside the registry
+        df.record_operation("cube", [y], [x], backward)
+        z = y * 2.0
+    assert float(tape.gradient(z, x)) == pytest.approx(2.0 * 27.0)
+    assert calls == [2.0]
+
+
+def test_record_operation_backward_may_return_a_bare_tensor_for_one_input():
+    x = df.constant(3.0)
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y = df.constant(6.0)
+        df.record_operation("double", [y], [x], lambda dy: dy * 2.0)
+    assert float(tape.gradient(y, x)) == pytest.approx(2.0)
+
+
+def test_record_operation_without_watched_input_records_nothing():
+    x = df.constant(3.0)
+    with df.GradientTape() as tape:
+        y = df.constant(6.0)
+        df.record_operation("double", [y], [x], lambda dy: [dy * 2.0])
+    assert tape._tape.entries == []
+
+
+# ------------------------------------------------------------------ cost of imperative_grad
+def test_backward_of_a_2000_op_chain_runs_a_bounded_number_of_ops_per_entry():
+    n = 2000
+    x = df.constant(np.float64(1.0))
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y = x
+        for _ in range(n):
+            y = y * 1.0001
+    assert len(tape._tape.entries) == n
+    executed = []
+    cb = lambda op_name, *rest: executed.append(op_name)
+    df.add_execution_callback(cb)
+    try:
+        g = tape.gradient(y, x)
+    finally:
+        df.remove_execution_callback(cb)
+    # multiply's gradient runs a couple of ops per entry: linear, not quadratic
+    assert n <= len(executed) <= 3 * n + 5
+    assert float(g) == pytest.approx(1.0001 ** n)
+
+
+def test_long_chain_gradient_value_and_call_count():
+    n = 2000
+    calls = []
+    x = df.constant(np.float64(1.0))
+
+    def backward_of(i):
+        def backward(dy):
+            calls.append(i)
+            return [dy * 1.0005]
+        return backward
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y = x
+        for i in range(n):
+            out = df.constant(np.float64(float(np.asarray(y)) * 1.0005))
+            df.record_operation("scale", [out], [y], backward_of(i))
+            y = out
+    g = tape.gradient(y, x)
+    assert calls == list(range(n - 1, -1, -1))       # each once, in reverse order
+    assert float(g) == pytest.approx(1.0005 ** n)
+
+
+def test_imperative_grad_visits_only_entries_between_target_and_sources():
+    x = df.constant(1.0)
+    unrelated_calls = []
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        side = df.constant(0.0)
+        df.record_operation("unrelated", [side], [x],
+                            lambda dy: unrelated_calls.append(1) or [dy])
+        y = x * 2.0
+    assert float(tape.gradient(y, x)) == pytest.approx(2.0)
+    assert unrelated_calls == []
+
+
+def test_imperative_grad_direct_use():
+    x = df.constant(2.0)
+    tape = tape_mod.Tape()
+    tape_mod.push_tape(tape)
+    try:
+        tape.watch(x)
+        y = x * x * x
+    finally:
+        tape_mod.pop_tape(tape)
+    g, = tape_mod.imperative_grad(tape, [y], [x])
+    assert float(g) == pytest.approx(12.0)
+
+
+def test_tapes_are_per_thread():
+    import threading
+    x = df.constant(2.0)
+    results = {}
+    with df.GradientTape() as tape:
+        tape.watch(x)
+
+        def other():
+            results["y"] = x * x        # another thread: not on this thread's tape
+        th = threading.Thread(target=other)
+        th.start()
+        th.join()
+        z = x * 3.0
+    assert tape.gradient(results["y"], x) is None
+    assert len(tape._tape.entries) == 1
+    assert float(z) == 6.0
+
+
+def test_indexed_slices_with_int32_and_int64_indices_aggregate():
+    params = df.constant(np.ones((4, 2)))
+    with df.GradientTape() as tape:
+        tape.watch(params)
+        y = (df.reduce_sum(df.gather(params, [0, 2]))                    # int32 indices
+             + df.reduce_sum(df.gather(params, np.array([1, 2])) * 3.0))  # int64 indices
+    g = tape.gradient(y, params)
+    assert isinstance(g, df.IndexedSlices)
+    expected = np.zeros((4, 2))
+    expected[[0, 2]] += 1.0
+    expected[[1, 2]] += 3.0
+    np.testing.assert_allclose(np.asarray(g), expected)
+
+
+def test_missing_output_gradient_is_zero_filled():
+    x = df.constant([1.0, 2.0, 3.0, 4.0])
+    received = []
+
+    def backward(da, db):
+        received.append((da, db))
+        return [df.concat([da, db], 0)]
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        a, b = df.constant([1.0, 2.0]), df.constant([3.0, 4.0])
+        df.record_operation("split_in_two", [a, b], [x], backward)
+        y = df.reduce_sum(a * 5.0)           # b is unused
+    g = tape.gradient(y, x)
+    np.testing.assert_array_equal(val(g), [5.0, 5.0, 0.0, 0.0])
+    (da, db), = received
+    assert isinstance(db, df.Tensor)
+    np.testing.assert_array_equal(val(db), [0.0, 0.0])
+
+
+def test_registered_multi_output_op_with_one_output_used():
+    x = df.constant([1.0, 2.0, 3.0, 4.0])
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        a, b = df.split(x, 2)
+        y = df.reduce_sum(b * b)
+    np.testing.assert_array_equal(val(tape.gradient(y, x)), [0.0, 0.0, 6.0, 8.0])
+
+
+def test_imperative_grad_skips_entries_that_do_not_depend_on_the_sources():
+    x, w = df.constant(2.0), df.constant(3.0)
+    calls = []
+    with df.GradientTape(persistent=True) as tape:
+        tape.watch([x, w])
+        z = df.constant(9.0)
+        df.record_operation("square_w", [z], [w], lambda dz: calls.append(1) or [dz * 2.0 * w])
+        y = x * z
+    assert float(tape.gradient(y, x)) == pytest.approx(9.0)
+    assert calls == []                      # z's entry is reachable from y but not from x
+    assert float(tape.gradient(y, w)) == pytest.approx(2.0 * 6.0)
+    assert calls == [1]
