@@ -109,6 +109,11 @@ class GraphFunction:
         """Run on `inputs` (tensors in all_inputs order); returns a list of output tensors."""
         st = state
         if st.graph is not None:
+            if st.tapes and self._variables:  # a tape in the enclosing trace sees the reads
+                for tape in st.tapes:
+                    if tape.watch_accessed_variables:
+                        for var, _ in self._variables:
+                            watch_variable(tape, var)
             return call_graph(self.graph, inputs)
         tapes = st.tapes
         if tapes and self._should_record(tapes, inputs):

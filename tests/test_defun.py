@@ -1147,3 +1147,25 @@ def test_persistent_tape_with_chained_defun_calls():
     assert float(tape.gradient(y, x)) == 12.0
     assert float(tape.gradient(z, x)) == 9 * 2.0 ** 8
     assert len(tape._tape.entries) == 2
+
+
+def test_gradient_to_variable_captured_by_inner_defun_inside_outer_trace():
+    w = df.Variable(np.full((2, 2), 0.5))
+    x = df.constant(np.full((2, 2), 0.1))
+
+    @df.defun
+    def inner(a):
+        return df.reduce_sum(df.tanh(a @ w))
+
+    @df.defun
+    def outer(a):
+        with df.GradientTape() as t:
+            loss = inner(a)
+        return t.gradient(loss, [w])[0]
+
+    with df.GradientTape() as t:
+        loss = df.reduce_sum(df.tanh(x @ w))
+    expected = t.gradient(loss, w)
+    got = outer(x)
+    assert got is not None
+    np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-12)

@@ -21,14 +21,10 @@ class VariableStore:
         return f"<variable {self.name} {self.dtype}{list(self.shape)}>"
 
 
-def _handle_value_type(shapes, dts, attrs, op_name):
-    if dts[0] is not dtypes.resource:
-        raise errors.InvalidArgumentError(f"{op_name}: input 0 must be a resource handle, got {dts[0].name}")
-    hd = attrs.get("_handle_data")
-    return hd
-
-
 def _read_infer(shapes, dts, attrs):
+    if dts[0] is not dtypes.resource:
+        raise errors.InvalidArgumentError(
+            f"read_variable: input 0 must be a resource handle, got {dts[0].name}")
     return [(tuple(attrs["shape"]), attrs["dtype"])]
 
 
