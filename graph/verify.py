@@ -1,0 +1,340 @@
+"""`verify(graph)`: the IR's invariants, checked after every pass and on every import.
+
+A graph is valid when:
+- every node belongs to it, has a unique id and a registered op;
+- every input and control input is a node *earlier* in `graph.nodes` (define before use;
+  this also rules out cycles, and a cycle is named when one is found);
+- its placeholders are exactly `graph.all_inputs` (arguments, then captures);
+- attr names and value types match the op's schema (`ATTR_CHECKS` says what each type means);
+- the op's inference, re-run on the input shapes/dtypes, gives the recorded outputs
+  (same count and dtypes; shapes agree where both sizes are known);
+- the outputs are tensors of this graph;
+- and the same holds for every function an attr refers to (call bodies, branches).
+
+    >>> verify(g)          # returns g, or raises VerifyError printing the failing node
+"""
+import numpy as np
+
+from runtime import dtypes, errors, registry
+from runtime.dtypes import DType
+from graph.ir import Graph, Node, SymbolicTensor
+
+__all__ = ["verify", "VerifyError", "ATTR_CHECKS", "check_attr", "is_effectful", "functions_of"]
+
+
+class VerifyError(errors.InvalidArgumentError):
+    """A graph breaks an IR invariant; the message names the node and how to fix it."""
+
+
+# ---------------------------------------------------------------------------------------
+# Attr types: what a value of each schema type (runtime.registry.ATTR_TYPES) may be.
+
+def _is_int(v):
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _is_float(v):
+    return isinstance(v, (float, np.floating)) or _is_int(v)
+
+
+def _is_graph(v):
+    return isinstance(v, Graph)
+
+
+def _slice_item(v):
+    if v is None or v is Ellipsis or _is_int(v):
+        return True
+    return isinstance(v, slice) and all(p is None or _is_int(p) for p in (v.start, v.stop, v.step))
+
+
+def _tensor_value(v):
+    if not isinstance(v, np.ndarray):
+        return False
+    try:
+        dtypes.from_numpy(v.dtype)
+    except errors.InvalidArgumentError:
+        return False
+    return True
+
+
+def _tuple_of(pred):
+    return lambda v: isinstance(v, tuple) and all(pred(x) for x in v)
+
+
+# type name -> (predicate, what a valid value looks like)
+ATTR_CHECKS = {
+    "int": (_is_int, "a Python int (not a bool)"),
+    "float": (_is_float, "a Python float (an int is accepted)"),
+    "bool": (lambda v: isinstance(v, (bool, np.bool_)), "True or False"),
+    "str": (lambda v: isinstance(v, str), "a str"),
+    "ints": (_tuple_of(_is_int), "a tuple of ints"),
+    "shape": (_tuple_of(lambda d: d is None or (_is_int(d) and d >= 0)),
+              "a tuple of non-negative ints or None (unknown size)"),
+    "dtype": (lambda v: isinstance(v, DType), "a df.DType such as df.float32"),
+    "tensor": (_tensor_value, "a numpy array of a supported dtype (float16/32/64, int32/64, bool)"),
+    "func": (_is_graph, "a function Graph"),
+    "funcs": (_tuple_of(_is_graph), "a tuple of function Graphs"),
+    "opt_int": (lambda v: v is None or _is_int(v), "an int or None"),
+    # reductions store a single axis as an int: `axis=1` and `axis=(1,)` are both valid
+    "opt_ints": (lambda v: v is None or _is_int(v) or _tuple_of(_is_int)(v),
+                 "None, an int, or a tuple of ints"),
+    "transient": (lambda v: True, "anything (never exported)"),
+    "slices": (_tuple_of(_slice_item),
+               "a tuple of ints, slices with int/None bounds, None (new axis) or Ellipsis"),
+    "dtypes": (_tuple_of(lambda d: isinstance(d, DType)), "a tuple of df.DType"),
+}
+
+
+def check_attr(type_name, value):
+    """True if `value` is a valid attr of schema type `type_name` (e.g. "ints")."""
+    return ATTR_CHECKS[type_name][0](value)
+
+
+# ---------------------------------------------------------------------------------------
+# Effects: stateful ops, and ops running functions that contain them
+
+def _func_attrs(op, _cache={}):
+    """Names of `op`'s attrs that hold functions (cached per OpDef)."""
+    names = _cache.get(op)
+    if names is None:
+        names = _cache[op] = tuple(k for k, t in op.attrs.items() if t in ("func", "funcs"))
+    return names
+
+
+def functions_of(node):
+    """The function graphs `node`'s attrs refer to (call bodies, branches, loop bodies)."""
+    for name in _func_attrs(node.op):
+        v = node.attrs.get(name)
+        for g in (v if isinstance(v, tuple) else (v,)):
+            if isinstance(g, Graph):
+                yield g
+
+
+def is_effectful(node, memo=None):
+    """True if `node` is a stateful op, or runs a function that contains one.
+
+    `memo` (a dict) caches the answer per function graph across calls.
+    """
+    if node.op.stateful:
+        return True
+    if not _func_attrs(node.op):
+        return False
+    memo = {} if memo is None else memo
+    for g in functions_of(node):
+        known = memo.get(id(g))
+        if known is None:
+            memo[id(g)] = False     # a function calling itself adds no new effect
+            known = memo[id(g)] = any(is_effectful(n, memo) for n in g.nodes)
+        if known:
+            return True
+    return False
+
+
+# ---------------------------------------------------------------------------------------
+
+def verify(graph, recursive=True):
+    """Check `graph`'s invariants; returns it, or raises VerifyError naming the node.
+
+        g = Graph("f")
+        with g.building():
+            x = g.placeholder((2,), df.float32)
+            y = df.tanh(x)
+        verify(g.finalize([y]))   # -> g
+
+    `recursive=False` skips the functions that attrs refer to (already verified ones).
+    """
+    _Verifier(recursive).check(graph)
+    return graph
+
+
+def _fail(graph, node, problem, fix):
+    from graph.printer import format_node
+    where = f"node `{format_node(node)}`" if node is not None else "the function signature"
+    raise VerifyError(f"invalid graph @{graph.name}: {where}: {problem}. {fix}")
+
+
+def _compatible(recorded, inferred):
+    """Shapes agree wherever both sizes are known (None is an unknown size)."""
+    inferred = tuple(inferred)
+    return len(recorded) == len(inferred) and all(
+        a is None or b is None or a == b for a, b in zip(recorded, inferred))
+
+
+class _Verifier:
+    def __init__(self, recursive):
+        self.recursive = recursive
+        self.done = set()       # ids of graphs already checked in this call (library sharing)
+        self.known_ops = set()  # OpDefs found in the registry
+
+    def check(self, graph):
+        if id(graph) in self.done:
+            return
+        self.done.add(id(graph))
+        pos = {}
+        ids = {}
+        for k, node in enumerate(graph.nodes):
+            # a view (Graph.view) shares its base graph's node list, and so its nodes
+            if not isinstance(node, Node) or (node.graph is not graph and
+                                              getattr(node.graph, "nodes", None) is not graph.nodes):
+                owner = getattr(getattr(node, "graph", None), "name", "?")
+                _fail(graph, node if isinstance(node, Node) else None,
+                      f"it belongs to function @{owner}, not to this one",
+                      "Copy nodes into a graph with graph._new_node (or a pass's GraphCopy), "
+                      "never by appending another graph's node")
+            if node.id in ids:
+                _fail(graph, node, f"its id {node.id} is also used by an earlier node",
+                      "Give each node a unique id (the graph's counter does)")
+            ids[node.id] = node
+            pos[id(node)] = k
+        self._check_signature(graph, pos)
+        for k, node in enumerate(graph.nodes):
+            self._check_node(graph, node, k, pos)
+        for j, t in enumerate(graph.outputs):
+            if not isinstance(t, SymbolicTensor) or id(t.node) not in pos:
+                shown = t.name if isinstance(t, SymbolicTensor) else repr(t)
+                _fail(graph, None, f"output {j} ({shown}) is not a tensor of this "
+                      f"function", "Finalize the graph with tensors its own nodes produce")
+            if t.index >= len(t.node.outputs) or t.node.outputs[t.index] is not t:
+                _fail(graph, t.node, f"output {j} ({t.name}) is not one of this node's outputs",
+                      "Use node.outputs[i] for outputs")
+
+    def _check_signature(self, graph, pos):
+        params = graph.all_inputs
+        if set(graph.captures) != set(graph.capture_order) or \
+                len(graph.capture_order) != len(set(graph.capture_order)):
+            _fail(graph, None, "`captures` and `capture_order` disagree",
+                  "Add captures only with graph.capture(t)")
+        seen = set()
+        for j, t in enumerate(params):
+            if not isinstance(t, SymbolicTensor) or id(t.node) not in pos or \
+                    t.node.op.name != "placeholder":
+                _fail(graph, getattr(t, "node", None) if id(getattr(t, "node", None)) in pos else None,
+                      f"input {j} is not a placeholder of this function",
+                      "Make inputs with graph.placeholder(...) and captures with graph.capture(t)")
+            if id(t.node) in seen:
+                _fail(graph, t.node, f"input {j} repeats an earlier input",
+                      "Each input needs its own placeholder")
+            seen.add(id(t.node))
+        for node in graph.nodes:
+            if node.op.name == "placeholder" and id(node) not in seen:
+                _fail(graph, node, "this placeholder is neither an argument nor a capture, so no "
+                      "call can feed it", "Remove it, or register it in graph.inputs / "
+                      "graph.captures (graph.placeholder and graph.capture do that)")
+
+    def _check_node(self, graph, node, k, pos):
+        # The fast path tests everything cheaply; _node_error explains the first failure.
+        op = node.op
+        if op not in self.known_ops:
+            if not registry.exists(op.name) or registry.get(op.name) is not op:
+                _fail(graph, node, f"op {op.name!r} is not the registered op of that name",
+                      "Use ops from runtime.registry (register new ops there first)")
+            self.known_ops.add(op)
+        for j, t in enumerate(node.inputs):
+            p = pos.get(id(getattr(t, "node", None)))
+            if p is None or p >= k or not isinstance(t, SymbolicTensor) or \
+                    t.index >= len(t.node.outputs) or t.node.outputs[t.index] is not t:
+                self._input_error(graph, node, k, j, t, pos)
+        for c in node.control_inputs:
+            p = pos.get(id(c))
+            if p is None:
+                _fail(graph, node, f"control input {getattr(c, 'name', c)} is not a node of this "
+                      f"function", "Control inputs must be earlier nodes of the same graph")
+            if p >= k:
+                self._order_error(graph, node, f"control input {c.name}")
+        # --- attrs
+        if node.attrs:
+            schema = op.attrs
+            for name, value in node.attrs.items():
+                kind = schema.get(name)
+                if kind is None:
+                    known = ", ".join(sorted(schema)) or "none"
+                    _fail(graph, node, f"attr {name!r} is not declared by op {op.name!r} (declared: "
+                          f"{known})", "Remove the attr or declare it in the op's register(...) call")
+                check = ATTR_CHECKS.get(kind)
+                if check is None:
+                    _fail(graph, node, f"attr {name!r} has type {kind!r}, which verify cannot "
+                          f"check yet", "Add a checker for it to ATTR_CHECKS in graph/verify.py")
+                ok, expected = check
+                if not ok(value):
+                    _fail(graph, node, f"attr {name!r} should be {expected} (type {kind!r}), got "
+                          f"{type(value).__name__} {value!r}", "Convert the value where the op is "
+                          "called (for example tuple(...) for a list)")
+                if self.recursive and (kind == "func" or kind == "funcs"):
+                    for g in (value if kind == "funcs" else (value,)):
+                        self.check(g)
+        # --- outputs and inference
+        try:
+            n = op.num_outputs if op.single else op.output_count(node.attrs, len(node.inputs))
+        except Exception as e:  # a variadic count reads attrs that may be missing
+            _fail(graph, node, f"cannot count its outputs ({type(e).__name__}: {e})",
+                  "Give the op the attrs it needs")
+        outputs = node.outputs
+        if len(outputs) != n:
+            _fail(graph, node, f"it has {len(outputs)} outputs, op {op.name!r} makes {n}",
+                  "Create nodes through Graph.add_op or with out_types from op.infer")
+        for i, t in enumerate(outputs):
+            if not isinstance(t, SymbolicTensor) or t.node is not node or t.index != i:
+                _fail(graph, node, f"output {i} does not point back at this node",
+                      "Make outputs with SymbolicTensor(node, i, shape, dtype)")
+        inputs = node.inputs
+        try:
+            if op.kinds is not None and inputs and inputs[0].dtype.np.kind not in op.kinds:
+                from runtime.ops._infer import check_kinds
+                check_kinds(op.name, inputs[0].dtype, op.kinds)
+            inferred = op.infer([t.shape for t in inputs], [t.dtype for t in inputs], node.attrs)
+        except Exception as e:
+            _fail(graph, node, f"shape inference fails on its inputs ({type(e).__name__}: {e})",
+                  "Fix the inputs or attrs (a pass must only substitute tensors of the same "
+                  "shape and dtype)")
+        if len(inferred) != n:
+            _fail(graph, node, f"inference gives {len(inferred)} outputs, the op makes {n}",
+                  "Fix the op's infer function in the registry")
+        for i, (t, (shape, dtype)) in enumerate(zip(outputs, inferred)):
+            if t.dtype is not dtype or (t.shape != shape and not _compatible(t.shape, shape)):
+                from graph.ir import _type_str
+                _fail(graph, node, f"output {i} is recorded as {_type_str(t.shape, t.dtype)} but "
+                      f"its inputs give {_type_str(tuple(shape), dtype)}",
+                      "Record the inferred type (Graph.add_op does); a pass must not change an "
+                      "input's dtype or make shapes disagree")
+
+    def _input_error(self, graph, node, k, j, t, pos):
+        if not isinstance(t, SymbolicTensor):
+            _fail(graph, node, f"input {j} is a {type(t).__name__}, not a symbolic tensor",
+                  "Convert values with graph.constant(...) or graph.capture(t)")
+        p = pos.get(id(t.node))
+        if p is None:
+            _fail(graph, node, f"input {j} ({t.name}) is produced outside this function",
+                  "Capture outer tensors with graph.capture(t) instead of using them directly")
+        if t.index >= len(t.node.outputs) or t.node.outputs[t.index] is not t:
+            _fail(graph, node, f"input {j} ({t.name}) is not an output of its node",
+                  "Use node.outputs[i] for inputs")
+        self._order_error(graph, node, f"input {j} ({t.name})")
+
+    def _order_error(self, graph, node, what):
+        cycle = _find_cycle(graph)
+        if cycle:
+            text = " -> ".join(n.name for n in cycle + [cycle[0]])
+            _fail(graph, node, f"{what} depends on itself through the cycle {text}",
+                  "A function graph must be acyclic: break the cycle")
+        _fail(graph, node, f"{what} is defined after this node",
+              "Keep graph.nodes in topological order: a node must come after its inputs")
+
+
+def _find_cycle(graph):
+    """A list of nodes forming a cycle, or [] (networkx; only on the error path)."""
+    import networkx as nx
+    g = nx.DiGraph()
+    known = {id(n): n for n in graph.nodes}
+    for n in graph.nodes:
+        g.add_node(id(n))
+        for t in n.inputs:
+            if id(getattr(t, "node", None)) in known:
+                g.add_edge(id(t.node), id(n))
+        for c in n.control_inputs:
+            if id(c) in known:
+                g.add_edge(id(c), id(n))
+    try:
+        edges = nx.find_cycle(g)
+    except nx.NetworkXNoCycle:
+        return []
+    return [known[u] for u, _ in edges]

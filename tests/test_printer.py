@@ -1,0 +1,182 @@
+"""The three views of a graph: golden text (`str(graph)`), Graphviz DOT, and networkx."""
+import textwrap
+
+import numpy as np
+
+import defun as df
+from graph.functions import call_graph
+from graph.ir import Graph
+from graph.printer import format_attr, format_node, to_dot, to_networkx
+
+F32, F64, I32 = df.float32, df.float64, df.int32
+
+
+def build(name, types, fn):
+    g = Graph(name)
+    with g.building():
+        args = [g.placeholder(s, d) for s, d in types]
+        out = fn(*args)
+    return g.finalize(list(out) if isinstance(out, (list, tuple)) else [out])
+
+
+def golden(text):
+    return textwrap.dedent(text).strip()
+
+
+# ---------------------------------------------------------------------------------------
+# str(graph)
+
+def _loss(x, w):
+    return df.reduce_mean(df.tanh(x @ w), axis=1, keepdims=True)
+
+
+def test_str_of_a_small_function():
+    g = build("loss", [((None, 3), F32), ((3, 2), F32)], _loss)
+    assert str(g) == golden("""
+        func @loss(%0: f32[?,3], %1: f32[3,2]) -> (f32[?,1]):
+          %2: f32[?,2] = matmul(%0, %1)
+          %3: f32[?,2] = tanh(%2)
+          %4: f32[?,1] = reduce_mean(%3) {axis=1, keepdims=True}
+          return (%4)
+    """)
+
+
+def test_str_sorts_attrs_and_abbreviates_big_constants():
+    def body(x):
+        return (x + df.constant(np.ones((10, 10))), df.cast(x > 0.0, I32),
+                df.argmax(x, axis=0, output_type=df.int32), df.matmul(x, x, transpose_b=True),
+                x[1:, 2])
+    g = build("big", [((10, 10), F64)], body)
+    assert str(g) == golden("""
+        func @big(%0: f64[10,10]) -> (f64[10,10], i32[10,10], i32[10], f64[10,10], f64[9]):
+          %1: f64[10,10] = const() {value=<f64[10,10] array>}
+          %2: f64[10,10] = add(%0, %1)
+          %3: f64[] = const() {value=0.0}
+          %4: bool[10,10] = greater(%0, %3)
+          %5: i32[10,10] = cast(%4) {dtype=int32}
+          %6: i32[10] = argmax(%0) {axis=0, output_type=int32}
+          %7: f64[10,10] = matmul(%0, %0) {transpose_a=False, transpose_b=True}
+          %8: f64[9] = strided_slice(%0) {begin=(1, 2), begin_mask=0, end=(0, 3), end_mask=1, new_axis=(), shrink_axis_mask=2, strides=(1, 1)}
+          return (%2, %5, %6, %7, %8)
+    """)
+
+
+def test_str_of_multi_output_nodes_names_each_output():
+    g = build("parts", [((None, 3), F32)], lambda x: [p * 2.0 for p in df.split(x, [1, 2], axis=1)])
+    assert str(g) == golden("""
+        func @parts(%0: f32[?,3]) -> (f32[?,1], f32[?,2]):
+          %1: (f32[?,1], f32[?,2]) = split(%0) {axis=1, num_split=2, size_splits=(1, 2)}
+          %2: f32[] = const() {value=2.0}
+          %3: f32[?,1] = multiply(%1:0, %2)
+          %4: f32[?,2] = multiply(%1:1, %2)
+          return (%3, %4)
+    """)
+
+
+def _step_graph():
+    v = df.Variable(np.zeros(2, np.float32))
+    c = df.constant([1.0, 2.0])
+
+    def body(x):
+        r = v.read_value()
+        v.assign_add(x * c)
+        return r + v.read_value()
+    return build("step", [((2,), F32)], body)
+
+
+def test_str_shows_captures_and_control_edges_of_stateful_ops():
+    assert str(_step_graph()) == golden("""
+        func @step(%0: f32[2]) captures (%1: resource[], %3: f32[2]) -> (f32[2]):
+          %2: f32[2] = read_variable(%1) {dtype=float32, shape=(2,)}
+          %4: f32[2] = multiply(%0, %3)
+          assign_add_variable(%1, %4) {dtype=float32, shape=(2,)} [after %2]
+          %6: f32[2] = read_variable(%1) {dtype=float32, shape=(2,)} [after %5]
+          %7: f32[2] = add(%2, %6)
+          return (%7)
+    """)
+
+
+def test_str_prints_called_functions_once_after_the_caller():
+    inner = build("inner", [((None,), F32)], lambda x: (df.sin(x), df.cos(x)))
+    g = build("outer", [((4,), F32)],
+              lambda x: call_graph(inner, [x])[1] + call_graph(inner, [x * 2.0])[0])
+    assert str(g) == golden("""
+        func @outer(%0: f32[4]) -> (f32[?]):
+          %1: (f32[?], f32[?]) = call(%0) {f=@inner}
+          %2: f32[] = const() {value=2.0}
+          %3: f32[4] = multiply(%0, %2)
+          %4: (f32[?], f32[?]) = call(%3) {f=@inner}
+          %5: f32[?] = add(%1:1, %4:0)
+          return (%5)
+
+        func @inner(%0: f32[?]) -> (f32[?], f32[?]):
+          %1: f32[?] = sin(%0)
+          %2: f32[?] = cos(%0)
+          return (%1, %2)
+    """)
+
+
+def test_str_is_deterministic_across_builds():
+    texts = {str(build("loss", [((None, 3), F32), ((3, 2), F32)], _loss)) for _ in range(3)}
+    assert len(texts) == 1
+    assert len({str(_step_graph()) for _ in range(2)}) == 1
+
+
+def test_format_attr_values():
+    assert format_attr(np.array(2.5, np.float32)) == "2.5"
+    assert format_attr(np.array([1, 2], np.int32)) == "[1, 2]"
+    assert format_attr(np.zeros((3, 4), np.float16)) == "<f16[3,4] array>"
+    assert format_attr(F32) == "float32"
+    assert format_attr((1, None)) == "(1, None)"
+    assert format_attr("SAME") == "'SAME'"
+    assert format_attr(Graph("body")) == "@body"
+    assert format_attr((Graph("a"), Graph("b"))) == "(@a, @b)"
+
+
+# ---------------------------------------------------------------------------------------
+# DOT
+
+def test_dot_has_every_node_and_edge():
+    g = _step_graph()
+    dot = to_dot(g)
+    assert dot.startswith('digraph "step" {\n') and dot.endswith("}\n")
+    for node in g.nodes:
+        assert f'"{node.name}" [label="{format_node(node)}"' in dot
+    assert '"%0" [label="%0: f32[2] = placeholder() {dtype=float32, shape=(2,)}", shape=ellipse];' in dot
+    assert '"%7" [label="%7: f32[2] = add(%2, %6)", shape=box, style=bold];' in dot   # an output
+    data = [line for line in dot.splitlines() if "->" in line and "dashed" not in line]
+    control = [line for line in dot.splitlines() if "->" in line and "dashed" in line]
+    assert len(data) == sum(len(n.inputs) for n in g.nodes) == 8
+    assert '  "%0" -> "%4" [label="f32[2]"];' in data
+    assert control == ['  "%2" -> "%5" [style=dashed];', '  "%5" -> "%6" [style=dashed];']
+
+
+def test_dot_quotes_names_and_labels():
+    g = build('say "hi"', [((2,), F32)], lambda x: df.pad(x, [[1, 0]], mode="CONSTANT"))
+    dot = to_dot(g)
+    assert dot.startswith('digraph "say \\"hi\\"" {')
+    assert "mode='CONSTANT'" in dot
+
+
+# ---------------------------------------------------------------------------------------
+# networkx
+
+def test_to_networkx_counts_nodes_and_edges():
+    import networkx as nx
+    g = _step_graph()
+    nxg = to_networkx(g)
+    assert nxg.number_of_nodes() == len(g.nodes) == 8
+    assert nxg.number_of_edges() == 8 + 2
+    kinds = sorted(k for _, _, k in nxg.edges(data="kind"))
+    assert kinds == ["control"] * 2 + ["data"] * 8
+    assert nxg.nodes["%5"]["op"] == "assign_add_variable"
+    assert nxg.nodes["%2"]["outputs"] == ["f32[2]"]
+    assert nx.is_directed_acyclic_graph(nxg)
+    assert list(nx.topological_sort(nxg))[-1] == "%7"
+
+
+def test_to_networkx_keeps_parallel_edges_of_a_repeated_input():
+    g = build("sq", [((3,), F32)], lambda x: x * x)
+    nxg = to_networkx(g)
+    assert nxg.number_of_edges("%0", "%1") == 2
+    assert sorted(d["dst_index"] for _, _, d in nxg.edges(data=True)) == [0, 1]
