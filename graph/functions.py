@@ -9,7 +9,6 @@ import threading
 from runtime import errors
 from runtime.execute import run_op
 from runtime.registry import register
-from runtime.nest import flatten
 
 __all__ = ["CALL", "plan_of", "remat_backward", "call_graph"]
 
@@ -66,8 +65,7 @@ def _call_grad(op, *grads):
         g = grads[k]
         feed.append(g if g is not None else zeros_like(op.outputs[k]))
     rb, spec = remat_backward(f)
-    out = run_op(CALL, feed, {"f": rb})
-    out = list(out) if isinstance(out, tuple) else [out]
+    out = call_graph(rb, feed)  # stateful_call when the callee reads variables
     result = []
     for k in range(n_in):
         j = spec[k]
@@ -155,6 +153,3 @@ def remat_backward(graph):
         graph._remat = (bwd, spec)
         return graph._remat
 
-
-def flat_outputs(x):
-    return flatten(x)

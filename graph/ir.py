@@ -320,8 +320,6 @@ class Graph:
         for i in pending:
             x = out[i]
             tgt = target if i in same else None
-            if i in same and tgt is None and isinstance(x, (np.ndarray, np.generic)):
-                tgt = None
             try:
                 arr = to_array(x, tgt)
             except errors.InvalidArgumentError as e:
