@@ -14,19 +14,31 @@ from runtime.ops.resource_ops import ASSIGN_OPS
 __all__ = ["compile_graph", "Plan", "live_nodes"]
 
 
-def live_nodes(graph, outputs=None):
-    """Nodes needed for `outputs` (default: the graph's) plus every stateful node, in order."""
+def live_node_ids(graph, outputs=None):
+    """ids of the nodes `outputs` (default: the graph's) or an effect depends on.
+
+    Effects are stateful ops and ops running a function that contains one (a call of a
+    function that assigns a variable runs even when its outputs are unused).
+    """
+    from graph.verify import is_effectful
     outputs = graph.outputs if outputs is None else outputs
-    needed = set()
-    stack = [t.node for t in outputs] + [n for n in graph.nodes if n.op.stateful]
+    memo = {}
+    stack = [t.node for t in outputs] + [n for n in graph.nodes if is_effectful(n, memo)]
+    live = set()
     while stack:
         n = stack.pop()
-        if id(n) in needed:
+        if id(n) in live:
             continue
-        needed.add(id(n))
+        live.add(id(n))
         stack.extend(t.node for t in n.inputs)
         stack.extend(n.control_inputs)
-    return [n for n in graph.nodes if id(n) in needed]
+    return live
+
+
+def live_nodes(graph, outputs=None):
+    """The nodes of `live_node_ids`, in program order."""
+    live = live_node_ids(graph, outputs)
+    return [n for n in graph.nodes if id(n) in live]
 
 
 class Plan:

@@ -84,19 +84,12 @@ STATEFUL_CALL = register("stateful_call", _call_kernel, _call_infer, _call_grad,
 
 
 def has_stateful_ops(graph):
-    """True if `graph` (or a function it calls) contains a stateful op."""
+    """True if `graph` (or a function it calls) contains a stateful op (cached per graph)."""
     cached = graph.__dict__.get("_stateful")
     if cached is None:
-        cached = False
-        for n in graph.nodes:
-            if n.op.stateful:
-                cached = True
-                break
-            for v in n.attrs.values():
-                for f in (v if isinstance(v, tuple) else (v,)):
-                    if hasattr(f, "nodes") and hasattr(f, "all_inputs") and f is not graph and has_stateful_ops(f):
-                        cached = True
-        graph._stateful = cached
+        from graph.verify import is_effectful
+        memo = {id(graph): False}  # a function calling itself adds no new effect
+        cached = graph._stateful = any(is_effectful(n, memo) for n in graph.nodes)
     return cached
 
 

@@ -20,7 +20,9 @@ import itertools
 import numpy as np
 
 from runtime import dtypes, registry
+from graph.executor import live_node_ids
 from graph.ir import CONST, PLACEHOLDER, Graph
+from runtime.ops._infer import num_elements
 from graph.verify import VerifyError, _func_attrs, is_effectful, verify
 
 __all__ = ["optimize", "DEFAULT_PIPELINE", "FOLD_MAX_ELEMENTS", "GraphCopy", "is_effectful",
@@ -156,21 +158,6 @@ _STOP_GRADIENT = registry.get("stop_gradient")
 # ---------------------------------------------------------------------------------------
 # Dead code elimination
 
-def _live_nodes(graph):
-    """ids of the nodes the outputs or an effect depend on (data or control edges)."""
-    memo = {}
-    stack = [t.node for t in graph.outputs] + [n for n in graph.nodes if is_effectful(n, memo)]
-    live = set()
-    while stack:
-        n = stack.pop()
-        if id(n) in live:
-            continue
-        live.add(id(n))
-        stack.extend(t.node for t in n.inputs)
-        stack.extend(n.control_inputs)
-    return live
-
-
 def eliminate_dead_code(graph):
     """Drop nodes that no output and no stateful op depends on.
 
@@ -183,7 +170,7 @@ def eliminate_dead_code(graph):
     Placeholders always stay (the calling convention), and so do stateful ops and
     everything they depend on, through data or control edges.
     """
-    live = _live_nodes(graph)
+    live = live_node_ids(graph)
     cp = GraphCopy(graph)
     for node in graph.nodes:
         if id(node) in live and node.op is not PLACEHOLDER:
@@ -253,15 +240,6 @@ def eliminate_common_subexpressions(graph):
 # ---------------------------------------------------------------------------------------
 # Constant folding
 
-def _num_elements(shape):
-    n = 1
-    for d in shape:
-        if d is None:
-            return None
-        n *= d
-    return n
-
-
 def _evaluate(node, values):
     """Run `node`'s kernel on `values`; None if it fails or hits a floating-point error
     (overflow, 0/0, ...), which then stays where the user sees it: at call time.
@@ -324,7 +302,7 @@ def fold_constants(graph, max_elements=None):
                 id(node) not in output_nodes and all(t.node.op is CONST for t in inputs) and \
                 not _func_attrs(op) and "transient" not in op.attrs.values() and \
                 not is_effectful(node, memo):
-            sizes = [_num_elements(t.shape) for t in node.outputs]
+            sizes = [num_elements(t.shape) for t in node.outputs]
             if all(n is None or n <= cap for n in sizes):
                 values = _evaluate(node, [t.node.attrs["value"] for t in inputs])
         if values is None or any(v.size > cap for v in values):
@@ -550,7 +528,7 @@ def _has_calls(graph):
 
 
 def _has_dead_nodes(graph):
-    live = _live_nodes(graph)
+    live = live_node_ids(graph)
     return any(id(n) not in live and n.op is not PLACEHOLDER for n in graph.nodes)
 
 
