@@ -16,7 +16,7 @@ import numpy as np
 from runtime import dtypes, errors, sites
 from runtime.context import state
 from runtime.indexed_slices import IndexedSlices
-from runtime.nest import flatten, pack_as
+from runtime.nest import flatten, make_packer, pack_as
 from runtime.tape import record_operation
 from runtime.tensor import EagerTensor, Tensor, to_array
 from runtime.variables import Variable, _BY_HANDLE, watch_variable
@@ -204,8 +204,8 @@ class ConcreteFunction:
         self._function = function
         self.name = name
         self._captured = graph.captured_values   # fixed once the trace is finalized
-        self._single = (len(out_index) == 1 and type(out_index[0]) is int
-                        and not isinstance(out_structure, (list, tuple, dict)))
+        self._pack = make_packer(out_structure, [k if type(k) is int else ("const", k.value)
+                                                 for k in out_index])
 
     @property
     def inputs(self):
@@ -234,11 +234,7 @@ class ConcreteFunction:
         return pack_as(args, [conv(x) for x in flatten(args)]), pack_as(kwargs, [conv(x) for x in flatten(kwargs)])
 
     def _call_flat(self, tensors):
-        outs = self._fn.call_flat([*tensors, *self._captured])
-        idx = self._out_index
-        if self._single:
-            return outs[0]
-        return pack_as(self._out_structure, [k.value if type(k) is _Static else outs[k] for k in idx])
+        return self._pack(self._fn.call_flat([*tensors, *self._captured]))
 
     def __call__(self, *args, **kwargs):
         if self._function is not None:

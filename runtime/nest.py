@@ -42,3 +42,41 @@ def _pack(s, it):
     if isinstance(s, (list, tuple)):
         return type(s)(_pack(v, it) for v in s)
     return next(it)
+
+
+def make_packer(structure, sources):
+    """A fast `f(values) -> structure`: one generated expression instead of a recursive walk.
+
+    `sources` gives, per leaf of `structure` in flatten order, an int (take `values[i]`) or
+    `("const", v)` (the leaf is `v`). Dict keys, constants and namedtuple types are passed
+    to the generated code as data, never as source text.
+    """
+    consts, types = [], []
+    it = iter(sources)
+
+    def expr(s):
+        if isinstance(s, dict):
+            keys = sorted(s)
+            parts = []
+            for k in keys:
+                consts.append(k)
+                parts.append(f"C[{len(consts) - 1}]: {expr(s[k])}")
+            return "{" + ", ".join(parts) + "}"
+        if isinstance(s, tuple) and hasattr(s, "_fields"):
+            types.append(type(s))
+            return f"T[{len(types) - 1}](" + ", ".join(expr(v) for v in s) + ")"
+        if isinstance(s, list):
+            return "[" + ", ".join(expr(v) for v in s) + "]"
+        if isinstance(s, tuple):
+            inner = ", ".join(expr(v) for v in s)
+            return "(" + inner + ("," if len(s) == 1 else "") + ")"
+        src = next(it)
+        if isinstance(src, int):
+            return f"v[{src}]"
+        consts.append(src[1])
+        return f"C[{len(consts) - 1}]"
+
+    body = expr(structure)
+    ns = {"C": consts, "T": types}
+    exec(f"def pack(v):\n    return {body}\n", ns)  # noqa: S102 - source built above from structure only
+    return ns["pack"]
