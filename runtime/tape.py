@@ -213,7 +213,12 @@ def imperative_grad(tape, targets, sources, output_gradients=None):
     # feeds a recorded op (e.g. a defun call's captured handle) stays unconnected, as eagerly.
     flows = {i for i in source_ids if i in tt}
     relevant = []
-    for e in sorted(reachable):
+    # Recording order is topological; scanning it keeps the whole walk linear in tape length
+    # (a sort of the reachable set would be n log n).
+    order = range(len(entries)) if 4 * len(reachable) > len(entries) else sorted(reachable)
+    for e in order:
+        if e not in reachable:
+            continue
         entry = entries[e]
         if any(i in flows for i in entry.input_ids):
             relevant.append(entry)
