@@ -213,8 +213,8 @@ def imperative_grad(tape, targets, sources, output_gradients=None):
     # feeds a recorded op (e.g. a defun call's captured handle) stays unconnected, as eagerly.
     flows = {i for i in source_ids if i in tt}
     relevant = []
-    # Recording order is topological; scanning it keeps the whole walk linear in tape length
-    # (a sort of the reachable set would be n log n).
+    # Recording order is topological. When much of the tape is reachable, scanning it in
+    # order is linear in its length; a small reachable set is cheaper to sort.
     order = range(len(entries)) if 4 * len(reachable) > len(entries) else sorted(reachable)
     for e in order:
         if e not in reachable:
