@@ -316,13 +316,16 @@ ROWS = [
         [V([A((6,))], dict(shape=(2, 3))), V([A((2, 3))], dict(shape=(-1,))), V([A(())], dict(shape=(1, 1))),
          V([A((2, 3, 4))], dict(shape=[4, -1])), V([A((1, 1))], dict(shape=()))], NUM, second=True),
     Row("expand_dims", df.expand_dims, lambda x, axis: np.expand_dims(x, axis),
-        [V([A(())], dict(axis=0)), V([A((3,))], dict(axis=-1)), V([A((2, 3))], dict(axis=1))], NUM),
+        [V([A(())], dict(axis=0)), V([A((3,))], dict(axis=-1)), V([A((2, 3))], dict(axis=1)),
+         V([A((2, 3))], dict(axis=-2)), V([A((2, 3))], dict(axis=2)), V([A((2, 3))], dict(axis=-3))], NUM),
     Row("squeeze", df.squeeze, lambda x, axis=None: np.squeeze(x, tuple(axis) if isinstance(axis, list) else axis),
         [V([A((1, 3, 1))]), V([A((1, 3, 1))], dict(axis=[0])), V([A((1,))]), V([A((2, 1))], dict(axis=-1))],
         NUM),
     Row("broadcast_to", df.broadcast_to, lambda x, shape: np.broadcast_to(x, shape),
         [V([A((3,))], dict(shape=(2, 3))), V([A(())], dict(shape=[2, 2])), V([A((2, 1))], dict(shape=(2, 4))),
-         V([A((2, 3))], dict(shape=(2, 3)))], NUM, second=True),
+         V([A((2, 3))], dict(shape=(2, 3))), V([A(())], dict(shape=()))] +
+        # past array_ops._BROADCAST_COPY_MAX elements the kernel returns a view, not a copy
+        [V([A((3,))], dict(shape=(1400, 3))), V([A((70, 1))], dict(shape=(1, 70, 70)))], NUM, second=True),
     Row("where", df.where, np.where,
         [V([A((3,), "bool"), A((3,)), A((3,))]), V([A((2, 3), "bool"), A((3,)), A(())]),
          V([A((2, 1), "bool"), A((1, 3)), A((2, 3))]), V([A((), "bool"), A((2,)), A((2,))])], NUM),

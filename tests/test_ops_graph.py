@@ -82,3 +82,62 @@ def test_graph_gradient_matches_eager(row, v, unknown):
         raise
     for k, (g, e) in enumerate(zip(graph, eager)):
         np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12, err_msg=f"{row.op}{v!r} input {wrt[k]}")
+
+
+# ---------------------------------------------------------------------------------------
+# Graph kernels bound at compile time (OpDef.bind) against the eager kernels, exactly
+
+def _bound_calls(row, v):
+    """[(op, attrs, input values, output values)] of every op with a `bind` that the row
+    runs eagerly, forward and (for differentiable rows) backward."""
+    from runtime import registry
+    calls = []
+
+    def record(op_name, name, attrs, inputs, outputs):
+        op = registry.get(op_name)
+        if op.bind is not None:
+            calls.append((op, dict(attrs), [t._value for t in inputs], [t._value for t in outputs]))
+    xs = make_inputs(v.args, _dtype(row, v))
+    ts = [df.constant(x) for x in xs]
+    df.add_execution_callback(record)
+    try:
+        with df.GradientTape() as tape:
+            tape.watch(ts)
+            out = as_list(row.fn(*ts, **v.kw))
+        wrt = _float_inputs(v)
+        if row.grad is True and v.grad and wrt:
+            tape.gradient(out, [ts[i] for i in wrt])
+    finally:
+        df.remove_execution_callback(record)
+    return calls
+
+
+@pytest.mark.parametrize("row,v", _variants(_graph_rows))
+def test_bound_kernels_equal_eager_kernels(row, v):
+    """op.bind(attrs)(*values) returns what op.kernel(*values, **attrs) returned eagerly:
+    same type (array or numpy scalar), dtype, shape and bits."""
+    for op, attrs, ins, outs in _bound_calls(row, v):
+        bound = op.bind(attrs)(*ins)
+        bound = [bound] if op.single else list(bound)
+        assert len(bound) == len(outs), f"{op.name} {attrs}: {len(bound)} outputs, eager gave {len(outs)}"
+        for k, (b, e) in enumerate(zip(bound, outs)):
+            what = f"{row.op}{v!r}: bound {op.name} {attrs} output {k}"
+            assert type(b) is type(e), f"{what}: {type(b).__name__}, eager gave {type(e).__name__}"
+            assert b.dtype == e.dtype and b.shape == e.shape, f"{what}: {b.dtype}{b.shape} vs {e.dtype}{e.shape}"
+            np.testing.assert_array_equal(b, e, err_msg=what)
+
+
+def test_bound_kernels_are_exercised():
+    """The table reaches the specialized graph kernels (a row dropping them fails here)."""
+    seen = set()
+    for row in ROWS:
+        if _graph_rows(row, None):
+            for v in row.variants:
+                seen |= {(op.name, tuple(sorted(attrs.items()))) for op, attrs, _, _ in _bound_calls(row, v)}
+    names = {n for n, _ in seen}
+    for name in ("matmul", "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod", "reshape",
+                 "expand_dims", "broadcast_to", "transpose"):
+        assert name in names, f"no table row runs {name} eagerly"
+    transposes = {dict(a).get("transpose_a", False) * 2 + dict(a).get("transpose_b", False)
+                  for n, a in seen if n == "matmul"}
+    assert transposes == {0, 1, 2, 3}, f"matmul transposes covered: {sorted(transposes)}"

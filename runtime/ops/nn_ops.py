@@ -190,21 +190,31 @@ def _sparse_kernel(labels, logits):
         raise errors.InvalidArgumentError(
             f"{_SPARSE}: labels must have the shape of logits without the last axis, got labels "
             f"{labels.shape} and logits {logits.shape}")
-    depth = logits.shape[-1]
-    if labels.size and (labels.min() < 0 or labels.max() >= depth):
-        bad = labels[(labels < 0) | (labels >= depth)].reshape(-1)[0]
-        raise errors.InvalidArgumentError(
-            f"{_SPARSE}: label {bad} is outside the valid range [0, {depth})")
-    s = _shifted(logits, -1)
+    depth, n = logits.shape[-1], labels.size
+    # One reduction checks the range: read as uint64, a negative label exceeds any depth.
+    # (labels.min() and labels.max() cost ~3 us of Python wrapping on a batch of 8.)
+    if n and _max_reduce(labels, None, np.uint64) >= depth:
+        _raise_bad_label(labels, depth)
+    s = logits - _max_reduce(logits, -1, None, None, True)  # every exp below is at most 1
     e = np.exp(s)
-    se = _add_reduce(e, axis=-1, keepdims=True)
-    rows = np.arange(labels.size)
-    flat_labels = labels.reshape(-1)
-    picked = s.reshape(-1, depth)[rows, flat_labels].reshape(labels.shape)
-    loss = np.log(se[..., 0]) - picked
-    backprop = e / se
-    backprop.reshape(-1, depth)[rows, flat_labels] -= 1  # fresh contiguous array: a view
-    return loss, backprop
+    se = _add_reduce(e, -1, None, None, True)
+    # Flat positions of the labelled entries, r * depth + label: 1-D indexing of flat views
+    # is ~2 us cheaper than indexing [rows, labels] twice. (Past the check, depth is 0 only
+    # when n is 0.)
+    at = _arange(0, n * depth, depth or 1)
+    at += labels.reshape(-1)
+    loss = np.log(se[..., 0]) - s.reshape(-1)[at].reshape(labels.shape)
+    backprop = (e / se).reshape(-1)  # a view when e is C-ordered, else a copy: either is ours
+    backprop[at] -= 1
+    return loss, backprop.reshape(logits.shape)
+
+
+def _raise_bad_label(labels, depth):
+    bad = labels[(labels < 0) | (labels >= depth)].reshape(-1)[0]
+    raise errors.InvalidArgumentError(f"{_SPARSE}: label {bad} is outside the valid range [0, {depth})")
+
+
+_arange = np.arange
 
 
 def _sparse_grad(op, g_loss, g_backprop):
