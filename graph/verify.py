@@ -17,7 +17,7 @@ import numpy as np
 
 from runtime import dtypes, errors, registry
 from runtime.dtypes import DType
-from graph.ir import Graph, Node, SymbolicTensor
+from graph.ir import Graph, Node, SymbolicTensor, infer_types
 
 __all__ = ["verify", "VerifyError", "ATTR_CHECKS", "check_attr", "is_effectful", "functions_of"]
 
@@ -222,18 +222,30 @@ class _Verifier:
                       "graph.captures (graph.placeholder and graph.capture do that)")
 
     def _check_node(self, graph, node, k, pos):
-        # The fast path tests everything cheaply; _node_error explains the first failure.
+        # The fast path tests everything cheaply; _fail and _input_error explain a failure.
         op = node.op
         if op not in self.known_ops:
             if not registry.exists(op.name) or registry.get(op.name) is not op:
                 _fail(graph, node, f"op {op.name!r} is not the registered op of that name",
                       "Use ops from runtime.registry (register new ops there first)")
             self.known_ops.add(op)
-        for j, t in enumerate(node.inputs):
-            p = pos.get(id(getattr(t, "node", None)))
-            if p is None or p >= k or not isinstance(t, SymbolicTensor) or \
-                    t.index >= len(t.node.outputs) or t.node.outputs[t.index] is not t:
-                self._input_error(graph, node, k, j, t, pos)
+        inputs = node.inputs
+        for t in inputs:
+            # one try instead of four tests: a bad input (not a tensor, not of this graph,
+            # defined later, not its node's output) raises or fails a comparison here
+            try:
+                p = pos[id(t.node)]
+                ok = p < k and t.__class__ is SymbolicTensor and t.node.outputs[t.index] is t \
+                    and t.index >= 0
+            except (AttributeError, KeyError, IndexError, TypeError):
+                ok = False
+            if not ok:
+                for j, u in enumerate(inputs):
+                    p = pos.get(id(getattr(u, "node", None)))
+                    if p is None or p >= k or not isinstance(u, SymbolicTensor) or \
+                            u.index >= len(u.node.outputs) or u.node.outputs[u.index] is not u:
+                        self._input_error(graph, node, k, j, u, pos)
+                break
         for c in node.control_inputs:
             p = pos.get(id(c))
             if p is None:
@@ -243,31 +255,16 @@ class _Verifier:
                 self._order_error(graph, node, f"control input {c.name}")
         # --- attrs
         if node.attrs:
-            schema = op.attrs
-            for name, value in node.attrs.items():
-                kind = schema.get(name)
-                if kind is None:
-                    known = ", ".join(sorted(schema)) or "none"
-                    _fail(graph, node, f"attr {name!r} is not declared by op {op.name!r} (declared: "
-                          f"{known})", "Remove the attr or declare it in the op's register(...) call")
-                check = ATTR_CHECKS.get(kind)
-                if check is None:
-                    _fail(graph, node, f"attr {name!r} has type {kind!r}, which verify cannot "
-                          f"check yet", "Add a checker for it to ATTR_CHECKS in graph/verify.py")
-                ok, expected = check
-                if not ok(value):
-                    _fail(graph, node, f"attr {name!r} should be {expected} (type {kind!r}), got "
-                          f"{type(value).__name__} {value!r}", "Convert the value where the op is "
-                          "called (for example tuple(...) for a list)")
-                if self.recursive and (kind == "func" or kind == "funcs"):
-                    for g in (value if kind == "funcs" else (value,)):
-                        self.check(g)
+            self._check_attrs(graph, node, op)
         # --- outputs and inference
-        try:
-            n = op.num_outputs if op.single else op.output_count(node.attrs, len(node.inputs))
-        except Exception as e:  # a variadic count reads attrs that may be missing
-            _fail(graph, node, f"cannot count its outputs ({type(e).__name__}: {e})",
-                  "Give the op the attrs it needs")
+        if op.single:
+            n = 1
+        else:
+            try:
+                n = op.output_count(node.attrs, len(inputs))
+            except Exception as e:  # a variadic count reads attrs that may be missing
+                _fail(graph, node, f"cannot count its outputs ({type(e).__name__}: {e})",
+                      "Give the op the attrs it needs")
         outputs = node.outputs
         if len(outputs) != n:
             _fail(graph, node, f"it has {len(outputs)} outputs, op {op.name!r} makes {n}",
@@ -276,12 +273,8 @@ class _Verifier:
             if not isinstance(t, SymbolicTensor) or t.node is not node or t.index != i:
                 _fail(graph, node, f"output {i} does not point back at this node",
                       "Make outputs with SymbolicTensor(node, i, shape, dtype)")
-        inputs = node.inputs
         try:
-            if op.kinds is not None and inputs and inputs[0].dtype.np.kind not in op.kinds:
-                from runtime.ops._infer import check_kinds
-                check_kinds(op.name, inputs[0].dtype, op.kinds)
-            inferred = op.infer([t.shape for t in inputs], [t.dtype for t in inputs], node.attrs)
+            inferred = infer_types(op, inputs, node.attrs)
         except Exception as e:
             _fail(graph, node, f"shape inference fails on its inputs ({type(e).__name__}: {e})",
                   "Fix the inputs or attrs (a pass must only substitute tensors of the same "
@@ -296,6 +289,27 @@ class _Verifier:
                       f"its inputs give {_type_str(tuple(shape), dtype)}",
                       "Record the inferred type (Graph.add_op does); a pass must not change an "
                       "input's dtype or make shapes disagree")
+
+    def _check_attrs(self, graph, node, op):
+        schema = op.attrs
+        for name, value in node.attrs.items():
+            kind = schema.get(name)
+            if kind is None:
+                known = ", ".join(sorted(schema)) or "none"
+                _fail(graph, node, f"attr {name!r} is not declared by op {op.name!r} (declared: "
+                      f"{known})", "Remove the attr or declare it in the op's register(...) call")
+            check = ATTR_CHECKS.get(kind)
+            if check is None:
+                _fail(graph, node, f"attr {name!r} has type {kind!r}, which verify cannot "
+                      f"check yet", "Add a checker for it to ATTR_CHECKS in graph/verify.py")
+            ok, expected = check
+            if not ok(value):
+                _fail(graph, node, f"attr {name!r} should be {expected} (type {kind!r}), got "
+                      f"{type(value).__name__} {value!r}", "Convert the value where the op is "
+                      "called (for example tuple(...) for a list)")
+            if self.recursive and (kind == "func" or kind == "funcs"):
+                for g in (value if kind == "funcs" else (value,)):
+                    self.check(g)
 
     def _input_error(self, graph, node, k, j, t, pos):
         if not isinstance(t, SymbolicTensor):

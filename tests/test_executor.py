@@ -277,11 +277,89 @@ def test_a_failed_call_rolls_back_assignments_of_inlined_functions():
     np.testing.assert_array_equal(v.numpy(), [1.0, 2.0])
 
 
-@pytest.mark.xfail(strict=True, reason="executor: the undo log covers only assign ops of the "
-                   "compiled graph itself, not those run inside a stateful_call's own plan")
 def test_a_failed_call_rolls_back_assignments_of_called_plans():
     v = df.Variable(np.array([1.0, 2.0], np.float32))
     g = _call_then_fail(v)
     with pytest.raises(errors.InvalidArgumentError, match="matmul"):
         compile_graph(g)(*feed(g, [np.ones((1, 2), np.float32), np.ones((3, 2), np.float32)]))
     np.testing.assert_array_equal(v.numpy(), [1.0, 2.0])
+
+
+def test_a_failed_call_rolls_back_assignments_two_calls_deep_in_order():
+    v = df.Variable(np.array([1.0, 2.0], np.float32))
+    inner = build("inner", [((2,), F32)], lambda x: (v.assign(x * 5.0), x)[1])
+
+    def middle_body(x):
+        v.assign_add(x)
+        call_graph(inner, [x] + inner.captured_values)
+        v.assign_add(x)
+        return x
+    middle = build("middle", [((2,), F32)], middle_body)
+
+    def body(x, w):
+        call_graph(middle, [x[0]] + middle.captured_values)
+        return df.tanh(x @ w)
+    g = build("f", [((None, None), F32), ((None, 2), F32)], body)
+    plan = compile_graph(g)
+    with pytest.raises(errors.InvalidArgumentError, match="matmul"):
+        plan(*feed(g, [np.ones((1, 2), np.float32), np.ones((3, 2), np.float32)]))
+    np.testing.assert_array_equal(v.numpy(), [1.0, 2.0])
+    plan(*feed(g, [np.ones((1, 2), np.float32), np.ones((2, 2), np.float32)]))
+    np.testing.assert_array_equal(v.numpy(), [6.0, 6.0])      # (x * 5) + x, not rolled back
+
+
+def test_the_undo_log_is_per_thread_and_released_after_each_call():
+    import threading
+    from graph import executor
+    v = df.Variable(np.array([1.0, 2.0], np.float32))
+    g = _call_then_fail(v)
+    plan = compile_graph(g)
+    good = feed(g, [np.ones((1, 2), np.float32), np.ones((2, 2), np.float32)])
+    bad = feed(g, [np.ones((1, 2), np.float32), np.ones((3, 2), np.float32)])
+    plan(*good)
+    assert executor._undo.log is None
+    with pytest.raises(errors.InvalidArgumentError):
+        plan(*bad)
+    assert executor._undo.log is None
+    np.testing.assert_array_equal(v.numpy(), [2.0, 3.0])
+    seen = []
+    thread = threading.Thread(target=lambda: seen.append((plan(*good), executor._undo.log)))
+    thread.start()
+    thread.join()
+    assert len(seen) == 1 and seen[0][1] is None
+    np.testing.assert_array_equal(v.numpy(), [3.0, 4.0])
+
+
+def test_plans_that_never_assign_keep_no_undo_log():
+    v = df.Variable(np.array([1.0, 2.0], np.float32))
+    g = build("f", [((2,), F32)], lambda x: x * v.read_value())
+    assert "_undo" not in compile_graph(g).source
+    assert "_undo" in compile_graph(_call_then_fail(v)).source   # assigns in a callee
+
+
+def test_a_bad_handle_fails_naming_the_assign_node():
+    v = df.Variable(np.array([1.0, 2.0], np.float32))
+    g = build("f", [((2,), F32)], lambda x: (v.assign_add(x), x * 2.0)[1])
+    assign = next(n for n in g.nodes if n.op.name == "assign_add_variable")
+    plan = compile_graph(g)
+    not_a_handle = np.zeros(2, np.float32)           # has no .value: fails on the undo log line
+    with pytest.raises(errors.InvalidArgumentError) as info:
+        plan(np.ones(2, np.float32), not_a_handle)
+    assert f"while executing {format_node(assign)}" in str(info.value)
+    np.testing.assert_array_equal(v.numpy(), [1.0, 2.0])
+
+
+def test_a_failed_defun_call_rolls_back_assignments_in_cond_and_while_bodies():
+    v = df.Variable(np.array([1.0, 2.0], np.float32))
+
+    @df.defun(input_signature=[df.TensorSpec((None, None)), df.TensorSpec((None, 2))])
+    def step(x, w):
+        df.cond(df.reduce_sum(x) > 0.0, lambda: (v.assign_add(x[0]), x[0])[1], lambda: x[0])
+        df.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, (v.assign_add(y), y)[1]),
+                      (0, x[0]))
+        return df.tanh(x @ w)                # fails at run time for mismatched inner sizes
+    with pytest.raises(errors.InvalidArgumentError, match="while executing .*matmul"):
+        step(np.ones((1, 2), np.float32), np.ones((3, 2), np.float32))
+    np.testing.assert_array_equal(v.numpy(), [1.0, 2.0])
+    step(np.ones((1, 2), np.float32), np.ones((2, 2), np.float32))
+    np.testing.assert_array_equal(v.numpy(), [5.0, 6.0])     # 1 (cond) + 3 (loop) each

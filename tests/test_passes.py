@@ -620,6 +620,54 @@ def test_optimize_handles_a_10000_node_chain():
     assert_same_results(g, h, [np.linspace(-1, 1, 4)])
 
 
+def _graphs_for_skip_tests():
+    """name -> (graph, passes that change it)."""
+    v = df.Variable(np.ones(2, np.float32))
+    callee = build("g", [((2,), F32)], df.tanh)
+
+    def stateful(x):
+        r = v.read_value()
+        v.assign_add(x * 1.0)
+        return r + v.read_value()
+
+    def chain(x):
+        for _ in range(20):
+            x = df.tanh(x) * 1.01 + 0.1
+        return x
+    s, f, c, d, i = (passes.simplify_algebra, passes.fold_constants,
+                     passes.eliminate_common_subexpressions, passes.eliminate_dead_code,
+                     passes.inline_calls)
+    return {
+        "chain": (build("f", [((2,), F32)], chain), ()),
+        "mlp": (build("mlp", [((None, 3), F32), ((3, 4), F32), ((4,), F32), ((4, 2), F32)], _mlp),
+                (s, f, c)),
+        "cse": (build("f", [((2,), F32)], lambda x: df.tanh(x) + df.tanh(x)), (c,)),
+        "fold": (build("f", [((2,), F32)], lambda x: x + df.constant([1.0, 2.0]) * 2.0), (f,)),
+        "simplify": (build("f", [((2,), F32)], lambda x: df.tanh(df.identity(x))), (s,)),
+        "transpose": (build("f", [((2, 3, 4), F32)],
+                            lambda x: df.transpose(df.transpose(x, (1, 2, 0)), (1, 2, 0))), (s,)),
+        "dead": (build("f", [((2,), F32)], lambda x: (df.exp(x), df.tanh(x))[1]), (d,)),
+        "call": (build("f", [((2,), F32)], lambda x: call_graph(callee, [x])[0] * 2.0), (i,)),
+        "stateful": (build("f", [((2,), F32)], stateful), (s,)),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_graphs_for_skip_tests()))
+def test_optimize_skips_only_passes_that_would_change_nothing(name):
+    g, changed_by = _graphs_for_skip_tests()[name]
+    for step, applies in passes._APPLIES.items():
+        changes = str(step(g)) != str(g)
+        assert changes == (step in changed_by), step.__name__
+        if changes:
+            assert applies(g), f"optimize would skip {step.__name__}, which changes the graph"
+        elif step is not passes.fold_constants:     # fold may try a node and keep it
+            assert not applies(g), f"optimize would run {step.__name__} for nothing"
+    unskipped = g
+    for step in passes.DEFAULT_PIPELINE:
+        unskipped = verify(step(unskipped))
+    assert str(passes.optimize(g)) == str(unskipped)
+
+
 # ---------------------------------------------------------------------------------------
 # verify: valid graphs pass, hand-corrupted graphs fail naming the node and the fix
 
