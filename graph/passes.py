@@ -310,6 +310,8 @@ def fold_constants(graph, max_elements=None):
         return (%4)                               return (%4)
 
     Results are computed by the op's own kernel, so they equal what the plan would compute.
+    Shape-only ops (SHAPE_ONLY_OPS: zeros_like, ones_like, shape, size) also fold when their
+    input's static shape is fully known, whatever computes it.
     Not folded: stateful ops and function calls, nodes with control inputs, results with
     more than `max_elements` (default FOLD_MAX_ELEMENTS) elements, nodes whose kernel fails
     or meets a floating-point error (it stays where it belongs, at call time), nodes producing a
@@ -327,7 +329,7 @@ def fold_constants(graph, max_elements=None):
         inputs = cp.inputs_of(node)
         values = None
         if _may_fold(node, inputs, output_nodes, cap, memo):
-            values = _evaluate(node, [t.node.attrs["value"] for t in inputs])
+            values = _evaluate(node, [_fold_input(t) for t in inputs])
         if values is None or any(v.size > cap for v in values):
             cp.copy(node, inputs)
             continue
@@ -337,13 +339,26 @@ def fold_constants(graph, max_elements=None):
     return cp.finish()
 
 
+# Ops whose result depends only on their inputs' static shape and dtype, never the values:
+# they fold whenever the shape is fully known (e.g. the `ones_like(loss)` gradient seed).
+SHAPE_ONLY_OPS = frozenset(["zeros_like", "ones_like", "shape", "size"])
+
+
+def _fold_input(t):
+    """A constant input's value; for a shape-only op, a stand-in of the right shape/dtype."""
+    if t.node.op is CONST:
+        return t.node.attrs["value"]
+    return np.zeros(t.shape, t.dtype.np)
+
+
 def _may_fold(node, inputs, output_nodes, cap, memo):
     """True if fold_constants tries to evaluate `node` (its kernel may still refuse)."""
     op = node.op
     if op is CONST or not node.outputs or node.control_inputs or id(node) in output_nodes:
         return False
+    shape_only = op.name in SHAPE_ONLY_OPS
     for t in inputs:
-        if t.node.op is not CONST:
+        if t.node.op is not CONST and not (shape_only and None not in t.shape):
             return False
     if _func_attrs(op) or "transient" in op.attrs.values() or is_effectful(node, memo):
         return False

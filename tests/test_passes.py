@@ -959,3 +959,22 @@ def test_docstring_examples(pass_fn):
     g = DOC_EXAMPLES[pass_fn]()
     assert str(g) == before
     assert str(pass_fn(g)) == after
+
+
+def test_fold_shape_only_ops_when_the_static_shape_is_known():
+    g = Graph("f")
+    with g.building():
+        x = g.placeholder((2, 3), df.float32)
+        y = g.placeholder((None, 3), df.float32)
+        t = df.tanh(x)
+        out = df.tanh(x) * df.ones_like(t) + df.cast(df.size(t), df.float32)
+        out_y = df.zeros_like(df.tanh(y)) + y
+    g.finalize([out, out_y])
+    folded = passes.fold_constants(g)
+    kinds = [n.op.name for n in folded.nodes]
+    assert "ones_like" not in kinds and "size" not in kinds   # known shape: folded
+    assert "zeros_like" in kinds                                 # unknown size: kept
+    xv = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    yv = np.ones((4, 3), np.float32)
+    for a, b in zip(compile_graph(g)(xv, yv), compile_graph(folded)(xv, yv)):
+        np.testing.assert_array_equal(a, b)
