@@ -444,12 +444,22 @@ def _while_grad(op, *grads):
 
 
 _WHILE_ATTRS = {"cond": "func", "body": "func", "maximum_iterations": "opt_int", "history": "bool"}
+
+
+def _while_prune(attrs, used):
+    """Without a reader of the count and history outputs, run the loop without keeping them."""
+    n = len(attrs["body"].outputs)
+    if attrs["history"] and not any(used[n:]):
+        return {**attrs, "history": False}
+    return None
+
 WHILE = register("while", _while_kernel, _while_infer, _while_grad, num_outputs=_while_outputs,
-                 none_grads=True, attrs=_WHILE_ATTRS, bind=_while_runner,
+                 none_grads=True, attrs=_WHILE_ATTRS, bind=_while_runner, prune_outputs=_while_prune,
                  doc="Run body while cond holds; with history, also the count and per-iteration inputs.")
 STATEFUL_WHILE = register("stateful_while", _while_kernel, _while_infer, _while_grad,
                           num_outputs=_while_outputs, none_grads=True, stateful=True, attrs=_WHILE_ATTRS,
-                          bind=_while_runner, doc="A while whose functions hold stateful ops.")
+                          bind=_while_runner, prune_outputs=_while_prune,
+                          doc="A while whose functions hold stateful ops.")
 
 
 def while_loop(cond, body, loop_vars, maximum_iterations=None, name=None):

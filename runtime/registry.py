@@ -23,10 +23,11 @@ class OpDef:
     """
 
     __slots__ = ("name", "kernel", "infer", "grad", "num_outputs", "stateful", "none_grads",
-                 "same_dtype", "attrs", "doc", "single", "kinds", "bind")
+                 "same_dtype", "attrs", "doc", "single", "kinds", "bind", "prune_outputs")
 
     def __init__(self, name, kernel, infer, grad=None, num_outputs=1, stateful=False,
-                 none_grads=False, same_dtype=None, attrs=None, doc="", kinds=None, bind=None):
+                 none_grads=False, same_dtype=None, attrs=None, doc="", kinds=None, bind=None,
+                 prune_outputs=None):
         self.name = name
         self.kernel = kernel
         self.infer = infer
@@ -48,6 +49,10 @@ class OpDef:
         # Optional bind(attrs) -> callable(*arrays): lets the graph compiler bind attrs once
         # (e.g. a call op binds straight to the callee's compiled plan).
         self.bind = bind
+        # Optional prune_outputs(attrs, used) -> attrs or None: attrs computing only a prefix of
+        # the outputs when the rest are unused (`used`: one bool per output). A pass uses it,
+        # e.g. a while loop drops its per-iteration history when no gradient reads it.
+        self.prune_outputs = prune_outputs
 
     @property
     def differentiable(self):

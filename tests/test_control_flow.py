@@ -456,3 +456,19 @@ def test_cond_and_while_survive_json_export():
         got_i, got_y = loaded(np.array(xv))
         assert int(got_i) == int(want_i) == 3
         assert_close(got_y, want_y)
+
+
+def test_while_history_is_dropped_when_no_gradient_reads_it():
+    from graph.functions import plan_of
+    f = df.defun(lambda x: df.while_loop(lambda i, v: i < 5, lambda i, v: (i + 1, v * 1.5), (0, x))[1])
+    x = df.constant(np.array([1.0, 2.0]))
+    cf = f.get_concrete_function(x)
+    (traced,) = [n for n in cf.graph.nodes if n.op.name == "while"]
+    assert traced.attrs["history"] is True          # traced ready for a gradient
+    (compiled,) = [n for n in plan_of(cf.graph).graph.nodes if n.op.name == "while"]
+    assert compiled.attrs["history"] is False       # the inference plan keeps no history
+    np.testing.assert_allclose(np.asarray(f(x)), [1.5 ** 5, 2 * 1.5 ** 5])
+    with df.GradientTape() as tape:                 # gradients still get the history
+        tape.watch(x)
+        y = df.reduce_sum(f(x))
+    np.testing.assert_allclose(np.asarray(tape.gradient(y, x)), [1.5 ** 5] * 2)
