@@ -6,6 +6,7 @@ While a graph is the thread's builder (`with graph.building():`), every op call 
 node through the same registry and shape inference the eager path uses.
 """
 import itertools
+import numbers
 
 import numpy as np
 
@@ -78,6 +79,20 @@ class SymbolicTensor(Tensor):
             f"tracing, at {sites.format_site(here)}{': ' + line if line else ''}. Its value is "
             f"only known when the graph runs. {hint}")
 
+    def __eq__(self, other):
+        # `==` stays identity (tensors are dict keys), but against a number it is always False,
+        # which silently breaks `df.cond(n % 2 == 0, ...)`: say so.
+        if isinstance(other, (numbers.Number, np.ndarray, np.generic)):
+            _warn_identity(self, "==")
+        return self is other
+
+    def __ne__(self, other):
+        if isinstance(other, (numbers.Number, np.ndarray, np.generic)):
+            _warn_identity(self, "!=")
+        return self is not other
+
+    __hash__ = Tensor.__hash__
+
     def __bool__(self):
         raise self._trace_error("Used `if`/`bool()` on",
                                 "Use df.cond(pred, true_fn, false_fn) for data-dependent branches "
@@ -121,6 +136,15 @@ def _bind_ids():
 
 
 _bind_ids()
+
+
+def _warn_identity(t, op):
+    import warnings
+    here = sites.user_site(3)
+    warnings.warn_explicit(
+        f"`{op}` between symbolic tensor {t.name} and a number compares identity (always "
+        f"{op == '!='}), not values; use df.equal / df.not_equal for elementwise comparison",
+        UserWarning, here[0] if here else "<unknown>", here[1] if here else 0)
 
 
 def _shape_str(shape):

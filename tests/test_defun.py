@@ -1169,3 +1169,16 @@ def test_gradient_to_variable_captured_by_inner_defun_inside_outer_trace():
     got = outer(x)
     assert got is not None
     np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-12)
+
+
+def test_equality_with_a_number_while_tracing_warns_and_stays_identity():
+    seen = []
+
+    @df.defun
+    def f(n):
+        seen.append(n == 0)
+        return n + 1
+
+    with pytest.warns(UserWarning, match="df.equal"):
+        f(df.constant(0))
+    assert seen == [False]
