@@ -10,12 +10,13 @@ from runtime.tensor import Tensor, convert_to_tensor
 __all__ = ["custom_gradient"]
 
 # The op passes the outputs through; its gradient calls the user's grad_fn. Inputs are
-# (*outputs, *function inputs); gradient to the outputs' own producers is cut (None), so
-# the only way back to the inputs is grad_fn. `grad_fn` is a transient attr: exported
-# graphs keep the forward pass (an identity) and drop the Python gradient.
+# (*outputs, *function inputs, *handles of variables f read); gradient to the outputs' own
+# producers is cut (None), so the only way back to the inputs is grad_fn. `grad_fn` and the
+# variables are transient attrs: exported graphs keep the forward pass (an identity) and
+# drop the Python gradient.
 
 
-def _kernel(*vals, num_outputs, grad_fn=None):
+def _kernel(*vals, num_outputs, num_variables=0, grad_fn=None, variables=None):
     return tuple(vals[:num_outputs])
 
 
@@ -26,19 +27,35 @@ def _infer(shapes, dts, attrs):
 
 def _grad(op, *grads):
     n = op.attrs["num_outputs"]
-    xs = op.inputs[n:]
+    nv = op.attrs.get("num_variables", 0)
+    xs = op.inputs[n:len(op.inputs) - nv]
     grad_fn = op.attrs["grad_fn"]
     if grad_fn is None:
         raise RuntimeError("custom_gradient: this graph was loaded without its Python gradient")
-    dxs = grad_fn(*grads)
+    if nv:
+        variables = list(op.attrs["variables"])
+        try:
+            dxs, dvars = grad_fn(*grads, variables=variables)
+        except (TypeError, ValueError) as e:
+            if "unpack" not in str(e):
+                raise
+            raise ValueError("custom_gradient: with variables, grad_fn must return "
+                             "(input gradients, variable gradients)") from None
+        dvars = list(dvars)
+        if len(dvars) != nv:
+            raise ValueError(f"custom_gradient: grad_fn returned {len(dvars)} variable gradients "
+                             f"for {nv} variables")
+    else:
+        dxs, dvars = grad_fn(*grads), []
     dxs = list(dxs) if isinstance(dxs, (list, tuple)) else [dxs]
     if len(dxs) != len(xs):
         raise ValueError(f"custom_gradient: grad_fn returned {len(dxs)} gradients for {len(xs)} inputs")
-    return [None] * n + dxs
+    return [None] * n + dxs + dvars
 
 
 _OP = register("custom_gradient", _kernel, _infer, _grad, num_outputs=lambda attrs, n: attrs["num_outputs"],
-               attrs={"num_outputs": "int", "grad_fn": "transient"})
+               attrs={"num_outputs": "int", "num_variables": "int", "grad_fn": "transient",
+                      "variables": "transient"})
 
 
 def custom_gradient(f):
@@ -47,14 +64,47 @@ def custom_gradient(f):
     >>> @df.custom_gradient
     ... def clip_grad(x):
     ...     return df.identity(x), lambda dy: df.minimum(dy, 1.0)
+
+    If `f` reads trainable variables, `grad_fn(dy, variables=...)` gets them and returns
+    `(input gradients, one gradient per variable)`, as in TensorFlow.
     """
     @functools.wraps(f)
     def decorated(*args):
+        from runtime.context import state
+        from runtime.variables import handle_in_context, watch_variable
         xs = [a if isinstance(a, Tensor) else convert_to_tensor(a) for a in args]
         with tape_mod.stop_recording():
-            result, grad_fn = f(*xs)
+            probe = tape_mod.Tape(persistent=False, watch_accessed_variables=True)
+            tape_mod.push_tape(probe)   # only to learn which variables f reads
+            try:
+                result, grad_fn = f(*xs)
+            finally:
+                tape_mod.pop_tape(probe)
+        variables = [v for v in probe.variables.values() if v.trainable]
+        if variables and not _takes_variables(grad_fn):
+            names = ", ".join(v.name for v in variables)
+            raise TypeError(f"custom_gradient: {getattr(f, '__name__', 'the function')} reads variables "
+                            f"({names}), so its grad_fn must accept a keyword argument `variables` "
+                            f"and return (input gradients, variable gradients)")
+        for tape in state.tapes:   # f's reads were hidden from the tapes; the op stands for them
+            if tape.watch_accessed_variables:
+                for v in variables:
+                    watch_variable(tape, v)
         flat = [convert_to_tensor(y) for y in flatten(result)]
-        outs = run_op(_OP, tuple(flat) + tuple(xs), {"num_outputs": len(flat), "grad_fn": grad_fn})
+        handles = [handle_in_context(v) for v in variables]
+        attrs = {"num_outputs": len(flat), "grad_fn": grad_fn}
+        if variables:
+            attrs.update(num_variables=len(variables), variables=tuple(variables))
+        outs = run_op(_OP, tuple(flat) + tuple(xs) + tuple(handles), attrs)
         outs = list(outs) if isinstance(outs, tuple) else [outs]
         return pack_as(result, outs)
     return decorated
+
+
+def _takes_variables(fn):
+    import inspect
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.name == "variables" or p.kind is p.VAR_KEYWORD for p in params)

@@ -694,3 +694,35 @@ def test_imperative_grad_skips_entries_that_do_not_depend_on_the_sources():
     assert calls == []                      # z's entry is reachable from y but not from x
     assert float(tape.gradient(y, w)) == pytest.approx(2.0 * 6.0)
     assert calls == [1]
+
+
+def test_custom_gradient_gives_variable_gradients_through_grad_fn():
+    v = df.Variable(np.array([2.0, 3.0]))
+    x = df.constant(np.array([1.0, 4.0]))
+
+    @df.custom_gradient
+    def scaled(a):
+        y = a * v
+        def grad_fn(dy, variables=None):
+            assert variables == [v]
+            return [dy * v.read_value()], [dy * a * 10.0]   # deliberately not the true dv
+        return y, grad_fn
+
+    for fn in (scaled, df.defun(scaled)):
+        with df.GradientTape() as tape:
+            tape.watch(x)
+            loss = df.reduce_sum(fn(x))
+        gx, gv = tape.gradient(loss, [x, v])
+        np.testing.assert_allclose(np.asarray(gx), [2.0, 3.0])
+        np.testing.assert_allclose(np.asarray(gv), [10.0, 40.0])
+
+
+def test_custom_gradient_reading_variables_needs_a_variables_keyword():
+    v = df.Variable(1.0)
+
+    @df.custom_gradient
+    def f(a):
+        return a * v, lambda dy: dy
+
+    with pytest.raises(TypeError, match="variables"):
+        f(df.constant(2.0))
