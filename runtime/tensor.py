@@ -308,6 +308,12 @@ def constant(value, dtype=None, name=None):
                 arr = np.array(value, dtype=npd)  # explicit dtype: a deliberate cast
             except OverflowError as e:  # a Python int that does not fit (numpy would wrap)
                 raise errors.InvalidArgumentError(f"cannot make a {npd.name} constant: {e}") from None
+            if npd.kind in "iub" and not isinstance(value, (np.ndarray, np.generic)) and \
+                    all_python(value) and np.any(np.asarray(value, dtype=np.float64) != arr):
+                # Python numbers are not cast silently (1.5 -> 1): only numpy arrays are.
+                raise errors.InvalidArgumentError(
+                    f"cannot make a {npd.name} constant from {value!r:.60}: the values are not "
+                    f"exactly representable; round them or use df.cast")
         else:
             arr = to_array(value, npd)
     else:

@@ -508,3 +508,12 @@ def test_trace_costs_nothing_when_off(monkeypatch):
     with pytest.raises(AssertionError):
         with df.active_trace():
             df.constant([1.0]) * 3.0
+
+
+def test_constant_refuses_python_floats_it_would_truncate():
+    assert df.constant(2.0, df.int32).numpy() == 2
+    with pytest.raises(df.errors.InvalidArgumentError, match="int32"):
+        df.constant(1.5, df.int32)
+    with pytest.raises(df.errors.InvalidArgumentError, match="df.cast"):
+        df.constant([1.0, 2.5], df.int64)
+    np.testing.assert_array_equal(df.constant(np.array([1.5]), df.int32).numpy(), [1])  # arrays cast
