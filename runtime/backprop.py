@@ -5,7 +5,9 @@ import inspect
 from runtime import tape as tape_mod
 from runtime.context import state
 from runtime.nest import flatten, pack_as
+from runtime.ops.array_ops import identity, zeros, zeros_like
 from runtime.tensor import Tensor, convert_to_tensor
+from runtime.variables import Variable, handle_in_context, watch_variable
 
 __all__ = ["GradientTape", "gradients_function", "value_and_gradients_function",
            "implicit_gradients", "implicit_value_and_gradients"]
@@ -52,7 +54,6 @@ class GradientTape:
     def watch(self, tensor):
         """Watch a tensor, variable, or a nested structure of them."""
         self._ensure()
-        from runtime.variables import Variable, watch_variable
         for t in flatten(tensor):
             if isinstance(t, Variable):
                 watch_variable(self._tape, t)
@@ -87,7 +88,6 @@ class GradientTape:
         if self._used and not self._persistent:
             raise RuntimeError("a non-persistent GradientTape can compute gradients only once; "
                                "use GradientTape(persistent=True) to ask again")
-        from runtime.variables import Variable, handle_in_context
         targets = [_as_target(t) for t in flatten(target)]
         if not targets:
             raise ValueError("GradientTape.gradient: target is empty")
@@ -122,7 +122,6 @@ class GradientTape:
         if not self._persistent:
             self._used = True
         if mode == "zero":
-            from runtime.ops.array_ops import zeros_like, zeros
             grads = [g if g is not None else
                      (zeros(s.shape, s.dtype) if isinstance(s, Variable) else zeros_like(s))
                      for g, s in zip(grads, flat_sources)]
@@ -141,7 +140,6 @@ def _as_target(t):
 
 def _fresh(x):
     """A tensor of its own for one argument position (so `f(x, x)` has two sources)."""
-    from runtime.ops.array_ops import identity
     if hasattr(x, "_as_tensor") and not isinstance(x, Tensor):
         x = x._as_tensor()
     return identity(convert_to_tensor(x) if not isinstance(x, Tensor) else x)
@@ -179,9 +177,9 @@ def value_and_gradients_function(f, params=None):
             raise ValueError(f"{getattr(f, '__name__', 'function')} returned None; a differentiated "
                              f"function must return a tensor")
         grads = tape.gradient(value, sources)
-        names = _param_names(f, len(args))
         for p, g in zip(which, grads):
             if g is None:
+                names = _param_names(f, len(args))  # only for the message: inspect is slow
                 raise ValueError(
                     f"argument {names[p]!r} (position {p}) of {getattr(f, '__name__', 'function')} is not "
                     f"connected to its result, so it has no gradient")
