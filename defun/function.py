@@ -19,7 +19,7 @@ from runtime.indexed_slices import IndexedSlices
 from runtime.nest import flatten, make_packer, pack_as
 from runtime.tape import record_operation
 from runtime.tensor import EagerTensor, Tensor, to_array
-from runtime.variables import Variable, _BY_HANDLE, watch_variable
+from runtime.variables import SymbolicVariable, Variable, _BY_HANDLE, watch_variable
 from graph.functions import call_graph, plan_of, remat_backward
 from graph.gradients import build_backward
 from graph.ir import Graph, SymbolicTensor
@@ -77,9 +77,9 @@ class GraphFunction:
         self._lock = threading.Lock()
         self._backward = None
         self._forward_with_side = None   # Graph view: outputs + side outputs
-        self._variables = [(_BY_HANDLE.get(v._id), k) for k, v in enumerate(graph.captured_values)
-                           if v.dtype is dtypes.resource]
-        self._variables = [(var, k) for var, k in self._variables if var is not None and var.trainable]
+        # positions of resource inputs (variable arguments and captured variables): a call under
+        # a tape that watches accessed variables watches these variables
+        self._resource_positions = [k for k, t in enumerate(graph.all_inputs) if t.dtype is dtypes.resource]
         self._n_in = len(graph.inputs)
         self._run = None
 
@@ -118,11 +118,8 @@ class GraphFunction:
                 vals = [_eager_value(t) for t in inputs]
             return [EagerTensor(o) for o in run(*vals)]
         if st.graph is not None:
-            if st.tapes and self._variables:  # a tape in the enclosing trace sees the reads
-                for tape in st.tapes:
-                    if tape.watch_accessed_variables:
-                        for var, _ in self._variables:
-                            watch_variable(tape, var)
+            if st.tapes and self._resource_positions:  # a tape in the enclosing trace sees the reads
+                self._watch_variables(st.tapes, inputs)
             return call_graph(self.graph, inputs)
         tapes = st.tapes
         if tapes and self._should_record(tapes, inputs):
@@ -136,11 +133,17 @@ class GraphFunction:
             run = self._run = plan_of(self.graph).run
         return [EagerTensor(o) for o in run(*vals)]
 
+    def _watch_variables(self, tapes, inputs):
+        for k in self._resource_positions:
+            var = _BY_HANDLE.get(inputs[k]._id)
+            if var is not None and var.trainable:
+                for tape in tapes:
+                    if tape.watch_accessed_variables:
+                        watch_variable(tape, var)
+
     def _should_record(self, tapes, inputs):
-        for tape in tapes:
-            if tape.watch_accessed_variables:
-                for var, _ in self._variables:
-                    watch_variable(tape, var)
+        if self._resource_positions:
+            self._watch_variables(tapes, inputs)
         ids = [getattr(t, "_id", None) for t in inputs]
         return any(tape.should_record(ids) for tape in tapes)
 
@@ -191,6 +194,15 @@ def _eager_value(t):
     return to_array(t)
 
 
+class _ArgVariable:
+    """An output leaf that is a variable argument: the variable passed at flat input `index`."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index):
+        self.index = index
+
+
 class _Static:
     """An output leaf that is not a graph output (None, a Variable): returned as is."""
 
@@ -213,8 +225,18 @@ class ConcreteFunction:
         self._function = function
         self.name = name
         self._captured = graph.captured_values   # fixed once the trace is finalized
-        self._pack = make_packer(out_structure, [k if type(k) is int else ("const", k.value)
-                                                 for k in out_index])
+        n_out = len(graph.outputs)
+        self._arg_variables = [k.index for k in out_index if type(k) is _ArgVariable]
+        sources, j = [], 0
+        for k in out_index:
+            if type(k) is int:
+                sources.append(k)
+            elif type(k) is _ArgVariable:
+                sources.append(n_out + j)   # appended per call: the variable actually passed
+                j += 1
+            else:
+                sources.append(("const", k.value))
+        self._pack = make_packer(out_structure, sources)
 
     @property
     def inputs(self):
@@ -233,7 +255,9 @@ class ConcreteFunction:
     @property
     def structured_outputs(self):
         """The traced return value, with symbolic tensors in its leaves."""
-        leaves = [k.value if type(k) is _Static else self.graph.outputs[k] for k in self._out_index]
+        leaves = [k.value if type(k) is _Static else
+                  _BY_HANDLE.get(self.graph.inputs[k.index]._id) if type(k) is _ArgVariable else
+                  self.graph.outputs[k] for k in self._out_index]
         return pack_as(self._out_structure, leaves)
 
     @property
@@ -243,7 +267,10 @@ class ConcreteFunction:
         return pack_as(args, [conv(x) for x in flatten(args)]), pack_as(kwargs, [conv(x) for x in flatten(kwargs)])
 
     def _call_flat(self, tensors):
-        return self._pack(self._fn.call_flat([*tensors, *self._captured]))
+        outs = self._fn.call_flat([*tensors, *self._captured])
+        if self._arg_variables:
+            outs += [_BY_HANDLE[tensors[k]._id] for k in self._arg_variables]
+        return self._pack(outs)
 
     def __call__(self, *args, **kwargs):
         if self._function is not None:
@@ -300,7 +327,9 @@ def _key_text(k):
     if isinstance(k, tuple) and len(k) == 3 and k[0] == "P":
         return f"Python {k[1]} {k[2]!r}"
     if isinstance(k, tuple) and k and k[0] == "V":
-        return f"variable {k[2]!r}"
+        return f"variable {k[2]}{list(k[1])}{'' if k[3] else ' (not trainable)'}"
+    if isinstance(k, tuple) and k and k[0] == "VA":
+        return f"the variable of flat argument {k[1]} again"
     return repr(k)
 
 
@@ -470,12 +499,16 @@ class Function:
                                    for s in specs)
             else:
                 b_args, b_kwargs = self._bind(args, kwargs)
-                b_args = _substitute(b_args, graph)
-                b_kwargs = _substitute(b_kwargs, graph)
+                proxies = {}
+                b_args = _substitute(b_args, graph, proxies)
+                b_kwargs = _substitute(b_kwargs, graph, proxies)
             result = self.python_function(*b_args, **b_kwargs)
             out_leaves = flatten(result)
             outputs, out_index = [], []
             for pos, leaf in enumerate(out_leaves):
+                if isinstance(leaf, SymbolicVariable) and leaf.handle.node.graph is graph:
+                    out_index.append(_ArgVariable(graph.inputs.index(leaf.handle)))
+                    continue
                 if leaf is None or isinstance(leaf, Variable):
                     out_index.append(_Static(leaf))  # returned as is: None, or the variable itself
                     continue
@@ -531,7 +564,14 @@ def _encode(value, tensors, path):
         tensors.append(t)
         return (t._value.shape, t._value.dtype)
     if isinstance(value, Variable):
-        return ("V", id(value), value.name)
+        # By shape and dtype, so one trace serves any such variable; a variable passed again
+        # is keyed by its first position (aliasing matters when the function assigns).
+        h = value.handle
+        for k, t in enumerate(tensors):
+            if t is h:
+                return ("VA", k)
+        tensors.append(h)
+        return ("V", tuple(value.shape), value.dtype.name, value.trainable)
     if isinstance(value, dict):
         keys = tuple(sorted(value))
         return ("D", keys, tuple(_encode(value[k], tensors, f"{path}[{k!r}]") for k in keys))
@@ -550,21 +590,32 @@ def _encode(value, tensors, path):
     return ("P", type(value).__name__, value)
 
 
-def _substitute(value, graph):
-    """Replace tensor leaves with new placeholders (in the order _encode visited them)."""
+def _substitute(value, graph, proxies):
+    """Replace tensor leaves with new placeholders (in the order _encode visited them).
+
+    A Variable becomes a SymbolicVariable over a resource placeholder (one per distinct
+    variable: `proxies` maps id(variable) to it, so a variable passed twice stays one).
+    """
+    if isinstance(value, Variable):
+        proxy = proxies.get(id(value))
+        if proxy is None:
+            h = value.handle
+            proxy = proxies[id(value)] = SymbolicVariable(
+                graph.placeholder((), dtypes.resource, h.handle_data), value)
+        return proxy
     if isinstance(value, (EagerTensor, SymbolicTensor, TensorSpec)):
         return graph.placeholder(value.shape, value.dtype)
     if isinstance(value, (np.ndarray, np.generic)):
         arr = to_array(value)
         return graph.placeholder(arr.shape, dtypes.from_numpy(arr.dtype))
     if isinstance(value, dict):
-        return {k: _substitute(value[k], graph) for k in sorted(value)}
+        return {k: _substitute(value[k], graph, proxies) for k in sorted(value)}
     if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return type(value)(*[_substitute(v, graph) for v in value])
+        return type(value)(*[_substitute(v, graph, proxies) for v in value])
     if isinstance(value, list):
-        return [_substitute(v, graph) for v in value]
+        return [_substitute(v, graph, proxies) for v in value]
     if isinstance(value, tuple):
-        return tuple(_substitute(v, graph) for v in value)
+        return tuple(_substitute(v, graph, proxies) for v in value)
     return value
 
 

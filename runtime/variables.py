@@ -177,6 +177,36 @@ def _graph_const(arr):
     return state.graph.constant(arr, None)
 
 
+class SymbolicVariable(Variable):
+    """A variable argument while tracing: reads and assigns go through a resource placeholder.
+
+    Made by defun for each Variable passed as an argument, so one trace serves every
+    variable of the same shape and dtype; each call feeds the actual variable's handle.
+    """
+
+    def __init__(self, handle, like):  # noqa: super().__init__ would create a real variable
+        self._name = like.name
+        self._trainable = like.trainable
+        self.handle = handle
+        dtype = like.dtype
+        # metadata only (shape/dtype for conversions); a zero-size view, no copy of the value
+        self._store = resource_ops.VariableStore(np.broadcast_to(np.zeros((), dtype.np), like.shape),
+                                                 like.name)
+        self._attrs = {"dtype": dtype, "shape": tuple(like.shape)}
+        _BY_HANDLE[handle._id] = self
+
+    def numpy(self):
+        raise errors.TracingError(
+            f"variable argument {self._name!r} has no value while tracing; use its tensor ops "
+            f"(read_value(), arithmetic) inside the function")
+
+    def __array__(self, dtype=None, copy=None):
+        return self.numpy()
+
+    def __repr__(self):
+        return f"<df.Variable {self._name!r} shape={self.shape} dtype={self.dtype.name} (traced argument)>"
+
+
 def watch_variable(tape, var):
     """Make `tape` watch `var` (its handle as seen in the current graph, if tracing)."""
     h = handle_in_context(var)

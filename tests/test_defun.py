@@ -1182,3 +1182,59 @@ def test_equality_with_a_number_while_tracing_warns_and_stays_identity():
     with pytest.warns(UserWarning, match="df.equal"):
         f(df.constant(0))
     assert seen == [False]
+
+
+def test_variable_arguments_share_one_trace_by_shape_and_dtype():
+    @df.defun
+    def step(v, x):
+        v.assign_add(x)
+        return v.read_value() * 2.0
+
+    a, b = df.Variable([1.0, 2.0]), df.Variable([10.0, 20.0])
+    np.testing.assert_allclose(np.asarray(step(a, df.constant([1.0, 1.0]))), [4.0, 6.0])
+    np.testing.assert_allclose(np.asarray(step(b, df.constant([1.0, 1.0]))), [22.0, 42.0])
+    assert step.trace_count == 1
+    np.testing.assert_allclose(a.numpy(), [2.0, 3.0])
+    np.testing.assert_allclose(b.numpy(), [11.0, 21.0])
+    step(df.Variable([1.0, 2.0, 3.0]), df.constant([1.0, 1.0, 1.0]))   # a new shape retraces
+    assert step.trace_count == 2
+
+
+def test_a_variable_passed_twice_is_one_variable_inside():
+    @df.defun
+    def bump_then_read(v, w):
+        v.assign_add([1.0, 1.0])
+        return w.read_value()
+
+    a, b = df.Variable([1.0, 2.0]), df.Variable([5.0, 5.0])
+    np.testing.assert_allclose(np.asarray(bump_then_read(a, a)), [2.0, 3.0])
+    np.testing.assert_allclose(np.asarray(bump_then_read(a, b)), [5.0, 5.0])
+    assert bump_then_read.trace_count == 2
+
+
+def test_gradients_reach_variable_arguments_and_pairs_name_the_real_variable():
+    def loss(v, x):
+        return df.reduce_sum(v * x)
+
+    a = df.Variable([1.0, 2.0])
+    x = df.constant([3.0, 4.0])
+    step = df.defun(lambda v, x: df.implicit_value_and_gradients(lambda: loss(v, x))())
+    value, pairs = step(a, x)
+    (grad, var), = pairs
+    assert var is a
+    np.testing.assert_allclose(np.asarray(grad), [3.0, 4.0])
+    with df.GradientTape() as tape:
+        out = df.defun(loss)(a, x)
+    np.testing.assert_allclose(np.asarray(tape.gradient(out, a)), [3.0, 4.0])
+    with df.GradientTape(watch_accessed_variables=False) as tape:
+        out = df.defun(loss)(a, x)
+    assert tape.gradient(out, a) is None
+
+
+def test_a_variable_argument_has_no_numpy_value_while_tracing():
+    @df.defun
+    def f(v):
+        return v.numpy()
+
+    with pytest.raises(df.errors.TracingError, match="no value while tracing"):
+        f(df.Variable([1.0]))
