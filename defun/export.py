@@ -45,9 +45,15 @@ def export_json(concrete_function, path=None):
     if not isinstance(concrete_function, ConcreteFunction):
         raise TypeError(f"export_json expects a ConcreteFunction, got {type(concrete_function).__name__}")
     cf = concrete_function
-    out_index = [k if type(k) is int else None for k in cf._out_index]
+    names = _input_names(cf)
+    for name, t in zip(names, cf.graph.inputs):
+        if t.dtype.name == "resource":
+            raise TypeError(f"export_json: argument {name!r} of {cf.name} is a variable; an exported "
+                            f"function takes tensors only. Use the variable from the enclosing scope "
+                            f"instead of passing it (captured variables export their current value)")
+    out_index = [k if type(k) is int else None for k in cf._out_index]  # None, Variable: no output
     structure = describe_structure(cf._out_structure, out_index)
-    doc = to_document(cf.graph, structure, _input_names(cf))
+    doc = to_document(cf.graph, structure, names)
     if path is not None:
         write_document(doc, path)
     return doc

@@ -1238,3 +1238,10 @@ def test_a_variable_argument_has_no_numpy_value_while_tracing():
 
     with pytest.raises(df.errors.TracingError, match="no value while tracing"):
         f(df.Variable([1.0]))
+
+
+def test_export_refuses_variable_arguments_with_a_clear_message():
+    f = df.defun(lambda v, x: v * x)
+    cf = f.get_concrete_function(df.Variable([1.0, 2.0]), df.constant([1.0, 2.0]))
+    with pytest.raises(TypeError, match="argument 'v' .* is a variable"):
+        df.export_json(cf)
