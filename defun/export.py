@@ -1,5 +1,6 @@
 """`df.export_json` / `df.load_json`: a traced function as a versioned JSON document."""
 from graph.ir import SymbolicTensor
+from runtime.variables import SymbolicVariable
 from graph.serialize import describe_structure, from_document, to_document, write_document
 from runtime.nest import flatten
 
@@ -15,15 +16,18 @@ def _input_names(concrete):
         params = list(inspect.signature(fn).parameters) if fn is not None else []
     except (TypeError, ValueError):
         params = []
+    def is_input(x):
+        return isinstance(x, (SymbolicTensor, SymbolicVariable))
+
     names = []
     for i, a in enumerate(args):
         base = params[i] if i < len(params) else f"arg{i}"
-        leaves = [x for x in flatten(a) if isinstance(x, SymbolicTensor)]
-        names += [base] if len(leaves) == 1 and isinstance(a, SymbolicTensor) else \
+        leaves = [x for x in flatten(a) if is_input(x)]
+        names += [base] if len(leaves) == 1 and is_input(a) else \
             [f"{base}_{k}" for k in range(len(leaves))]
     for k in sorted(kwargs):
-        leaves = [x for x in flatten(kwargs[k]) if isinstance(x, SymbolicTensor)]
-        names += [k] if len(leaves) == 1 and isinstance(kwargs[k], SymbolicTensor) else \
+        leaves = [x for x in flatten(kwargs[k]) if is_input(x)]
+        names += [k] if len(leaves) == 1 and is_input(kwargs[k]) else \
             [f"{k}_{j}" for j in range(len(leaves))]
     if len(names) != len(concrete.graph.inputs):
         names = [f"arg{i}" for i in range(len(concrete.graph.inputs))]
