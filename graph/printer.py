@@ -35,10 +35,10 @@ def _type_dtype(a):
 
 
 def format_node(node):
-    """`%3: f32[4] = add(%1, %2) {attr=...} [after %0]`."""
+    """`%3: f32[4] = add(%1, %2) {attr=...} [after %0]`; `%5 = assign_variable(...)` without outputs."""
     outs = node.outputs
     if not outs:
-        lhs = ""
+        lhs = f"{node.name} = "   # named even without outputs: control edges refer to it
     elif len(outs) == 1:
         lhs = f"{node.name}: {_type(outs[0])} = "
     else:

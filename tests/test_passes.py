@@ -135,7 +135,7 @@ def test_dce_keeps_stateful_ops_and_their_inputs():
           %2: f32[3] = read_variable(%1) {dtype=float32, shape=(3,)}
           %4: f32[] = const() {value=2.0}
           %5: f32[3] = multiply(%0, %4)
-          assign_add_variable(%1, %5) {dtype=float32, shape=(3,)} [after %2]
+          %6 = assign_add_variable(%1, %5) {dtype=float32, shape=(3,)} [after %2]
           return (%0)
     """, seeds=())
     before = v.numpy()

@@ -89,7 +89,7 @@ def test_str_shows_captures_and_control_edges_of_stateful_ops():
         func @step(%0: f32[2]) captures (%1: resource[], %3: f32[2]) -> (f32[2]):
           %2: f32[2] = read_variable(%1) {dtype=float32, shape=(2,)}
           %4: f32[2] = multiply(%0, %3)
-          assign_add_variable(%1, %4) {dtype=float32, shape=(2,)} [after %2]
+          %5 = assign_add_variable(%1, %4) {dtype=float32, shape=(2,)} [after %2]
           %6: f32[2] = read_variable(%1) {dtype=float32, shape=(2,)} [after %5]
           %7: f32[2] = add(%2, %6)
           return (%7)
