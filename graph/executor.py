@@ -203,6 +203,7 @@ def compile_graph(graph, outputs=None, name=None):
     run = ns[fname]
     lineno_node = {offset + k: n for k, n in line_node.items()}
     ns["_lines"] = lineno_node
+    ns["_var_names"] = var_of     # id(tensor) -> its name in the plan, for error messages
     ns["_code"] = run.__code__
     plan = Plan()
     plan.run = run
@@ -227,16 +228,25 @@ def _fail(exc):
     tb = exc.__traceback__
     frame_globals = sys._getframe(1).f_globals
     code = frame_globals["_code"]
-    node = None
+    node = frame = None
     while tb is not None:
         if tb.tb_frame.f_code is code:
             node = frame_globals["_lines"].get(tb.tb_lineno)
+            frame = tb.tb_frame
         tb = tb.tb_next
     if node is None:
         raise exc
     from graph.printer import format_node
     from runtime import sites
+    from runtime.execute import describe_value
     where = f" (traced at {sites.format_site(node.site)})" if node.site else ""
-    msg = f"while executing {format_node(node)}{where}: {exc}"
+    # the values the node got: its input variables are still alive on the failing line
+    names = frame_globals["_var_names"]
+    scope = {**frame_globals, **frame.f_locals}
+    got = [scope.get(names.get(id(t))) for t in node.inputs]
+    given = ""
+    if got and all(v is not None for v in got):
+        given = " on " + ", ".join(describe_value(v) for v in got)
+    msg = f"while executing {format_node(node)}{given}{where}: {exc}"
     cls = type(exc) if isinstance(exc, errors.DefunError) else errors.InvalidArgumentError
     raise cls(msg) from exc

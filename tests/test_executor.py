@@ -363,3 +363,12 @@ def test_a_failed_defun_call_rolls_back_assignments_in_cond_and_while_bodies():
     np.testing.assert_array_equal(v.numpy(), [1.0, 2.0])
     step(np.ones((1, 2), np.float32), np.ones((2, 2), np.float32))
     np.testing.assert_array_equal(v.numpy(), [5.0, 6.0])     # 1 (cond) + 3 (loop) each
+
+
+def test_a_kernel_failure_names_the_shapes_the_node_got():
+    f = df.defun(lambda x, w: x @ w, input_signature=[df.TensorSpec([None, None]), df.TensorSpec([3, 2])])
+    with pytest.raises(df.errors.InvalidArgumentError) as info:
+        f(np.ones((4, 4), np.float32), np.ones((3, 2), np.float32))
+    msg = str(info.value)
+    assert "while executing" in msg and "matmul" in msg
+    assert "on float32[4, 4], float32[3, 2]" in msg
