@@ -1,0 +1,143 @@
+"""Every ```python block of docs/*.md runs, and prints what the doc says it prints.
+
+Rules (so the docs cannot rot):
+- The python blocks of one file run in order, in one namespace, in a fresh interpreter
+  whose working directory is a temporary directory (files the examples write land there).
+  A fresh interpreter keeps graph names such as `@loss_0` deterministic.
+- A ```text block that directly follows a python block (only blank lines between) is the
+  block's expected stdout. Whitespace is normalized (runs of spaces and newlines compare
+  equal); `[...]` in the expected text matches anything.
+- Each block is compiled as the file `example.py` (its own line numbers), so error messages
+  that point at user code read `example.py:3: ...` whatever the block's place in the doc.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+from functools import lru_cache
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOCS = os.path.join(ROOT, "docs")
+
+_FENCE = re.compile(r"^```([A-Za-z0-9_+-]*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
+
+
+def extract_blocks(text):
+    """[(line, source, expected or None)] for the python blocks of a markdown text."""
+    fences = []
+    for m in _FENCE.finditer(text):
+        fences.append((m.group(1), m.group(2), m.start(), m.end(), text.count("\n", 0, m.start()) + 1))
+    blocks = []
+    for k, (lang, body, start, end, line) in enumerate(fences):
+        if lang != "python":
+            continue
+        expected = None
+        if k + 1 < len(fences):
+            nlang, nbody, nstart, _, _ = fences[k + 1]
+            if nlang == "text" and text[end:nstart].strip() == "":
+                expected = nbody
+        blocks.append((line, body, expected))
+    return blocks
+
+
+def _doc_files():
+    if not os.path.isdir(DOCS):
+        return []
+    return sorted(f for f in os.listdir(DOCS) if f.endswith(".md"))
+
+
+def _cases():
+    cases = []
+    for name in _doc_files():
+        with open(os.path.join(DOCS, name), encoding="utf-8") as f:
+            blocks = extract_blocks(f.read())
+        for index, (line, _, _) in enumerate(blocks):
+            cases.append(pytest.param(name, index, id=f"{name}:{line}"))
+    return cases
+
+
+# Runs in the child interpreter: executes the blocks, reports each block's stdout or error.
+_RUNNER = r"""
+import contextlib, io, json, linecache, sys, traceback, warnings
+sys.path.insert(0, sys.argv[1])
+warnings.simplefilter("default")
+blocks = json.loads(sys.stdin.read())
+namespace = {"__name__": "__main__"}
+results = []
+failed = None
+for source in blocks:
+    if failed is not None:
+        results.append({"ok": False, "error": "not run: an earlier block failed", "stdout": ""})
+        continue
+    linecache.cache["example.py"] = (len(source), None, source.splitlines(True), "example.py")
+    out = io.StringIO()
+    try:
+        code = compile(source, "example.py", "exec")
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            exec(code, namespace)
+        results.append({"ok": True, "stdout": out.getvalue()})
+    except BaseException:
+        failed = traceback.format_exc()
+        results.append({"ok": False, "error": failed, "stdout": out.getvalue()})
+print(json.dumps(results))
+"""
+
+
+@lru_cache(maxsize=None)
+def _run_file(name, workdir):
+    with open(os.path.join(DOCS, name), encoding="utf-8") as f:
+        blocks = extract_blocks(f.read())
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    sources = json.dumps([b[1] for b in blocks])
+    proc = subprocess.run([sys.executable, "-c", _RUNNER, ROOT], input=sources, capture_output=True,
+                          text=True, cwd=workdir, env=env, timeout=600)
+    if proc.returncode != 0:
+        raise AssertionError(f"{name}: the example runner crashed:\n{proc.stderr[-4000:]}")
+    return blocks, json.loads(proc.stdout.splitlines()[-1])
+
+
+def _normalize(text):
+    return " ".join(text.split())
+
+
+def output_matches(expected, actual):
+    """Whitespace-normalized equality; `[...]` in `expected` matches any text."""
+    want, got = _normalize(expected), _normalize(actual)
+    if "[...]" not in want:
+        return want == got
+    pattern = ".*?".join(re.escape(p.strip()) for p in want.split("[...]"))
+    return re.fullmatch(pattern, got, re.S) is not None
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("docs"))
+
+
+def test_there_are_docs():
+    assert {"guide.md", "format.md", "architecture.md"} <= set(_doc_files())
+
+
+@pytest.mark.parametrize("name,index", _cases())
+def test_doc_example(name, index, workdir):
+    blocks, results = _run_file(name, workdir)
+    line, source, expected = blocks[index]
+    result = results[index]
+    assert result["ok"], f"docs/{name}, the python block at line {line} failed:\n{result['error']}"
+    if expected is not None:
+        assert output_matches(expected, result["stdout"]), (
+            f"docs/{name}, the python block at line {line} printed:\n{result['stdout']}\n"
+            f"but the doc shows:\n{expected}")
+
+
+def test_extract_and_match_helpers():
+    text = "x\n```python\nprint(1)\n```\n\n```text\n1\n```\n```python\npass\n```\n"
+    blocks = extract_blocks(text)
+    assert [(b[0], b[2]) for b in blocks] == [(2, "1\n"), (9, None)]
+    assert output_matches("a  b\n c", "a b c")
+    assert not output_matches("a b", "a b c")
+    assert output_matches("f([...]) = 3", "f(x, y) = 3")
+    assert not output_matches("f([...]) = 3", "f(x, y) = 4")
