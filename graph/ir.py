@@ -12,7 +12,7 @@ import numpy as np
 
 from runtime import dtypes, errors, sites
 from runtime.context import state
-from runtime.registry import register
+from runtime.registry import check_input_count, register
 from runtime.tensor import EagerTensor, Tensor, to_array
 
 __all__ = ["Graph", "Node", "SymbolicTensor", "PLACEHOLDER", "CONST", "infer_types"]
@@ -310,6 +310,8 @@ class Graph:
         site = sites.user_site(3)
         inputs = self._convert_inputs(op, inputs, site)
         try:
+            if op.num_inputs is not None and len(inputs) != op.num_inputs:
+                check_input_count(op, len(inputs))
             out_types = infer_types(op, inputs, attrs)
         except errors.InvalidArgumentError as e:
             raise errors.InvalidArgumentError(f"{e} (while tracing, at {_site_text(site)})") from None

@@ -23,11 +23,12 @@ class OpDef:
     """
 
     __slots__ = ("name", "kernel", "infer", "grad", "num_outputs", "stateful", "none_grads",
-                 "same_dtype", "attrs", "doc", "single", "kinds", "bind", "prune_outputs")
+                 "same_dtype", "attrs", "doc", "single", "kinds", "bind", "prune_outputs",
+                 "num_inputs")
 
     def __init__(self, name, kernel, infer, grad=None, num_outputs=1, stateful=False,
                  none_grads=False, same_dtype=None, attrs=None, doc="", kinds=None, bind=None,
-                 prune_outputs=None):
+                 prune_outputs=None, num_inputs=-1):
         self.name = name
         self.kernel = kernel
         self.infer = infer
@@ -53,6 +54,9 @@ class OpDef:
         # the outputs when the rest are unused (`used`: one bool per output). A pass uses it,
         # e.g. a while loop drops its per-iteration history when no gradient reads it.
         self.prune_outputs = prune_outputs
+        # How many inputs the op takes (None: variadic, checked by its inference). Read off the
+        # kernel's signature unless given: positional parameters that are not attrs.
+        self.num_inputs = _count_inputs(kernel, self.attrs) if num_inputs == -1 else num_inputs
 
     @property
     def differentiable(self):
@@ -64,6 +68,32 @@ class OpDef:
 
     def __repr__(self):
         return f"<OpDef {self.name}>"
+
+
+def _count_inputs(kernel, attrs):
+    import inspect
+    import numpy as np
+    if isinstance(kernel, np.ufunc):
+        return kernel.nin
+    try:
+        params = inspect.signature(kernel).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    n = 0
+    for p in params:
+        if p.kind is p.VAR_POSITIONAL:
+            return None
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in attrs \
+                and p.default is p.empty:
+            n += 1
+    return n
+
+
+def check_input_count(op, n):
+    """Raise InvalidArgumentError unless `op` takes `n` inputs."""
+    if op.num_inputs is not None and n != op.num_inputs:
+        raise errors.InvalidArgumentError(
+            f"{op.name} takes {op.num_inputs} input{'s' if op.num_inputs != 1 else ''}, got {n}")
 
 
 def register(name, kernel, infer, grad=None, **kw):
