@@ -230,9 +230,6 @@ class _Verifier:
                       "Use ops from runtime.registry (register new ops there first)")
             self.known_ops.add(op)
         inputs = node.inputs
-        if op.num_inputs is not None and len(inputs) != op.num_inputs:
-            _fail(graph, node, f"it has {len(inputs)} inputs, op {op.name!r} takes {op.num_inputs}",
-                  "Give the node exactly the inputs its op declares")
         for t in inputs:
             # one try instead of four tests: a bad input (not a tensor, not of this graph,
             # defined later, not its node's output) raises or fails a comparison here
@@ -249,6 +246,9 @@ class _Verifier:
                             u.index >= len(u.node.outputs) or u.node.outputs[u.index] is not u:
                         self._input_error(graph, node, k, j, u, pos)
                 break
+        if op.num_inputs is not None and len(inputs) != op.num_inputs:
+            _fail(graph, node, f"it has {len(inputs)} inputs, op {op.name!r} takes {op.num_inputs}",
+                  "Give the node exactly the inputs its op declares")
         for c in node.control_inputs:
             p = pos.get(id(c))
             if p is None:

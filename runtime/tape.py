@@ -11,7 +11,7 @@ from runtime import errors
 from runtime.context import state
 
 __all__ = ["Tape", "TapeEntry", "record_op", "record_operation", "imperative_grad",
-           "stop_recording", "push_tape", "pop_tape"]
+           "skip_input_indices", "stop_recording", "push_tape", "pop_tape"]
 
 
 _tuple_new = tuple.__new__
@@ -81,9 +81,11 @@ class Tape:
 
 
 class _OpView(tuple):
-    """The `op` a gradient function sees for an eager op: (type, inputs, outputs, attrs).
+    """The `op` a gradient function sees for an eager op: (type, inputs, outputs, attrs, skip).
 
     A tuple for the same reason as TapeEntry: it is built for every recorded eager op.
+    `skip_input_indices` lists the inputs whose gradient nobody needs (see
+    `skip_input_indices(op)`); it is () when recorded and filled in by `imperative_grad`.
     """
 
     __slots__ = ()
@@ -91,12 +93,25 @@ class _OpView(tuple):
     inputs = property(itemgetter(1))
     outputs = property(itemgetter(2))
     attrs = property(itemgetter(3))
+    skip_input_indices = property(itemgetter(4))
 
     def get_attr(self, name):
         return self[3][name]
 
     def __repr__(self):
         return f"<op {self[0]}>"
+
+
+def skip_input_indices(op):
+    """Positions of `op`'s inputs that need no gradient, for a gradient function to skip.
+
+    An input needs none when no source of the gradient being computed flows into it, e.g.
+    the constant of `x * 1.01` (TensorFlow passes the same as `op.skip_input_indices`).
+    Eagerly `imperative_grad` knows them; for a graph node the answer is () (every gradient
+    is built, and the unused ones are pruned with the graph). Skipping the constant's
+    gradient saves a multiply and a reduce_sum per `x * 1.01` in the backward pass.
+    """
+    return op[4] if type(op) is _OpView else ()
 
 
 def record_op(tapes, op, inputs, outputs, attrs, node=None):
@@ -119,7 +134,7 @@ def record_op(tapes, op, inputs, outputs, attrs, node=None):
         if entry is None:
             inputs = tuple(inputs)
             outputs = tuple(outputs)
-            view = node if node is not None else _tuple_new(_OpView, (op.name, inputs, outputs, attrs))
+            view = node if node is not None else _tuple_new(_OpView, (op.name, inputs, outputs, attrs, ()))
             # unrolled for binary ops, like run_op's values (a comprehension frame: ~75 ns)
             ids = [inputs[0]._id, inputs[1]._id] if len(inputs) == 2 else [x._id for x in inputs]
             entry = _tuple_new(TapeEntry, (op.name, ids, outputs, op.grad, op.none_grads, view))
@@ -186,6 +201,34 @@ def _aggregate(grads):
     return math_ops.add_n(dense)
 
 
+class _Several(list):
+    """Gradients received by one tensor from several consumers, summed when it is reached.
+
+    The gradient map holds a lone gradient as itself and only several in a list: most
+    tensors have one consumer, and a list per tensor (plus summing a one-element list)
+    cost ~0.3 us per tape entry.
+    """
+
+    __slots__ = ()
+
+
+def _accumulate(gmap, tid, g):
+    prev = gmap.get(tid)
+    if prev is None:
+        gmap[tid] = g
+    elif type(prev) is _Several:
+        prev.append(g)
+    else:
+        gmap[tid] = _Several((prev, g))
+
+
+def _total(g):
+    return _aggregate(g) if type(g) is _Several else g
+
+
+_SKIP_FIRST, _SKIP_SECOND = (0,), (1,)
+
+
 def imperative_grad(tape, targets, sources, output_gradients=None):
     """Gradients of sum(targets) w.r.t. each of `sources` (tensors); None if unconnected.
 
@@ -196,69 +239,110 @@ def imperative_grad(tape, targets, sources, output_gradients=None):
     entries = tape.entries
     source_ids = {s._id for s in sources}
 
-    # 1. Entries reachable backwards from the targets.
-    reachable = set()
+    # 1. Entries reachable backwards from the targets (a bytearray of flags: cheaper to
+    # test and set than a set of indices).
+    reachable = bytearray(len(entries))
     stack = [tt[t._id] for t in targets if tt.get(t._id, -1) >= 0]
+    count = 0
     while stack:
         e = stack.pop()
-        if e in reachable:
+        if reachable[e]:
             continue
-        reachable.add(e)
-        for iid in entries[e].input_ids:
+        reachable[e] = 1
+        count += 1
+        for iid in entries[e][1]:
             j = tt.get(iid, -1)
-            if j >= 0 and j not in reachable:
+            if j >= 0 and not reachable[j]:
                 stack.append(j)
-    # 2. Of those, the ones a source flows into (forward in recording order).
+    # 2. Of those, the ones a source flows into (forward in recording order), each with the
+    # positions of its inputs no source flows into: their gradients are never used, so the
+    # gradient function is told to skip them (`skip_input_indices`).
     # Only watched (or recorded) sources receive gradients: an unwatched variable that merely
     # feeds a recorded op (e.g. a defun call's captured handle) stays unconnected, as eagerly.
     flows = {i for i in source_ids if i in tt}
     relevant = []
     # Recording order is topological. When much of the tape is reachable, scanning it in
     # order is linear in its length; a small reachable set is cheaper to sort.
-    order = range(len(entries)) if 4 * len(reachable) > len(entries) else sorted(reachable)
+    if 4 * count > len(entries):
+        order = range(len(entries))
+    else:
+        order = sorted(e for e in range(len(entries)) if reachable[e]) if count else ()
     for e in order:
-        if e not in reachable:
+        if not reachable[e]:
             continue
         entry = entries[e]
-        if any(i in flows for i in entry.input_ids):
-            relevant.append(entry)
-            flows.update(o._id for o in entry.outputs)
+        ids = entry[1]
+        # unrolled for the common arities: a generator per entry costs ~0.3 us
+        if len(ids) == 2:
+            first, second = ids[0] in flows, ids[1] in flows
+            if first and second:
+                skip = ()
+            elif first or second:
+                skip = _SKIP_SECOND if first else _SKIP_FIRST
+            else:
+                continue
+        elif len(ids) == 1:
+            if ids[0] not in flows:
+                continue
+            skip = ()
+        else:
+            skip = tuple(k for k, i in enumerate(ids) if i not in flows)
+            if len(skip) == len(ids):
+                continue
+        relevant.append((entry, skip))
+        for o in entry[2]:
+            flows.add(o._id)
 
     # 3. Seed and walk in reverse.
-    gmap = {}
+    gmap = {}  # tensor id -> its gradient, or _Several gradients not summed yet
     for k, t in enumerate(targets):
         seed = output_gradients[k] if output_gradients is not None else None
         if seed is None:
             seed = array_ops.ones_like(t)
-        gmap.setdefault(t._id, []).append(seed)
-    for entry in reversed(relevant):
-        out_grads = []
-        any_grad = False
-        for o in entry.outputs:
-            oid = o._id
-            lst = gmap.get(oid) if oid in source_ids else gmap.pop(oid, None)
-            if lst:
-                out_grads.append(_aggregate(lst))
-                any_grad = True
-            else:
-                out_grads.append(None)
-        if not any_grad:
-            continue
-        if not entry.none_grads:
-            for k, g in enumerate(out_grads):
-                if g is None:
-                    out_grads[k] = array_ops.zeros_like(entry.outputs[k])
-        in_grads = entry.run_backward(out_grads)
-        if len(in_grads) != len(entry.input_ids):
+        _accumulate(gmap, t._id, seed)
+    for entry, skip in reversed(relevant):
+        op_type, input_ids, outputs, backward, none_grads, view = entry
+        if len(outputs) == 1:  # the common case, without the lists below
+            oid = outputs[0]._id
+            g = gmap.get(oid) if oid in source_ids else gmap.pop(oid, None)
+            if g is None:
+                continue
+            out_grads = (_total(g),)
+        else:
+            out_grads = []
+            any_grad = False
+            for o in outputs:
+                oid = o._id
+                g = gmap.get(oid) if oid in source_ids else gmap.pop(oid, None)
+                if g is not None:
+                    out_grads.append(_total(g))
+                    any_grad = True
+                else:
+                    out_grads.append(None)
+            if not any_grad:
+                continue
+            if not none_grads:
+                for k, g in enumerate(out_grads):
+                    if g is None:
+                        out_grads[k] = array_ops.zeros_like(outputs[k])
+        if view is None:
+            in_grads = backward(*out_grads)
+        else:
+            if skip and type(view) is _OpView:
+                view = _tuple_new(_OpView, (view[0], view[1], view[2], view[3], skip))
+            in_grads = backward(view, *out_grads)
+        if type(in_grads) is not list and not isinstance(in_grads, (list, tuple)):
+            in_grads = [in_grads]  # a backward function of one input may return a bare gradient
+        if len(in_grads) != len(input_ids):
             raise errors.InvalidArgumentError(
-                f"gradient of {entry.op_type} returned {len(in_grads)} values for "
-                f"{len(entry.input_ids)} inputs")
-        for iid, g in zip(entry.input_ids, in_grads):
-            if g is not None and iid is not None and iid in flows:
-                gmap.setdefault(iid, []).append(g)
+                f"gradient of {op_type} returned {len(in_grads)} values for "
+                f"{len(input_ids)} inputs")
+        for iid, g in zip(input_ids, in_grads):
+            if g is not None and iid in flows:
+                _accumulate(gmap, iid, g)
 
     result = []
     for s in sources:
-        lst = gmap.get(s._id)
-        result.append(_aggregate(lst) if lst else None)
+        g = gmap.get(s._id)
+        result.append(None if g is None else _total(g))
     return result
