@@ -194,6 +194,20 @@ def _eager_value(t):
     return to_array(t)
 
 
+def _fits(spec_shape, shape):
+    shape = tuple(shape)
+    return len(spec_shape) == len(shape) and all(a is None or a == b for a, b in zip(spec_shape, shape))
+
+
+def _static_parts(key):
+    """The key with tensor leaves blanked: what must match exactly (Python values, structure)."""
+    if isinstance(key, tuple):
+        if len(key) == 2 and isinstance(key[1], np.dtype):
+            return "T"
+        return tuple(_static_parts(k) for k in key)
+    return key
+
+
 class _ArgVariable:
     """An output leaf that is a variable argument: the variable passed at flat input `index`."""
 
@@ -223,6 +237,7 @@ class ConcreteFunction:
         self._out_structure = out_structure   # structure with leaves
         self._out_index = out_index           # per leaf: index into graph.outputs or None
         self._function = function
+        self._key = None          # the cache key it was traced for (set by Function)
         self.name = name
         self._captured = graph.captured_values   # fixed once the trace is finalized
         n_out = len(graph.outputs)
@@ -273,6 +288,7 @@ class ConcreteFunction:
         return self._pack(outs)
 
     def __call__(self, *args, **kwargs):
+        key = None
         if self._function is not None:
             key, tensors = self._function._key_and_tensors(args, kwargs)
         else:
@@ -280,9 +296,14 @@ class ConcreteFunction:
         if len(tensors) != len(self.graph.inputs):
             raise TypeError(f"{self.name}: expected {len(self.graph.inputs)} tensor arguments, got {len(tensors)}")
         for k, (t, p) in enumerate(zip(tensors, self.graph.inputs)):
-            if t.dtype is not p.dtype or not TensorSpec(p.shape, p.dtype).is_compatible_with(t):
+            if t.dtype is not p.dtype or not _fits(p.shape, t.shape):
                 raise ValueError(f"{self.name}: tensor argument {k} has {t.dtype.name}{list(t.shape)}, "
                                  f"this concrete function takes {p.dtype.name}{list(p.shape)}")
+        if key is not None and self._key is not None and key != self._key and \
+                isinstance(key, tuple) and _static_parts(key) != _static_parts(self._key):
+            raise TypeError(f"{self.name}: this concrete function was traced for other Python "
+                            f"arguments ({_describe_key_diff(self._key[0], key[0])}); call the "
+                            f"defun itself, or get_concrete_function for these arguments")
         return self._call_flat(tensors)
 
     def __str__(self):
@@ -393,7 +414,8 @@ class Function:
         return key, tensors
 
     def _check_signature(self, args, kwargs):
-        args, kwargs = self._bind(args, kwargs)
+        # The signature covers the leading positional parameters; later parameters keep
+        # their Python defaults (static), as in a plain call.
         if kwargs:
             raise TypeError(f"{self.name}: with an input_signature, pass tensors positionally "
                             f"(got keyword arguments {sorted(kwargs)})")
@@ -410,6 +432,12 @@ class Function:
                 raise TypeError(f"{self.name}: argument {argname!r} should have the structure of "
                                 f"{spec!r}, got {a!r}")
             for x, s in zip(flat_a, flat_s):
+                if isinstance(x, TensorSpec):   # get_concrete_function(TensorSpec(...))
+                    if x.dtype is not s.dtype or not _fits(s.shape, x.shape):
+                        raise ValueError(f"{self.name}: argument {argname!r} is {x!r}, which does "
+                                         f"not fit input_signature {s!r}")
+                    tensors.append(x)
+                    continue
                 if isinstance(x, Variable):
                     x = x.read_value()
                 if not isinstance(x, Tensor):
@@ -454,14 +482,14 @@ class Function:
 
         TensorSpec arguments stand for tensors of that shape/dtype.
         """
-        if not args and not kwargs and self._input_signature is not None:
+        if self._input_signature is not None:
+            if args or kwargs:
+                self._check_signature(args, kwargs)   # arguments must fit the signature
             key = "input_signature"
         else:
             tensors = []
-            b_args, b_kwargs = self._bind(args, kwargs) if self._input_signature is None else (args, kwargs)
+            b_args, b_kwargs = self._bind(args, kwargs)
             key = (_encode(b_args, tensors, "args"), _encode(b_kwargs, tensors, "kwargs") if b_kwargs else None)
-            if self._input_signature is not None:
-                key = "input_signature"
         concrete = self._cache.get(key)
         if concrete is None:
             concrete = self._trace_for(key, args, kwargs)
@@ -473,6 +501,7 @@ class Function:
             if concrete is not None:
                 return concrete
             concrete = self._trace(args, kwargs)
+            concrete._key = key
             self._cache[key] = concrete
             self.trace_count += 1
             if (self.trace_count > RETRACE_WARNING_THRESHOLD and self._last_key is not None
@@ -489,14 +518,9 @@ class Function:
         graph = Graph(_unique_name(self.name), outer=state.graph)
         with graph.building():
             if self._input_signature is not None:
-                b_args, b_kwargs = self._bind(args, kwargs) if args else ((), {})
-                if not args:
-                    b_args = tuple(pack_as(s, [graph.placeholder(x.shape, x.dtype) for x in flatten(s)])
-                                   for s in self._input_signature)
-                else:
-                    specs = list(self._input_signature)
-                    b_args = tuple(pack_as(s, [graph.placeholder(x.shape, x.dtype) for x in flatten(s)])
-                                   for s in specs)
+                b_kwargs = {}
+                b_args = tuple(pack_as(s, [graph.placeholder(x.shape, x.dtype) for x in flatten(s)])
+                               for s in self._input_signature)
             else:
                 b_args, b_kwargs = self._bind(args, kwargs)
                 proxies = {}

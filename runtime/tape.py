@@ -132,11 +132,20 @@ def record_op(tapes, op, inputs, outputs, attrs, node=None):
         else:
             continue  # this tape watches none of the inputs
         if entry is None:
-            inputs = tuple(inputs)
-            outputs = tuple(outputs)
+            if type(inputs) is not tuple:
+                inputs = tuple(inputs)
+            if type(outputs) is not tuple:
+                outputs = tuple(outputs)
             view = node if node is not None else _tuple_new(_OpView, (op.name, inputs, outputs, attrs, ()))
-            # unrolled for binary ops, like run_op's values (a comprehension frame: ~75 ns)
-            ids = [inputs[0]._id, inputs[1]._id] if len(inputs) == 2 else [x._id for x in inputs]
+            # unrolled for unary and binary ops, like run_op's values (a comprehension
+            # frame: ~0.2 us with its setup)
+            n = len(inputs)
+            if n == 1:
+                ids = [inputs[0]._id]
+            elif n == 2:
+                ids = [inputs[0]._id, inputs[1]._id]
+            else:
+                ids = [x._id for x in inputs]
             entry = _tuple_new(TapeEntry, (op.name, ids, outputs, op.grad, op.none_grads, view))
         entries = tape.entries
         idx = len(entries)

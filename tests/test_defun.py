@@ -1245,3 +1245,27 @@ def test_export_refuses_variable_arguments_with_a_clear_message():
     cf = f.get_concrete_function(df.Variable([1.0, 2.0]), df.constant([1.0, 2.0]))
     with pytest.raises(TypeError, match="argument 'v' .* is a variable"):
         df.export_json(cf)
+
+
+def test_concrete_function_refuses_other_python_arguments():
+    g = df.defun(lambda x, s: x * s)
+    x = df.constant([1.0, 2.0])
+    cf = g.get_concrete_function(x, 2.0)
+    np.testing.assert_allclose(np.asarray(cf(x, 2.0)), [2.0, 4.0])
+    with pytest.raises(TypeError, match=r"args\[1\]: Python float 2.0 -> Python float 3.0"):
+        cf(x, 3.0)
+
+
+def test_input_signature_leaves_defaulted_parameters_static():
+    @df.defun(input_signature=[df.TensorSpec([2])])
+    def h(x, scale=2.0):
+        return x * scale
+
+    np.testing.assert_allclose(np.asarray(h(df.constant([1.0, 2.0]))), [2.0, 4.0])
+
+
+def test_get_concrete_function_checks_arguments_against_the_input_signature():
+    f = df.defun(lambda x: x * 2.0, input_signature=[df.TensorSpec([None, 2])])
+    with pytest.raises(ValueError, match="does not fit input_signature"):
+        f.get_concrete_function(df.TensorSpec([4], df.int32))
+    assert f.get_concrete_function(df.TensorSpec([5, 2])) is f.get_concrete_function()
