@@ -10,6 +10,7 @@ import functools
 import inspect
 import threading
 import warnings
+import weakref
 
 import numpy as np
 
@@ -545,12 +546,27 @@ class Function:
     def __get__(self, instance, owner):
         if instance is None:
             return self
-        # A method: one Function per instance, so `self` is a static part of the key.
-        cache = self.__dict__.setdefault("_bound", {})
-        bound = cache.get(id(instance))
+        # A method: one Function per instance (its own traces), held weakly both ways so the
+        # cache never keeps an instance alive.
+        cache = self.__dict__.get("_bound")
+        if cache is None:
+            cache = self.__dict__.setdefault("_bound", weakref.WeakKeyDictionary())
+        try:
+            bound = cache.get(instance)
+        except TypeError:   # not weakly referenceable (e.g. __slots__ without __weakref__)
+            raise TypeError(f"defun method {self.name!r}: instances of {owner.__name__} must support "
+                            f"weak references (add '__weakref__' to __slots__)") from None
         if bound is None:
-            bound = cache[id(instance)] = Function(functools.partial(self.python_function, instance),
-                                                   self._input_signature, self.name)
+            ref = weakref.ref(instance)
+            fn = self.python_function
+
+            def method(*args, **kwargs):
+                return fn(ref(), *args, **kwargs)
+            functools.update_wrapper(method, fn)
+            if self._signature is not None:
+                params = list(self._signature.parameters.values())[1:]
+                method.__signature__ = self._signature.replace(parameters=params)
+            bound = cache[instance] = Function(method, self._input_signature, self.name)
         return bound
 
     def __repr__(self):

@@ -93,6 +93,15 @@ class SymbolicTensor(Tensor):
 
     __hash__ = Tensor.__hash__
 
+    def static_value(self):
+        """This tensor's value if it is known while tracing, else None.
+
+        Known: constants, shape/size of fully known static shapes, and small pure ops on
+        known values (e.g. `df.shape(x)[::-1]`). Ops taking a shape use it, so
+        `df.zeros(df.shape(x))` traces when x's shape is static.
+        """
+        return _static_value(self, 0)
+
     def __bool__(self):
         raise self._trace_error("Used `if`/`bool()` on",
                                 "Use df.cond(pred, true_fn, false_fn) for data-dependent branches "
@@ -136,6 +145,36 @@ def _bind_ids():
 
 
 _bind_ids()
+
+
+_SHAPE_ONLY = ("shape", "size", "zeros_like", "ones_like")
+
+
+def _static_value(t, depth):
+    node = t.node
+    op = node.op
+    if op is CONST:
+        return node.attrs["value"]
+    if depth > 32 or op.stateful or op.name == "placeholder" or any(
+            k in ("func", "funcs", "transient") for k in op.attrs.values()):
+        return None
+    if op.name in _SHAPE_ONLY:
+        x = node.inputs[0]
+        if None in x.shape:
+            return None
+        values = [np.broadcast_to(np.zeros((), x.dtype.np), x.shape)]   # a view: no allocation
+    else:
+        values = []
+        for u in node.inputs:
+            v = _static_value(u, depth + 1)
+            if v is None or np.size(v) > 4096:
+                return None
+            values.append(v)
+    try:
+        out = op.kernel(*values, **node.attrs)
+    except Exception:
+        return None
+    return np.asarray(out if op.single else out[t.index])
 
 
 def _warn_identity(t, op):

@@ -51,12 +51,11 @@ class Variable:
         if isinstance(initial_value, Tensor):
             arr = np.array(initial_value, copy=True)
         elif want is not None and not isinstance(initial_value, (np.ndarray, np.generic)):
-            # Python values go straight to the requested dtype: `Variable(0.1, dtype=float64)`
-            # must not pass through float32 first.
-            try:
-                arr = np.array(initial_value, dtype=want)
-            except OverflowError as e:
-                raise errors.InvalidArgumentError(f"Variable: {e}") from None
+            # Python values go straight to the requested dtype (`Variable(0.1, dtype=float64)`
+            # must not pass through float32 first), with constant()'s checks: no overflow, no
+            # silent truncation of 1.5 into an integer.
+            from runtime.tensor import constant
+            arr = np.array(constant(initial_value, dtype)._value, copy=True)
         else:
             arr = to_array(initial_value)  # a fresh array (to_array copies numpy input)
         if want is not None and arr.dtype != want:

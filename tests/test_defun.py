@@ -1269,3 +1269,25 @@ def test_get_concrete_function_checks_arguments_against_the_input_signature():
     with pytest.raises(ValueError, match="does not fit input_signature"):
         f.get_concrete_function(df.TensorSpec([4], df.int32))
     assert f.get_concrete_function(df.TensorSpec([5, 2])) is f.get_concrete_function()
+
+
+def test_a_defun_method_does_not_keep_its_instance_alive():
+    import gc
+    import weakref
+
+    class Model:
+        def __init__(self):
+            self.w = df.Variable([1.0, 2.0])
+
+        @df.defun
+        def apply(self, x, scale=1.0):
+            return x * self.w * scale
+
+    m = Model()
+    x = df.constant([1.0, 1.0])
+    np.testing.assert_allclose(np.asarray(m.apply(x, scale=3.0)), [3.0, 6.0])
+    np.testing.assert_allclose(np.asarray(m.apply(x)), [1.0, 2.0])
+    alive = weakref.ref(m)
+    del m
+    gc.collect()
+    assert alive() is None

@@ -250,3 +250,9 @@ def test_variable_creation_inside_a_trace_raises():
     f = df.defun(lambda x: df.Variable(1.0) * x)
     with pytest.raises(df.errors.TracingError, match="outside"):
         f(df.constant(1.0))
+
+
+def test_variable_refuses_python_floats_it_would_truncate():
+    assert df.Variable(2.0, dtype=df.int32).numpy() == 2
+    with pytest.raises(df.errors.InvalidArgumentError, match="int32"):
+        df.Variable(1.5, dtype=df.int32)
