@@ -1116,7 +1116,7 @@ class LoadedFunction:
                 f"{self.graph.name}: argument {k} ({name}) is a {type(x).__name__}; a loaded "
                 f"function runs on values (numpy arrays or eager tensors)")
         elif isinstance(x, (np.ndarray, np.generic)):
-            arr = np.asarray(x)
+            arr = np.array(x, copy=True)   # outputs may alias inputs: never the caller's buffer
         else:
             try:
                 arr = to_array(x, t.dtype.np)

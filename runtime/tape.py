@@ -231,10 +231,6 @@ def _accumulate(gmap, tid, g):
         gmap[tid] = _Several((prev, g))
 
 
-def _total(g):
-    return _aggregate(g) if type(g) is _Several else g
-
-
 _SKIP_FIRST, _SKIP_SECOND = (0,), (1,)
 
 
@@ -311,12 +307,16 @@ def imperative_grad(tape, targets, sources, output_gradients=None):
         _accumulate(gmap, t._id, seed)
     for entry, skip in reversed(relevant):
         op_type, input_ids, outputs, backward, none_grads, view = entry
-        if len(outputs) == 1:  # the common case, without the lists below
+        if skip and type(view) is _OpView:
+            view = _tuple_new(_OpView, (view[0], view[1], view[2], view[3], skip))
+        if len(outputs) == 1:  # the common case, called without building a list of grads
             oid = outputs[0]._id
             g = gmap.get(oid) if oid in source_ids else gmap.pop(oid, None)
             if g is None:
                 continue
-            out_grads = (_total(g),)
+            if type(g) is _Several:
+                g = _aggregate(g)
+            in_grads = backward(g) if view is None else backward(view, g)
         else:
             out_grads = []
             any_grad = False
@@ -324,7 +324,7 @@ def imperative_grad(tape, targets, sources, output_gradients=None):
                 oid = o._id
                 g = gmap.get(oid) if oid in source_ids else gmap.pop(oid, None)
                 if g is not None:
-                    out_grads.append(_total(g))
+                    out_grads.append(_aggregate(g) if type(g) is _Several else g)
                     any_grad = True
                 else:
                     out_grads.append(None)
@@ -334,12 +334,7 @@ def imperative_grad(tape, targets, sources, output_gradients=None):
                 for k, g in enumerate(out_grads):
                     if g is None:
                         out_grads[k] = array_ops.zeros_like(outputs[k])
-        if view is None:
-            in_grads = backward(*out_grads)
-        else:
-            if skip and type(view) is _OpView:
-                view = _tuple_new(_OpView, (view[0], view[1], view[2], view[3], skip))
-            in_grads = backward(view, *out_grads)
+            in_grads = backward(*out_grads) if view is None else backward(view, *out_grads)
         if type(in_grads) is not list and not isinstance(in_grads, (list, tuple)):
             in_grads = [in_grads]  # a backward function of one input may return a bare gradient
         if len(in_grads) != len(input_ids):
@@ -348,10 +343,14 @@ def imperative_grad(tape, targets, sources, output_gradients=None):
                 f"{len(input_ids)} inputs")
         for iid, g in zip(input_ids, in_grads):
             if g is not None and iid in flows:
-                _accumulate(gmap, iid, g)
+                prev = gmap.get(iid)
+                if prev is None:
+                    gmap[iid] = g
+                else:
+                    _accumulate(gmap, iid, g)
 
     result = []
     for s in sources:
         g = gmap.get(s._id)
-        result.append(None if g is None else _total(g))
+        result.append(_aggregate(g) if type(g) is _Several else g)
     return result

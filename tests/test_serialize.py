@@ -791,3 +791,12 @@ def test_execute_checks_the_input_count():
     x = df.constant([1.0, 2.0])
     with pytest.raises(df.errors.InvalidArgumentError, match="add takes 2 inputs, got 3"):
         df.execute("add", 1, [x, x, x])
+
+
+def test_a_loaded_function_does_not_alias_the_callers_array():
+    f = df.defun(lambda x: df.identity(x))
+    arr = np.array([1.0, 2.0])
+    loaded = df.load_json(df.export_json(f.get_concrete_function(arr)))
+    out = loaded(arr)
+    arr[0] = 5.0
+    np.testing.assert_array_equal(np.asarray(out), [1.0, 2.0])
