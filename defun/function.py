@@ -15,7 +15,7 @@ import weakref
 import numpy as np
 
 from runtime import dtypes, errors, sites
-from runtime.context import state
+from runtime.context import execution_callbacks, state
 from runtime.indexed_slices import IndexedSlices
 from runtime.nest import flatten, make_packer, pack_as
 from runtime.tape import record_operation
@@ -107,31 +107,38 @@ class GraphFunction:
         return self._backward
 
     def call_flat(self, inputs):
-        """Run on `inputs` (tensors in all_inputs order); returns a list of output tensors."""
+        """Run on `inputs` (tensors in all_inputs order); returns a list of output tensors.
+
+        Eagerly one op: the compiled plan (or, under a watching tape, the forward function
+        with side outputs and one tape entry); while tracing, a call node.
+        """
         st = state
-        if st.quiet:  # eager, no tape, no trace: straight to the compiled plan
-            run = self._run
-            if run is None:
-                run = self._run = plan_of(self.graph).run
-            try:
-                vals = [t._value for t in inputs]
-            except AttributeError:
-                vals = [_eager_value(t) for t in inputs]
-            return [EagerTensor(o) for o in run(*vals)]
+        if st.quiet and not execution_callbacks:  # eager, nobody listening: straight to the plan
+            return self._run_plan(inputs)
         if st.graph is not None:
             if st.tapes and self._resource_positions:  # a tape in the enclosing trace sees the reads
                 self._watch_variables(st.tapes, inputs)
             return call_graph(self.graph, inputs)
         tapes = st.tapes
         if tapes and self._should_record(tapes, inputs):
-            return self._call_recorded(inputs)
+            outs = self._call_recorded(inputs)
+        else:
+            outs = self._run_plan(inputs)
+        if execution_callbacks:   # a defun call is one op to callbacks and traces
+            for cb in tuple(execution_callbacks):
+                cb(self.graph.name, None, {}, list(inputs), tuple(outs))
+        if st.trace is not None:
+            st.trace.add(self.graph.name, outs)
+        return outs
+
+    def _run_plan(self, inputs):
+        run = self._run
+        if run is None:
+            run = self._run = plan_of(self.graph).run
         try:
             vals = [t._value for t in inputs]
         except AttributeError:
             vals = [_eager_value(t) for t in inputs]
-        run = self._run
-        if run is None:
-            run = self._run = plan_of(self.graph).run
         return [EagerTensor(o) for o in run(*vals)]
 
     def _watch_variables(self, tapes, inputs):

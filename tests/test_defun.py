@@ -1291,3 +1291,23 @@ def test_a_defun_method_does_not_keep_its_instance_alive():
     del m
     gc.collect()
     assert alive() is None
+
+
+def test_a_defun_call_is_one_op_to_callbacks_and_the_execution_trace():
+    f = df.defun(lambda x: df.tanh(x) * 2.0)
+    x = df.constant(np.ones(1000))
+    f(x)
+    with df.active_trace() as trace:
+        f(x)
+    (record,) = trace.records
+    assert record.op_name.startswith("lambda") and record.element_counts == (1000,)
+    seen = []
+
+    def callback(op_name, name, attrs, inputs, outputs):
+        seen.append((op_name, len(inputs), len(outputs)))
+    df.add_execution_callback(callback)
+    try:
+        f(x)
+    finally:
+        df.remove_execution_callback(callback)
+    assert seen == [(record.op_name, 1, 1)]
