@@ -272,6 +272,12 @@ def cond(pred, true_fn, false_fn, name=None):
     outer = state.graph
     if outer is None or not isinstance(pred, SymbolicTensor):
         # Eager, or a predicate whose value is known now: plain Python.
+        value = np.asarray(pred)
+        if value.ndim != 0 or value.dtype != np.bool_:
+            raise errors.InvalidArgumentError(
+                f"cond: the predicate must be a scalar bool, got {value.dtype.name}"
+                f"{list(value.shape)} (at {sites.format_site(sites.user_site(2))}); use e.g. "
+                f"df.greater(x, 0), or reduce first (df.reduce_max(x) > 0)")
         return true_fn() if bool(pred) else false_fn()
     if pred.dtype is not dtypes.bool or tuple(pred.shape) != ():
         raise errors.InvalidArgumentError(

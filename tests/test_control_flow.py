@@ -472,3 +472,12 @@ def test_while_history_is_dropped_when_no_gradient_reads_it():
         tape.watch(x)
         y = df.reduce_sum(f(x))
     np.testing.assert_allclose(np.asarray(tape.gradient(y, x)), [1.5 ** 5] * 2)
+
+
+def test_eager_cond_refuses_a_non_scalar_or_non_bool_predicate_like_traced_cond():
+    x = df.constant([1.0, -1.0])
+    with pytest.raises(df.errors.InvalidArgumentError, match="cond: the predicate must be a scalar bool"):
+        df.cond(x > 0, lambda: x, lambda: -x)
+    with pytest.raises(df.errors.InvalidArgumentError, match="scalar bool"):
+        df.cond(df.constant(1.0), lambda: x, lambda: -x)
+    np.testing.assert_allclose(np.asarray(df.cond(df.reduce_max(x) > 0, lambda: x, lambda: -x)), [1.0, -1.0])
