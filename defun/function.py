@@ -354,7 +354,8 @@ def _key_text(k):
     if isinstance(k, tuple) and len(k) == 2 and isinstance(k[1], np.dtype):
         return f"tensor {k[1].name}{list(k[0])}"
     if isinstance(k, tuple) and len(k) == 3 and k[0] == "P":
-        return f"Python {k[1]} {k[2]!r}"
+        value = float.fromhex(k[2]) if k[1] == "float" else k[2]
+        return f"Python {k[1]} {value!r}"
     if isinstance(k, tuple) and k and k[0] == "V":
         return f"variable {k[2]}{list(k[1])}{'' if k[3] else ' (not trainable)'}"
     if isinstance(k, tuple) and k and k[0] == "VA":
@@ -634,6 +635,9 @@ def _encode(value, tensors, path):
         raise TypeError(f"defun argument {path} of type {type(value).__name__} is neither a tensor nor "
                         f"hashable, so it cannot be part of the trace cache key; pass a tensor or a "
                         f"hashable value") from None
+    if type(value) is float:
+        # by bits: nan equals itself (no retrace per call), 0.0 and -0.0 differ (1/x does)
+        return ("P", "float", value.hex())
     return ("P", type(value).__name__, value)
 
 

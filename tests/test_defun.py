@@ -1311,3 +1311,13 @@ def test_a_defun_call_is_one_op_to_callbacks_and_the_execution_trace():
     finally:
         df.remove_execution_callback(callback)
     assert seen == [(record.op_name, 1, 1)]
+
+
+def test_static_floats_are_keyed_by_bits():
+    f = df.defun(lambda x, s: x / s)
+    x = df.constant([1.0])
+    for _ in range(3):
+        f(x, float("nan"))
+    assert f.trace_count == 1
+    assert np.asarray(f(x, 0.0))[0] == np.inf and np.asarray(f(x, -0.0))[0] == -np.inf
+    assert f.trace_count == 3
