@@ -23,7 +23,7 @@ from runtime.nest import flatten, pack_as
 from runtime.registry import register
 from runtime.tensor import EagerTensor, Tensor, convert_to_tensor
 from runtime.variables import Variable, _BY_HANDLE, watch_variable
-from graph.functions import call_graph, plan_of, remat_backward
+from graph.functions import call_graph, has_stateful_ops, plan_of, remat_backward
 from graph.ir import Graph, SymbolicTensor
 from defun.function import _unique_name
 
@@ -41,23 +41,6 @@ def _structure(s):
     if isinstance(s, (list, tuple)):
         return ("seq", tuple(_structure(v) for v in s))
     return "*"
-
-
-def _is_stateful(graph, seen=None):
-    """True if `graph` (or a function one of its nodes holds) has a stateful op."""
-    seen = set() if seen is None else seen
-    if graph.uid in seen:
-        return False
-    seen.add(graph.uid)
-    for node in graph.nodes:
-        if node.op.stateful:
-            return True
-        for v in node.attrs.values():
-            subs = v if isinstance(v, tuple) else (v,)
-            for sub in subs:
-                if isinstance(sub, Graph) and _is_stateful(sub, seen):
-                    return True
-    return False
 
 
 def _shapes_compatible(a, b):
@@ -201,7 +184,7 @@ def _cond_grad(op, *grads):
     if not positions:
         return result
     seeds = [grads[k] if grads[k] is not None else zeros_like(op.outputs[k]) for k in diff]
-    opdef = STATEFUL_COND if (_is_stateful(grad_then) or _is_stateful(grad_else)) else COND
+    opdef = STATEFUL_COND if (has_stateful_ops(grad_then) or has_stateful_ops(grad_else)) else COND
     out = _as_list(run_op(opdef, [op.inputs[0]] + list(op.inputs[1:]) + seeds,
                           {"then_branch": grad_then, "else_branch": grad_else}))
     for j, k in enumerate(positions):
@@ -320,7 +303,7 @@ def cond(pred, true_fn, false_fn, name=None):
     captured = _share_captures(branches, 0)
     _watch_captured_variables(captured)
     then_g, else_g = branches
-    opdef = STATEFUL_COND if (_is_stateful(then_g) or _is_stateful(else_g)) else COND
+    opdef = STATEFUL_COND if (has_stateful_ops(then_g) or has_stateful_ops(else_g)) else COND
     out = _as_list(run_op(opdef, [pred] + captured, {"then_branch": then_g, "else_branch": else_g}, name))
     return pack_as(then_res, out) if then_leaves else then_res
 
@@ -539,7 +522,7 @@ def while_loop(cond, body, loop_vars, maximum_iterations=None, name=None):
     captured = _share_captures([cond_g, body_g], n)
     _watch_captured_variables(captured)
     history = any(t.dtype.is_floating for t in init)
-    opdef = STATEFUL_WHILE if (_is_stateful(cond_g) or _is_stateful(body_g)) else WHILE
+    opdef = STATEFUL_WHILE if (has_stateful_ops(cond_g) or has_stateful_ops(body_g)) else WHILE
     out = _as_list(run_op(opdef, init + captured,
                           {"cond": cond_g, "body": body_g, "maximum_iterations": max_iter,
                            "history": history}, name))

@@ -16,7 +16,7 @@ import threading
 from runtime import errors
 from runtime.ops.resource_ops import ASSIGN_OPS
 from graph.ir import CONST, PLACEHOLDER
-from graph.verify import _func_attrs, functions_of, is_effectful
+from graph.verify import is_effectful, reaches
 
 __all__ = ["compile_graph", "Plan", "live_nodes", "assigns_variables"]
 
@@ -65,24 +65,13 @@ def _default_bind(op, attrs):
     return kernel, bool(attrs)
 
 
-def assigns_variables(node, memo=None):
-    """True if `node` assigns a variable, or runs a function that does (calls, branches).
+def _assigns(op):
+    return op.name in ASSIGN_OPS
 
-    `memo` (a dict) caches the answer per function graph across calls.
-    """
-    if node.op.name in ASSIGN_OPS:
-        return True
-    if not _func_attrs(node.op):
-        return False
-    memo = {} if memo is None else memo
-    for g in functions_of(node):
-        known = memo.get(id(g))
-        if known is None:
-            memo[id(g)] = False     # a function calling itself adds no new assignment
-            known = memo[id(g)] = any(assigns_variables(n, memo) for n in g.nodes)
-        if known:
-            return True
-    return False
+
+def assigns_variables(node, memo=None):
+    """True if `node` assigns a variable, or runs a function that does (calls, branches)."""
+    return reaches(node, _assigns, memo)
 
 
 # The undo log of the running call, per thread: a list of (variable store, old value), or

@@ -19,7 +19,8 @@ from runtime import dtypes, errors, registry
 from runtime.dtypes import DType
 from graph.ir import Graph, Node, SymbolicTensor, infer_types
 
-__all__ = ["verify", "VerifyError", "ATTR_CHECKS", "check_attr", "is_effectful", "functions_of"]
+__all__ = ["verify", "VerifyError", "ATTR_CHECKS", "check_attr", "is_effectful", "functions_of",
+           "reaches"]
 
 
 class VerifyError(errors.InvalidArgumentError):
@@ -110,12 +111,13 @@ def functions_of(node):
                 yield g
 
 
-def is_effectful(node, memo=None):
-    """True if `node` is a stateful op, or runs a function that contains one.
+def reaches(node, test, memo=None):
+    """True if `test(node.op)`, or `node` runs a function (call, branch, loop body) that
+    has a node passing `reaches` (recursively).
 
-    `memo` (a dict) caches the answer per function graph across calls.
+    `memo` (a dict, one per `test`) caches the answer per function graph across calls.
     """
-    if node.op.stateful:
+    if test(node.op):
         return True
     if not _func_attrs(node.op):
         return False
@@ -123,11 +125,20 @@ def is_effectful(node, memo=None):
     for g in functions_of(node):
         known = memo.get(id(g))
         if known is None:
-            memo[id(g)] = False     # a function calling itself adds no new effect
-            known = memo[id(g)] = any(is_effectful(n, memo) for n in g.nodes)
+            memo[id(g)] = False     # a function calling itself adds nothing new
+            known = memo[id(g)] = any(reaches(n, test, memo) for n in g.nodes)
         if known:
             return True
     return False
+
+
+def _stateful(op):
+    return op.stateful
+
+
+def is_effectful(node, memo=None):
+    """True if `node` is a stateful op, or runs a function that contains one."""
+    return reaches(node, _stateful, memo)
 
 
 # ---------------------------------------------------------------------------------------
