@@ -9,10 +9,10 @@ int_kinds = "iu"
 def broadcast_shapes(op_name, a, b):
     """numpy broadcasting of two static shapes; None is an unknown size."""
     n = max(len(a), len(b))
-    a = (1,) * (n - len(a)) + tuple(a)
-    b = (1,) * (n - len(b)) + tuple(b)
+    pa = (1,) * (n - len(a)) + tuple(a)
+    pb = (1,) * (n - len(b)) + tuple(b)
     out = []
-    for x, y in zip(a, b):
+    for x, y in zip(pa, pb):
         if x == 1:
             out.append(y)
         elif y == 1:
