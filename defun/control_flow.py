@@ -209,7 +209,7 @@ def _cond_grad_branches(then_g, else_g, out_shapes):
     diff = [k for k, t in enumerate(then_g.outputs) if t.dtype.is_floating]
     made = []
     for b, (rb, spec), (orb, ospec) in ((then_g, remats[0], remats[1]), (else_g, remats[1], remats[0])):
-        w = Graph(f"{b.name}_grad", library=b.library)
+        w = Graph(f"{b.name}_grad", library=b.library, base_name=f"{b.base_name}_grad")
         with w.building():
             xs = [w.placeholder(p.shape, p.dtype, p.handle_data) for p in b.all_inputs]
             gs = [w.placeholder(shape, b.outputs[k].dtype) for k, shape in zip(diff, out_shapes)]
@@ -269,7 +269,7 @@ def cond(pred, true_fn, false_fn, name=None):
 
     branches, results = [], []
     for which, fn in (("true", true_fn), ("false", false_fn)):
-        g = Graph(_unique_name(f"cond_{which}"), outer=outer)
+        g = Graph(_unique_name(f"cond_{which}"), outer=outer, base_name=f"cond_{which}")
         with g.building():
             results.append(fn())
         branches.append(g)
@@ -487,7 +487,7 @@ def while_loop(cond, body, loop_vars, maximum_iterations=None, name=None):
 
     init = [convert_to_tensor(x.read_value() if isinstance(x, Variable) else x) for x in flatten(vars_in)]
     n = len(init)
-    cond_g = Graph(_unique_name("while_cond"), outer=outer)
+    cond_g = Graph(_unique_name("while_cond"), outer=outer, base_name="while_cond")
     with cond_g.building():
         ph = [cond_g.placeholder(t.shape, t.dtype, t.handle_data) for t in init]
         c = cond(*pack_as(vars_in, ph))
@@ -500,7 +500,7 @@ def while_loop(cond, body, loop_vars, maximum_iterations=None, name=None):
             raise errors.InvalidArgumentError(
                 f"while_loop: cond must return a scalar bool tensor, got {_type_text(c)}")
     cond_g.finalize([c])
-    body_g = Graph(_unique_name("while_body"), outer=outer)
+    body_g = Graph(_unique_name("while_body"), outer=outer, base_name="while_body")
     with body_g.building():
         ph = [body_g.placeholder(t.shape, t.dtype, t.handle_data) for t in init]
         new = call_body(pack_as(vars_in, ph))

@@ -102,7 +102,8 @@ class GraphFunction:
                 if self._backward is None:
                     bw = build_backward(self.graph)
                     self._forward_with_side = self.graph.view(self.graph.outputs + bw.side_outputs,
-                                                              f"{self.graph.name}_forward")
+                                                              f"{self.graph.name}_forward",
+                                                              f"{self.graph.base_name}_forward")
                     self._backward = bw
         return self._backward
 
@@ -524,7 +525,7 @@ class Function:
             return concrete
 
     def _trace(self, args, kwargs):
-        graph = Graph(_unique_name(self.name), outer=state.graph)
+        graph = Graph(_unique_name(self.name), outer=state.graph, base_name=self.name)
         with graph.building():
             if self._input_signature is not None:
                 b_kwargs = {}

@@ -119,7 +119,8 @@ def remat_backward(graph):
         from graph.gradients import replay
         from runtime.backprop import GradientTape
         from runtime.indexed_slices import IndexedSlices
-        bwd = Graph(f"{graph.name}_remat_grad", library=graph.library)
+        bwd = Graph(f"{graph.name}_remat_grad", library=graph.library,
+                    base_name=f"{graph.base_name}_remat_grad")
         diff = [k for k, t in enumerate(graph.outputs) if t.dtype.is_floating]
         with bwd.building():
             xs = [bwd.placeholder(t.shape, t.dtype, t.handle_data) for t in graph.all_inputs]

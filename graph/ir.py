@@ -237,8 +237,11 @@ class Graph:
     is an eager tensor or a tensor of an enclosing graph, fed as an extra input per call.
     """
 
-    def __init__(self, name="f", outer=None, library=None):
+    def __init__(self, name="f", outer=None, library=None, base_name=None):
         self.name = name
+        # the name without a process-wide counter (`loss` for `loss_3`): exports use it, so
+        # a function's document does not depend on what else the process traced
+        self.base_name = base_name or name
         self.outer = outer
         self.nodes = []
         self.inputs = []          # argument placeholders (SymbolicTensor), in order
@@ -426,12 +429,13 @@ class Graph:
         self.finalized = True
         return self
 
-    def view(self, outputs, name=None):
+    def view(self, outputs, name=None, base_name=None):
         """A function sharing this graph's nodes and inputs but returning `outputs`."""
         g = Graph.__new__(Graph)
         g.__dict__.update({k: v for k, v in self.__dict__.items() if not k.startswith("_") or
                            k in ("_ids", "_const_cache", "_scalar_consts")})
         g.name = name or self.name
+        g.base_name = base_name or (self.base_name if name is None else name)
         g.outputs = list(outputs)
         g.uid = next(_graph_ids)
         return g

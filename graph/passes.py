@@ -48,7 +48,7 @@ class GraphCopy:
 
     def __init__(self, old):
         self.old = old
-        new = self.graph = Graph(old.name, outer=old.outer, library=old.library)
+        new = self.graph = Graph(old.name, outer=old.outer, library=old.library, base_name=old.base_name)
         new._ids = itertools.count(max((n.id for n in old.nodes), default=-1) + 1)
         self.tensors = {}       # id(old tensor) -> new tensor
         self.stands_for = {}    # id(old node) -> new nodes that replace it as a control input

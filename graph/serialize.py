@@ -112,7 +112,7 @@ def to_document(graph, output_structure=None, input_names=None):
     nest; by default a call returns a tuple. `input_names` name the arguments.
     """
     functions = _reachable_functions(graph)
-    names = _unique([_sanitize(g.name, "f") for g in functions])
+    names = _unique([_sanitize(getattr(g, "base_name", g.name), "f") for g in functions])
     fname_of = {id(g): n for g, n in zip(functions, names)}
     variables = _VariableTable()
     fdocs = [_export_function(g, fname_of, variables, entry=(g is graph), input_names=input_names)

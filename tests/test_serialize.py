@@ -800,3 +800,20 @@ def test_a_loaded_function_does_not_alias_the_callers_array():
     out = loaded(arr)
     arr[0] = 5.0
     np.testing.assert_array_equal(np.asarray(out), [1.0, 2.0])
+
+
+def test_export_bytes_do_not_depend_on_what_the_process_traced_before():
+    from graph.serialize import dumps_document
+
+    def make():
+        @df.defun
+        def model(x):
+            return x * 2.0
+        return model
+
+    x = df.constant([1.0, 2.0])
+    first, second = make(), make()
+    first(x)                       # traces `model` once before the second one exists
+    a = dumps_document(df.export_json(first.get_concrete_function(x)))
+    b = dumps_document(df.export_json(second.get_concrete_function(x)))
+    assert a == b and '"entry":"model"' in a
