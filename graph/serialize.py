@@ -812,6 +812,9 @@ def _validate_function(fdoc, path, ctx, is_entry):
             if kind == "transient":
                 raise _format_error(ap, "a transient attr is never exported; remove it")
             attrs[key] = _DECODE[kind](adoc[key], ap, ctx)
+        for key in sorted(op.required_attrs - attrs.keys()):
+            raise _format_error(p + ".attrs", f"op {opname!r} needs attr {key!r} "
+                                f"({op.attrs[key]}), which is missing")
         outputs = []
         for i, odoc in enumerate(_check_list(ndoc["outputs"], p + ".outputs")):
             op_ = f"{p}.outputs[{i}]"

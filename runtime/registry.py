@@ -24,7 +24,7 @@ class OpDef:
 
     __slots__ = ("name", "kernel", "infer", "grad", "num_outputs", "stateful", "none_grads",
                  "same_dtype", "attrs", "doc", "single", "kinds", "bind", "prune_outputs",
-                 "num_inputs")
+                 "num_inputs", "required_attrs")
 
     def __init__(self, name, kernel, infer, grad=None, num_outputs=1, stateful=False,
                  none_grads=False, same_dtype=None, attrs=None, doc="", kinds=None, bind=None,
@@ -57,6 +57,8 @@ class OpDef:
         # How many inputs the op takes (None: variadic, checked by its inference). Read off the
         # kernel's signature unless given: positional parameters that are not attrs.
         self.num_inputs = _count_inputs(kernel, self.attrs) if num_inputs == -1 else num_inputs
+        # attrs the kernel has no default for (a graph document must give them)
+        self.required_attrs = _required_attrs(kernel, self.attrs)
 
     @property
     def differentiable(self):
@@ -87,6 +89,16 @@ def _count_inputs(kernel, attrs):
                 and p.default is p.empty:
             n += 1
     return n
+
+
+def _required_attrs(kernel, attrs):
+    import inspect
+    try:
+        params = inspect.signature(kernel).parameters
+    except (TypeError, ValueError):
+        return frozenset()
+    return frozenset(name for name, p in params.items()
+                     if name in attrs and p.default is p.empty and attrs[name] != "transient")
 
 
 def check_input_count(op, n):

@@ -493,7 +493,7 @@ HOSTILE = [
     ("unknown attr", _set(lambda d: _node(d, "tanh")["attrs"].update(axis=0)), "op 'tanh' has no attr 'axis'"),
     ("transient attr present", _set(lambda d: _node(d, "custom_gradient")["attrs"].update(grad_fn="lambda: 0")),
      "transient attr is never exported"),
-    ("missing required attr", _set(lambda d: _node(d, "reshape")["attrs"].pop("shape")), "KeyError"),
+    ("missing required attr", _set(lambda d: _node(d, "reshape")["attrs"].pop("shape")), "needs attr 'shape'"),
     ("attr value infers other shape", _set(lambda d: _node(d, "reshape")["attrs"].update(shape=[-1, 4, 1])),
      "infers float32[None, 4, 1]"),
     ("output count for split", _set(lambda d: _node(d, "split")["attrs"].update(num_split=10 ** 9)),
@@ -817,3 +817,12 @@ def test_export_bytes_do_not_depend_on_what_the_process_traced_before():
     a = dumps_document(df.export_json(first.get_concrete_function(x)))
     b = dumps_document(df.export_json(second.get_concrete_function(x)))
     assert a == b and '"entry":"model"' in a
+
+
+def test_a_missing_required_attr_is_named():
+    f = df.defun(lambda x: df.reshape(x, [2, 2]))
+    doc = df.export_json(f.get_concrete_function(df.constant(np.ones(4))))
+    node = next(n for n in doc["functions"][0]["nodes"] if n["op"] == "reshape")
+    del node["attrs"]["shape"]
+    with pytest.raises(df.errors.GraphFormatError, match=r"nodes\[0\]\.attrs: op 'reshape' needs attr 'shape'"):
+        df.load_json(doc)
