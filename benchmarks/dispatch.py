@@ -5,7 +5,9 @@ usage: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/dispatch.p
 Prints microseconds per call (median over `repeat` timeit runs) for:
   numpy        np.add(a, b) on the two arrays (the floor),
   eager        df.add(x, y) with no tape,
-  eager+tape   df.add(x, y) inside a GradientTape that watches x (the op is recorded).
+  eager+tape   df.add(x, y) inside a GradientTape that watches x (the op is recorded),
+  number       df.add(x, 2.0) with no tape: a Python number operand (weakly typed, converted
+               to x's dtype; the conversion is cached per value and dtype).
 """
 import os
 
@@ -46,6 +48,7 @@ def measure(number=20000, repeat=15):
             tape.watch(x)
             taped.append(per_call_us(lambda: add(x, y), number, 1))
     rows.append(("df.add eager + tape", statistics.median(taped)))
+    rows.append(("df.add(x, 2.0) eager", per_call_us(lambda: add(x, 2.0), number, repeat)))
     return rows
 
 

@@ -517,3 +517,55 @@ def test_constant_refuses_python_floats_it_would_truncate():
     with pytest.raises(df.errors.InvalidArgumentError, match="df.cast"):
         df.constant([1.0, 2.5], df.int64)
     np.testing.assert_array_equal(df.constant(np.array([1.5]), df.int32).numpy(), [1])  # arrays cast
+
+
+# ------------------------------------------------------------------ cached Python number operands
+def _inputs_of_ops(fn):
+    seen = []
+    cb = lambda op_name, name, attrs, inputs, outputs: seen.append(inputs)  # noqa: E731
+    df.add_execution_callback(cb)
+    try:
+        fn()
+    finally:
+        df.remove_execution_callback(cb)
+    return seen
+
+
+def test_a_python_number_operand_is_converted_once_per_dtype():
+    x32, x64 = df.constant(np.ones(2, np.float32)), df.constant(np.ones(2))
+    seen = _inputs_of_ops(lambda: [x32 * 1.01, x32 * 1.01, 1.01 - x32, x64 * 1.01])
+    c32 = seen[0][1]
+    assert seen[1][1] is c32 and seen[2][0] is c32        # one tensor for 1.01 as float32
+    assert c32.dtype == df.float32 and seen[3][1].dtype == df.float64
+    assert seen[3][1] is not c32
+    assert val(c32) == np.float32(1.01) and val(seen[3][1]) == 1.01
+    with pytest.raises(ValueError):
+        np.asarray(c32._value)[...] = 5.0                 # shared, so read-only
+    np.testing.assert_array_equal(val(x32 * 1.01), np.ones(2, np.float32) * np.float32(1.01))
+
+
+def test_cached_numbers_keep_python_types_and_signs_apart():
+    xi = df.constant(np.array([3, 4], np.int32))
+    np.testing.assert_array_equal(val(xi * 2), [6, 8])
+    with pytest.raises(df.errors.InvalidArgumentError, match="Python float"):
+        xi * 2.0                                          # not the cached int 2
+    with pytest.raises(df.errors.InvalidArgumentError, match="Python float"):
+        xi * 2.0                                          # and not cached after failing
+    xb = df.constant([True, False])
+    with pytest.raises(df.errors.InvalidArgumentError, match="Python int"):
+        df.logical_and(xb, 1)
+    x = df.constant([1.0])
+    for _ in range(2):                                    # -0.0 == 0.0, but not the same constant
+        assert np.signbit(val(x * -0.0))[0]
+        assert not np.signbit(val(x * 0.0))[0]
+    with pytest.raises(df.errors.InvalidArgumentError, match="does not fit"):
+        xi * 2 ** 40
+
+
+def test_the_number_cache_is_bounded():
+    from runtime import tensor as tensor_mod
+    x = df.constant(np.zeros(1))
+    for i in range(tensor_mod._WEAK_SCALARS_MAX + 10):
+        x + float(i + 1)
+    assert len(tensor_mod._weak_scalars) <= tensor_mod._WEAK_SCALARS_MAX
+    np.testing.assert_array_equal(val(x + 7.0), [7.0])
