@@ -42,8 +42,8 @@ def build_backward(forward, name=None):
         ids = [t._id for t in node.inputs]
         if not tape.should_record(ids):
             continue
-        tape.add(tape_mod.TapeEntry(node.op.name, ids, tuple(node.outputs),
-                                    _backward_of(node), node.op.none_grads))
+        tape.add(tape_mod.TapeEntry(node.op.name, ids, tuple(node.outputs), node.op.grad,
+                                    node.op.none_grads, node))
     with bwd.building():
         seeds = [bwd.placeholder(forward.outputs[k].shape, forward.outputs[k].dtype) for k in diff_pos]
         targets = [forward.outputs[k] for k in diff_pos]
@@ -90,14 +90,6 @@ def _own(graph, t):
     """`t` as a tensor of `graph` (a forward tensor passed straight through is captured)."""
     with graph.building():
         return graph.capture(t) if t.node.graph is not graph else t
-
-
-def _backward_of(node):
-    grad = node.op.grad
-
-    def backward(*grads):
-        return grad(node, *grads)
-    return backward
 
 
 def replay(graph, inputs, outputs=None):

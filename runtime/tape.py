@@ -109,9 +109,10 @@ def skip_input_indices(op):
 
     An input needs none when no source of the gradient being computed flows into it, e.g.
     the constant of `x * 1.01` (TensorFlow passes the same as `op.skip_input_indices`).
-    Eagerly `imperative_grad` knows them; for a graph node the answer is () (every gradient
-    is built, and the unused ones are pruned with the graph). Skipping the constant's
-    gradient saves a multiply and a reduce_sum per `x * 1.01` in the backward pass.
+    `imperative_grad` knows them, eagerly and for graph nodes alike (it hands the gradient
+    function a view carrying them); a bare op outside a backward pass gives (). Skipping the
+    constant's gradient saves a multiply and a reduce_sum per `x * 1.01` in the backward pass,
+    and keeps those nodes out of traced backward graphs.
     """
     return op[4] if type(op) is _OpView else ()
 
@@ -312,6 +313,8 @@ def imperative_grad(tape, targets, sources, output_gradients=None):
         op_type, input_ids, outputs, backward, none_grads, view = entry
         if type(view) is tuple:  # an eager op's (type, inputs, outputs, attrs): see record_op
             view = _tuple_new(_OpView, (view[0], view[1], view[2], view[3], skip))
+        elif skip and view is not None:  # a graph node: the same skip, so unused gradient
+            view = _tuple_new(_OpView, (view.type, view.inputs, view.outputs, view.attrs, skip))
         if len(outputs) == 1:  # the common case, called without building a list of grads
             oid = outputs[0]._id
             g = gmap.get(oid) if oid in source_ids else gmap.pop(oid, None)
