@@ -1322,3 +1322,19 @@ def test_static_floats_are_keyed_by_bits():
     with np.errstate(divide="ignore"):
         assert np.asarray(f(x, 0.0))[0] == np.inf and np.asarray(f(x, -0.0))[0] == -np.inf
     assert f.trace_count == 3
+
+
+def test_shape_arguments_may_be_tensors_whose_value_is_known_while_tracing():
+    @df.defun
+    def f(x):
+        rows = df.shape(x)[0]
+        return df.zeros(df.shape(x)) + df.reshape(df.transpose(x), df.shape(x)) + \
+            df.broadcast_to(1.0, [rows, 3]) + df.fill(df.shape(x), 0.5)
+
+    x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    expected = x.T.reshape(2, 3) + 1.5
+    np.testing.assert_allclose(np.asarray(f(df.constant(x))), expected)
+
+    g = df.defun(lambda x: df.zeros(df.shape(x)), input_signature=[df.TensorSpec([None, 3])])
+    with pytest.raises(df.errors.InvalidArgumentError, match="zeros: the shape argument .* only known when the graph runs"):
+        g(df.constant(x))

@@ -8,7 +8,7 @@ import operator
 
 import numpy as np
 
-from runtime import dtypes, errors
+from runtime import dtypes, errors, sites
 from runtime.execute import run_op
 from runtime.indexed_slices import IndexedSlices
 from runtime.ops import _infer as inf
@@ -26,13 +26,33 @@ _EMPTY = {}
 
 
 def _static_shape(shape, op_name):
-    """A static shape argument (tuple/list/array/eager tensor) as a tuple of ints."""
+    """A static shape argument (tuple/list/array/eager tensor) as a tuple of ints.
+
+    While tracing, a symbolic tensor (or list entry) counts when its value is known then
+    (`df.zeros(df.shape(x))` with x's shape static); otherwise the error says so.
+    """
+    shape = _known(shape, op_name)
     if hasattr(shape, "numpy"):
         shape = np.asarray(shape)
     try:
-        return tuple(int(d) for d in (shape.tolist() if isinstance(shape, np.ndarray) else shape))
+        return tuple(int(_known(d, op_name)) for d in
+                     (shape.tolist() if isinstance(shape, np.ndarray) else shape))
     except TypeError:
         raise TypeError(f"{op_name}: shape must be a list of ints, got {shape!r}") from None
+
+
+def _known(x, op_name):
+    static = getattr(x, "static_value", None)
+    if static is None:
+        return x
+    value = static()
+    if value is None:
+        raise errors.InvalidArgumentError(
+            f"{op_name}: the shape argument {x.name} is only known when the graph runs (it "
+            f"depends on sizes unknown while tracing); pass a static shape (e.g. an "
+            f"input_signature without None there), or use -1 / an op sized like a tensor "
+            f"(df.zeros_like, df.ones_like) (while tracing, at {sites.format_site(sites.user_site())})")
+    return value
 
 
 # ------------------------------------------------------------------ identity, stop_gradient
