@@ -210,6 +210,15 @@ def describe_value(v):
 
 
 def _kernel_error(op, vals, attrs, exc):
+    # The static check says it best, and the same way a trace would: ask it first (only on
+    # this failure path, so the eager path never pays for inference).
+    try:
+        op.infer([np.shape(v) for v in vals], [dtypes.from_numpy(v.dtype) for v in vals], attrs)
+    except errors.InvalidArgumentError as e:
+        return errors.InvalidArgumentError(f"{e}; called eagerly with "
+                                           f"{', '.join(describe_value(v) for v in vals)}")
+    except Exception:
+        pass
     shown = ", ".join(describe_value(v) for v in vals)
     attr_txt = ""
     if attrs:

@@ -147,3 +147,14 @@ def test_unknown_op_name_suggests_close_names():
     from runtime import registry
     with pytest.raises(df.errors.NotFoundError, match="softmax"):
         registry.get("sofmax")
+
+
+def test_eager_kernel_failures_read_like_the_traced_check():
+    x = df.constant(np.ones((2, 2)))
+    with pytest.raises(df.errors.InvalidArgumentError) as eager:
+        x + df.constant(np.ones(3))
+    traced = df.defun(lambda a, b: a + b)
+    with pytest.raises(df.errors.InvalidArgumentError) as graph:
+        traced(x, df.constant(np.ones(3)))
+    assert "add: shapes (2, 2) and (3,) cannot be broadcast together" in str(eager.value)
+    assert "add: shapes (2, 2) and (3,) cannot be broadcast together" in str(graph.value)
