@@ -183,6 +183,12 @@ def value_and_gradients_function(f, params=None):
         for p, g in zip(which, grads):
             if g is None:
                 names = _param_names(f, len(args))  # only for the message: inspect is slow
+                dtype = args[p].dtype
+                if not dtype.is_floating:
+                    raise ValueError(
+                        f"argument {names[p]!r} (position {p}) of {getattr(f, '__name__', 'function')} "
+                        f"is a {dtype.name} tensor; gradients are defined for floating-point "
+                        f"arguments (pass a float such as 3.0, or df.cast it)")
                 raise ValueError(
                     f"argument {names[p]!r} (position {p}) of {getattr(f, '__name__', 'function')} is not "
                     f"connected to its result, so it has no gradient")

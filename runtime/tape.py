@@ -104,6 +104,14 @@ class _OpView(tuple):
         return f"<op {self[0]}>"
 
 
+def _differentiable_source(t):
+    dtype = t.dtype
+    if dtype.is_floating:
+        return True
+    hd = getattr(t, "handle_data", None)
+    return hd is not None and hd.shape_and_type[0][1].is_floating
+
+
 def skip_input_indices(op):
     """Positions of `op`'s inputs that need no gradient, for a gradient function to skip.
 
@@ -267,7 +275,9 @@ def imperative_grad(tape, targets, sources, output_gradients=None):
     # gradient function is told to skip them (`skip_input_indices`).
     # Only watched (or recorded) sources receive gradients: an unwatched variable that merely
     # feeds a recorded op (e.g. a defun call's captured handle) stays unconnected, as eagerly.
-    flows = {i for i in source_ids if i in tt}
+    # Integer and bool sources get no gradient (None), as in TensorFlow: their values are
+    # not continuous. A variable counts by the dtype of the value its handle points at.
+    flows = {s._id for s in sources if s._id in tt and _differentiable_source(s)}
     relevant = []
     # Recording order is topological. When much of the tape is reachable, scanning it in
     # order is linear in its length; a small reachable set is cheaper to sort.

@@ -846,3 +846,14 @@ def test_bias_gradient_sums_the_broadcast_axes_every_time():
         g = tape.gradient(y, b)
         assert g.shape == b.shape
         np.testing.assert_array_equal(val(g), expected)
+
+
+def test_integer_sources_get_no_gradient():
+    i = df.constant(3)
+    with df.GradientTape() as tape:
+        tape.watch(i)
+        y = i * i
+    assert tape.gradient(y, i) is None
+    with pytest.raises(ValueError, match="int32 tensor; gradients are defined for floating-point"):
+        df.gradients_function(lambda x: x * x)(3)
+    np.testing.assert_allclose(np.asarray(df.gradients_function(lambda x: x * x)(3.0)[0]), 6.0)
