@@ -225,7 +225,7 @@ def _wide_int(value):
 def _python_scalar_to(value, kind, dtype):
     if kind is float and dtype.kind in "iub":
         raise errors.InvalidArgumentError(
-            f"cannot use Python float {value!r} with a {dtype.name} tensor; use df.cast or an "
+            f"cannot use Python float {value!r} with {_a(dtype.name)} tensor; use df.cast or an "
             f"integer value")
     if kind is int and dtype.kind == "b":
         raise errors.InvalidArgumentError(
@@ -296,7 +296,7 @@ def _list_to_array(value, dtype):
             return arr.astype(_PY_DEFAULT[kind])
         if kind is float and dtype.kind in "iub":
             raise errors.InvalidArgumentError(
-                f"cannot use a list of Python floats with a {dtype.name} tensor; use df.cast")
+                f"cannot use a list of Python floats with {_a(dtype.name)} tensor; use df.cast")
         if kind is int and dtype.kind in "iu" and arr.size:
             _check_int_range(arr, dtype)
         return arr.astype(dtype)
@@ -376,3 +376,8 @@ def convert_to_tensor(value, dtype=None, name=None):
         raise errors.InvalidArgumentError(
             f"tensor has dtype {t.dtype.name}, expected {want.name}; use df.cast")
     return t
+
+
+def _a(word):
+    """`word` with its article: 'an int32', 'a float32'."""
+    return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
