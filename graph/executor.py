@@ -13,6 +13,8 @@ with the plans it calls, and undoes the log when any node fails.
 import sys
 import threading
 
+import numpy as np
+
 from runtime import errors
 from runtime.ops.resource_ops import ASSIGN_OPS
 from graph.ir import CONST, PLACEHOLDER
@@ -104,6 +106,10 @@ def compile_graph(graph, outputs=None, name=None):
     for t in outputs:               # outputs are never freed
         last_use[id(t)] = -1
 
+    # Buffer reuse: a ufunc result that only ufuncs read (so no view of it exists) may be
+    # overwritten by the ufunc that reads it last (`out=`), saving an allocation per node.
+    ufunc_only = _ufunc_only_consumers(nodes)
+    reusable = set()    # id(tensor): fresh arrays of this plan that nothing else aliases
     lines = []
     line_node = {}
     memo = {}
@@ -135,8 +141,14 @@ def compile_graph(graph, outputs=None, name=None):
                 an = f"t{n.id}_{j}"
                 ns[an] = v
                 args.append(f"{k}={an}")
-        call = f"{kname}({', '.join(args)})"
         outs = n.outputs
+        if type(fn) is np.ufunc and fn.nout == 1 and outs and not pass_attrs:
+            target = _reusable_input(n, pos, reusable, last_use)
+            if target is not None:   # write the result over a dead temporary: no allocation
+                args.append(f"out={var_of[id(target)]}")
+            if _fresh_result(outs[0]) and id(outs[0]) in ufunc_only:
+                reusable.add(id(outs[0]))
+        call = f"{kname}({', '.join(args)})"
         if op.name in ASSIGN_OPS:
             h = var_of[id(n.inputs[0])]
             lines.append(f"{body_indent}_u.append(({h}, {h}.value))")
@@ -202,6 +214,38 @@ def compile_graph(graph, outputs=None, name=None):
     plan.num_outputs = len(outputs)
     plan._lines = lineno_node
     return plan
+
+
+def _fresh_result(t):
+    """A ufunc result that is surely an array of its own: static, fully known, rank >= 1."""
+    return t.shape and None not in t.shape
+
+
+def _ufunc_only_consumers(nodes):
+    """id(tensor) of values every consumer of which is a plain ufunc node (no views taken)."""
+    ok, bad = set(), set()
+    for n in nodes:
+        plain = type(n.op.kernel) is np.ufunc and n.op.bind is None and not n.attrs
+        for t in n.inputs:
+            (ok if plain else bad).add(id(t))
+    return ok - bad
+
+
+def _reusable_input(node, pos, reusable, last_use):
+    out = node.outputs[0]
+    if not _fresh_result(out):
+        return None
+    seen = set()
+    for t in node.inputs:
+        if id(t) in seen:
+            return None     # the same value twice: leave it alone
+        seen.add(id(t))
+    for t in node.inputs:
+        if id(t) in reusable and last_use.get(id(t)) == pos and t.shape == out.shape \
+                and t.dtype is out.dtype:
+            reusable.discard(id(t))
+            return t
+    return None
 
 
 def _rollback(undo, start=0):
