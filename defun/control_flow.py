@@ -444,10 +444,11 @@ def _while_prune(attrs, used):
 
 WHILE = register("while", _while_kernel, _while_infer, _while_grad, num_outputs=_while_outputs,
                  none_grads=True, attrs=_WHILE_ATTRS, bind=_while_runner, prune_outputs=_while_prune,
+                 required_attrs=_WHILE_ATTRS,
                  doc="Run body while cond holds; with history, also the count and per-iteration inputs.")
 STATEFUL_WHILE = register("stateful_while", _while_kernel, _while_infer, _while_grad,
                           num_outputs=_while_outputs, none_grads=True, stateful=True, attrs=_WHILE_ATTRS,
-                          bind=_while_runner, prune_outputs=_while_prune,
+                          bind=_while_runner, prune_outputs=_while_prune, required_attrs=_WHILE_ATTRS,
                           doc="A while whose functions hold stateful ops.")
 
 

@@ -302,17 +302,17 @@ class ConcreteFunction:
             key, tensors = self._function._key_and_tensors(args, kwargs)
         else:
             tensors = [t for t in flatten((args, kwargs))]
+        if key is not None and self._key is not None and key != self._key and \
+                isinstance(key, tuple) and _static_parts(key) != _static_parts(self._key):
+            raise TypeError(f"{self.name}: this concrete function was traced for other Python "
+                            f"arguments or variables ({_describe_key_diff(self._key[0], key[0])}); call the "
+                            f"defun itself, or get_concrete_function for these arguments")
         if len(tensors) != len(self.graph.inputs):
             raise TypeError(f"{self.name}: expected {len(self.graph.inputs)} tensor arguments, got {len(tensors)}")
         for k, (t, p) in enumerate(zip(tensors, self.graph.inputs)):
             if t.dtype is not p.dtype or not _fits(p.shape, t.shape):
                 raise ValueError(f"{self.name}: tensor argument {k} has {t.dtype.name}{list(t.shape)}, "
                                  f"this concrete function takes {p.dtype.name}{list(p.shape)}")
-        if key is not None and self._key is not None and key != self._key and \
-                isinstance(key, tuple) and _static_parts(key) != _static_parts(self._key):
-            raise TypeError(f"{self.name}: this concrete function was traced for other Python "
-                            f"arguments ({_describe_key_diff(self._key[0], key[0])}); call the "
-                            f"defun itself, or get_concrete_function for these arguments")
         return self._call_flat(tensors)
 
     def __str__(self):

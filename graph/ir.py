@@ -100,7 +100,7 @@ class SymbolicTensor(Tensor):
         known values (e.g. `df.shape(x)[::-1]`). Ops taking a shape use it, so
         `df.zeros(df.shape(x))` traces when x's shape is static.
         """
-        return _static_value(self, 0)
+        return _static_value(self)
 
     def __bool__(self):
         raise self._trace_error("Used `if`/`bool()` on",
@@ -150,31 +150,60 @@ _bind_ids()
 _SHAPE_ONLY = ("shape", "size", "zeros_like", "ones_like")
 
 
-def _static_value(t, depth):
-    node = t.node
-    op = node.op
-    if op is CONST:
-        return node.attrs["value"]
-    if depth > 32 or op.stateful or op.name == "placeholder" or any(
-            k in ("func", "funcs", "transient") for k in op.attrs.values()):
-        return None
-    if op.name in _SHAPE_ONLY:
-        x = node.inputs[0]
-        if None in x.shape:
-            return None
-        values = [np.broadcast_to(np.zeros((), x.dtype.np), x.shape)]   # a view: no allocation
-    else:
-        values = []
-        for u in node.inputs:
-            v = _static_value(u, depth + 1)
-            if v is None or np.size(v) > 4096:
-                return None
-            values.append(v)
-    try:
-        out = op.kernel(*values, **node.attrs)
-    except Exception:
-        return None
-    return np.asarray(out if op.single else out[t.index])
+_STATIC_BUDGET = 10000   # nodes one static_value query may evaluate
+
+
+def _static_value(t, depth=None):
+    """Evaluate `t` from constants and static shapes, iteratively and memoized per query."""
+    memo = {}            # id(node) -> tuple of output values, or None when not known
+    stack = [t.node]
+    visited = 0
+    while stack:
+        node = stack[-1]
+        if id(node) in memo:
+            stack.pop()
+            continue
+        op = node.op
+        if op is CONST:
+            memo[id(node)] = (node.attrs["value"],)
+            stack.pop()
+            continue
+        if op.stateful or op.name == "placeholder" or any(
+                k in ("func", "funcs", "transient") for k in op.attrs.values()):
+            memo[id(node)] = None
+            stack.pop()
+            continue
+        if op.name in _SHAPE_ONLY:
+            x = node.inputs[0]
+            values = None if None in x.shape else \
+                [np.broadcast_to(np.zeros((), x.dtype.np), x.shape)]   # a view: no allocation
+        else:
+            pending = [u.node for u in node.inputs if id(u.node) not in memo]
+            if pending:
+                visited += len(pending)
+                if visited > _STATIC_BUDGET:
+                    return None
+                stack.extend(pending)
+                continue
+            values = []
+            for u in node.inputs:
+                got = memo[id(u.node)]
+                v = None if got is None else got[u.index]
+                if v is None or np.size(v) > 4096:
+                    values = None
+                    break
+                values.append(v)
+        stack.pop()
+        if values is None:
+            memo[id(node)] = None
+            continue
+        try:
+            out = op.kernel(*values, **node.attrs)
+            memo[id(node)] = tuple(np.asarray(o) for o in ((out,) if op.single else out))
+        except Exception:
+            memo[id(node)] = None
+    got = memo[id(t.node)]
+    return None if got is None else got[t.index]
 
 
 def _warn_identity(t, op):

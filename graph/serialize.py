@@ -1001,6 +1001,9 @@ def _inferred_types(ns, inputs, attrs):
     """The op's inferred output types, which must equal the recorded ones."""
     op = ns.op
     dts = [t.dtype for t in inputs]
+    if op.num_inputs is not None and len(inputs) != op.num_inputs:
+        raise _format_error(ns.path + ".inputs", f"op {op.name!r} takes {op.num_inputs} "
+                            f"input{'s' if op.num_inputs != 1 else ''}, the document gives {len(inputs)}")
     try:
         n = op.output_count(attrs, len(inputs))
     except Exception as e:   # a variadic count reads attrs, which came from the file

@@ -6,7 +6,7 @@ from runtime import tape as tape_mod
 from runtime.context import state
 from runtime.nest import flatten, pack_as
 from runtime.ops.array_ops import identity, zeros, zeros_like
-from runtime.tensor import Tensor, convert_to_tensor
+from runtime.tensor import Tensor, _a, convert_to_tensor
 from runtime.variables import Variable, handle_in_context, watch_variable
 
 __all__ = ["GradientTape", "gradients_function", "value_and_gradients_function",
@@ -187,7 +187,7 @@ def value_and_gradients_function(f, params=None):
                 if not dtype.is_floating:
                     raise ValueError(
                         f"argument {names[p]!r} (position {p}) of {getattr(f, '__name__', 'function')} "
-                        f"is a {dtype.name} tensor; gradients are defined for floating-point "
+                        f"is {_a(dtype.name)} tensor; gradients are defined for floating-point "
                         f"arguments (pass a float such as 3.0, or df.cast it)")
                 raise ValueError(
                     f"argument {names[p]!r} (position {p}) of {getattr(f, '__name__', 'function')} is not "

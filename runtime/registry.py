@@ -28,7 +28,7 @@ class OpDef:
 
     def __init__(self, name, kernel, infer, grad=None, num_outputs=1, stateful=False,
                  none_grads=False, same_dtype=None, attrs=None, doc="", kinds=None, bind=None,
-                 prune_outputs=None, num_inputs=-1):
+                 prune_outputs=None, num_inputs=-1, required_attrs=None):
         self.name = name
         self.kernel = kernel
         self.infer = infer
@@ -58,7 +58,8 @@ class OpDef:
         # kernel's signature unless given: positional parameters that are not attrs.
         self.num_inputs = _count_inputs(kernel, self.attrs) if num_inputs == -1 else num_inputs
         # attrs the kernel has no default for (a graph document must give them)
-        self.required_attrs = _required_attrs(kernel, self.attrs)
+        self.required_attrs = frozenset(required_attrs) if required_attrs is not None else \
+            _required_attrs(kernel, self.attrs)
 
     @property
     def differentiable(self):

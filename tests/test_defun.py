@@ -1338,3 +1338,29 @@ def test_shape_arguments_may_be_tensors_whose_value_is_known_while_tracing():
     g = df.defun(lambda x: df.zeros(df.shape(x)), input_signature=[df.TensorSpec([None, 3])])
     with pytest.raises(df.errors.InvalidArgumentError, match="zeros: the shape argument .* only known when the graph runs"):
         g(df.constant(x))
+
+
+def test_static_values_of_deep_and_shared_shape_computations_are_cheap():
+    import time
+
+    @df.defun
+    def f(x):
+        a = df.shape(x)
+        for _ in range(24):
+            a = df.minimum(a, a)       # shared subexpressions: must not blow up
+        b = df.shape(x)
+        for _ in range(40):
+            b = b + 0                  # deeper than any fixed recursion cap
+        return df.reshape(x, a) + df.zeros(b, x.dtype)
+
+    start = time.perf_counter()
+    out = f(df.constant(np.ones((2, 3))))
+    assert out.shape == (2, 3) and time.perf_counter() - start < 5.0
+
+
+def test_concrete_function_traced_for_two_variables_refuses_one_variable_twice():
+    g = df.defun(lambda a, b: a * b)
+    v, w = df.Variable([1.0]), df.Variable([2.0])
+    cf = g.get_concrete_function(v, w)
+    with pytest.raises(TypeError, match="the variable of flat argument 0 again"):
+        cf(v, v)

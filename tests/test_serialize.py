@@ -826,3 +826,19 @@ def test_a_missing_required_attr_is_named():
     del node["attrs"]["shape"]
     with pytest.raises(df.errors.GraphFormatError, match=r"nodes\[0\]\.attrs: op 'reshape' needs attr 'shape'"):
         df.load_json(doc)
+
+
+def test_too_few_inputs_and_missing_while_attrs_are_named():
+    f = df.defun(lambda x, y: x + y)
+    x = df.constant(np.ones(2))
+    doc = df.export_json(f.get_concrete_function(x, x))
+    node = next(n for n in doc["functions"][0]["nodes"] if n["op"] == "add")
+    node["inputs"].pop()
+    with pytest.raises(df.errors.GraphFormatError, match=r"inputs: op 'add' takes 2 inputs, the document gives 1"):
+        df.load_json(doc)
+    loop = df.defun(lambda x: df.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, v * 2.0), (0, x))[1])
+    doc = df.export_json(loop.get_concrete_function(x))
+    node = next(n for n in doc["functions"][0]["nodes"] if n["op"] == "while")
+    del node["attrs"]["history"]
+    with pytest.raises(df.errors.GraphFormatError, match="needs attr 'history'"):
+        df.load_json(doc)
