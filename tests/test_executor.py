@@ -6,21 +6,15 @@ import numpy as np
 import pytest
 
 import defun as df
+from graph_helpers import F32, F64, I32, build, golden  # noqa: F401
 from graph.executor import compile_graph, live_nodes
 from graph.functions import call_graph, plan_of
 from graph.ir import Graph
 from graph.printer import format_node
 from runtime import errors
 
-F32, F64, I32 = df.float32, df.float64, df.int32
 
 
-def build(name, types, fn):
-    g = Graph(name)
-    with g.building():
-        args = [g.placeholder(s, d) for s, d in types]
-        out = fn(*args)
-    return g.finalize(list(out) if isinstance(out, (list, tuple)) else [out])
 
 
 def feed(g, args):

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import defun as df
+from graph_helpers import F32, F64, I32, build, golden  # noqa: F401
 from graph import passes
 from graph.executor import compile_graph
 from graph.functions import CALL, call_graph, plan_of
@@ -16,7 +17,6 @@ from graph.verify import ATTR_CHECKS, VerifyError, check_attr, verify
 from runtime import errors, registry
 from runtime.registry import OpDef
 
-F32, F64, I32 = df.float32, df.float64, df.int32
 
 ALL_PASSES = [passes.eliminate_dead_code, passes.eliminate_common_subexpressions,
               passes.fold_constants, passes.simplify_algebra, passes.inline_calls, passes.optimize]
@@ -25,13 +25,6 @@ ALL_PASSES = [passes.eliminate_dead_code, passes.eliminate_common_subexpressions
 # ---------------------------------------------------------------------------------------
 # helpers
 
-def build(name, types, fn):
-    """A finalized graph `name` with placeholders of `types` [(shape, dtype)], outputs fn(*args)."""
-    g = Graph(name)
-    with g.building():
-        args = [g.placeholder(s, d) for s, d in types]
-        out = fn(*args)
-    return g.finalize(list(out) if isinstance(out, (list, tuple)) else [out])
 
 
 def random_args(g, rng, size=3):

@@ -1,26 +1,17 @@
 """The three views of a graph: golden text (`str(graph)`), Graphviz DOT, and networkx."""
-import textwrap
 
 import numpy as np
 
 import defun as df
+from graph_helpers import F32, F64, I32, build, golden  # noqa: F401
 from graph.functions import call_graph
 from graph.ir import Graph
 from graph.printer import format_attr, format_node, to_dot, to_networkx
 
-F32, F64, I32 = df.float32, df.float64, df.int32
 
 
-def build(name, types, fn):
-    g = Graph(name)
-    with g.building():
-        args = [g.placeholder(s, d) for s, d in types]
-        out = fn(*args)
-    return g.finalize(list(out) if isinstance(out, (list, tuple)) else [out])
 
 
-def golden(text):
-    return textwrap.dedent(text).strip()
 
 
 # ---------------------------------------------------------------------------------------
