@@ -981,7 +981,7 @@ def _build_function(spec, g, library):
         values.append([g.capture(handle)])
     nodes = {}
     for j, ns in enumerate(spec.nodes):
-        attrs = {}
+        attrs = dict(ns.op.defaults)   # attrs a document leaves out take the declared default
         for key, v in ns.attrs.items():
             kind = ns.op.attrs[key]
             attrs[key] = library[v.name] if kind == "func" else \

@@ -24,11 +24,11 @@ class OpDef:
 
     __slots__ = ("name", "kernel", "infer", "grad", "num_outputs", "stateful", "none_grads",
                  "same_dtype", "attrs", "doc", "single", "kinds", "bind", "prune_outputs",
-                 "num_inputs", "required_attrs")
+                 "num_inputs", "required_attrs", "defaults")
 
     def __init__(self, name, kernel, infer, grad=None, num_outputs=1, stateful=False,
                  none_grads=False, same_dtype=None, attrs=None, doc="", kinds=None, bind=None,
-                 prune_outputs=None, num_inputs=-1, required_attrs=None):
+                 prune_outputs=None, num_inputs=-1, required_attrs=None, defaults=None):
         self.name = name
         self.kernel = kernel
         self.infer = infer
@@ -57,9 +57,19 @@ class OpDef:
         # How many inputs the op takes (None: variadic, checked by its inference). Read off the
         # kernel's signature unless given: positional parameters that are not attrs.
         self.num_inputs = _count_inputs(kernel, self.attrs) if num_inputs == -1 else num_inputs
-        # attrs the kernel has no default for (a graph document must give them)
-        self.required_attrs = frozenset(required_attrs) if required_attrs is not None else \
-            _required_attrs(kernel, self.attrs)
+        # Values of the attrs a graph document may leave out (declared, so the file format does
+        # not depend on kernel signatures); every other non-transient attr is required.
+        self.defaults = dict(defaults or {})
+        for a in self.defaults:
+            if a not in self.attrs:
+                raise ValueError(f"op {name!r}: default for undeclared attr {a!r}")
+        if required_attrs is not None:
+            self.required_attrs = frozenset(required_attrs)
+        elif defaults is not None:
+            self.required_attrs = frozenset(a for a, t in self.attrs.items()
+                                            if t != "transient" and a not in self.defaults)
+        else:   # legacy declarations: read off the kernel's signature
+            self.required_attrs = _required_attrs(kernel, self.attrs)
 
     @property
     def differentiable(self):

@@ -10,6 +10,7 @@ import numpy as np
 import defun as df
 from runtime import dtypes, errors, registry
 from runtime.context import state
+from runtime.execute import run_op
 from runtime.indexed_slices import IndexedSlices
 from runtime.ops import _infer
 from runtime.tensor import Tensor, to_array
@@ -413,3 +414,97 @@ def check_symbolic_gradient(call, unknown):
         assert compatible(tuple(gshape), s), f"{call.op}: gradient {k} has shape {gshape}, input is {s}"
         if not unknown:
             assert tuple(gshape) == tuple(s), f"{call.op}: gradient {k} has shape {gshape}, input is {s}"
+
+
+# ---------------------------------------------------------------------------------------
+# The table's vocabulary: rows, variants and the variant builders every op family uses.
+# The core table is tests/test_ops.py; later families keep theirs in tests/op_rows_*.py
+# (each defines ROWS, and optionally EXCLUDED and API_ND), which test_ops.py gathers.
+
+class V:
+    """One input variant of a row: input specs, keyword args, optional dtypes override."""
+
+    def __init__(self, args, kw=None, dtypes=None, grad=True):
+        self.args = tuple(args)
+        self.kw = dict(kw or {})
+        self.dtypes = dtypes
+        self.grad = grad
+
+    def __repr__(self):
+        shapes = ",".join("x".join(map(str, a.shape)) or "s" for a in self.args)
+        kw = ",".join(f"{k}={v!r}" for k, v in self.kw.items())
+        return f"{shapes}{'|' + kw if kw else ''}"
+
+
+class Row:
+    """One op of the table.
+
+    grad: True  -> gradients checked against finite differences;
+          False -> declared non-differentiable: the tape must give None;
+          "skip" -> checked elsewhere (reason in `note`).
+    also: other registered ops this row must execute (internal helpers of its gradient).
+    """
+
+    def __init__(self, op, fn, ref, variants, dtypes=FLOATS, grad=True, also=(), second=False,
+                 tol=None, note=""):
+        self.op, self.fn, self.ref = op, fn, ref
+        self.variants = list(variants)
+        self.dtypes = tuple(dtypes)
+        self.grad = grad
+        self.also = tuple(also)
+        self.second = second
+        self.tol = tol
+        self.note = note
+
+    def dtypes_of(self, v):
+        return v.dtypes or self.dtypes
+
+
+def _like(f):
+    """Reference computed in float64, rounded to the input dtype."""
+    return lambda x, **kw: np.asarray(f(x.astype(np.float64), **kw)).astype(x.dtype)
+
+
+def _adjoint(linear_fn, in_shape, g):
+    """J^T g for a linear numpy function, built column by column from basis vectors."""
+    n = int(np.prod(in_shape))
+    cols = []
+    for k in range(n):
+        e = np.zeros(n)
+        e[k] = 1
+        cols.append(np.asarray(linear_fn(e.reshape(in_shape)), np.float64).reshape(-1))
+    jac = np.stack(cols, 1) if cols else np.zeros((np.size(g), 0))
+    return (jac.T @ np.asarray(g, np.float64).reshape(-1)).reshape(in_shape).astype(g.dtype)
+
+
+def _internal(name):
+    """A caller for an internal op: inputs positional, attrs as keywords."""
+    op = registry.get(name)
+
+    def call(*xs, **attrs):
+        return run_op(op, xs, attrs)
+    return call
+
+
+UNARY = [(), (5,), (3, 4)]
+BINARY = [((), ()), ((4,), (4,)), ((2, 3), (2, 3)), ((2, 3), (3,)), ((3, 1), (1, 4)), ((), (2, 3)),
+          ((2, 1, 3), (4, 1))]
+
+
+def un(kind="normal"):
+    return [V([A(s, kind)]) for s in UNARY]
+
+
+def bin_(kx="normal", ky="normal"):
+    return [V([A(a, kx), A(b, ky)]) for a, b in BINARY]
+
+
+def red(kind="normal"):
+    return [V([A((), kind)]), V([A((5,), kind)]), V([A((2, 3), kind)], dict(axis=0)),
+            V([A((2, 3), kind)], dict(axis=1, keepdims=True)), V([A((2, 3, 4), kind)], dict(axis=(0, 2))),
+            V([A((2, 3, 4), kind)], dict(axis=-1, keepdims=True)), V([A((2, 3), kind)], dict(keepdims=True)),
+            V([A((2, 3), kind)], dict(axis=()))]
+
+
+def idx(value, dtype=df.int32):
+    return A(np.shape(value), value=np.asarray(value), dtype=dtype)

@@ -17,60 +17,16 @@ import pytest
 
 import defun as df
 from runtime import registry
-from runtime.execute import run_op
 from runtime.ops import array_ops
-from opcheck import (A, FLOATS, NUMERIC, assert_same, check_call_inference, check_gradient,
-                     check_second_order, check_symbolic_gradient, make_inputs, recording, as_numpy)
+from opcheck import (A, FLOATS, NUMERIC, Row, V, _adjoint, _internal, _like, as_numpy, assert_same,
+                     bin_, check_call_inference, check_gradient, check_second_order,
+                     check_symbolic_gradient, idx, make_inputs, recording, red, un)
 
 f16, f32, f64, i32, i64, b = df.float16, df.float32, df.float64, df.int32, df.int64, df.bool
 
 
-class V:
-    """One input variant of a row: input specs, keyword args, optional dtypes override."""
-
-    def __init__(self, args, kw=None, dtypes=None, grad=True):
-        self.args = tuple(args)
-        self.kw = dict(kw or {})
-        self.dtypes = dtypes
-        self.grad = grad
-
-    def __repr__(self):
-        shapes = ",".join("x".join(map(str, a.shape)) or "s" for a in self.args)
-        kw = ",".join(f"{k}={v!r}" for k, v in self.kw.items())
-        return f"{shapes}{'|' + kw if kw else ''}"
-
-
-class Row:
-    """One op of the table.
-
-    grad: True  -> gradients checked against finite differences;
-          False -> declared non-differentiable: the tape must give None;
-          "skip" -> checked elsewhere (reason in `note`).
-    also: other registered ops this row must execute (internal helpers of its gradient).
-    """
-
-    def __init__(self, op, fn, ref, variants, dtypes=FLOATS, grad=True, also=(), second=False,
-                 tol=None, note=""):
-        self.op, self.fn, self.ref = op, fn, ref
-        self.variants = list(variants)
-        self.dtypes = tuple(dtypes)
-        self.grad = grad
-        self.also = tuple(also)
-        self.second = second
-        self.tol = tol
-        self.note = note
-
-    def dtypes_of(self, v):
-        return v.dtypes or self.dtypes
-
-
 # ---------------------------------------------------------------------------------------
 # numpy references that are not one numpy call
-
-def _like(f):
-    """Reference computed in float64, rounded to the input dtype."""
-    return lambda x, **kw: np.asarray(f(x.astype(np.float64), **kw)).astype(x.dtype)
-
 
 def _np_log_softmax(x, axis=-1):
     s = x - x.max(axis=axis, keepdims=True)
@@ -166,29 +122,8 @@ def _prod_others_grad_ref(gg, x, axis=None):
     return out.astype(x.dtype)
 
 
-def _adjoint(linear_fn, in_shape, g):
-    """J^T g for a linear numpy function, built column by column from basis vectors."""
-    n = int(np.prod(in_shape))
-    cols = []
-    for k in range(n):
-        e = np.zeros(n)
-        e[k] = 1
-        cols.append(np.asarray(linear_fn(e.reshape(in_shape)), np.float64).reshape(-1))
-    jac = np.stack(cols, 1) if cols else np.zeros((np.size(g), 0))
-    return (jac.T @ np.asarray(g, np.float64).reshape(-1)).reshape(in_shape).astype(g.dtype)
-
-
 def _sum_to_ref(g, like):
     return _adjoint(lambda x: np.broadcast_to(x, g.shape), like.shape, g)
-
-
-def _internal(name):
-    """A caller for an internal op: inputs positional, attrs as keywords."""
-    op = registry.get(name)
-
-    def call(*xs, **attrs):
-        return run_op(op, xs, attrs)
-    return call
 
 
 def _custom_exp(x):
@@ -201,30 +136,6 @@ def _custom_exp(x):
 
 # ---------------------------------------------------------------------------------------
 # Variant builders
-
-UNARY = [(), (5,), (3, 4)]
-BINARY = [((), ()), ((4,), (4,)), ((2, 3), (2, 3)), ((2, 3), (3,)), ((3, 1), (1, 4)), ((), (2, 3)),
-          ((2, 1, 3), (4, 1))]
-
-
-def un(kind="normal"):
-    return [V([A(s, kind)]) for s in UNARY]
-
-
-def bin_(kx="normal", ky="normal"):
-    return [V([A(a, kx), A(b, ky)]) for a, b in BINARY]
-
-
-def red(kind="normal"):
-    return [V([A((), kind)]), V([A((5,), kind)]), V([A((2, 3), kind)], dict(axis=0)),
-            V([A((2, 3), kind)], dict(axis=1, keepdims=True)), V([A((2, 3, 4), kind)], dict(axis=(0, 2))),
-            V([A((2, 3, 4), kind)], dict(axis=-1, keepdims=True)), V([A((2, 3), kind)], dict(keepdims=True)),
-            V([A((2, 3), kind)], dict(axis=()))]
-
-
-def idx(value, dtype=i32):
-    return A(np.shape(value), value=np.asarray(value), dtype=dtype)
-
 
 NUM = NUMERIC
 E = np.newaxis  # for slicing keys: None
@@ -484,6 +395,20 @@ API_ND = {"floordiv", "mod", "sign", "floor", "round", "argmax", "argmin", "shap
           "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
           "logical_or", "logical_not"}
 
+
+
+def _gather_families():
+    """Rows, exclusions and (nd) names of the op families in tests/op_rows_*.py."""
+    import importlib
+    import pathlib
+    for path in sorted(pathlib.Path(__file__).parent.glob("op_rows_*.py")):
+        family = importlib.import_module(path.stem)
+        ROWS.extend(family.ROWS)
+        EXCLUDED.update(getattr(family, "EXCLUDED", {}))
+        API_ND.update(getattr(family, "API_ND", ()))
+
+
+_gather_families()
 ROW_BY_OP = {r.op: r for r in ROWS}
 
 
