@@ -19,6 +19,9 @@ import numpy as np
 from runtime import dtypes, errors, sites
 from runtime.context import state
 from runtime.execute import run_op
+from runtime.ops.array_ops import gather, identity, zeros, zeros_like
+from runtime.ops.math_ops import greater
+
 from runtime.nest import flatten, pack_as
 from runtime.registry import register
 from runtime.tensor import EagerTensor, Tensor, convert_to_tensor
@@ -67,7 +70,6 @@ def _own_tensor(graph, leaf, what):
         return leaf
     if isinstance(leaf, Tensor):
         # an outer tensor passed straight through: an identity node reads its capture
-        from runtime.ops.array_ops import identity
         return identity(leaf)
     if leaf is None:
         raise errors.TracingError(f"{what} is None; every output of a traced control-flow function "
@@ -114,7 +116,6 @@ def _watch_captured_variables(captured):
 
 def _zeros_for(t, like=None):
     """Zeros shaped like the gradient of `t` (a resource handle's gradient is its value's)."""
-    from runtime.ops.array_ops import zeros, zeros_like
     if t.dtype is dtypes.resource:
         shape, dtype = t.handle_data.shape_and_type[0]
         return zeros(tuple(shape), dtype)
@@ -174,7 +175,6 @@ def _cond_infer(shapes, dts, attrs):
 
 def _cond_grad(op, *grads):
     then_g, else_g = op.attrs["then_branch"], op.attrs["else_branch"]
-    from runtime.ops.array_ops import zeros_like
     diff = [k for k, t in enumerate(op.outputs) if t.dtype.is_floating]
     result = [None] * len(op.inputs)
     if not diff or all(grads[k] is None for k in diff):
@@ -394,7 +394,6 @@ def _while_grad(op, *grads):
     result = [None] * len(op.inputs)
     if not op.attrs["history"]:
         return result
-    from runtime.ops.array_ops import gather, zeros_like
     outs = op.outputs
     count, hist = outs[n], outs[n + 1:]
     float_vars = [k for k in range(n) if outs[k].dtype.is_floating]
@@ -408,7 +407,6 @@ def _while_grad(op, *grads):
     accum = [_zeros_for(consts[j], like=rb.outputs[spec[n + j]]) for j in cap_pos]
 
     def more(i, g_vars, g_caps):
-        from runtime.ops.math_ops import greater
         return greater(i, 0)
 
     def step(i, g_vars, g_caps):

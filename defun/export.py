@@ -1,5 +1,6 @@
 """`df.export_json` / `df.load_json`: a traced function as a versioned JSON document."""
 from graph.ir import SymbolicTensor
+from defun.function import ConcreteFunction, Function
 from runtime.variables import SymbolicVariable
 from graph.serialize import describe_structure, from_document, to_document, write_document
 from runtime.nest import flatten
@@ -42,7 +43,6 @@ def export_json(concrete_function, path=None):
     >>> cf = predict.get_concrete_function(df.TensorSpec([None, 64], df.float32))
     >>> df.export_json(cf, "predict.json")
     """
-    from defun.function import ConcreteFunction, Function
     if isinstance(concrete_function, Function):
         raise TypeError("export_json takes a ConcreteFunction: call f.get_concrete_function(*example_args) "
                         "(or with df.TensorSpec arguments) and export that")

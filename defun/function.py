@@ -14,10 +14,11 @@ import weakref
 
 import numpy as np
 
-from runtime import dtypes, errors, sites
+from runtime import dtypes, errors
 from runtime.context import execution_callbacks, state
 from runtime.indexed_slices import IndexedSlices
 from runtime.nest import flatten, make_packer, pack_as
+from runtime.ops.array_ops import zeros_like
 from runtime.tape import record_operation
 from runtime.tensor import EagerTensor, Tensor, to_array
 from runtime.variables import SymbolicVariable, Variable, _BY_HANDLE, watch_variable
@@ -166,7 +167,6 @@ class GraphFunction:
         inputs = list(inputs)
 
         def backward(*grads):
-            from runtime.ops.array_ops import zeros_like
             g_out, g_side = grads[:n], grads[n:]
             if any(g is not None for g in g_side):
                 # Higher order: the side outputs themselves get gradients. Recompute.

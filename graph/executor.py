@@ -16,6 +16,9 @@ import threading
 import numpy as np
 
 from runtime import errors
+from graph.printer import format_node
+from runtime import sites
+from runtime.execute import describe_value
 from runtime.ops.resource_ops import ASSIGN_OPS
 from graph.ir import CONST, PLACEHOLDER
 from graph.verify import is_effectful, reaches
@@ -269,9 +272,6 @@ def _fail(exc):
         tb = tb.tb_next
     if node is None:
         raise exc
-    from graph.printer import format_node
-    from runtime import sites
-    from runtime.execute import describe_value
     where = f" (traced at {sites.format_site(node.site)})" if node.site else ""
     # the values the node got: its input variables are still alive on the failing line
     names = frame_globals["_var_names"]

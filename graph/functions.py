@@ -7,8 +7,16 @@ is itself a graph function, so gradients of any order work through nested calls.
 import threading
 
 from runtime import errors
+from runtime.backprop import GradientTape
 from runtime.execute import run_op
+from runtime.indexed_slices import IndexedSlices
+from runtime.ops.array_ops import identity, zeros_like
 from runtime.registry import register
+from graph.executor import compile_graph
+from graph.gradients import replay
+from graph.ir import Graph
+from graph.passes import optimize
+from graph.verify import is_effectful
 
 __all__ = ["CALL", "plan_of", "remat_backward", "call_graph"]
 
@@ -22,9 +30,7 @@ def plan_of(graph):
         with _lock:
             plan = getattr(graph, "_plan", None)
             if plan is None:
-                from graph.executor import compile_graph
-                from graph.passes_hook import optimize_for_execution
-                plan = graph._plan = compile_graph(optimize_for_execution(graph))
+                plan = graph._plan = compile_graph(optimize(graph))
     return plan
 
 
@@ -60,7 +66,6 @@ def _call_grad(op, *grads):
     n_in = len(op.inputs)
     diff = [k for k, t in enumerate(f.outputs) if t.dtype.is_floating]
     feed = list(op.inputs)
-    from runtime.ops.array_ops import zeros_like
     for k in diff:
         g = grads[k]
         feed.append(g if g is not None else zeros_like(op.outputs[k]))
@@ -87,7 +92,6 @@ def has_stateful_ops(graph):
     """True if `graph` (or a function it calls) contains a stateful op (cached per graph)."""
     cached = graph.__dict__.get("_stateful")
     if cached is None:
-        from graph.verify import is_effectful
         memo = {id(graph): False}  # a function calling itself adds no new effect
         cached = graph._stateful = any(is_effectful(n, memo) for n in graph.nodes)
     return cached
@@ -115,10 +119,6 @@ def remat_backward(graph):
         cached = getattr(graph, "_remat", None)
         if cached is not None:
             return cached
-        from graph.ir import Graph
-        from graph.gradients import replay
-        from runtime.backprop import GradientTape
-        from runtime.indexed_slices import IndexedSlices
         bwd = Graph(f"{graph.name}_remat_grad", library=graph.library,
                     base_name=f"{graph.base_name}_remat_grad")
         diff = [k for k, t in enumerate(graph.outputs) if t.dtype.is_floating]
@@ -139,7 +139,6 @@ def remat_backward(graph):
                 if isinstance(g, IndexedSlices):
                     g = g._as_tensor()
                 if getattr(g, "node", None) is None or g.node.graph is not bwd:
-                    from runtime.ops.array_ops import identity
                     g = identity(g)
                 spec.append(len(outputs))
                 outputs.append(g)

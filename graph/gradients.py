@@ -6,7 +6,11 @@ builder, so every gradient op becomes a node there. Forward tensors the gradient
 reads are captured into the backward graph: those captures are the side outputs.
 """
 from runtime import tape as tape_mod
+from runtime.autodiff import imperative_grad
 from runtime.indexed_slices import IndexedSlices
+from runtime.execute import run_op
+from runtime.tensor import constant
+from graph.executor import live_nodes
 from graph.ir import Graph
 
 __all__ = ["build_backward", "Backward", "replay"]
@@ -47,7 +51,7 @@ def build_backward(forward, name=None):
     with bwd.building():
         seeds = [bwd.placeholder(forward.outputs[k].shape, forward.outputs[k].dtype) for k in diff_pos]
         targets = [forward.outputs[k] for k in diff_pos]
-        grads = tape_mod.imperative_grad(tape, targets, sources, seeds) if targets else [None] * len(sources)
+        grads = imperative_grad(tape, targets, sources, seeds) if targets else [None] * len(sources)
     outputs = []
     input_grads = []
     for g in grads:
@@ -98,9 +102,6 @@ def replay(graph, inputs, outputs=None):
     `inputs` stand for graph.all_inputs; returns the values of `outputs` (default the
     graph's outputs). Inside a trace this inlines the function; under a tape it records.
     """
-    from runtime.execute import run_op
-    from runtime.tensor import constant
-    from graph.executor import live_nodes
     outputs = graph.outputs if outputs is None else outputs
     env = {id(t): v for t, v in zip(graph.all_inputs, inputs)}
     for node in live_nodes(graph, outputs):

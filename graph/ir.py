@@ -12,8 +12,11 @@ import numpy as np
 
 from runtime import dtypes, errors, sites
 from runtime.context import state
+from runtime import tensor as rt
+from runtime.ops._infer import check_kinds
 from runtime.registry import check_input_count, register
 from runtime.tensor import EagerTensor, Tensor, to_array
+from graph.printer import bracket_shape, format_graph, format_node, type_str
 
 __all__ = ["Graph", "Node", "SymbolicTensor", "PLACEHOLDER", "CONST", "infer_types"]
 
@@ -75,7 +78,7 @@ class SymbolicTensor(Tensor):
                 f"{': ' + line if line else ''}). Return the tensor from the traced function and use "
                 f"the result instead of keeping symbolic tensors outside.")
         return errors.TracingError(
-            f"{what} a symbolic tensor ({self.name}, {_type_str(self.shape, self.dtype)}) while "
+            f"{what} a symbolic tensor ({self.name}, {type_str(self.shape, self.dtype)}) while "
             f"tracing, at {sites.format_site(here)}{': ' + line if line else ''}. Its value is "
             f"only known when the graph runs. {hint}")
 
@@ -132,7 +135,7 @@ class SymbolicTensor(Tensor):
         raise self._trace_error("Called .numpy() on", "Return the tensor from the function instead.")
 
     def __repr__(self):
-        return f"<df.Tensor {self.name} shape={_shape_str(self.shape)} dtype={self.dtype.name} (symbolic)>"
+        return f"<df.Tensor {self.name} shape={bracket_shape(self.shape)} dtype={self.dtype.name} (symbolic)>"
 
 
 _next_tensor_id = None  # bound below to the runtime's counter, so ids never collide
@@ -140,7 +143,6 @@ _next_tensor_id = None  # bound below to the runtime's counter, so ids never col
 
 def _bind_ids():
     global _next_tensor_id
-    from runtime import tensor as rt
     _next_tensor_id = rt._next_id
 
 
@@ -215,18 +217,6 @@ def _warn_identity(t, op):
         UserWarning, here[0] if here else "<unknown>", here[1] if here else 0)
 
 
-def _shape_str(shape):
-    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
-
-
-_SHORT = {"float16": "f16", "float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64",
-          "bool": "bool", "resource": "resource", "variant": "variant"}
-
-
-def _type_str(shape, dtype):
-    return f"{_SHORT.get(dtype.name, dtype.name)}{_shape_str(shape)}"
-
-
 class Node:
     """One op application: `%id = type(inputs) {attrs}`, with output tensors."""
 
@@ -255,7 +245,6 @@ class Node:
         return self.attrs[name]
 
     def __repr__(self):
-        from graph.printer import format_node
         return f"<Node {format_node(self)}>"
 
 
@@ -476,7 +465,6 @@ class Graph:
         raise KeyError(name)
 
     def __str__(self):
-        from graph.printer import format_graph
         return format_graph(self)
 
     def __repr__(self):
@@ -524,7 +512,6 @@ def infer_types(op, inputs, attrs):
         if hit is not None:
             return hit[1]
     if op.kinds is not None and inputs and dts[0].np.kind not in op.kinds:
-        from runtime.ops._infer import check_kinds
         check_kinds(op.name, dts[0], op.kinds)
     out = op.infer([t.shape for t in inputs], dts, attrs)
     if key is not None and type(out) is list and \

@@ -6,9 +6,22 @@ from runtime.dtypes import DType
 __all__ = ["format_graph", "format_node", "format_attr", "to_dot", "to_networkx"]
 
 
+def bracket_shape(shape):
+    """`[2,?]`: a static shape as the IR prints it (? is an unknown size)."""
+    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+_SHORT = {"float16": "f16", "float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64",
+          "bool": "bool", "resource": "resource", "variant": "variant"}
+
+
+def type_str(shape, dtype):
+    """`f32[2,?]`: a tensor type as the IR prints it."""
+    return f"{_SHORT.get(dtype.name, dtype.name)}{bracket_shape(shape)}"
+
+
 def _type(t):
-    from graph.ir import _type_str
-    return _type_str(t.shape, t.dtype)
+    return type_str(t.shape, t.dtype)
 
 
 def format_attr(v):
@@ -30,7 +43,6 @@ def format_attr(v):
 
 
 def _type_dtype(a):
-    from graph.ir import _SHORT
     return _SHORT.get(a.dtype.name, a.dtype.name)
 
 

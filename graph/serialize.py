@@ -65,6 +65,10 @@ from runtime import dtypes, errors, registry
 from runtime import ops as _ops  # noqa: F401  (registers the ops a document may name)
 from runtime.ops.resource_ops import ASSIGN_OPS, VariableStore
 from runtime.tensor import EagerTensor, HandleData, ResourceHandle, Tensor, to_array
+from graph.ir import Graph
+from graph.executor import compile_graph
+from graph.verify import verify
+from runtime.ops._infer import check_kinds
 
 __all__ = ["FORMAT", "VERSION", "to_document", "write_document", "from_document", "dumps_document",
            "describe_structure", "LoadedFunction", "InputSpec"]
@@ -957,7 +961,6 @@ def _check_structure(s, path, n_out, depth, leaves):
 
 def _build(entry, specs):
     import networkx as nx
-    from graph.ir import Graph
     order = nx.DiGraph()
     order.add_nodes_from(specs)
     for name, spec in specs.items():
@@ -1015,7 +1018,6 @@ def _inferred_types(ns, inputs, attrs):
                             f"document records {len(ns.outputs)}")
     try:
         if op.kinds is not None and inputs and dts[0].np.kind not in op.kinds:
-            from runtime.ops._infer import check_kinds
             check_kinds(op.name, dts[0], op.kinds)
         same = [dts[k] for k in (op.same_dtype or ()) if k < len(dts)]
         if any(d is not same[0] for d in same):
@@ -1052,8 +1054,6 @@ def from_document(doc_or_path):
         doc = doc_or_path
     entry, specs, structure = _validate(doc)
     g = _build(entry, specs)
-    from graph.executor import compile_graph
-    from graph.verify import verify
     try:
         verify(g)
         plan = compile_graph(g)

@@ -18,6 +18,7 @@ import numpy as np
 from runtime import dtypes, errors, registry
 from runtime.dtypes import DType
 from graph.ir import Graph, Node, SymbolicTensor, infer_types
+from graph.printer import format_node, type_str
 
 __all__ = ["verify", "VerifyError", "ATTR_CHECKS", "check_attr", "is_effectful", "functions_of",
            "reaches"]
@@ -159,7 +160,6 @@ def verify(graph, recursive=True):
 
 
 def _fail(graph, node, problem, fix):
-    from graph.printer import format_node
     where = f"node `{format_node(node)}`" if node is not None else "the function signature"
     raise VerifyError(f"invalid graph @{graph.name}: {where}: {problem}. {fix}")
 
@@ -298,9 +298,8 @@ class _Verifier:
                   "Fix the op's infer function in the registry")
         for i, (t, (shape, dtype)) in enumerate(zip(outputs, inferred)):
             if t.dtype is not dtype or (t.shape != shape and not _compatible(t.shape, shape)):
-                from graph.ir import _type_str
-                _fail(graph, node, f"output {i} is recorded as {_type_str(t.shape, t.dtype)} but "
-                      f"its inputs give {_type_str(tuple(shape), dtype)}",
+                _fail(graph, node, f"output {i} is recorded as {type_str(t.shape, t.dtype)} but "
+                      f"its inputs give {type_str(tuple(shape), dtype)}",
                       "Record the inferred type (Graph.add_op does); a pass must not change an "
                       "input's dtype or make shapes disagree")
 

@@ -3,6 +3,7 @@ import functools
 import inspect
 
 from runtime import tape as tape_mod
+from runtime.autodiff import imperative_grad
 from runtime.context import state
 from runtime.nest import flatten, pack_as
 from runtime.ops.array_ops import identity, zeros, zeros_like
@@ -119,7 +120,7 @@ class GradientTape:
         saved = state.tapes
         state.tapes = [t for t in saved if t is not self._tape]
         try:
-            grads = tape_mod.imperative_grad(self._tape, targets, src_tensors, seeds)
+            grads = imperative_grad(self._tape, targets, src_tensors, seeds)
         finally:
             state.tapes = saved
         if not self._persistent:

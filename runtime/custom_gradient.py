@@ -2,6 +2,8 @@
 import functools
 
 from runtime import tape as tape_mod
+from runtime.context import state
+from runtime.variables import handle_in_context, watch_variable
 from runtime.execute import run_op
 from runtime.nest import flatten, pack_as
 from runtime.registry import register
@@ -70,8 +72,6 @@ def custom_gradient(f):
     """
     @functools.wraps(f)
     def decorated(*args):
-        from runtime.context import state
-        from runtime.variables import handle_in_context, watch_variable
         xs = [a if isinstance(a, Tensor) else convert_to_tensor(a) for a in args]
         with tape_mod.stop_recording():
             probe = tape_mod.Tape(persistent=False, watch_accessed_variables=True)

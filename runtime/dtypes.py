@@ -3,6 +3,8 @@ import builtins
 
 import numpy as np
 
+from runtime import errors
+
 __all__ = ["DType", "as_dtype", "float16", "float32", "float64", "int32", "int64",
            "bool", "resource", "variant"]
 
@@ -74,7 +76,6 @@ def from_numpy(np_dtype):
     """DType of a numpy dtype; raises for dtypes defun does not support (object, complex, ...)."""
     d = _BY_NUMPY.get(np_dtype)
     if d is None:
-        from runtime import errors
         raise errors.InvalidArgumentError(
             f"unsupported dtype {np.dtype(np_dtype).name!r}; defun supports "
             + ", ".join(x.name for x in ALL if x is not resource))
@@ -107,3 +108,11 @@ def as_dtype(x):
     if d is None:
         raise TypeError(f"unsupported dtype {npd.name!r}")
     return d
+
+
+_KIND_NAMES = {"f": "floating", "i": "integer", "u": "unsigned", "b": "bool"}
+
+
+def kinds_text(kinds):
+    """Words for numpy dtype kinds: kinds_text("fi") == "floating or integer"."""
+    return " or ".join(_KIND_NAMES[k] for k in kinds if k in _KIND_NAMES)

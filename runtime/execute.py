@@ -11,6 +11,7 @@ import numpy as np
 
 from runtime import dtypes, errors, tape as tape_mod
 from runtime.context import execution_callbacks, state
+from runtime.dtypes import kinds_text
 from runtime.registry import check_input_count, get as get_op
 from runtime.tensor import EagerTensor, Tensor, next_tensor_id, to_array, weak_scalar_tensor
 
@@ -191,13 +192,6 @@ def _symbolic_outside_trace(op, t):
     return errors.TracingError(
         f"{op.name}: symbolic tensor {getattr(t, 'name', t)!r}{site} is used outside the "
         f"function trace that created it; return it from the traced function instead")
-
-
-_KIND_NAMES = {"f": "floating", "i": "integer", "u": "unsigned", "b": "bool"}
-
-
-def kinds_text(kinds):
-    return " or ".join(_KIND_NAMES[k] for k in kinds if k in _KIND_NAMES)
 
 
 def describe_value(v):

@@ -1,29 +1,14 @@
-"""IndexedSlices: a sparse gradient (rows `indices` of a `dense_shape` tensor hold `values`)."""
+"""IndexedSlices: a sparse gradient (rows `indices` of a `dense_shape` tensor hold `values`).
+
+A plain data class; its ops (densify, aggregate) are declared beside `gather` in array_ops.
+"""
 import numpy as np
 
-from runtime import dtypes
+from runtime import registry
 from runtime.execute import run_op
-from runtime.registry import register
 from runtime.tensor import Tensor
 
-__all__ = ["IndexedSlices", "aggregate_indexed_slices"]
-
-
-def _to_dense_kernel(values, indices, dense_shape):
-    out = np.zeros(dense_shape, values.dtype)
-    np.add.at(out, indices, values)
-    return out
-
-
-def _to_dense_grad(op, g):
-    from runtime.ops.array_ops import gather
-    return [gather(g, op.inputs[1]), None]
-
-
-_TO_DENSE = register(
-    "indexed_slices_to_dense", _to_dense_kernel,
-    lambda shapes, dts, attrs: [(tuple(attrs["dense_shape"]), dts[0])], _to_dense_grad,
-    attrs={"dense_shape": "shape"})
+__all__ = ["IndexedSlices"]
 
 
 class IndexedSlices:
@@ -49,7 +34,9 @@ class IndexedSlices:
         return self.dense_shape
 
     def _as_tensor(self):
-        return run_op(_TO_DENSE, (self.values, self.indices), {"dense_shape": self.dense_shape})
+        # by name: the op is declared in array_ops, above this module
+        return run_op(registry.get("indexed_slices_to_dense"), (self.values, self.indices),
+                      {"dense_shape": self.dense_shape})
 
     def __array__(self, dtype=None, copy=None):
         dense = np.asarray(self._as_tensor())
@@ -65,15 +52,3 @@ class IndexedSlices:
 
 def _symbolic(t):
     return isinstance(t, Tensor) and not hasattr(t, "_value")
-
-
-def aggregate_indexed_slices(slices):
-    """Sum of several IndexedSlices, still sparse: values and indices concatenated."""
-    from runtime.ops.array_ops import concat
-    from runtime.ops.math_ops import cast
-    indices = [s.indices for s in slices]
-    if any(i.dtype is not indices[0].dtype for i in indices):
-        # gathers with int32 and int64 indices: concat needs one dtype; int64 holds both
-        indices = [i if i.dtype is dtypes.int64 else cast(i, dtypes.int64) for i in indices]
-    return IndexedSlices(concat([s.values for s in slices], 0), concat(indices, 0),
-                         slices[0].dense_shape)

@@ -93,3 +93,87 @@ def test_checker_accepts_downward_and_local_imports(source, module):
     pkg = module.split(".")[0]
     names = [name for _, name in imported_modules(ast.parse(source), module)]
     assert all(RANK.get(n.split(".")[0], -1) <= RANK[pkg] for n in names), names
+
+
+# ---------------------------------------------------------------------------------------
+# No import cycles, and function-level imports of project modules only with a reason.
+
+def _project_names():
+    return {module for _, module, _ in modules()}
+
+
+def _resolve(name, known):
+    """The project modules an import of `name` runs: itself (or its package) and the
+    packages above it whose `__init__` it triggers."""
+    parts = name.split(".")
+    return [".".join(parts[:k]) for k in range(1, len(parts) + 1) if ".".join(parts[:k]) in known]
+
+
+def import_edges(function_level=True):
+    """{module: {imported project module: first line}}; `from a import b` counts a.b when it
+    is a module. A module's own enclosing packages are not edges (Python has them loaded)."""
+    known = _project_names()
+    edges = {}
+    for _, module, path in modules():
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read(), filename=path)
+        nodes = ast.walk(tree) if function_level else tree.body
+        out = edges.setdefault(module, {})
+        for node in nodes:
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            for name in names:
+                for target in _resolve(name, known):
+                    if target != module and not module.startswith(target + "."):
+                        out.setdefault(target, node.lineno)
+    return edges
+
+
+def find_cycles(edges):
+    import networkx as nx
+    g = nx.DiGraph()
+    for a, targets in edges.items():
+        for b in targets:
+            g.add_edge(a, b)
+    return [c for c in nx.simple_cycles(g)]
+
+
+def test_no_import_cycles_even_through_function_level_imports():
+    cycles = find_cycles(import_edges())
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c + [c[0]]) for c in cycles[:20])
+
+
+def test_cycle_checker_can_fail():
+    assert find_cycles({"a": {"b": 1}, "b": {"a": 3}}) in ([["a", "b"]], [["b", "a"]])
+
+
+def unexplained_function_level_imports():
+    """Imports of project modules inside functions with no comment on their line or the one
+    above saying why (laziness a reader should know about)."""
+    known = _project_names()
+    bad = []
+    for _, module, path in modules():
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+        lines = text.split("\n")
+        tree = ast.parse(text, filename=path)
+        top = {id(n) for n in tree.body}
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)) or id(node) in top:
+                continue
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""]
+            if not any(_resolve(n, known) for n in names):
+                continue    # numpy, networkx, inspect...: optional or slow, lazily
+            here, above = lines[node.lineno - 1], lines[node.lineno - 2].strip()
+            if "#" not in here and not above.startswith("#"):
+                bad.append(f"{os.path.relpath(path, ROOT)}:{node.lineno}: {here.strip()}")
+    return bad
+
+
+def test_function_level_imports_of_project_modules_say_why():
+    bad = unexplained_function_level_imports()
+    assert not bad, "function-level imports without a reason:\n" + "\n".join(bad)

@@ -4,6 +4,7 @@ import pytest
 
 import defun as df
 from runtime import tape as tape_mod
+from runtime.autodiff import imperative_grad
 
 
 def val(t):
@@ -618,7 +619,7 @@ def test_imperative_grad_direct_use():
         y = x * x * x
     finally:
         tape_mod.pop_tape(tape)
-    g, = tape_mod.imperative_grad(tape, [y], [x])
+    g, = imperative_grad(tape, [y], [x])
     assert float(g) == pytest.approx(12.0)
 
 

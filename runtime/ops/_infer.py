@@ -35,9 +35,8 @@ def shape_str(s):
 
 def check_kinds(op_name, dtype, kinds):
     if dtype.np.kind not in kinds:
-        from runtime.execute import kinds_text
         raise errors.InvalidArgumentError(
-            f"{op_name}: unsupported input dtype {dtype.name} (expected {kinds_text(kinds)})")
+            f"{op_name}: unsupported input dtype {dtype.name} (expected {dtypes.kinds_text(kinds)})")
 
 
 def check_same(op_name, dts):

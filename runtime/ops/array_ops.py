@@ -3,16 +3,18 @@
 This module defines `range` (the op), so Python's builtin is spelled `_pyrange` here.
 """
 import builtins
-import math
 import operator
 
 import numpy as np
 
-from runtime import dtypes, errors, sites
+from runtime import dtypes, errors
 from runtime.execute import run_op
 from runtime.indexed_slices import IndexedSlices
 from runtime.ops import _infer as inf
-from runtime.ops.math_ops import unbroadcast, reduce_sum, cast, subtract
+from runtime.ops.base_ops import (_static_shape, broadcast_to, cast, expand_dims, identity,  # noqa: F401
+                                  ones_like, reduce_sum, reshape, shape, size, squeeze,
+                                  stop_gradient, where, zeros_like)
+from runtime.ops.math_ops import subtract
 from runtime.registry import register
 from runtime.tensor import EagerTensor, Tensor, convert_to_tensor
 
@@ -25,306 +27,6 @@ _pyrange = builtins.range
 _EMPTY = {}
 
 
-def _static_shape(shape, op_name):
-    """A static shape argument (tuple/list/array/eager tensor) as a tuple of ints.
-
-    While tracing, a symbolic tensor (or list entry) counts when its value is known then
-    (`df.zeros(df.shape(x))` with x's shape static); otherwise the error says so.
-    """
-    shape = _known(shape, op_name)
-    if hasattr(shape, "numpy"):
-        shape = np.asarray(shape)
-    try:
-        return tuple(int(_known(d, op_name)) for d in
-                     (shape.tolist() if isinstance(shape, np.ndarray) else shape))
-    except TypeError:
-        raise TypeError(f"{op_name}: shape must be a list of ints, got {shape!r}") from None
-
-
-def _known(x, op_name):
-    static = getattr(x, "static_value", None)
-    if static is None:
-        return x
-    value = static()
-    if value is None:
-        raise errors.InvalidArgumentError(
-            f"{op_name}: the shape argument {x.name} is only known when the graph runs (it "
-            f"depends on sizes unknown while tracing); pass a static shape (e.g. an "
-            f"input_signature without None there), or use -1 / an op sized like a tensor "
-            f"(df.zeros_like, df.ones_like) (while tracing, at {sites.format_site(sites.user_site())})")
-    return value
-
-
-# ------------------------------------------------------------------ identity, stop_gradient
-_IDENTITY = register("identity", lambda x: x, inf.unary_same("identity"), lambda op, g: [g])
-_STOP_GRADIENT = register("stop_gradient", lambda x: x, inf.unary_same("stop_gradient"), None)
-
-
-def identity(x, name=None):
-    """The same value as a new tensor (a node of its own while tracing)."""
-    return run_op(_IDENTITY, (x,), _EMPTY, name)
-
-
-def stop_gradient(x, name=None):
-    """The same value, with no gradient flowing back through it."""
-    return run_op(_STOP_GRADIENT, (x,), _EMPTY, name)
-
-
-# ------------------------------------------------------------------ zeros_like / ones_like
-def _filled_like(value):
-    """np.zeros_like / np.ones_like (same layout, an array even for a numpy scalar) without
-    their Python wrapper: -1 us per call (a gradient's seed is one)."""
-    def kernel(x):
-        out = _empty_like(x)
-        out.fill(value)
-        return out
-    return kernel
-
-
-_empty_like = np.empty_like
-_ZEROS_LIKE = register("zeros_like", _filled_like(0), inf.unary_same("zeros_like", None), lambda op, g: [None])
-_ONES_LIKE = register("ones_like", _filled_like(1), inf.unary_same("ones_like", None), lambda op, g: [None])
-
-
-def zeros_like(x, dtype=None, name=None):
-    """Zeros with the shape (and dtype) of `x`."""
-    out = run_op(_ZEROS_LIKE, (x,), _EMPTY, name)
-    return cast(out, dtype) if dtype is not None and dtypes.as_dtype(dtype) is not out.dtype else out
-
-
-def ones_like(x, dtype=None, name=None):
-    """Ones with the shape (and dtype) of `x`."""
-    out = run_op(_ONES_LIKE, (x,), _EMPTY, name)
-    return cast(out, dtype) if dtype is not None and dtypes.as_dtype(dtype) is not out.dtype else out
-
-
-# ------------------------------------------------------------------ reshape
-def _reshape_infer(shapes, dts, attrs):
-    shape = attrs["shape"]
-    n_in = inf.num_elements(shapes[0])
-    if shape.count(-1) > 1:
-        raise errors.InvalidArgumentError(f"reshape: at most one -1 in shape {shape}")
-    known = 1
-    for d in shape:
-        if d != -1:
-            if d < 0:
-                raise errors.InvalidArgumentError(f"reshape: negative size in shape {shape}")
-            known *= d
-    if -1 in shape:
-        if n_in is None:
-            out = tuple(None if d == -1 else d for d in shape)
-        else:
-            if known == 0 or n_in % known:
-                raise errors.InvalidArgumentError(
-                    f"reshape: cannot reshape {inf.shape_str(shapes[0])} ({n_in} elements) into {shape}")
-            out = tuple(n_in // known if d == -1 else d for d in shape)
-    else:
-        if n_in is not None and n_in != known:
-            raise errors.InvalidArgumentError(
-                f"reshape: cannot reshape {inf.shape_str(shapes[0])} ({n_in} elements) into {shape} ({known} elements)")
-        out = tuple(shape)
-    return [(out, dts[0])]
-
-
-def _reshape_grad(op, g):
-    x = op.inputs[0]
-    if None in tuple(x.shape):
-        return [run_op(_RESHAPE_LIKE, (g, x))]
-    return [reshape(g, x.shape)]
-
-
-# The method x.reshape is what np.reshape calls, without its ~0.5 us of Python wrapping.
-_RESHAPE = register("reshape", lambda x, shape: x.reshape(shape), _reshape_infer, _reshape_grad,
-                    attrs={"shape": "ints"}, bind=lambda attrs: _bind_reshape(attrs["shape"]))
-
-
-def _bind_reshape(shape):
-    return lambda x: x.reshape(shape)
-
-
-_RESHAPE_LIKE = register("reshape_like", lambda x, like: np.reshape(x, np.shape(like)),
-                         lambda s, d, a: [(tuple(s[1]), d[0])],
-                         lambda op, g: [run_op(_RESHAPE_LIKE, (g, op.inputs[0])), None])
-
-
-def reshape(tensor, shape, name=None):
-    """`tensor` with a new shape (one size may be -1): `df.reshape(x, [2, -1])`."""
-    return run_op(_RESHAPE, (tensor,), {"shape": _static_shape(shape, "reshape")}, name)
-
-
-# ------------------------------------------------------------------ expand_dims
-def _expand_infer(shapes, dts, attrs):
-    s = list(shapes[0])
-    a = attrs["axis"]
-    nd = len(s) + 1
-    if not -nd <= a < nd:
-        raise errors.InvalidArgumentError(f"expand_dims: axis {a} out of range for rank {len(s)}")
-    s.insert(a % nd, 1)
-    return [(tuple(s), dts[0])]
-
-
-def _expand_key(axis):
-    """The index inserting a size-1 axis at `axis` of the result: x[_expand_key(-1)] is
-    x[..., None]. Indexing is np.expand_dims' view without its ~1.5 us of Python; an axis
-    out of range leaves too many indices, which numpy refuses."""
-    if axis >= 0:
-        return (slice(None),) * axis + (None, Ellipsis)
-    return (Ellipsis, None) + (slice(None),) * (-axis - 1)
-
-
-def _expand_dims_kernel(x, axis):
-    nd = x.ndim + 1
-    if not -nd <= axis < nd:
-        raise errors.InvalidArgumentError(f"expand_dims: axis {axis} out of range for rank {x.ndim}")
-    return x[_expand_key(axis)]
-
-
-def _bind_expand_dims(attrs):
-    key = _expand_key(attrs["axis"])  # the rank is static: inference checked the axis
-    return lambda x: x[key]
-
-
-_EXPAND_DIMS = register("expand_dims", _expand_dims_kernel, _expand_infer,
-                        lambda op, g: [squeeze(g, [op.attrs["axis"] % (len(op.inputs[0].shape) + 1)])],
-                        attrs={"axis": "int"}, bind=_bind_expand_dims)
-
-
-def expand_dims(input, axis, name=None):
-    """Insert a size-1 dimension at `axis`."""
-    return run_op(_EXPAND_DIMS, (input,), {"axis": int(axis)}, name)
-
-
-# ------------------------------------------------------------------ squeeze
-def _squeeze_axes(shape, axis):
-    nd = len(shape)
-    if axis is None:
-        if None in shape:  # the output rank would depend on run-time sizes
-            raise errors.InvalidArgumentError(
-                f"squeeze: axis=None on shape {inf.shape_str(shape)} with unknown sizes leaves the rank "
-                f"unknown; pass the axes to squeeze explicitly")
-        return tuple(i for i, d in enumerate(shape) if d == 1)
-    axes = tuple(sorted(inf.normalize_axis("squeeze", a, nd) for a in axis))
-    for a in axes:
-        if shape[a] is not None and shape[a] != 1:
-            raise errors.InvalidArgumentError(
-                f"squeeze: cannot squeeze axis {a} of size {shape[a]} (shape {inf.shape_str(shape)})")
-    return axes
-
-
-def _squeeze_infer(shapes, dts, attrs):
-    axes = _squeeze_axes(shapes[0], attrs.get("axis"))
-    return [(tuple(d for i, d in enumerate(shapes[0]) if i not in axes), dts[0])]
-
-
-def _squeeze_kernel(x, axis=None):
-    return np.squeeze(x, axis=axis) if axis is None else np.squeeze(x, axis=tuple(axis))
-
-
-_SQUEEZE = register("squeeze", _squeeze_kernel, _squeeze_infer,
-                    lambda op, g: [_reshape_grad(op, g)[0]], attrs={"axis": "opt_ints"})
-
-
-def squeeze(input, axis=None, name=None):
-    """Remove size-1 dimensions (all, or those in `axis`)."""
-    if axis is not None:
-        axis = (int(axis),) if isinstance(axis, (int, np.integer)) else tuple(int(a) for a in axis)
-    return run_op(_SQUEEZE, (input,), {"axis": axis}, name)
-
-
-# ------------------------------------------------------------------ broadcast_to
-def _broadcast_to_infer(shapes, dts, attrs):
-    target = attrs["shape"]
-    out = inf.broadcast_shapes("broadcast_to", shapes[0], target)
-    if out != tuple(target):
-        raise errors.InvalidArgumentError(
-            f"broadcast_to: cannot broadcast {inf.shape_str(shapes[0])} to {inf.shape_str(target)}")
-    return [(tuple(target), dts[0])]
-
-
-# Up to this many elements broadcast_to fills a new array instead of returning
-# np.broadcast_to's read-only view: the same values, ~0.3 us instead of ~2.5 us of Python
-# (a mean's gradient broadcasts a scalar). Larger results stay views: no copy.
-_BROADCAST_COPY_MAX = 4096
-
-
-def _broadcast_to_kernel(x, shape):
-    return _bind_broadcast_to({"shape": shape})(x)
-
-
-def _bind_broadcast_to(attrs):
-    shape = tuple(attrs["shape"])
-    if _prod(shape) > _BROADCAST_COPY_MAX:
-        return lambda x: np.broadcast_to(x, shape)
-    rank = len(shape)
-
-    def broadcast_small(x):
-        if x.ndim > rank:  # assignment would drop leading 1s; broadcast_to refuses them
-            return np.broadcast_to(x, shape)
-        out = _empty(shape, x.dtype)
-        out[...] = x
-        return out
-    return broadcast_small
-
-
-_prod, _empty = math.prod, np.empty
-_BROADCAST_TO = register("broadcast_to", _broadcast_to_kernel, _broadcast_to_infer,
-                         lambda op, g: [unbroadcast(g, op.inputs[0])], attrs={"shape": "ints"},
-                         bind=_bind_broadcast_to)
-
-
-def broadcast_to(input, shape, name=None):
-    """`input` broadcast to `shape` (numpy rules)."""
-    return run_op(_BROADCAST_TO, (input,), {"shape": _static_shape(shape, "broadcast_to")}, name)
-
-
-# ------------------------------------------------------------------ shape, size
-_SHAPE = register("shape", lambda x, out_type=dtypes.int32: np.asarray(np.shape(x), out_type.np),
-                  lambda s, d, a: [((len(s[0]),), a.get("out_type", dtypes.int32))], None,
-                  attrs={"out_type": "dtype"})
-_SIZE = register("size", lambda x, out_type=dtypes.int32: np.asarray(np.size(x), out_type.np),
-                 lambda s, d, a: [((), a.get("out_type", dtypes.int32))], None, attrs={"out_type": "dtype"})
-
-
-def shape(input, out_type=dtypes.int32, name=None):
-    """The shape of `input` as a 1-D int tensor (dynamic while tracing)."""
-    return run_op(_SHAPE, (input,), {"out_type": dtypes.as_dtype(out_type)}, name)
-
-
-def size(input, out_type=dtypes.int32, name=None):
-    """The number of elements of `input` as a scalar int tensor."""
-    return run_op(_SIZE, (input,), {"out_type": dtypes.as_dtype(out_type)}, name)
-
-
-# ------------------------------------------------------------------ where
-def _where_infer(shapes, dts, attrs):
-    if dts[0] is not dtypes.bool:
-        raise errors.InvalidArgumentError(f"where: condition must be bool, got {dts[0].name}")
-    inf.check_same("where", dts[1:])
-    s = inf.broadcast_shapes("where", shapes[0], shapes[1])
-    return [(inf.broadcast_shapes("where", s, shapes[2]), dts[1])]
-
-
-def _where_grad(op, g):
-    c, x, y = op.inputs
-    z = zeros_like(g)
-    return [None, unbroadcast(where(c, g, z), x), unbroadcast(where(c, z, g), y)]
-
-
-def _where_kernel(c, x, y):
-    if c.dtype != np.bool_:
-        raise errors.InvalidArgumentError(f"where: condition must be bool, got {c.dtype.name}")
-    return np.where(c, x, y)
-
-
-_WHERE = register("where", _where_kernel, _where_infer, _where_grad, same_dtype=(1, 2))
-
-
-def where(condition, x, y, name=None):
-    """Elementwise `x if condition else y`, with broadcasting."""
-    return run_op(_WHERE, (condition, x, y), _EMPTY, name)
-
-
-# ---------------------------------------------------------------------------------------
 # Helpers for the ops below.
 
 def _rank(x):
@@ -829,6 +531,33 @@ def gather(params, indices, axis=0, name=None):
         raise errors.InvalidArgumentError("gather: params must have rank >= 1, got a scalar")
     axis = _norm_axis("gather", axis, rank)
     return run_op(_GATHER, (params, indices), {"axis": axis}, name)
+
+
+# ------------------------------------------------------------------ IndexedSlices (gather's gradient)
+def _to_dense_kernel(values, indices, dense_shape):
+    out = np.zeros(dense_shape, values.dtype)
+    np.add.at(out, indices, values)
+    return out
+
+
+def _to_dense_grad(op, g):
+    return [gather(g, op.inputs[1]), None]
+
+
+_TO_DENSE = register(
+    "indexed_slices_to_dense", _to_dense_kernel,
+    lambda shapes, dts, attrs: [(tuple(attrs["dense_shape"]), dts[0])], _to_dense_grad,
+    attrs={"dense_shape": "shape"})
+
+
+def aggregate_indexed_slices(slices):
+    """Sum of several IndexedSlices, still sparse: values and indices concatenated."""
+    indices = [s.indices for s in slices]
+    if any(i.dtype is not indices[0].dtype for i in indices):
+        # gathers with int32 and int64 indices: concat needs one dtype; int64 holds both
+        indices = [i if i.dtype is dtypes.int64 else cast(i, dtypes.int64) for i in indices]
+    return IndexedSlices(concat([s.values for s in slices], 0), concat(indices, 0),
+                         slices[0].dense_shape)
 
 
 # ------------------------------------------------------------------ one_hot

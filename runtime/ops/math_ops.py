@@ -9,7 +9,9 @@ import numpy as np
 from runtime import dtypes, errors
 from runtime.execute import run_op
 from runtime.ops import _infer as inf
-from runtime.registry import get as get_op, register
+from runtime.ops.base_ops import (_broadcast_back, _keepdims_grad, _mask, cast, ones_like, reducer,  # noqa: F401
+                                  reduce_sum, size, unbroadcast, where, zeros_like)
+from runtime.registry import register
 from runtime.tape import skip_input_indices
 from runtime.tensor import EagerTensor, convert_to_tensor, weak_scalar_tensor
 
@@ -50,77 +52,6 @@ def _binary(name, kernel, grad, kinds=inf.numeric_kinds, out_dtype=None, doc="")
                   same_dtype=(0, 1), kinds=kinds)
     return _public(op, doc or f"Elementwise {name}(x, y) with numpy broadcasting.")
 
-
-# ---------------------------------------------------------------------------------------
-# Broadcast gradient reduction: the one helper every broadcasting gradient goes through.
-
-def unbroadcast(g, x):
-    """Sum gradient `g` down to the shape of input `x` (undoing numpy broadcasting)."""
-    if type(g) is EagerTensor and type(x) is EagerTensor:
-        # Eagerly, most calls compare two numpy shapes and return `g`; the others reuse
-        # the reduce_sum attrs made for their pair of shapes (-1.5 us per broadcast
-        # operand, e.g. a bias). The same ops and attrs as below.
-        gs, xs = g._value.shape, x._value.shape
-        if gs == xs:
-            return g
-        sum_attrs = _unbroadcast_attrs.get((gs, xs))
-        if sum_attrs is None:
-            sum_attrs = _eager_unbroadcast_attrs(gs, xs)
-        r = run_op(_REDUCE_SUM, (g,), sum_attrs) if sum_attrs is not _EMPTY else g
-        return r if tuple(r.shape) == xs else _array_ops.reshape(r, xs)  # r: symbolic if tracing
-    gs, xs = tuple(g.shape), tuple(x.shape)
-    if gs == xs and None not in gs:
-        return g
-    if None in gs or None in xs:
-        return run_op(_SUM_TO_LIKE, (g, x))
-    axes = _broadcast_axes(gs, xs)
-    r = reduce_sum(g, axis=axes) if axes else g
-    if tuple(r.shape) != xs:
-        r = _array_ops.reshape(r, xs)
-    return r
-
-
-def _broadcast_axes(gs, xs):
-    """The axes of a gradient of shape `gs` to sum for an input of shape `xs`."""
-    lead = len(gs) - len(xs)
-    return tuple(range(lead)) + tuple(lead + i for i, d in enumerate(xs) if d == 1 and gs[lead + i] != 1)
-
-
-_unbroadcast_attrs = {}  # (gradient shape, input shape) -> reduce_sum attrs, _EMPTY for none
-
-
-def _eager_unbroadcast_attrs(gs, xs):
-    axes = _broadcast_axes(gs, xs)
-    attrs = {"axis": axes, "keepdims": False} if axes else _EMPTY  # as reduce_sum makes them
-    if len(_unbroadcast_attrs) >= 1024:
-        _unbroadcast_attrs.clear()
-    _unbroadcast_attrs[(gs, xs)] = attrs
-    return attrs
-
-
-def _sum_to(g, shape):
-    lead = g.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1)
-    r = np.sum(g, axis=axes, dtype=g.dtype) if axes else g
-    return np.reshape(r, shape)
-
-
-def _infer_like(name):
-    def infer(shapes, dts, attrs):
-        return [(tuple(shapes[1]), dts[0])]
-    return infer
-
-
-_SUM_TO_LIKE = register(
-    "sum_to_like", lambda g, like: _sum_to(g, np.shape(like)), _infer_like("sum_to_like"),
-    lambda op, gg: [run_op(_BROADCAST_LIKE, (gg, op.inputs[0])), None])
-_BROADCAST_LIKE = register(
-    "broadcast_like", lambda x, like: np.broadcast_to(x, np.shape(like)), _infer_like("broadcast_like"),
-    lambda op, gg: [run_op(_SUM_TO_LIKE, (gg, op.inputs[0])), None])
-
-
-def _mask(cond, like):
-    return cast(cond, like.dtype)
 
 
 # ------------------------------------------------------------------ binary arithmetic
@@ -191,8 +122,8 @@ def _pow_grad(op, g):
     if 0 not in skip:
         dx = multiply(g, multiply(y, pow(x, subtract(y, 1))))
     if 1 not in skip:  # `x ** 2` needs no log of x
-        safe_log = log(where_(greater(x, 0), x, ones_like_(x)))
-        dy = multiply(g, multiply(op.outputs[0], where_(greater(x, 0), safe_log, zeros_like_(x))))
+        safe_log = log(where(greater(x, 0), x, ones_like(x)))
+        dy = multiply(g, multiply(op.outputs[0], where(greater(x, 0), safe_log, zeros_like(x))))
     return [None if dx is None else unbroadcast(dx, x), None if dy is None else unbroadcast(dy, y)]
 
 
@@ -270,27 +201,6 @@ logical_and = _binary("logical_and", np.logical_and, None, kinds="b")
 logical_or = _binary("logical_or", np.logical_or, None, kinds="b")
 logical_not = _unary("logical_not", np.logical_not, None, kinds="b")
 
-
-# ------------------------------------------------------------------ cast, add_n
-def _cast_infer(shapes, dts, attrs):
-    return [(tuple(shapes[0]), attrs["dtype"])]
-
-
-def _cast_grad(op, g):
-    src = op.inputs[0].dtype
-    if src.is_floating and op.attrs["dtype"].is_floating:
-        return [cast(g, src)]
-    return [None]
-
-
-_CAST = register("cast", lambda x, dtype: np.asarray(x).astype(dtype.np, copy=False), _cast_infer, _cast_grad,
-                 attrs={"dtype": "dtype"})
-
-
-def cast(x, dtype, name=None):
-    """x converted to `dtype`: `df.cast(df.constant([1.7]), df.int32) -> [1]`."""
-    dtype = dtypes.as_dtype(dtype)
-    return run_op(_CAST, (x,), {"dtype": dtype}, name)
 
 
 def _add_n_infer(shapes, dts, attrs):
@@ -416,67 +326,12 @@ def matmul(a, b, transpose_a=False, transpose_b=False, name=None):
     return run_op(_MATMUL, (a, b), attrs, name)
 
 
-# ------------------------------------------------------------------ reductions
-def _norm_axis(axis):
-    if axis is None:
-        return None
-    if isinstance(axis, (list, tuple)):
-        return tuple(int(a) for a in axis)
-    if hasattr(axis, "numpy"):
-        v = np.asarray(axis)
-        return tuple(int(a) for a in v) if v.ndim else int(v)
-    return int(axis)
-
-
-def _reduce_infer(name, kinds=inf.numeric_kinds, out=None):
-    def infer(shapes, dts, attrs):
-        inf.check_kinds(name, dts[0], kinds)
-        shape = inf.reduced_shape(name, shapes[0], attrs.get("axis"), attrs.get("keepdims", False))
-        return [(shape, out(dts[0]) if out else dts[0])]
-    return infer
-
-
-def _keepdims_grad(g, op):
-    """Reshape a reduction's output gradient so it broadcasts against the input."""
-    reshape, expand_dims = _array_ops.reshape, _array_ops.expand_dims
-    x = op.inputs[0]
-    axis = op.attrs.get("axis")
-    if op.attrs.get("keepdims", False) or not len(g.shape):
-        return g  # a scalar (full reduction) broadcasts as it is: no reshape op needed
-    nd = len(x.shape)
-    axes = range(nd) if axis is None else sorted(a % nd for a in (axis if isinstance(axis, tuple) else (axis,)))
-    shape = tuple(x.shape)
-    if None not in shape:
-        kd = tuple(1 if i in set(axes) else d for i, d in enumerate(shape))
-        return reshape(g, kd)
-    for a in axes:
-        g = expand_dims(g, a)
-    return g
-
-
-def _broadcast_back(g, x):
-    if type(g) is EagerTensor and type(x) is EagerTensor:
-        # broadcast_to's own op with the numpy shape (a tuple of ints, as broadcast_to
-        # would make it): -1 us per call without the shape normalization and None scans
-        xs = x._value.shape
-        return g if g._value.shape == xs else run_op(_array_ops._BROADCAST_TO, (g,), {"shape": xs})
-    if None in tuple(x.shape):
-        return run_op(_BROADCAST_LIKE, (g, x))
-    if tuple(g.shape) == tuple(x.shape):
-        return g
-    return _array_ops.broadcast_to(g, x.shape)
-
-
-def _sum_grad(op, g):
-    return [_broadcast_back(_keepdims_grad(g, op), op.inputs[0])]
-
 
 def _count(op):
     x, y = op.inputs[0], op.outputs[0]
     nx, ny = inf.num_elements(x.shape), inf.num_elements(y.shape)
     if nx is not None and ny is not None:
         return nx // max(ny, 1) if ny else 1
-    size = _array_ops.size
     return cast(divide(size(x), size(y)), x.dtype)
 
 
@@ -563,39 +418,8 @@ _PROD_OTHERS_GRAD = register(
     "reduce_prod_others_grad", _prod_others_grad_kernel, lambda s, d, a: [(tuple(s[1]), d[1])],
     _third_order_prod, attrs={"axis": "opt_ints"})
 
-_RED_ATTRS = {"axis": "opt_ints", "keepdims": "bool"}
 
-
-def _reducer(name, kernel, grad, kinds=inf.numeric_kinds, out=None, doc="", ufunc=None, keep_dtype=False):
-    """A reduction op. Its graph kernel has axis and keepdims bound once: a closure over
-    `ufunc.reduce` itself when the kernel is just that call (one Python frame less)."""
-    def bind(attrs):
-        axis, keepdims = attrs.get("axis"), attrs.get("keepdims", False)
-        if ufunc is None:
-            return lambda x: kernel(x, axis, keepdims)
-        if keep_dtype:
-            return lambda x: ufunc(x, axis, x.dtype, None, keepdims)
-        return lambda x: ufunc(x, axis, None, None, keepdims)
-    op = register(name, kernel, _reduce_infer(name, kinds, out), grad, attrs=_RED_ATTRS, kinds=kinds,
-                  bind=bind)
-
-    def f(input_tensor, axis=None, keepdims=False, name=None):
-        return run_op(op, (input_tensor,), {"axis": _norm_axis(axis), "keepdims": bool(keepdims)}, name)
-    f.__name__ = f.__qualname__ = op.name
-    f.__doc__ = doc or f"{name} over `axis` (None = all), keeping reduced dims if `keepdims`."
-    return f
-
-
-# Kernels call ufunc.reduce directly, with positional arguments (array, axis, dtype, out,
-# keepdims): np.sum/np.max/np.mean add 1-4 us of Python wrapping per call, which dominates
-# on the small arrays of eager code, and keywords cost another ~0.1 us.
-_add_reduce, _max_reduce, _min_reduce, _mul_reduce = (np.add.reduce, np.maximum.reduce,
-                                                      np.minimum.reduce, np.multiply.reduce)
-
-
-def _k_sum(x, axis=None, keepdims=False):
-    # dtype=x.dtype: numpy would widen int32 sums to int64; TensorFlow keeps the dtype
-    return _add_reduce(x, axis, x.dtype, None, keepdims)
+_max_reduce, _min_reduce, _mul_reduce = np.maximum.reduce, np.minimum.reduce, np.multiply.reduce
 
 
 def _k_mean(x, axis=None, keepdims=False):
@@ -604,7 +428,7 @@ def _k_mean(x, axis=None, keepdims=False):
         n = max(x.size // max(np.size(s), 1), 1)
         q = np.abs(s) // n
         return np.where(s < 0, -q, q).astype(x.dtype)
-    s = _add_reduce(x, axis, x.dtype, None, keepdims)
+    s = np.add.reduce(x, axis, x.dtype, None, keepdims)
     n = s.size  # s is an array or a numpy scalar: both have .size (np.size costs ~0.4 us)
     return s / x.dtype.type(x.size // n if n else 1)
 
@@ -621,13 +445,10 @@ def _k_prod(x, axis=None, keepdims=False):
     return _mul_reduce(x, axis, x.dtype, None, keepdims)
 
 
-reduce_sum = _reducer("reduce_sum", _k_sum, _sum_grad, ufunc=_add_reduce, keep_dtype=True,
-                      doc="Sum over `axis`: `df.reduce_sum([[1, 2], [3, 4]], axis=0) -> [4, 6]`.")
-reduce_mean = _reducer("reduce_mean", _k_mean, _mean_grad)
-reduce_max = _reducer("reduce_max", _k_max, _extreme_grad, ufunc=_max_reduce)
-reduce_min = _reducer("reduce_min", _k_min, _extreme_grad, ufunc=_min_reduce)
-reduce_prod = _reducer("reduce_prod", _k_prod, _prod_grad, ufunc=_mul_reduce, keep_dtype=True)
-_REDUCE_SUM = get_op("reduce_sum")
+reduce_mean = reducer("reduce_mean", _k_mean, _mean_grad)
+reduce_max = reducer("reduce_max", _k_max, _extreme_grad, ufunc=_max_reduce)
+reduce_min = reducer("reduce_min", _k_min, _extreme_grad, ufunc=_min_reduce)
+reduce_prod = reducer("reduce_prod", _k_prod, _prod_grad, ufunc=_mul_reduce, keep_dtype=True)
 
 
 def _arg_infer(name):
@@ -653,24 +474,3 @@ def _arg(name, fn):
 
 argmax = _arg("argmax", np.argmax)
 argmin = _arg("argmin", np.argmin)
-
-
-# late-bound helpers used by gradients above (array_ops imports this module)
-def where_(c, x, y):
-    from runtime.ops.array_ops import where
-    return where(c, x, y)
-
-
-def ones_like_(x):
-    from runtime.ops.array_ops import ones_like
-    return ones_like(x)
-
-
-def zeros_like_(x):
-    from runtime.ops.array_ops import zeros_like
-    return zeros_like(x)
-
-
-# array_ops imports this module, so it is bound here, once both are loaded, rather than by
-# an import statement inside each gradient helper (~0.6 us per call).
-from runtime.ops import array_ops as _array_ops  # noqa: E402

@@ -1,0 +1,505 @@
+"""The ops every gradient is written with: shape plumbing, cast, where, reduce_sum, unbroadcast.
+
+Below `math_ops` and `array_ops` (both import it, it imports neither), so any gradient can use them.
+"""
+import math
+
+import numpy as np
+
+from runtime import dtypes, errors, sites
+from runtime.execute import run_op
+from runtime.ops import _infer as inf
+from runtime.registry import register
+from runtime.tensor import EagerTensor
+
+__all__ = ["identity", "stop_gradient", "zeros_like", "ones_like", "reshape", "expand_dims", "squeeze",
+           "broadcast_to", "shape", "size", "where", "cast", "reduce_sum", "unbroadcast"]
+
+_EMPTY = {}
+
+def _static_shape(shape, op_name):
+    """A static shape argument (tuple/list/array/eager tensor) as a tuple of ints.
+
+    While tracing, a symbolic tensor (or list entry) counts when its value is known then
+    (`df.zeros(df.shape(x))` with x's shape static); otherwise the error says so.
+    """
+    shape = _known(shape, op_name)
+    if hasattr(shape, "numpy"):
+        shape = np.asarray(shape)
+    try:
+        return tuple(int(_known(d, op_name)) for d in
+                     (shape.tolist() if isinstance(shape, np.ndarray) else shape))
+    except TypeError:
+        raise TypeError(f"{op_name}: shape must be a list of ints, got {shape!r}") from None
+
+
+def _known(x, op_name):
+    static = getattr(x, "static_value", None)
+    if static is None:
+        return x
+    value = static()
+    if value is None:
+        raise errors.InvalidArgumentError(
+            f"{op_name}: the shape argument {x.name} is only known when the graph runs (it "
+            f"depends on sizes unknown while tracing); pass a static shape (e.g. an "
+            f"input_signature without None there), or use -1 / an op sized like a tensor "
+            f"(df.zeros_like, df.ones_like) (while tracing, at {sites.format_site(sites.user_site())})")
+    return value
+
+
+# ------------------------------------------------------------------ identity, stop_gradient
+_IDENTITY = register("identity", lambda x: x, inf.unary_same("identity"), lambda op, g: [g])
+_STOP_GRADIENT = register("stop_gradient", lambda x: x, inf.unary_same("stop_gradient"), None)
+
+
+def identity(x, name=None):
+    """The same value as a new tensor (a node of its own while tracing)."""
+    return run_op(_IDENTITY, (x,), _EMPTY, name)
+
+
+def stop_gradient(x, name=None):
+    """The same value, with no gradient flowing back through it."""
+    return run_op(_STOP_GRADIENT, (x,), _EMPTY, name)
+
+
+# ------------------------------------------------------------------ zeros_like / ones_like
+def _filled_like(value):
+    """np.zeros_like / np.ones_like (same layout, an array even for a numpy scalar) without
+    their Python wrapper: -1 us per call (a gradient's seed is one)."""
+    def kernel(x):
+        out = _empty_like(x)
+        out.fill(value)
+        return out
+    return kernel
+
+
+_empty_like = np.empty_like
+_ZEROS_LIKE = register("zeros_like", _filled_like(0), inf.unary_same("zeros_like", None), lambda op, g: [None])
+_ONES_LIKE = register("ones_like", _filled_like(1), inf.unary_same("ones_like", None), lambda op, g: [None])
+
+
+def zeros_like(x, dtype=None, name=None):
+    """Zeros with the shape (and dtype) of `x`."""
+    out = run_op(_ZEROS_LIKE, (x,), _EMPTY, name)
+    return cast(out, dtype) if dtype is not None and dtypes.as_dtype(dtype) is not out.dtype else out
+
+
+def ones_like(x, dtype=None, name=None):
+    """Ones with the shape (and dtype) of `x`."""
+    out = run_op(_ONES_LIKE, (x,), _EMPTY, name)
+    return cast(out, dtype) if dtype is not None and dtypes.as_dtype(dtype) is not out.dtype else out
+
+
+# ------------------------------------------------------------------ reshape
+def _reshape_infer(shapes, dts, attrs):
+    shape = attrs["shape"]
+    n_in = inf.num_elements(shapes[0])
+    if shape.count(-1) > 1:
+        raise errors.InvalidArgumentError(f"reshape: at most one -1 in shape {shape}")
+    known = 1
+    for d in shape:
+        if d != -1:
+            if d < 0:
+                raise errors.InvalidArgumentError(f"reshape: negative size in shape {shape}")
+            known *= d
+    if -1 in shape:
+        if n_in is None:
+            out = tuple(None if d == -1 else d for d in shape)
+        else:
+            if known == 0 or n_in % known:
+                raise errors.InvalidArgumentError(
+                    f"reshape: cannot reshape {inf.shape_str(shapes[0])} ({n_in} elements) into {shape}")
+            out = tuple(n_in // known if d == -1 else d for d in shape)
+    else:
+        if n_in is not None and n_in != known:
+            raise errors.InvalidArgumentError(
+                f"reshape: cannot reshape {inf.shape_str(shapes[0])} ({n_in} elements) into {shape} ({known} elements)")
+        out = tuple(shape)
+    return [(out, dts[0])]
+
+
+def _reshape_grad(op, g):
+    x = op.inputs[0]
+    if None in tuple(x.shape):
+        return [run_op(_RESHAPE_LIKE, (g, x))]
+    return [reshape(g, x.shape)]
+
+
+# The method x.reshape is what np.reshape calls, without its ~0.5 us of Python wrapping.
+_RESHAPE = register("reshape", lambda x, shape: x.reshape(shape), _reshape_infer, _reshape_grad,
+                    attrs={"shape": "ints"}, bind=lambda attrs: _bind_reshape(attrs["shape"]))
+
+
+def _bind_reshape(shape):
+    return lambda x: x.reshape(shape)
+
+
+_RESHAPE_LIKE = register("reshape_like", lambda x, like: np.reshape(x, np.shape(like)),
+                         lambda s, d, a: [(tuple(s[1]), d[0])],
+                         lambda op, g: [run_op(_RESHAPE_LIKE, (g, op.inputs[0])), None])
+
+
+def reshape(tensor, shape, name=None):
+    """`tensor` with a new shape (one size may be -1): `df.reshape(x, [2, -1])`."""
+    return run_op(_RESHAPE, (tensor,), {"shape": _static_shape(shape, "reshape")}, name)
+
+
+# ------------------------------------------------------------------ expand_dims
+def _expand_infer(shapes, dts, attrs):
+    s = list(shapes[0])
+    a = attrs["axis"]
+    nd = len(s) + 1
+    if not -nd <= a < nd:
+        raise errors.InvalidArgumentError(f"expand_dims: axis {a} out of range for rank {len(s)}")
+    s.insert(a % nd, 1)
+    return [(tuple(s), dts[0])]
+
+
+def _expand_key(axis):
+    """The index inserting a size-1 axis at `axis` of the result: x[_expand_key(-1)] is
+    x[..., None]. Indexing is np.expand_dims' view without its ~1.5 us of Python; an axis
+    out of range leaves too many indices, which numpy refuses."""
+    if axis >= 0:
+        return (slice(None),) * axis + (None, Ellipsis)
+    return (Ellipsis, None) + (slice(None),) * (-axis - 1)
+
+
+def _expand_dims_kernel(x, axis):
+    nd = x.ndim + 1
+    if not -nd <= axis < nd:
+        raise errors.InvalidArgumentError(f"expand_dims: axis {axis} out of range for rank {x.ndim}")
+    return x[_expand_key(axis)]
+
+
+def _bind_expand_dims(attrs):
+    key = _expand_key(attrs["axis"])  # the rank is static: inference checked the axis
+    return lambda x: x[key]
+
+
+_EXPAND_DIMS = register("expand_dims", _expand_dims_kernel, _expand_infer,
+                        lambda op, g: [squeeze(g, [op.attrs["axis"] % (len(op.inputs[0].shape) + 1)])],
+                        attrs={"axis": "int"}, bind=_bind_expand_dims)
+
+
+def expand_dims(input, axis, name=None):
+    """Insert a size-1 dimension at `axis`."""
+    return run_op(_EXPAND_DIMS, (input,), {"axis": int(axis)}, name)
+
+
+# ------------------------------------------------------------------ squeeze
+def _squeeze_axes(shape, axis):
+    nd = len(shape)
+    if axis is None:
+        if None in shape:  # the output rank would depend on run-time sizes
+            raise errors.InvalidArgumentError(
+                f"squeeze: axis=None on shape {inf.shape_str(shape)} with unknown sizes leaves the rank "
+                f"unknown; pass the axes to squeeze explicitly")
+        return tuple(i for i, d in enumerate(shape) if d == 1)
+    axes = tuple(sorted(inf.normalize_axis("squeeze", a, nd) for a in axis))
+    for a in axes:
+        if shape[a] is not None and shape[a] != 1:
+            raise errors.InvalidArgumentError(
+                f"squeeze: cannot squeeze axis {a} of size {shape[a]} (shape {inf.shape_str(shape)})")
+    return axes
+
+
+def _squeeze_infer(shapes, dts, attrs):
+    axes = _squeeze_axes(shapes[0], attrs.get("axis"))
+    return [(tuple(d for i, d in enumerate(shapes[0]) if i not in axes), dts[0])]
+
+
+def _squeeze_kernel(x, axis=None):
+    return np.squeeze(x, axis=axis) if axis is None else np.squeeze(x, axis=tuple(axis))
+
+
+_SQUEEZE = register("squeeze", _squeeze_kernel, _squeeze_infer,
+                    lambda op, g: [_reshape_grad(op, g)[0]], attrs={"axis": "opt_ints"})
+
+
+def squeeze(input, axis=None, name=None):
+    """Remove size-1 dimensions (all, or those in `axis`)."""
+    if axis is not None:
+        axis = (int(axis),) if isinstance(axis, (int, np.integer)) else tuple(int(a) for a in axis)
+    return run_op(_SQUEEZE, (input,), {"axis": axis}, name)
+
+
+# ------------------------------------------------------------------ broadcast_to
+def _broadcast_to_infer(shapes, dts, attrs):
+    target = attrs["shape"]
+    out = inf.broadcast_shapes("broadcast_to", shapes[0], target)
+    if out != tuple(target):
+        raise errors.InvalidArgumentError(
+            f"broadcast_to: cannot broadcast {inf.shape_str(shapes[0])} to {inf.shape_str(target)}")
+    return [(tuple(target), dts[0])]
+
+
+# Up to this many elements broadcast_to fills a new array instead of returning
+# np.broadcast_to's read-only view: the same values, ~0.3 us instead of ~2.5 us of Python
+# (a mean's gradient broadcasts a scalar). Larger results stay views: no copy.
+_BROADCAST_COPY_MAX = 4096
+
+
+def _broadcast_to_kernel(x, shape):
+    return _bind_broadcast_to({"shape": shape})(x)
+
+
+def _bind_broadcast_to(attrs):
+    shape = tuple(attrs["shape"])
+    if _prod(shape) > _BROADCAST_COPY_MAX:
+        return lambda x: np.broadcast_to(x, shape)
+    rank = len(shape)
+
+    def broadcast_small(x):
+        if x.ndim > rank:  # assignment would drop leading 1s; broadcast_to refuses them
+            return np.broadcast_to(x, shape)
+        out = _empty(shape, x.dtype)
+        out[...] = x
+        return out
+    return broadcast_small
+
+
+_prod, _empty = math.prod, np.empty
+_BROADCAST_TO = register("broadcast_to", _broadcast_to_kernel, _broadcast_to_infer,
+                         lambda op, g: [unbroadcast(g, op.inputs[0])], attrs={"shape": "ints"},
+                         bind=_bind_broadcast_to)
+
+
+def broadcast_to(input, shape, name=None):
+    """`input` broadcast to `shape` (numpy rules)."""
+    return run_op(_BROADCAST_TO, (input,), {"shape": _static_shape(shape, "broadcast_to")}, name)
+
+
+# ------------------------------------------------------------------ shape, size
+_SHAPE = register("shape", lambda x, out_type=dtypes.int32: np.asarray(np.shape(x), out_type.np),
+                  lambda s, d, a: [((len(s[0]),), a.get("out_type", dtypes.int32))], None,
+                  attrs={"out_type": "dtype"})
+_SIZE = register("size", lambda x, out_type=dtypes.int32: np.asarray(np.size(x), out_type.np),
+                 lambda s, d, a: [((), a.get("out_type", dtypes.int32))], None, attrs={"out_type": "dtype"})
+
+
+def shape(input, out_type=dtypes.int32, name=None):
+    """The shape of `input` as a 1-D int tensor (dynamic while tracing)."""
+    return run_op(_SHAPE, (input,), {"out_type": dtypes.as_dtype(out_type)}, name)
+
+
+def size(input, out_type=dtypes.int32, name=None):
+    """The number of elements of `input` as a scalar int tensor."""
+    return run_op(_SIZE, (input,), {"out_type": dtypes.as_dtype(out_type)}, name)
+
+
+# ------------------------------------------------------------------ where
+def _where_infer(shapes, dts, attrs):
+    if dts[0] is not dtypes.bool:
+        raise errors.InvalidArgumentError(f"where: condition must be bool, got {dts[0].name}")
+    inf.check_same("where", dts[1:])
+    s = inf.broadcast_shapes("where", shapes[0], shapes[1])
+    return [(inf.broadcast_shapes("where", s, shapes[2]), dts[1])]
+
+
+def _where_grad(op, g):
+    c, x, y = op.inputs
+    z = zeros_like(g)
+    return [None, unbroadcast(where(c, g, z), x), unbroadcast(where(c, z, g), y)]
+
+
+def _where_kernel(c, x, y):
+    if c.dtype != np.bool_:
+        raise errors.InvalidArgumentError(f"where: condition must be bool, got {c.dtype.name}")
+    return np.where(c, x, y)
+
+
+_WHERE = register("where", _where_kernel, _where_infer, _where_grad, same_dtype=(1, 2))
+
+
+def where(condition, x, y, name=None):
+    """Elementwise `x if condition else y`, with broadcasting."""
+    return run_op(_WHERE, (condition, x, y), _EMPTY, name)
+
+
+# ---------------------------------------------------------------------------------------
+
+# ---------------------------------------------------------------------------------------
+# Broadcast gradient reduction: the one helper every broadcasting gradient goes through.
+
+def unbroadcast(g, x):
+    """Sum gradient `g` down to the shape of input `x` (undoing numpy broadcasting)."""
+    if type(g) is EagerTensor and type(x) is EagerTensor:
+        # Eagerly, most calls compare two numpy shapes and return `g`; the others reuse
+        # the reduce_sum attrs made for their pair of shapes (-1.5 us per broadcast
+        # operand, e.g. a bias). The same ops and attrs as below.
+        gs, xs = g._value.shape, x._value.shape
+        if gs == xs:
+            return g
+        sum_attrs = _unbroadcast_attrs.get((gs, xs))
+        if sum_attrs is None:
+            sum_attrs = _eager_unbroadcast_attrs(gs, xs)
+        r = run_op(_REDUCE_SUM, (g,), sum_attrs) if sum_attrs is not _EMPTY else g
+        return r if tuple(r.shape) == xs else reshape(r, xs)  # r: symbolic if tracing
+    gs, xs = tuple(g.shape), tuple(x.shape)
+    if gs == xs and None not in gs:
+        return g
+    if None in gs or None in xs:
+        return run_op(_SUM_TO_LIKE, (g, x))
+    axes = _broadcast_axes(gs, xs)
+    r = reduce_sum(g, axis=axes) if axes else g
+    if tuple(r.shape) != xs:
+        r = reshape(r, xs)
+    return r
+
+
+def _broadcast_axes(gs, xs):
+    """The axes of a gradient of shape `gs` to sum for an input of shape `xs`."""
+    lead = len(gs) - len(xs)
+    return tuple(range(lead)) + tuple(lead + i for i, d in enumerate(xs) if d == 1 and gs[lead + i] != 1)
+
+
+_unbroadcast_attrs = {}  # (gradient shape, input shape) -> reduce_sum attrs, _EMPTY for none
+
+
+def _eager_unbroadcast_attrs(gs, xs):
+    axes = _broadcast_axes(gs, xs)
+    attrs = {"axis": axes, "keepdims": False} if axes else _EMPTY  # as reduce_sum makes them
+    if len(_unbroadcast_attrs) >= 1024:
+        _unbroadcast_attrs.clear()
+    _unbroadcast_attrs[(gs, xs)] = attrs
+    return attrs
+
+
+def _sum_to(g, shape):
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1)
+    r = np.sum(g, axis=axes, dtype=g.dtype) if axes else g
+    return np.reshape(r, shape)
+
+
+def _infer_like(name):
+    def infer(shapes, dts, attrs):
+        return [(tuple(shapes[1]), dts[0])]
+    return infer
+
+
+_SUM_TO_LIKE = register(
+    "sum_to_like", lambda g, like: _sum_to(g, np.shape(like)), _infer_like("sum_to_like"),
+    lambda op, gg: [run_op(_BROADCAST_LIKE, (gg, op.inputs[0])), None])
+_BROADCAST_LIKE = register(
+    "broadcast_like", lambda x, like: np.broadcast_to(x, np.shape(like)), _infer_like("broadcast_like"),
+    lambda op, gg: [run_op(_SUM_TO_LIKE, (gg, op.inputs[0])), None])
+
+
+def _mask(cond, like):
+    return cast(cond, like.dtype)
+
+
+def _cast_infer(shapes, dts, attrs):
+    return [(tuple(shapes[0]), attrs["dtype"])]
+
+
+def _cast_grad(op, g):
+    src = op.inputs[0].dtype
+    if src.is_floating and op.attrs["dtype"].is_floating:
+        return [cast(g, src)]
+    return [None]
+
+
+_CAST = register("cast", lambda x, dtype: np.asarray(x).astype(dtype.np, copy=False), _cast_infer, _cast_grad,
+                 attrs={"dtype": "dtype"})
+
+
+def cast(x, dtype, name=None):
+    """x converted to `dtype`: `df.cast(df.constant([1.7]), df.int32) -> [1]`."""
+    dtype = dtypes.as_dtype(dtype)
+    return run_op(_CAST, (x,), {"dtype": dtype}, name)
+
+
+# ------------------------------------------------------------------ reductions
+def _norm_axis(axis):
+    if axis is None:
+        return None
+    if isinstance(axis, (list, tuple)):
+        return tuple(int(a) for a in axis)
+    if hasattr(axis, "numpy"):
+        v = np.asarray(axis)
+        return tuple(int(a) for a in v) if v.ndim else int(v)
+    return int(axis)
+
+
+def _reduce_infer(name, kinds=inf.numeric_kinds, out=None):
+    def infer(shapes, dts, attrs):
+        inf.check_kinds(name, dts[0], kinds)
+        shape = inf.reduced_shape(name, shapes[0], attrs.get("axis"), attrs.get("keepdims", False))
+        return [(shape, out(dts[0]) if out else dts[0])]
+    return infer
+
+
+def _keepdims_grad(g, op):
+    """Reshape a reduction's output gradient so it broadcasts against the input."""
+    x = op.inputs[0]
+    axis = op.attrs.get("axis")
+    if op.attrs.get("keepdims", False) or not len(g.shape):
+        return g  # a scalar (full reduction) broadcasts as it is: no reshape op needed
+    nd = len(x.shape)
+    axes = range(nd) if axis is None else sorted(a % nd for a in (axis if isinstance(axis, tuple) else (axis,)))
+    shape = tuple(x.shape)
+    if None not in shape:
+        kd = tuple(1 if i in set(axes) else d for i, d in enumerate(shape))
+        return reshape(g, kd)
+    for a in axes:
+        g = expand_dims(g, a)
+    return g
+
+
+def _broadcast_back(g, x):
+    if type(g) is EagerTensor and type(x) is EagerTensor:
+        # broadcast_to's own op with the numpy shape (a tuple of ints, as broadcast_to
+        # would make it): -1 us per call without the shape normalization and None scans
+        xs = x._value.shape
+        return g if g._value.shape == xs else run_op(_BROADCAST_TO, (g,), {"shape": xs})
+    if None in tuple(x.shape):
+        return run_op(_BROADCAST_LIKE, (g, x))
+    if tuple(g.shape) == tuple(x.shape):
+        return g
+    return broadcast_to(g, x.shape)
+
+
+def _sum_grad(op, g):
+    return [_broadcast_back(_keepdims_grad(g, op), op.inputs[0])]
+
+
+_RED_ATTRS = {"axis": "opt_ints", "keepdims": "bool"}
+
+
+def reducer(name, kernel, grad, kinds=inf.numeric_kinds, out=None, doc="", ufunc=None, keep_dtype=False):
+    """A reduction op. Its graph kernel has axis and keepdims bound once: a closure over
+    `ufunc.reduce` itself when the kernel is just that call (one Python frame less)."""
+    def bind(attrs):
+        axis, keepdims = attrs.get("axis"), attrs.get("keepdims", False)
+        if ufunc is None:
+            return lambda x: kernel(x, axis, keepdims)
+        if keep_dtype:
+            return lambda x: ufunc(x, axis, x.dtype, None, keepdims)
+        return lambda x: ufunc(x, axis, None, None, keepdims)
+    op = register(name, kernel, _reduce_infer(name, kinds, out), grad, attrs=_RED_ATTRS, kinds=kinds,
+                  bind=bind)
+
+    def f(input_tensor, axis=None, keepdims=False, name=None):
+        return run_op(op, (input_tensor,), {"axis": _norm_axis(axis), "keepdims": bool(keepdims)}, name)
+    f.__name__ = f.__qualname__ = op.name
+    f.op = op
+    f.__doc__ = doc or f"{name} over `axis` (None = all), keeping reduced dims if `keepdims`."
+    return f
+
+
+# Kernels call ufunc.reduce directly, with positional arguments (array, axis, dtype, out,
+# keepdims): np.sum/np.max/np.mean add 1-4 us of Python wrapping per call, which dominates
+# on the small arrays of eager code, and keywords cost another ~0.1 us.
+_add_reduce, _max_reduce, _min_reduce, _mul_reduce = (np.add.reduce, np.maximum.reduce,
+                                                      np.minimum.reduce, np.multiply.reduce)
+
+
+def _k_sum(x, axis=None, keepdims=False):
+    # dtype=x.dtype: numpy would widen int32 sums to int64; TensorFlow keeps the dtype
+    return _add_reduce(x, axis, x.dtype, None, keepdims)
+
+reduce_sum = reducer("reduce_sum", _k_sum, _sum_grad, ufunc=_add_reduce, keep_dtype=True,
+                     doc="Sum over `axis`: `df.reduce_sum([[1, 2], [3, 4]], axis=0) -> [4, 6]`.")
+_REDUCE_SUM = reduce_sum.op
