@@ -232,11 +232,9 @@ def _cond_outputs(attrs, n):
 
 _COND_ATTRS = {"then_branch": "func", "else_branch": "func"}
 COND = register("cond", _cond_kernel, _cond_infer, _cond_grad, num_outputs=_cond_outputs,
-                none_grads=True, attrs=_COND_ATTRS, bind=_cond_bind,
-                doc="Run then_branch or else_branch on the inputs after the predicate.")
+                none_grads=True, attrs=_COND_ATTRS, bind=_cond_bind, num_inputs=None, defaults={})
 STATEFUL_COND = register("stateful_cond", _cond_kernel, _cond_infer, _cond_grad, num_outputs=_cond_outputs,
-                         none_grads=True, stateful=True, attrs=_COND_ATTRS, bind=_cond_bind,
-                         doc="A cond whose branches hold stateful ops (kept in program order).")
+                         none_grads=True, stateful=True, attrs=_COND_ATTRS, bind=_cond_bind, num_inputs=None, defaults={})
 
 
 def cond(pred, true_fn, false_fn, name=None):
@@ -441,13 +439,10 @@ def _while_prune(attrs, used):
     return None
 
 WHILE = register("while", _while_kernel, _while_infer, _while_grad, num_outputs=_while_outputs,
-                 none_grads=True, attrs=_WHILE_ATTRS, bind=_while_runner, prune_outputs=_while_prune,
-                 required_attrs=_WHILE_ATTRS,
-                 doc="Run body while cond holds; with history, also the count and per-iteration inputs.")
+                 none_grads=True, attrs=_WHILE_ATTRS, bind=_while_runner, prune_outputs=_while_prune, num_inputs=None, defaults={})
 STATEFUL_WHILE = register("stateful_while", _while_kernel, _while_infer, _while_grad,
                           num_outputs=_while_outputs, none_grads=True, stateful=True, attrs=_WHILE_ATTRS,
-                          bind=_while_runner, prune_outputs=_while_prune, required_attrs=_WHILE_ATTRS,
-                          doc="A while whose functions hold stateful ops.")
+                          bind=_while_runner, prune_outputs=_while_prune, num_inputs=None, defaults={})
 
 
 def while_loop(cond, body, loop_vars, maximum_iterations=None, name=None):

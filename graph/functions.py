@@ -80,12 +80,12 @@ def _call_grad(op, *grads):
 
 CALL = register("call", _call_kernel, _call_infer, _call_grad,
                 num_outputs=lambda attrs, n: len(attrs["f"].outputs), none_grads=True,
-                attrs={"f": "func"}, bind=_call_bind)
+                attrs={"f": "func"}, bind=_call_bind, num_inputs=None, defaults={})
 # A call of a function with stateful ops is itself stateful: kept in program order, never
 # pruned or merged by passes.
 STATEFUL_CALL = register("stateful_call", _call_kernel, _call_infer, _call_grad,
                          num_outputs=lambda attrs, n: len(attrs["f"].outputs), none_grads=True,
-                         attrs={"f": "func"}, bind=_call_bind, stateful=True)
+                         attrs={"f": "func"}, bind=_call_bind, stateful=True, num_inputs=None, defaults={})
 
 
 def has_stateful_ops(graph):

@@ -30,9 +30,9 @@ def _placeholder_kernel(**attrs):
 
 PLACEHOLDER = register("placeholder", _placeholder_kernel,
                        lambda s, d, a: [(tuple(a["shape"]), a["dtype"])], None,
-                       attrs={"shape": "shape", "dtype": "dtype"})
+                       attrs={"shape": "shape", "dtype": "dtype"}, num_inputs=0, defaults={})
 CONST = register("const", lambda value: value, lambda s, d, a: [(a["value"].shape, dtypes.from_numpy(a["value"].dtype))],
-                 None, attrs={"value": "tensor"}, bind=lambda attrs: (lambda v=attrs["value"]: v))
+                 None, attrs={"value": "tensor"}, bind=lambda attrs: (lambda v=attrs["value"]: v), num_inputs=0, defaults={})
 
 
 class SymbolicTensor(Tensor):
@@ -254,6 +254,8 @@ class Graph:
     `captures` maps an outer tensor's id to `(outer value, placeholder)`; the outer value
     is an eager tensor or a tensor of an enclosing graph, fed as an extra input per call.
     """
+
+    is_function_graph = True    # what a `func` attr holds (runtime.attr_types.is_function)
 
     def __init__(self, name="f", outer=None, library=None, base_name=None):
         self.name = name

@@ -61,7 +61,7 @@ import numpy as np
 
 from graph import functions as _functions  # noqa: F401  (registers `call`)
 from runtime import custom_gradient as _custom_gradient  # noqa: F401  (registers its op)
-from runtime import dtypes, errors, registry
+from runtime import attr_types, dtypes, errors, registry
 from runtime import ops as _ops  # noqa: F401  (registers the ops a document may name)
 from runtime.ops.resource_ops import ASSIGN_OPS, VariableStore
 from runtime.tensor import EagerTensor, HandleData, ResourceHandle, Tensor, to_array
@@ -302,10 +302,10 @@ def _export_node(node, ids, fname_of, where):
             raise errors.InvalidArgumentError(
                 f"{where}: node {node.name} ({node.op.name}) has attr {name!r}, which op "
                 f"{node.op.name!r} does not declare, so it has no exported type")
-        if kind == "transient":
-            continue
+        if kind == "transient" or _is_default(node.op, name, node.attrs[name]):
+            continue    # a default is left out: the loader fills it in (canonical bytes)
         try:
-            attrs[name] = _ENCODE[kind](node.attrs[name], fname_of)
+            attrs[name] = attr_types.TYPES[kind].encode(node.attrs[name], _Writer(fname_of))
         except (TypeError, ValueError, KeyError) as e:
             raise errors.InvalidArgumentError(
                 f"{where}: node {node.name} ({node.op.name}) attr {name!r} is not a valid "
@@ -319,6 +319,13 @@ def _export_node(node, ids, fname_of, where):
     return {"op": node.op.name, "inputs": [_ref_doc(t, ids, where) for t in node.inputs],
             "attrs": attrs, "control_inputs": controls,
             "outputs": [{"dtype": t.dtype.name, "shape": _shape_doc(t.shape)} for t in node.outputs]}
+
+
+def _is_default(op, name, value):
+    if name not in op.defaults:
+        return False
+    d = op.defaults[name]
+    return value is d or (type(value) is type(d) and value == d)
 
 
 def _ref_doc(t, ids, where):
@@ -348,48 +355,19 @@ def _encode_float(v):
     return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
 
 
-def _encode_int(v):
-    if isinstance(v, (bool, np.bool_)):
-        raise TypeError(f"expected int, got bool {v!r}")
-    return int(v)
+class _Writer:
+    """What attr_types needs from the exporter: floats, arrays and function names."""
 
+    __slots__ = ("fname_of",)
 
-def _encode_opt_ints(v):
-    if v is None:
-        return None
-    if isinstance(v, (tuple, list)):
-        return [_encode_int(x) for x in v]
-    return _encode_int(v)
+    def __init__(self, fname_of):
+        self.fname_of = fname_of
 
+    float = staticmethod(_encode_float)
+    array = staticmethod(_encode_array)
 
-def _encode_slice_item(v):
-    if v is None:
-        return None
-    if isinstance(v, (int, np.integer)):
-        return _encode_int(v)
-    if v is Ellipsis:
-        return "..."
-    if isinstance(v, slice):
-        return [None if p is None else _encode_int(p) for p in (v.start, v.stop, v.step)]
-    raise TypeError(f"unsupported slice item {v!r}")
-
-
-_ENCODE = {
-    "int": lambda v, f: _encode_int(v),
-    "float": lambda v, f: _encode_float(v),
-    "bool": lambda v, f: bool(v),
-    "str": lambda v, f: str(v),
-    "ints": lambda v, f: [_encode_int(x) for x in v],
-    "shape": lambda v, f: _shape_doc(v),
-    "dtype": lambda v, f: dtypes.as_dtype(v).name,
-    "dtypes": lambda v, f: [dtypes.as_dtype(x).name for x in v],
-    "tensor": lambda v, f: _encode_array(v),
-    "func": lambda v, f: f[id(v)],
-    "funcs": lambda v, f: [f[id(x)] for x in v],
-    "opt_int": lambda v, f: None if v is None else _encode_int(v),
-    "opt_ints": lambda v, f: _encode_opt_ints(v),
-    "slices": lambda v, f: [_encode_slice_item(x) for x in v],
-}
+    def func(self, g):
+        return self.fname_of[id(g)]
 
 
 def dumps_document(doc):
@@ -622,65 +600,6 @@ def _decode_float(x, path):
     return v
 
 
-def _decode_bool(x, path):
-    if not isinstance(x, bool):
-        raise _format_error(path, f"expected bool, got {_kind(x)}")
-    return bool(x)
-
-
-def _decode_ints(x, path):
-    return tuple(_check_int(v, f"{path}[{k}]") for k, v in enumerate(_check_list(x, path)))
-
-
-def _decode_opt_ints(x, path):
-    if x is None:
-        return None
-    if isinstance(x, list):
-        return _decode_ints(x, path)
-    if isinstance(x, bool) or not isinstance(x, int):
-        raise _format_error(path, f"expected null, int or list of int, got {_kind(x)}")
-    return _check_int(x, path)
-
-
-def _decode_slice_item(x, path):
-    if x is None:
-        return None
-    if x == "...":
-        return Ellipsis
-    if isinstance(x, list):
-        if len(x) != 3:
-            raise _format_error(path, f"a slice is [start, stop, step], got {len(x)} items")
-        parts = [None if p is None else _check_int(p, f"{path}[{k}]") for k, p in enumerate(x)]
-        return slice(*parts)
-    if isinstance(x, bool) or not isinstance(x, int):
-        raise _format_error(path, f"expected int, null, \"...\" or [start, stop, step], got {_kind(x)}")
-    return _check_int(x, path)
-
-
-def _decode_func(x, path, ctx):
-    name = _check_name(x, path)
-    ctx.callees.append((name, path))
-    return _FuncRef(name)
-
-
-_DECODE = {
-    "int": lambda x, p, c: _check_int(x, p),
-    "float": lambda x, p, c: _decode_float(x, p),
-    "bool": lambda x, p, c: _decode_bool(x, p),
-    "str": lambda x, p, c: _check_str(x, p),
-    "ints": lambda x, p, c: _decode_ints(x, p),
-    "shape": lambda x, p, c: _check_shape(x, p),
-    "dtype": lambda x, p, c: _check_dtype(x, p),
-    "dtypes": lambda x, p, c: tuple(_check_dtype(v, f"{p}[{k}]") for k, v in enumerate(_check_list(x, p))),
-    "tensor": lambda x, p, c: _check_array(x, p, c.budget),
-    "func": lambda x, p, c: _decode_func(x, p, c),
-    "funcs": lambda x, p, c: tuple(_decode_func(v, f"{p}[{k}]", c) for k, v in enumerate(_check_list(x, p))),
-    "opt_int": lambda x, p, c: None if x is None else _check_int(x, p),
-    "opt_ints": lambda x, p, c: _decode_opt_ints(x, p),
-    "slices": lambda x, p, c: tuple(_decode_slice_item(v, f"{p}[{k}]") for k, v in enumerate(_check_list(x, p))),
-}
-
-
 def _attr_path(path, key):
     return f"{path}.{key}" if isinstance(key, str) and _NAME.match(key) else f"{path}[{_show(key)}]"
 
@@ -691,12 +610,32 @@ _FunctionSpec = namedtuple("_FunctionSpec", "path name inputs nodes outputs call
 
 
 class _Context:
+    """The validation state of one document; also the reader attr_types decodes with."""
+
     def __init__(self, variables):
         self.variables = variables   # name -> validated array
         self.bound = {}              # variable name -> input path
         self.budget = [0]            # bytes of array data so far
         self.total_nodes = 0
         self.callees = []            # (name, path) of func attrs in the current function
+
+    # -- the reader's primitives (runtime/attr_types.py composes them)
+    error = staticmethod(_format_error)
+    kind = staticmethod(_kind)
+    int = staticmethod(_check_int)
+    float = staticmethod(_decode_float)
+    str = staticmethod(_check_str)
+    list = staticmethod(_check_list)
+    dtype = staticmethod(_check_dtype)
+    shape = staticmethod(_check_shape)
+
+    def array(self, x, path):
+        return _check_array(x, path, self.budget)
+
+    def func(self, x, path):
+        name = _check_name(x, path)
+        self.callees.append((name, path))
+        return _FuncRef(name)
 
 
 def _validate(doc):
@@ -815,7 +754,7 @@ def _validate_function(fdoc, path, ctx, is_entry):
                 raise _format_error(ap, f"op {opname!r} has no attr {_show(key)} (it declares: {declared})")
             if kind == "transient":
                 raise _format_error(ap, "a transient attr is never exported; remove it")
-            attrs[key] = _DECODE[kind](adoc[key], ap, ctx)
+            attrs[key] = attr_types.TYPES[kind].decode(adoc[key], ap, ctx)
         for key in sorted(op.required_attrs - attrs.keys()):
             raise _format_error(p + ".attrs", f"op {opname!r} needs attr {key!r} "
                                 f"({op.attrs[key]}), which is missing")

@@ -5,7 +5,7 @@ A graph is valid when:
 - every input and control input is a node *earlier* in `graph.nodes` (define before use;
   this also rules out cycles, and a cycle is named when one is found);
 - its placeholders are exactly `graph.all_inputs` (arguments, then captures);
-- attr names and value types match the op's schema (`ATTR_CHECKS` says what each type means);
+- attr names and value types match the op's schema (runtime/attr_types.py says what each type means);
 - the op's inference, re-run on the input shapes/dtypes, gives the recorded outputs
   (same count and dtypes; shapes agree where both sizes are known);
 - the outputs are tensors of this graph;
@@ -13,83 +13,15 @@ A graph is valid when:
 
     >>> verify(g)          # returns g, or raises VerifyError printing the failing node
 """
-import numpy as np
-
-from runtime import dtypes, errors, registry
-from runtime.dtypes import DType
+from runtime import attr_types, errors, registry
 from graph.ir import Graph, Node, SymbolicTensor, infer_types
 from graph.printer import format_node, type_str
 
-__all__ = ["verify", "VerifyError", "ATTR_CHECKS", "check_attr", "is_effectful", "functions_of",
-           "reaches"]
+__all__ = ["verify", "VerifyError", "is_effectful", "functions_of", "reaches"]
 
 
 class VerifyError(errors.InvalidArgumentError):
     """A graph breaks an IR invariant; the message names the node and how to fix it."""
-
-
-# ---------------------------------------------------------------------------------------
-# Attr types: what a value of each schema type (runtime.registry.ATTR_TYPES) may be.
-
-def _is_int(v):
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-
-
-def _is_float(v):
-    return isinstance(v, (float, np.floating)) or _is_int(v)
-
-
-def _is_graph(v):
-    return isinstance(v, Graph)
-
-
-def _slice_item(v):
-    if v is None or v is Ellipsis or _is_int(v):
-        return True
-    return isinstance(v, slice) and all(p is None or _is_int(p) for p in (v.start, v.stop, v.step))
-
-
-def _tensor_value(v):
-    if not isinstance(v, np.ndarray):
-        return False
-    try:
-        dtypes.from_numpy(v.dtype)
-    except errors.InvalidArgumentError:
-        return False
-    return True
-
-
-def _tuple_of(pred):
-    return lambda v: isinstance(v, tuple) and all(pred(x) for x in v)
-
-
-# type name -> (predicate, what a valid value looks like)
-ATTR_CHECKS = {
-    "int": (_is_int, "a Python int (not a bool)"),
-    "float": (_is_float, "a Python float (an int is accepted)"),
-    "bool": (lambda v: isinstance(v, (bool, np.bool_)), "True or False"),
-    "str": (lambda v: isinstance(v, str), "a str"),
-    "ints": (_tuple_of(_is_int), "a tuple of ints"),
-    "shape": (_tuple_of(lambda d: d is None or (_is_int(d) and d >= 0)),
-              "a tuple of non-negative ints or None (unknown size)"),
-    "dtype": (lambda v: isinstance(v, DType), "a df.DType such as df.float32"),
-    "tensor": (_tensor_value, "a numpy array of a supported dtype (float16/32/64, int32/64, bool)"),
-    "func": (_is_graph, "a function Graph"),
-    "funcs": (_tuple_of(_is_graph), "a tuple of function Graphs"),
-    "opt_int": (lambda v: v is None or _is_int(v), "an int or None"),
-    # reductions store a single axis as an int: `axis=1` and `axis=(1,)` are both valid
-    "opt_ints": (lambda v: v is None or _is_int(v) or _tuple_of(_is_int)(v),
-                 "None, an int, or a tuple of ints"),
-    "transient": (lambda v: True, "anything (never exported)"),
-    "slices": (_tuple_of(_slice_item),
-               "a tuple of ints, slices with int/None bounds, None (new axis) or Ellipsis"),
-    "dtypes": (_tuple_of(lambda d: isinstance(d, DType)), "a tuple of df.DType"),
-}
-
-
-def check_attr(type_name, value):
-    """True if `value` is a valid attr of schema type `type_name` (e.g. "ints")."""
-    return ATTR_CHECKS[type_name][0](value)
 
 
 # ---------------------------------------------------------------------------------------
@@ -311,13 +243,9 @@ class _Verifier:
                 known = ", ".join(sorted(schema)) or "none"
                 _fail(graph, node, f"attr {name!r} is not declared by op {op.name!r} (declared: "
                       f"{known})", "Remove the attr or declare it in the op's register(...) call")
-            check = ATTR_CHECKS.get(kind)
-            if check is None:
-                _fail(graph, node, f"attr {name!r} has type {kind!r}, which verify cannot "
-                      f"check yet", "Add a checker for it to ATTR_CHECKS in graph/verify.py")
-            ok, expected = check
-            if not ok(value):
-                _fail(graph, node, f"attr {name!r} should be {expected} (type {kind!r}), got "
+            atype = attr_types.TYPES[kind]    # the registry only accepts types of the table
+            if not atype.check(value):
+                _fail(graph, node, f"attr {name!r} should be {atype.expected} (type {kind!r}), got "
                       f"{type(value).__name__} {value!r}", "Convert the value where the op is "
                       "called (for example tuple(...) for a list)")
             if self.recursive and (kind == "func" or kind == "funcs"):

@@ -57,7 +57,7 @@ def _grad(op, *grads):
 
 _OP = register("custom_gradient", _kernel, _infer, _grad, num_outputs=lambda attrs, n: attrs["num_outputs"],
                attrs={"num_outputs": "int", "num_variables": "int", "grad_fn": "transient",
-                      "variables": "transient"})
+                      "variables": "transient"}, num_inputs=None, defaults={"num_variables": 0})
 
 
 def custom_gradient(f):

@@ -1,14 +1,13 @@
-"""The op registry: one declaration per op (kernel, inference, gradient, flags)."""
-from runtime import errors
+"""The op registry: one declaration per op (kernel, inference, gradient, attrs, flags).
 
-__all__ = ["OpDef", "register", "get", "all_ops", "ATTR_TYPES"]
+Every op is declared once with `register(...)`; all layers read its row (`get(name)`).
+"""
+from runtime import attr_types, errors
 
-# Attr types the graph layer validates and serializes:
-#   int, float, bool, str, ints (tuple of int), shape (tuple of int|None), dtype,
-#   tensor (numpy array), func (a graph function), funcs (tuple of functions),
-#   opt_int (int or None), opt_ints (tuple of int or None), transient (never exported)
-ATTR_TYPES = frozenset(["int", "float", "bool", "str", "ints", "shape", "dtype", "tensor",
-                        "func", "funcs", "opt_int", "opt_ints", "transient", "slices", "dtypes"])
+__all__ = ["OpDef", "register", "get", "all_ops", "exists", "ATTR_TYPES"]
+
+# Attr type names (runtime/attr_types.py says what each means and how it is exported).
+ATTR_TYPES = attr_types.TYPES
 
 _REGISTRY = {}
 
@@ -23,16 +22,20 @@ class OpDef:
     """
 
     __slots__ = ("name", "kernel", "infer", "grad", "num_outputs", "stateful", "none_grads",
-                 "same_dtype", "attrs", "doc", "single", "kinds", "bind", "prune_outputs",
-                 "num_inputs", "required_attrs", "defaults")
+                 "same_dtype", "attrs", "single", "kinds", "bind", "prune_outputs",
+                 "num_inputs", "required_attrs", "defaults", "function_attrs")
 
-    def __init__(self, name, kernel, infer, grad=None, num_outputs=1, stateful=False,
-                 none_grads=False, same_dtype=None, attrs=None, doc="", kinds=None, bind=None,
-                 prune_outputs=None, num_inputs=-1, required_attrs=None, defaults=None):
+    def __init__(self, name, kernel, infer, grad=None, num_inputs=None, attrs=None, defaults=None, num_outputs=1,
+                 stateful=False, none_grads=False, same_dtype=None, kinds=None, bind=None,
+                 prune_outputs=None):
         self.name = name
         self.kernel = kernel
         self.infer = infer
         self.grad = grad
+        # How many inputs the op takes (None: variadic, checked by its inference).
+        if num_inputs is not None and (not isinstance(num_inputs, int) or num_inputs < 0):
+            raise ValueError(f"op {name!r}: num_inputs must be an int >= 0 or None, got {num_inputs!r}")
+        self.num_inputs = num_inputs
         # int, or callable(attrs, num_inputs) -> int for variadic ops (split, calls)
         self.num_outputs = num_outputs
         self.single = num_outputs == 1
@@ -43,33 +46,27 @@ class OpDef:
         for a, t in self.attrs.items():
             if t not in ATTR_TYPES:
                 raise ValueError(f"op {name!r}: attr {a!r} has unknown type {t!r}")
-        self.doc = doc
+        # Values of the attrs a graph document may leave out (the loader fills them in);
+        # every other non-transient attr is required.
+        self.defaults = dict(defaults or {})
+        for a in self.defaults:
+            if a not in self.attrs:
+                raise ValueError(f"op {name!r}: default for undeclared attr {a!r}")
+        self.required_attrs = frozenset(a for a, t in self.attrs.items()
+                                        if t != "transient" and a not in self.defaults)
+        # attrs holding function graphs (call bodies, branches): the node runs them
+        self.function_attrs = tuple(a for a, t in self.attrs.items() if t in ("func", "funcs"))
         # numpy dtype kinds the first input may have ("f" float, "i" int, "b" bool);
         # checked eagerly (one attribute test) and by graph inference alike.
         self.kinds = kinds
-        # Optional bind(attrs) -> callable(*arrays): lets the graph compiler bind attrs once
-        # (e.g. a call op binds straight to the callee's compiled plan).
+        # Optional bind(attrs) -> callable(*arrays): lets a backend bind attrs once (e.g.
+        # reductions bind their axis). Ops holding functions get bind(attrs, backend), so
+        # the functions they run are compiled for the caller's backend.
         self.bind = bind
         # Optional prune_outputs(attrs, used) -> attrs or None: attrs computing only a prefix of
         # the outputs when the rest are unused (`used`: one bool per output). A pass uses it,
         # e.g. a while loop drops its per-iteration history when no gradient reads it.
         self.prune_outputs = prune_outputs
-        # How many inputs the op takes (None: variadic, checked by its inference). Read off the
-        # kernel's signature unless given: positional parameters that are not attrs.
-        self.num_inputs = _count_inputs(kernel, self.attrs) if num_inputs == -1 else num_inputs
-        # Values of the attrs a graph document may leave out (declared, so the file format does
-        # not depend on kernel signatures); every other non-transient attr is required.
-        self.defaults = dict(defaults or {})
-        for a in self.defaults:
-            if a not in self.attrs:
-                raise ValueError(f"op {name!r}: default for undeclared attr {a!r}")
-        if required_attrs is not None:
-            self.required_attrs = frozenset(required_attrs)
-        elif defaults is not None:
-            self.required_attrs = frozenset(a for a, t in self.attrs.items()
-                                            if t != "transient" and a not in self.defaults)
-        else:   # legacy declarations: read off the kernel's signature
-            self.required_attrs = _required_attrs(kernel, self.attrs)
 
     @property
     def differentiable(self):
@@ -83,35 +80,6 @@ class OpDef:
         return f"<OpDef {self.name}>"
 
 
-def _count_inputs(kernel, attrs):
-    import inspect
-    import numpy as np
-    if isinstance(kernel, np.ufunc):
-        return kernel.nin
-    try:
-        params = inspect.signature(kernel).parameters.values()
-    except (TypeError, ValueError):
-        return None
-    n = 0
-    for p in params:
-        if p.kind is p.VAR_POSITIONAL:
-            return None
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in attrs \
-                and p.default is p.empty:
-            n += 1
-    return n
-
-
-def _required_attrs(kernel, attrs):
-    import inspect
-    try:
-        params = inspect.signature(kernel).parameters
-    except (TypeError, ValueError):
-        return frozenset()
-    return frozenset(name for name, p in params.items()
-                     if name in attrs and p.default is p.empty and attrs[name] != "transient")
-
-
 def check_input_count(op, n):
     """Raise InvalidArgumentError unless `op` takes `n` inputs."""
     if op.num_inputs is not None and n != op.num_inputs:
@@ -119,11 +87,25 @@ def check_input_count(op, n):
             f"{op.name} takes {op.num_inputs} input{'s' if op.num_inputs != 1 else ''}, got {n}")
 
 
-def register(name, kernel, infer, grad=None, **kw):
-    """Declare an op once; returns its OpDef. Re-registering a name is an error."""
+_MISSING = object()
+
+
+def register(name, kernel, infer, grad=None, *, num_inputs=_MISSING, attrs=_MISSING,
+             defaults=_MISSING, **kw):
+    """Declare an op once; returns its OpDef. Re-registering a name is an error.
+
+    `num_inputs` (None if variadic), `attrs` ({name: type}) and `defaults` ({name: value}
+    for the optional attrs) are always given: nothing is inferred from the kernel.
+    """
     if name in _REGISTRY:
         raise ValueError(f"op {name!r} is already registered")
-    op = OpDef(name, kernel, infer, grad, **kw)
+    missing = [k for k, v in (("num_inputs", num_inputs), ("attrs", attrs), ("defaults", defaults))
+               if v is _MISSING]
+    if missing:
+        raise TypeError(f"register({name!r}): declare {', '.join(missing)} explicitly "
+                        f"(num_inputs=N or None, attrs={{name: type}}, defaults={{}} or the "
+                        f"optional attrs' values)")
+    op = OpDef(name, kernel, infer, grad, num_inputs, attrs, defaults, **kw)
     _REGISTRY[name] = op
     return op
 

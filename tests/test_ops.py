@@ -549,3 +549,29 @@ def test_every_registered_op_has_a_row():
     stale = sorted(n for n in covered if not registry.exists(n))
     assert not stale, f"rows/exclusions name unregistered ops: {stale}"
     assert len(ROW_BY_OP) == len(ROWS), "two rows claim the same op"
+
+
+# ---------------------------------------------------------------------------------------
+# Every op is declared explicitly: nothing about its inputs or attrs is read off its kernel.
+
+def test_every_op_declares_num_inputs_attrs_and_defaults():
+    import inspect
+    from runtime import registry
+    src = inspect.getsource(registry.register)
+    assert "signature" not in src and "import inspect" not in inspect.getsource(registry)
+    for op in registry.all_ops():
+        assert op.num_inputs is None or isinstance(op.num_inputs, int), op.name
+        assert all(t in registry.ATTR_TYPES for t in op.attrs.values()), op.name
+        assert set(op.defaults) <= set(op.attrs), op.name
+        assert op.required_attrs == {a for a, t in op.attrs.items()
+                                     if t != "transient" and a not in op.defaults}, op.name
+
+
+@pytest.mark.parametrize("missing", ["num_inputs", "attrs", "defaults"])
+def test_register_refuses_an_op_without_explicit_declarations(missing):
+    from runtime import registry
+    kw = {"num_inputs": 1, "attrs": {}, "defaults": {}}
+    del kw[missing]
+    with pytest.raises(TypeError, match=missing):
+        registry.register("never_registered_" + missing, lambda x: x, None, **kw)
+    assert not registry.exists("never_registered_" + missing)

@@ -17,6 +17,7 @@ from graph.functions import call_graph
 from graph.ir import Graph
 from graph.serialize import (describe_structure, dumps_document, from_document, to_document,
                              write_document)
+from runtime import attr_types
 from runtime.errors import GraphFormatError, InvalidArgumentError
 
 F32 = np.float32
@@ -307,9 +308,9 @@ def test_float_attrs_keep_non_finite_values_and_exact_bits():
     ("slices", (1, slice(None, 3, 2), None, Ellipsis), [1, [None, 3, 2], None, "..."]),
 ])
 def test_attr_codec_round_trips(kind, value, encoded):
-    doc = ser._ENCODE[kind](value, {})
+    doc = attr_types.TYPES[kind].encode(value, ser._Writer({}))
     assert doc == encoded
-    back = ser._DECODE[kind](json.loads(json.dumps(doc)), "a", ser._Context({}))
+    back = attr_types.TYPES[kind].decode(json.loads(json.dumps(doc)), "a", ser._Context({}))
     assert back == value and type(back) is type(value)
 
 

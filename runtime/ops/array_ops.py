@@ -86,7 +86,7 @@ def _transpose_grad(op, g):
 
 _TRANSPOSE = register("transpose", lambda x, perm: x.transpose(perm), _transpose_infer,
                       _transpose_grad, attrs={"perm": "ints"},
-                      bind=lambda attrs: _bind_transpose(attrs["perm"]))
+                      bind=lambda attrs: _bind_transpose(attrs["perm"]), num_inputs=1, defaults={})
 
 
 def _bind_transpose(perm):
@@ -137,7 +137,7 @@ def _concat_grad(op, g):
     return list(parts)
 
 
-_CONCAT = register("concat", _concat_kernel, _concat_infer, _concat_grad, attrs={"axis": "int"})
+_CONCAT = register("concat", _concat_kernel, _concat_infer, _concat_grad, attrs={"axis": "int"}, num_inputs=None, defaults={})
 
 
 def concat(values, axis, name=None):
@@ -169,7 +169,7 @@ def _split_like_infer(shapes, dts, attrs):
 # Internal: the gradient of a traced concat whose input sizes are unknown until run time.
 _SPLIT_LIKE = register("split_like", _split_like_kernel, _split_like_infer,
                        lambda op, *gs: [concat(gs, op.attrs["axis"])] + [None] * (len(op.inputs) - 1),
-                       attrs={"axis": "int"}, num_outputs=lambda attrs, n: n - 1)
+                       attrs={"axis": "int"}, num_outputs=lambda attrs, n: n - 1, num_inputs=None, defaults={})
 
 
 # ------------------------------------------------------------------ stack, unstack
@@ -192,7 +192,7 @@ def _stack_kernel(*xs, axis):
 
 
 _STACK = register("stack", _stack_kernel, _stack_infer,
-                  lambda op, g: list(unstack(g, len(op.inputs), op.attrs["axis"])), attrs={"axis": "int"})
+                  lambda op, g: list(unstack(g, len(op.inputs), op.attrs["axis"])), attrs={"axis": "int"}, num_inputs=None, defaults={})
 
 
 def stack(values, axis=0, name=None):
@@ -222,7 +222,7 @@ def _unstack_kernel(x, num, axis):
 
 _UNSTACK = register("unstack", _unstack_kernel, _unstack_infer,
                     lambda op, *gs: [stack(gs, op.attrs["axis"])],
-                    attrs={"num": "int", "axis": "int"}, num_outputs=lambda attrs, n: attrs["num"])
+                    attrs={"num": "int", "axis": "int"}, num_outputs=lambda attrs, n: attrs["num"], num_inputs=1, defaults={})
 
 
 def unstack(value, num=None, axis=0, name=None):
@@ -291,7 +291,7 @@ def _split_count(attrs, n):
 
 _SPLIT = register("split", _split_kernel, _split_infer, lambda op, *gs: [concat(gs, op.attrs["axis"])],
                   attrs={"num_split": "int", "size_splits": "opt_ints", "axis": "int"},
-                  num_outputs=_split_count)
+                  num_outputs=_split_count, num_inputs=1, defaults={})
 
 
 def split(value, num_or_size_splits, axis=0, name=None):
@@ -351,10 +351,10 @@ def _tile_grad(op, g):
     return [run_op(_TILE_REDUCE, (g,), op.attrs)]
 
 
-_TILE = register("tile", _tile_kernel, _tile_infer, _tile_grad, attrs={"multiples": "ints"})
+_TILE = register("tile", _tile_kernel, _tile_infer, _tile_grad, attrs={"multiples": "ints"}, num_inputs=1, defaults={})
 # Internal: the gradient of tile for positive multiples (its own gradient is tile again).
 _TILE_REDUCE = register("tile_reduce", _tile_reduce_kernel, _tile_reduce_infer,
-                        lambda op, g: [tile(g, op.attrs["multiples"])], attrs={"multiples": "ints"})
+                        lambda op, g: [tile(g, op.attrs["multiples"])], attrs={"multiples": "ints"}, num_inputs=1, defaults={})
 
 
 def tile(input, multiples, name=None):
@@ -442,11 +442,11 @@ def _pad_grad(op, g):
 
 
 _PAD = register("pad", _pad_kernel, _pad_infer, _pad_grad, same_dtype=(0, 1),
-                attrs={"paddings": "ints", "mode": "str"})
+                attrs={"paddings": "ints", "mode": "str"}, num_inputs=2, defaults={})
 # Internal: the gradient of pad (its own gradient is pad with zeros).
 _PAD_GRAD = register("pad_grad", _pad_grad_kernel, _pad_grad_infer,
                      lambda op, g: [pad(g, _pairs(op.attrs["paddings"]), op.attrs["mode"])],
-                     attrs={"paddings": "ints", "mode": "str"})
+                     attrs={"paddings": "ints", "mode": "str"}, num_inputs=1, defaults={})
 
 
 def pad(tensor, paddings, mode="CONSTANT", constant_values=0, name=None):
@@ -513,12 +513,12 @@ def _gather_grad_kernel(g, indices, params, axis):
     return out
 
 
-_GATHER = register("gather", _gather_kernel, _gather_infer, _gather_grad, attrs={"axis": "int"})
+_GATHER = register("gather", _gather_kernel, _gather_infer, _gather_grad, attrs={"axis": "int"}, num_inputs=2, defaults={})
 # Internal: the dense gradient of gather (axis != 0, or sizes unknown while tracing).
 _GATHER_GRAD = register("gather_grad", _gather_grad_kernel,
                         lambda s, d, a: [(tuple(s[2]), d[0])],
                         lambda op, gg: [gather(gg, op.inputs[1], op.attrs["axis"]), None, None],
-                        attrs={"axis": "int"})
+                        attrs={"axis": "int"}, num_inputs=3, defaults={})
 
 
 def gather(params, indices, axis=0, name=None):
@@ -547,7 +547,7 @@ def _to_dense_grad(op, g):
 _TO_DENSE = register(
     "indexed_slices_to_dense", _to_dense_kernel,
     lambda shapes, dts, attrs: [(tuple(attrs["dense_shape"]), dts[0])], _to_dense_grad,
-    attrs={"dense_shape": "shape"})
+    attrs={"dense_shape": "shape"}, num_inputs=2, defaults={})
 
 
 def aggregate_indexed_slices(slices):
@@ -578,7 +578,7 @@ def _one_hot_kernel(indices, depth, on_value, off_value, axis, dtype):
 
 _ONE_HOT = register("one_hot", _one_hot_kernel, _one_hot_infer, None,
                     attrs={"depth": "int", "on_value": "float", "off_value": "float", "axis": "int",
-                           "dtype": "dtype"})
+                           "dtype": "dtype"}, num_inputs=1, defaults={})
 
 
 def one_hot(indices, depth, on_value=1.0, off_value=0.0, axis=-1, dtype=dtypes.float32, name=None):
@@ -657,12 +657,12 @@ def _strided_slice_grad_kernel(g, like, begin, end, strides, begin_mask, end_mas
 
 _STRIDED_SLICE = register("strided_slice", _strided_slice_kernel, _strided_slice_infer,
                           lambda op, g: [run_op(_STRIDED_SLICE_GRAD, (g, op.inputs[0]), op.attrs)],
-                          attrs=_SLICE_ATTRS)
+                          attrs=_SLICE_ATTRS, num_inputs=1, defaults={})
 # Internal: the gradient of strided_slice, scattering `g` into zeros shaped like the input.
 _STRIDED_SLICE_GRAD = register("strided_slice_grad", _strided_slice_grad_kernel,
                                lambda s, d, a: [(tuple(s[1]), d[0])],
                                lambda op, gg: [run_op(_STRIDED_SLICE, (gg,), op.attrs), None],
-                               attrs=_SLICE_ATTRS)
+                               attrs=_SLICE_ATTRS, num_inputs=2, defaults={})
 
 
 def _index_value(k):
@@ -748,9 +748,9 @@ def _shape_attr_infer(op_name):
 
 
 _ZEROS = register("zeros", lambda shape, dtype: np.zeros(shape, dtype.np), _shape_attr_infer("zeros"), None,
-                  attrs={"shape": "ints", "dtype": "dtype"})
+                  attrs={"shape": "ints", "dtype": "dtype"}, num_inputs=0, defaults={})
 _ONES = register("ones", lambda shape, dtype: np.ones(shape, dtype.np), _shape_attr_infer("ones"), None,
-                 attrs={"shape": "ints", "dtype": "dtype"})
+                 attrs={"shape": "ints", "dtype": "dtype"}, num_inputs=0, defaults={})
 
 
 def zeros(shape, dtype=dtypes.float32, name=None):
@@ -777,7 +777,7 @@ def _fill_kernel(value, dims):
     return np.full(dims, value, value.dtype)
 
 
-_FILL = register("fill", _fill_kernel, _fill_infer, lambda op, g: [reduce_sum(g)], attrs={"dims": "ints"})
+_FILL = register("fill", _fill_kernel, _fill_infer, lambda op, g: [reduce_sum(g)], attrs={"dims": "ints"}, num_inputs=1, defaults={})
 
 
 def fill(dims, value, name=None):
@@ -812,7 +812,7 @@ def _range_infer(shapes, dts, attrs):
 
 
 _RANGE = register("range", _range_kernel, _range_infer, None,
-                  attrs={"start": "float", "limit": "float", "delta": "float", "dtype": "dtype"})
+                  attrs={"start": "float", "limit": "float", "delta": "float", "dtype": "dtype"}, num_inputs=0, defaults={})
 
 
 def _range_arg(x):

@@ -48,8 +48,8 @@ def _known(x, op_name):
 
 
 # ------------------------------------------------------------------ identity, stop_gradient
-_IDENTITY = register("identity", lambda x: x, inf.unary_same("identity"), lambda op, g: [g])
-_STOP_GRADIENT = register("stop_gradient", lambda x: x, inf.unary_same("stop_gradient"), None)
+_IDENTITY = register("identity", lambda x: x, inf.unary_same("identity"), lambda op, g: [g], num_inputs=1, attrs={}, defaults={})
+_STOP_GRADIENT = register("stop_gradient", lambda x: x, inf.unary_same("stop_gradient"), None, num_inputs=1, attrs={}, defaults={})
 
 
 def identity(x, name=None):
@@ -74,8 +74,8 @@ def _filled_like(value):
 
 
 _empty_like = np.empty_like
-_ZEROS_LIKE = register("zeros_like", _filled_like(0), inf.unary_same("zeros_like", None), lambda op, g: [None])
-_ONES_LIKE = register("ones_like", _filled_like(1), inf.unary_same("ones_like", None), lambda op, g: [None])
+_ZEROS_LIKE = register("zeros_like", _filled_like(0), inf.unary_same("zeros_like", None), lambda op, g: [None], num_inputs=1, attrs={}, defaults={})
+_ONES_LIKE = register("ones_like", _filled_like(1), inf.unary_same("ones_like", None), lambda op, g: [None], num_inputs=1, attrs={}, defaults={})
 
 
 def zeros_like(x, dtype=None, name=None):
@@ -127,7 +127,7 @@ def _reshape_grad(op, g):
 
 # The method x.reshape is what np.reshape calls, without its ~0.5 us of Python wrapping.
 _RESHAPE = register("reshape", lambda x, shape: x.reshape(shape), _reshape_infer, _reshape_grad,
-                    attrs={"shape": "ints"}, bind=lambda attrs: _bind_reshape(attrs["shape"]))
+                    attrs={"shape": "ints"}, bind=lambda attrs: _bind_reshape(attrs["shape"]), num_inputs=1, defaults={})
 
 
 def _bind_reshape(shape):
@@ -136,7 +136,7 @@ def _bind_reshape(shape):
 
 _RESHAPE_LIKE = register("reshape_like", lambda x, like: np.reshape(x, np.shape(like)),
                          lambda s, d, a: [(tuple(s[1]), d[0])],
-                         lambda op, g: [run_op(_RESHAPE_LIKE, (g, op.inputs[0])), None])
+                         lambda op, g: [run_op(_RESHAPE_LIKE, (g, op.inputs[0])), None], num_inputs=2, attrs={}, defaults={})
 
 
 def reshape(tensor, shape, name=None):
@@ -178,7 +178,7 @@ def _bind_expand_dims(attrs):
 
 _EXPAND_DIMS = register("expand_dims", _expand_dims_kernel, _expand_infer,
                         lambda op, g: [squeeze(g, [op.attrs["axis"] % (len(op.inputs[0].shape) + 1)])],
-                        attrs={"axis": "int"}, bind=_bind_expand_dims)
+                        attrs={"axis": "int"}, bind=_bind_expand_dims, num_inputs=1, defaults={})
 
 
 def expand_dims(input, axis, name=None):
@@ -213,7 +213,7 @@ def _squeeze_kernel(x, axis=None):
 
 
 _SQUEEZE = register("squeeze", _squeeze_kernel, _squeeze_infer,
-                    lambda op, g: [_reshape_grad(op, g)[0]], attrs={"axis": "opt_ints"})
+                    lambda op, g: [_reshape_grad(op, g)[0]], attrs={"axis": "opt_ints"}, num_inputs=1, defaults={"axis": None})
 
 
 def squeeze(input, axis=None, name=None):
@@ -261,7 +261,7 @@ def _bind_broadcast_to(attrs):
 _prod, _empty = math.prod, np.empty
 _BROADCAST_TO = register("broadcast_to", _broadcast_to_kernel, _broadcast_to_infer,
                          lambda op, g: [unbroadcast(g, op.inputs[0])], attrs={"shape": "ints"},
-                         bind=_bind_broadcast_to)
+                         bind=_bind_broadcast_to, num_inputs=1, defaults={})
 
 
 def broadcast_to(input, shape, name=None):
@@ -272,9 +272,9 @@ def broadcast_to(input, shape, name=None):
 # ------------------------------------------------------------------ shape, size
 _SHAPE = register("shape", lambda x, out_type=dtypes.int32: np.asarray(np.shape(x), out_type.np),
                   lambda s, d, a: [((len(s[0]),), a.get("out_type", dtypes.int32))], None,
-                  attrs={"out_type": "dtype"})
+                  attrs={"out_type": "dtype"}, num_inputs=1, defaults={"out_type": dtypes.int32})
 _SIZE = register("size", lambda x, out_type=dtypes.int32: np.asarray(np.size(x), out_type.np),
-                 lambda s, d, a: [((), a.get("out_type", dtypes.int32))], None, attrs={"out_type": "dtype"})
+                 lambda s, d, a: [((), a.get("out_type", dtypes.int32))], None, attrs={"out_type": "dtype"}, num_inputs=1, defaults={"out_type": dtypes.int32})
 
 
 def shape(input, out_type=dtypes.int32, name=None):
@@ -308,7 +308,7 @@ def _where_kernel(c, x, y):
     return np.where(c, x, y)
 
 
-_WHERE = register("where", _where_kernel, _where_infer, _where_grad, same_dtype=(1, 2))
+_WHERE = register("where", _where_kernel, _where_infer, _where_grad, same_dtype=(1, 2), num_inputs=3, attrs={}, defaults={})
 
 
 def where(condition, x, y, name=None):
@@ -380,10 +380,10 @@ def _infer_like(name):
 
 _SUM_TO_LIKE = register(
     "sum_to_like", lambda g, like: _sum_to(g, np.shape(like)), _infer_like("sum_to_like"),
-    lambda op, gg: [run_op(_BROADCAST_LIKE, (gg, op.inputs[0])), None])
+    lambda op, gg: [run_op(_BROADCAST_LIKE, (gg, op.inputs[0])), None], num_inputs=2, attrs={}, defaults={})
 _BROADCAST_LIKE = register(
     "broadcast_like", lambda x, like: np.broadcast_to(x, np.shape(like)), _infer_like("broadcast_like"),
-    lambda op, gg: [run_op(_SUM_TO_LIKE, (gg, op.inputs[0])), None])
+    lambda op, gg: [run_op(_SUM_TO_LIKE, (gg, op.inputs[0])), None], num_inputs=2, attrs={}, defaults={})
 
 
 def _mask(cond, like):
@@ -402,7 +402,7 @@ def _cast_grad(op, g):
 
 
 _CAST = register("cast", lambda x, dtype: np.asarray(x).astype(dtype.np, copy=False), _cast_infer, _cast_grad,
-                 attrs={"dtype": "dtype"})
+                 attrs={"dtype": "dtype"}, num_inputs=1, defaults={})
 
 
 def cast(x, dtype, name=None):
@@ -466,6 +466,7 @@ def _sum_grad(op, g):
 
 
 _RED_ATTRS = {"axis": "opt_ints", "keepdims": "bool"}
+_RED_DEFAULTS = {"axis": None, "keepdims": False}
 
 
 def reducer(name, kernel, grad, kinds=inf.numeric_kinds, out=None, doc="", ufunc=None, keep_dtype=False):
@@ -478,8 +479,8 @@ def reducer(name, kernel, grad, kinds=inf.numeric_kinds, out=None, doc="", ufunc
         if keep_dtype:
             return lambda x: ufunc(x, axis, x.dtype, None, keepdims)
         return lambda x: ufunc(x, axis, None, None, keepdims)
-    op = register(name, kernel, _reduce_infer(name, kinds, out), grad, attrs=_RED_ATTRS, kinds=kinds,
-                  bind=bind)
+    op = register(name, kernel, _reduce_infer(name, kinds, out), grad, num_inputs=1, attrs=_RED_ATTRS,
+                  defaults=_RED_DEFAULTS, kinds=kinds, bind=bind)
 
     def f(input_tensor, axis=None, keepdims=False, name=None):
         return run_op(op, (input_tensor,), {"axis": _norm_axis(axis), "keepdims": bool(keepdims)}, name)

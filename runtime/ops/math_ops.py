@@ -43,13 +43,14 @@ _UNARY = set()
 
 def _unary(name, kernel, grad, kinds=inf.numeric_kinds, doc=""):
     _UNARY.add(name)
-    op = register(name, kernel, inf.unary_same(name, kinds), grad, kinds=kinds)
+    op = register(name, kernel, inf.unary_same(name, kinds), grad, num_inputs=1, attrs={},
+                  defaults={}, kinds=kinds)
     return _public(op, doc or f"Elementwise {name}(x).")
 
 
 def _binary(name, kernel, grad, kinds=inf.numeric_kinds, out_dtype=None, doc=""):
-    op = register(name, kernel, inf.binary_broadcast(name, kinds, out_dtype), grad,
-                  same_dtype=(0, 1), kinds=kinds)
+    op = register(name, kernel, inf.binary_broadcast(name, kinds, out_dtype), grad, num_inputs=2,
+                  attrs={}, defaults={}, same_dtype=(0, 1), kinds=kinds)
     return _public(op, doc or f"Elementwise {name}(x, y) with numpy broadcasting.")
 
 
@@ -109,7 +110,7 @@ def _divide_grad(op, g):
 
 
 _DIVIDE = register("divide", _divide_kernel, _divide_infer, _divide_grad, same_dtype=(0, 1),
-                   kinds=inf.numeric_kinds)
+                   kinds=inf.numeric_kinds, num_inputs=2, attrs={}, defaults={})
 divide = _public(_DIVIDE, "x / y elementwise (true division; integers give float64).")
 floordiv = _binary("floordiv", np.floor_divide, None, doc="x // y elementwise (not differentiable).")
 mod = _binary("mod", np.mod, None, doc="x % y elementwise, sign of y as in Python (not differentiable).")
@@ -187,7 +188,8 @@ round = _unary("round", np.round, None, kinds="f",  # noqa: A001
 
 
 def _compare(name, kernel):
-    op = register(name, kernel, inf.binary_broadcast(name, None, dtypes.bool), None, same_dtype=(0, 1))
+    op = register(name, kernel, inf.binary_broadcast(name, None, dtypes.bool), None, num_inputs=2,
+                  attrs={}, defaults={}, same_dtype=(0, 1))
     return _public(op, f"Elementwise {name}(x, y) -> bool (not differentiable).")
 
 
@@ -224,7 +226,7 @@ def _add_n_kernel(*xs):
 
 
 _ADD_N = register("add_n", _add_n_kernel, _add_n_infer,
-                  lambda op, g: [unbroadcast(g, x) for x in op.inputs], kinds=inf.numeric_kinds)
+                  lambda op, g: [unbroadcast(g, x) for x in op.inputs], kinds=inf.numeric_kinds, num_inputs=None, attrs={}, defaults={})
 
 
 def add_n(inputs, name=None):
@@ -313,7 +315,7 @@ def _matmul_grad(op, g):
 
 _MATMUL = register("matmul", _matmul_kernel, _matmul_infer, _matmul_grad, same_dtype=(0, 1),
                    attrs={"transpose_a": "bool", "transpose_b": "bool"}, kinds=inf.numeric_kinds,
-                   bind=_bind_matmul)
+                   bind=_bind_matmul, num_inputs=2, defaults={"transpose_a": False, "transpose_b": False})
 _MM_ATTRS = {(False, False): _EMPTY}
 
 
@@ -412,11 +414,11 @@ def _third_order_prod(op, g):
 
 _PROD_OTHERS = register(
     "reduce_prod_others", _prod_others_kernel, lambda s, d, a: [(tuple(s[0]), d[0])],
-    lambda op, g: [run_op(_PROD_OTHERS_GRAD, (g, op.inputs[0]), op.attrs)], attrs={"axis": "opt_ints"})
+    lambda op, g: [run_op(_PROD_OTHERS_GRAD, (g, op.inputs[0]), op.attrs)], attrs={"axis": "opt_ints"}, num_inputs=1, defaults={"axis": None})
 # Internal: the gradient of reduce_prod_others (second derivative of reduce_prod).
 _PROD_OTHERS_GRAD = register(
     "reduce_prod_others_grad", _prod_others_grad_kernel, lambda s, d, a: [(tuple(s[1]), d[1])],
-    _third_order_prod, attrs={"axis": "opt_ints"})
+    _third_order_prod, attrs={"axis": "opt_ints"}, num_inputs=2, defaults={"axis": None})
 
 
 _max_reduce, _min_reduce, _mul_reduce = np.maximum.reduce, np.minimum.reduce, np.multiply.reduce
@@ -461,7 +463,8 @@ def _arg_infer(name):
 
 def _arg(name, fn):
     op = register(name, lambda x, axis, output_type=dtypes.int64: fn(x, axis=axis).astype(output_type.np),
-                  _arg_infer(name), None, attrs={"axis": "int", "output_type": "dtype"}, kinds=inf.numeric_kinds)
+                  _arg_infer(name), None, num_inputs=1, attrs={"axis": "int", "output_type": "dtype"},
+                  defaults={"output_type": dtypes.int64}, kinds=inf.numeric_kinds)
 
     def f(input, axis=None, output_type=dtypes.int64, name=None):
         # axis=None means axis 0, as in TensorFlow

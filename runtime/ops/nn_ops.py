@@ -73,9 +73,9 @@ def _log_softmax_grad(op, g):
 
 
 _SOFTMAX = register("softmax", _softmax_kernel, _softmax_infer("softmax"), _softmax_grad,
-                    attrs={"axis": "int"}, kinds=inf.float_kinds)
+                    attrs={"axis": "int"}, kinds=inf.float_kinds, num_inputs=1, defaults={})
 _LOG_SOFTMAX = register("log_softmax", _log_softmax_kernel, _softmax_infer("log_softmax"), _log_softmax_grad,
-                        attrs={"axis": "int"}, kinds=inf.float_kinds)
+                        attrs={"axis": "int"}, kinds=inf.float_kinds, num_inputs=1, defaults={})
 
 
 def softmax(logits, axis=-1, name=None):
@@ -154,7 +154,7 @@ def _add(a, b):
 
 _XENT = register("softmax_cross_entropy_with_logits", _xent_kernel, _xent_infer, _xent_grad,
                  attrs={"axis": "int"}, same_dtype=(0, 1), kinds=inf.float_kinds, num_outputs=3,
-                 none_grads=True)
+                 none_grads=True, num_inputs=2, defaults={})
 
 
 def softmax_cross_entropy_with_logits(labels, logits, axis=-1, name=None):
@@ -228,7 +228,7 @@ def _sparse_grad(op, g_loss, g_backprop):
 
 
 _SPARSE_XENT = register(_SPARSE, _sparse_kernel, _sparse_infer, _sparse_grad, kinds=inf.int_kinds,
-                        num_outputs=2, none_grads=True)
+                        num_outputs=2, none_grads=True, num_inputs=2, attrs={}, defaults={})
 
 
 def sparse_softmax_cross_entropy_with_logits(labels, logits, name=None):

@@ -33,7 +33,7 @@ def _read_kernel(h, dtype=None, shape=None):
 
 
 _READ = register("read_variable", _read_kernel, _read_infer, lambda op, g: [g], stateful=True,
-                 attrs={"dtype": "dtype", "shape": "shape"})
+                 attrs={"dtype": "dtype", "shape": "shape"}, num_inputs=1, defaults={})
 
 
 def _check_assign(h, v, op_name):
@@ -81,12 +81,12 @@ def _assign_infer(name):
 
 _ASSIGN_ATTRS = {"dtype": "dtype", "shape": "shape"}
 _ASSIGN = register("assign_variable", lambda h, v, dtype=None, shape=None: _assign(h, v),
-                   _assign_infer("assign_variable"), None, num_outputs=0, stateful=True, attrs=_ASSIGN_ATTRS)
+                   _assign_infer("assign_variable"), None, num_outputs=0, stateful=True, attrs=_ASSIGN_ATTRS, num_inputs=2, defaults={})
 _ASSIGN_ADD = register("assign_add_variable", lambda h, v, dtype=None, shape=None: _assign_add(h, v),
                        _assign_infer("assign_add_variable"), None, num_outputs=0, stateful=True,
-                       attrs=_ASSIGN_ATTRS)
+                       attrs=_ASSIGN_ATTRS, num_inputs=2, defaults={})
 _ASSIGN_SUB = register("assign_sub_variable", lambda h, v, dtype=None, shape=None: _assign_sub(h, v),
                        _assign_infer("assign_sub_variable"), None, num_outputs=0, stateful=True,
-                       attrs=_ASSIGN_ATTRS)
+                       attrs=_ASSIGN_ATTRS, num_inputs=2, defaults={})
 
 ASSIGN_OPS = frozenset(["assign_variable", "assign_add_variable", "assign_sub_variable"])
