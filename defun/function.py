@@ -24,7 +24,7 @@ from runtime.tensor import EagerTensor, Tensor, to_array
 from runtime.variables import SymbolicVariable, Variable, _BY_HANDLE, watch_variable
 from graph.functions import call_graph, plan_of, remat_backward
 from graph.gradients import build_backward
-from graph.ir import Graph, SymbolicTensor
+from graph.ir import Graph, SymbolicTensor, unique_name
 
 __all__ = ["defun", "Function", "ConcreteFunction", "GraphFunction", "TensorSpec", "RetracingWarning"]
 
@@ -525,7 +525,7 @@ class Function:
             return concrete
 
     def _trace(self, args, kwargs):
-        graph = Graph(_unique_name(self.name), outer=state.graph, base_name=self.name)
+        graph = Graph(unique_name(self.name), outer=state.graph, base_name=self.name)
         with graph.building():
             if self._input_signature is not None:
                 b_kwargs = {}
@@ -580,18 +580,6 @@ class Function:
 
     def __repr__(self):
         return f"<df.defun {self.name} traces={self.trace_count}>"
-
-
-_name_counts = {}
-_name_lock = threading.Lock()
-
-
-def _unique_name(base):
-    """`base_0`, `base_1`, ...: distinct graph names in one process (library entries)."""
-    with _name_lock:
-        n = _name_counts.get(base, 0)
-        _name_counts[base] = n + 1
-    return f"{base}_{n}"
 
 
 def _encode(value, tensors, path):

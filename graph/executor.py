@@ -21,7 +21,7 @@ from runtime import sites
 from runtime.execute import describe_value
 from runtime.ops.resource_ops import ASSIGN_OPS
 from graph.ir import CONST, PLACEHOLDER
-from graph.verify import is_effectful, reaches
+from graph.verify import reaches
 
 __all__ = ["compile_graph", "Plan", "live_nodes", "assigns_variables"]
 
@@ -33,13 +33,12 @@ def live_node_ids(graph, outputs=None):
     function that assigns a variable runs even when its outputs are unused).
     """
     outputs = graph.outputs if outputs is None else outputs
-    memo = {}
     live = {id(t.node) for t in outputs}
     add = live.add
     # one sweep from the last node back: creation order is topological, so every user of
     # a node is seen before it (a third faster than a depth-first walk from the outputs)
     for n in reversed(graph.nodes):
-        if id(n) in live or is_effectful(n, memo):
+        if id(n) in live or n.stateful:
             add(id(n))
             for t in n.inputs:
                 add(id(t.node))

@@ -16,7 +16,6 @@ from graph.executor import compile_graph
 from graph.gradients import replay
 from graph.ir import Graph
 from graph.passes import optimize
-from graph.verify import is_effectful
 
 __all__ = ["CALL", "plan_of", "remat_backward", "call_graph"]
 
@@ -24,13 +23,14 @@ _lock = threading.RLock()
 
 
 def plan_of(graph):
-    """The compiled plan of `graph` (compiled once, cached on the graph)."""
-    plan = getattr(graph, "_plan", None)
+    """The compiled plan of `graph` (optimized and compiled once, kept in graph.derived)."""
+    plans = graph.derived.plans
+    plan = plans.get("numpy")
     if plan is None:
         with _lock:
-            plan = getattr(graph, "_plan", None)
+            plan = plans.get("numpy")
             if plan is None:
-                plan = graph._plan = compile_graph(optimize(graph))
+                plan = plans["numpy"] = compile_graph(optimize(graph))
     return plan
 
 
@@ -70,7 +70,7 @@ def _call_grad(op, *grads):
         g = grads[k]
         feed.append(g if g is not None else zeros_like(op.outputs[k]))
     rb, spec = remat_backward(f)
-    out = call_graph(rb, feed)  # stateful_call when the callee reads variables
+    out = call_graph(rb, feed)
     result = []
     for k in range(n_in):
         j = spec[k]
@@ -81,26 +81,9 @@ def _call_grad(op, *grads):
 CALL = register("call", _call_kernel, _call_infer, _call_grad,
                 num_outputs=lambda attrs, n: len(attrs["f"].outputs), none_grads=True,
                 attrs={"f": "func"}, bind=_call_bind, num_inputs=None, defaults={})
-# A call of a function with stateful ops is itself stateful: kept in program order, never
-# pruned or merged by passes.
-STATEFUL_CALL = register("stateful_call", _call_kernel, _call_infer, _call_grad,
-                         num_outputs=lambda attrs, n: len(attrs["f"].outputs), none_grads=True,
-                         attrs={"f": "func"}, bind=_call_bind, stateful=True, num_inputs=None, defaults={})
-
-
-def has_stateful_ops(graph):
-    """True if `graph` (or a function it calls) contains a stateful op (cached per graph)."""
-    cached = graph.__dict__.get("_stateful")
-    if cached is None:
-        memo = {id(graph): False}  # a function calling itself adds no new effect
-        cached = graph._stateful = any(is_effectful(n, memo) for n in graph.nodes)
-    return cached
-
-
 def call_graph(graph, inputs):
     """Call function `graph` on `inputs` (all_inputs order): eagerly runs, or adds a call node."""
-    op = STATEFUL_CALL if has_stateful_ops(graph) else CALL
-    out = run_op(op, list(inputs), {"f": graph})
+    out = run_op(CALL, list(inputs), {"f": graph})    # stateful when `graph` has effects
     if out is None:
         return []
     return list(out) if isinstance(out, tuple) else [out]
@@ -112,11 +95,11 @@ def remat_backward(graph):
     Recomputes the forward pass inside (no side outputs), so it can stand anywhere a
     gradient of a call is needed. spec[k] is the output index of input k's gradient or None.
     """
-    cached = getattr(graph, "_remat", None)
+    cached = graph.derived.remat
     if cached is not None:
         return cached
     with _lock:
-        cached = getattr(graph, "_remat", None)
+        cached = graph.derived.remat
         if cached is not None:
             return cached
         bwd = Graph(f"{graph.name}_remat_grad", library=graph.library,
@@ -143,6 +126,6 @@ def remat_backward(graph):
                 spec.append(len(outputs))
                 outputs.append(g)
         bwd.finalize(outputs)
-        graph._remat = (bwd, spec)
-        return graph._remat
+        graph.derived.remat = (bwd, spec)
+        return graph.derived.remat
 

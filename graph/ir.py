@@ -7,6 +7,7 @@ node through the same registry and shape inference the eager path uses.
 """
 import itertools
 import numbers
+import threading
 
 import numpy as np
 
@@ -18,7 +19,8 @@ from runtime.registry import check_input_count, register
 from runtime.tensor import EagerTensor, Tensor, to_array
 from graph.printer import bracket_shape, format_graph, format_node, type_str
 
-__all__ = ["Graph", "Node", "SymbolicTensor", "PLACEHOLDER", "CONST", "infer_types"]
+__all__ = ["Graph", "Node", "SymbolicTensor", "Derived", "PLACEHOLDER", "CONST", "infer_types",
+           "functions_in", "has_effects", "unique_name"]
 
 _graph_ids = itertools.count(1)
 _PY_SCALARS = frozenset([float, int, bool])
@@ -218,10 +220,15 @@ def _warn_identity(t, op):
 
 
 class Node:
-    """One op application: `%id = type(inputs) {attrs}`, with output tensors."""
+    """One op application: `%id = type(inputs) {attrs}`, with output tensors.
+
+    `stateful`: the op is (a variable read or assignment), or a function it runs contains
+    effects (a call, branch or loop body that reads or assigns). Passes keep such nodes
+    in program order and never remove or merge them; the executor always runs them.
+    """
 
     __slots__ = ("graph", "id", "op", "inputs", "attrs", "control_inputs", "outputs", "site",
-                 "__weakref__")
+                 "stateful", "__weakref__")
 
     def __init__(self, graph, id_, op, inputs, attrs, control_inputs, site):
         self.graph = graph
@@ -232,6 +239,8 @@ class Node:
         self.control_inputs = control_inputs
         self.outputs = []
         self.site = site
+        self.stateful = op.stateful or (bool(op.function_attrs) and
+                                        any(has_effects(g) for g in functions_in(op, attrs)))
 
     @property
     def type(self):
@@ -246,6 +255,59 @@ class Node:
 
     def __repr__(self):
         return f"<Node {format_node(self)}>"
+
+
+def functions_in(op, attrs):
+    """The function graphs `attrs` of `op` refer to (call bodies, branches, loop bodies)."""
+    for name in op.function_attrs:
+        v = attrs.get(name)
+        for g in (v if isinstance(v, tuple) else (v,)):
+            if isinstance(g, Graph):
+                yield g
+
+
+def has_effects(graph):
+    """True if a node of `graph` is stateful (kept per finalized graph in `graph.derived`)."""
+    known = graph.derived.effectful
+    if known is None:
+        # a node's flag already covers the functions it runs; a function calling itself
+        # reads the flags of the nodes made so far, so there is no unbounded recursion
+        known = any(n.stateful for n in graph.nodes)
+        if graph.finalized:
+            graph.derived.effectful = known
+    return known
+
+
+class Derived:
+    """What is computed from a finalized graph and kept with it: declared here, in one place.
+
+    plans: {backend name: compiled Plan} (graph.functions.plan_of)
+    effectful: whether a node is stateful (has_effects)
+    remat: (rematerializing backward graph, spec) (graph.functions.remat_backward)
+    cond_grads: {key: gradient branches} of a cond's branch (graph.control_flow)
+    function: the defun GraphFunction calling this graph (defun.graph_function)
+    """
+
+    __slots__ = ("plans", "effectful", "remat", "cond_grads", "function")
+
+    def __init__(self):
+        self.plans = {}
+        self.effectful = None
+        self.remat = None
+        self.cond_grads = {}
+        self.function = None
+
+
+_name_counts = {}
+_name_lock = threading.Lock()
+
+
+def unique_name(base):
+    """`base_0`, `base_1`, ...: distinct graph names in one process (library entries)."""
+    with _name_lock:
+        n = _name_counts.get(base, 0)
+        _name_counts[base] = n + 1
+    return f"{base}_{n}"
 
 
 class Graph:
@@ -277,6 +339,7 @@ class Graph:
         self._ids = itertools.count()
         self._const_cache = {}
         self._scalar_consts = {}  # (type, Python scalar, target np.dtype) -> const tensor
+        self.derived = Derived()
 
     # ------------------------------------------------------------------ building
     def building(self):
@@ -288,7 +351,7 @@ class Graph:
         node = Node(self, next(self._ids) if node_id is None else node_id, op, inputs, attrs,
                     list(control_inputs), site)
         node.outputs = [SymbolicTensor(node, i, s, d) for i, (s, d) in enumerate(out_types)]
-        if op.stateful:
+        if node.stateful:
             if self.last_stateful is not None and self.last_stateful not in node.control_inputs:
                 node.control_inputs.append(self.last_stateful)
             self.last_stateful = node
@@ -458,6 +521,7 @@ class Graph:
         g.base_name = base_name or (self.base_name if name is None else name)
         g.outputs = list(outputs)
         g.uid = next(_graph_ids)
+        g.derived = Derived()     # a view computes its own plan and backward
         return g
 
     def node_by_name(self, name):

@@ -23,9 +23,9 @@ from runtime import dtypes, registry
 from graph.executor import live_node_ids
 from graph.ir import CONST, PLACEHOLDER, Graph, infer_types
 from runtime.ops._infer import num_elements
-from graph.verify import VerifyError, _func_attrs, is_effectful, verify
+from graph.verify import VerifyError, verify
 
-__all__ = ["optimize", "DEFAULT_PIPELINE", "FOLD_MAX_ELEMENTS", "GraphCopy", "is_effectful",
+__all__ = ["optimize", "DEFAULT_PIPELINE", "FOLD_MAX_ELEMENTS", "GraphCopy",
            "eliminate_dead_code", "eliminate_common_subexpressions", "fold_constants",
            "simplify_algebra", "inline_calls", "prune_unused_outputs"]
 
@@ -213,13 +213,12 @@ def eliminate_common_subexpressions(graph):
     Constants with equal dtype, shape and bytes merge too. Stateful nodes never merge
     (two reads of a variable may see different values).
     """
-    memo = {}
     cp = GraphCopy(graph)
     seen = {}
     for node in graph.nodes:
         if node.op is PLACEHOLDER:
             continue
-        if not node.outputs or is_effectful(node, memo):
+        if not node.outputs or node.stateful:
             cp.copy(node)
             continue
         inputs = cp.inputs_of(node)
@@ -251,10 +250,9 @@ def _cse_lookup(seen, node, inputs, controls):
 
 def _cse_applies(graph):
     """True if eliminate_common_subexpressions would merge a node (it finds the first one)."""
-    memo = {}
     seen = {}
     for node in graph.nodes:
-        if node.op is PLACEHOLDER or not node.outputs or is_effectful(node, memo):
+        if node.op is PLACEHOLDER or not node.outputs or node.stateful:
             continue
         controls = list(dict.fromkeys(node.control_inputs)) if node.control_inputs else ()
         key, hit = _cse_lookup(seen, node, node.inputs, controls)
@@ -321,14 +319,13 @@ def fold_constants(graph, max_elements=None):
     cap = FOLD_MAX_ELEMENTS if max_elements is None else max_elements
     cp = GraphCopy(graph)
     output_nodes = {id(t.node) for t in graph.outputs}
-    memo = {}
     for node in graph.nodes:
         op = node.op
         if op is PLACEHOLDER:
             continue
         inputs = cp.inputs_of(node)
         values = None
-        if _may_fold(node, inputs, output_nodes, cap, memo):
+        if _may_fold(node, inputs, output_nodes, cap):
             values = _evaluate(node, [_fold_input(t) for t in inputs])
         if values is None or any(v.size > cap for v in values):
             cp.copy(node, inputs)
@@ -351,7 +348,7 @@ def _fold_input(t):
     return np.zeros(t.shape, t.dtype.np)
 
 
-def _may_fold(node, inputs, output_nodes, cap, memo):
+def _may_fold(node, inputs, output_nodes, cap):
     """True if fold_constants tries to evaluate `node` (its kernel may still refuse)."""
     op = node.op
     if op is CONST or not node.outputs or node.control_inputs or id(node) in output_nodes:
@@ -360,7 +357,7 @@ def _may_fold(node, inputs, output_nodes, cap, memo):
     for t in inputs:
         if t.node.op is not CONST and not (shape_only and None not in t.shape):
             return False
-    if _func_attrs(op) or "transient" in op.attrs.values() or is_effectful(node, memo):
+    if op.function_attrs or "transient" in op.attrs.values() or node.stateful:
         return False
     return all(n is None or n <= cap for n in (num_elements(t.shape) for t in node.outputs))
 
@@ -368,8 +365,7 @@ def _may_fold(node, inputs, output_nodes, cap, memo):
 def _fold_applies(graph):
     """True if some node has only constant inputs and fold_constants would try it."""
     output_nodes = {id(t.node) for t in graph.outputs}
-    memo = {}
-    return any(_may_fold(n, n.inputs, output_nodes, FOLD_MAX_ELEMENTS, memo)
+    return any(_may_fold(n, n.inputs, output_nodes, FOLD_MAX_ELEMENTS)
                for n in graph.nodes if n.op is not PLACEHOLDER)
 
 
@@ -507,12 +503,11 @@ def simplify_algebra(graph):
     Unused constants are left for dead code elimination.
     """
     cp = GraphCopy(graph)
-    memo = {}
     for node in graph.nodes:
         if node.op is PLACEHOLDER:
             continue
         inputs = cp.inputs_of(node)
-        new = _simplified(cp, node, inputs, memo)
+        new = _simplified(cp, node, inputs)
         if new is not None:
             cp.replace(node, new)
         else:
@@ -520,10 +515,10 @@ def simplify_algebra(graph):
     return cp.finish()
 
 
-def _simplified(cp, node, inputs, memo):
+def _simplified(cp, node, inputs):
     """The tensors standing for `node`'s outputs once simplified, or None (keep the node)."""
     rule = _RULES.get(node.op.name)
-    if rule is None or node.control_inputs or is_effectful(node, memo):
+    if rule is None or node.control_inputs or node.stateful:
         return None
     new = rule(cp, node, *inputs)
     if new is not None and all(a.dtype is b.dtype and tuple(a.shape) == tuple(b.shape)
@@ -555,8 +550,7 @@ class _Probe:
 
 def _simplify_applies(graph):
     """True if simplify_algebra would remove or rewrite a node (it finds the first one)."""
-    memo = {}
-    return any(_simplified(_Probe, n, n.inputs, memo) is not None
+    return any(_simplified(_Probe, n, n.inputs) is not None
                for n in graph.nodes if n.op.name in _RULES)
 
 
@@ -588,7 +582,6 @@ _CALL_OPS = ("call", "stateful_call")
 
 
 def _inline_nodes(cp, nodes, active, keep_ids, extra_controls=()):
-    memo = {}
     for node in nodes:
         if node.op is PLACEHOLDER:
             continue
@@ -607,11 +600,11 @@ def _inline_nodes(cp, nodes, active, keep_ids, extra_controls=()):
             _inline_nodes(cp, f.nodes, active, keep_ids=False, extra_controls=controls)
             active.pop()
             outs = [cp.tensors[id(t)] for t in f.outputs]
-            effects = [n for n in cp.graph.nodes[first:] if is_effectful(n, memo)]
+            effects = [n for n in cp.graph.nodes[first:] if n.stateful]
             stands = list(dict.fromkeys([t.node for t in outs] + effects))
             cp.replace(node, outs, stands)
             continue
-        extra = extra_controls if extra_controls and is_effectful(node, memo) else ()
+        extra = extra_controls if extra_controls and node.stateful else ()
         cp.copy(node, keep_id=keep_ids, extra_controls=extra)
 
 
@@ -638,9 +631,9 @@ def _used_outputs(graph):
     return used
 
 
-def _prunable(node, used, memo):
+def _prunable(node, used):
     op = node.op
-    if op.prune_outputs is None or is_effectful(node, memo):
+    if op.prune_outputs is None or node.stateful:
         return None
     flags = [id(t) in used for t in node.outputs]
     if all(flags):
@@ -660,12 +653,11 @@ def prune_unused_outputs(graph):
     left as they are.
     """
     used = _used_outputs(graph)
-    memo = {}
     cp = GraphCopy(graph)
     for node in graph.nodes:
         if node.op is PLACEHOLDER:
             continue
-        attrs = _prunable(node, used, memo)
+        attrs = _prunable(node, used)
         if attrs is None:
             cp.copy(node)
             continue
@@ -678,8 +670,7 @@ def prune_unused_outputs(graph):
 
 def _prune_applies(graph):
     used = _used_outputs(graph)
-    memo = {}
-    return any(_prunable(n, used, memo) is not None for n in graph.nodes if n.op is not PLACEHOLDER)
+    return any(_prunable(n, used) is not None for n in graph.nodes if n.op is not PLACEHOLDER)
 
 
 # Tests that let `optimize` skip a pass that would only copy the graph, each sharing its

@@ -59,6 +59,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from graph import control_flow as _control_flow  # noqa: F401  (registers `cond`, `while`)
 from graph import functions as _functions  # noqa: F401  (registers `call`)
 from runtime import custom_gradient as _custom_gradient  # noqa: F401  (registers its op)
 from runtime import attr_types, dtypes, errors, registry
@@ -74,7 +75,11 @@ __all__ = ["FORMAT", "VERSION", "to_document", "write_document", "from_document"
            "describe_structure", "LoadedFunction", "InputSpec"]
 
 FORMAT = "defun.graph"
-VERSION = 1
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
+# Version 1 named a node whose functions have effects by a second op; version 2 flags the
+# node (`"stateful": true`) and has one op each.
+_V1_STATEFUL_TWINS = {"stateful_call": "call", "stateful_cond": "cond", "stateful_while": "while"}
 
 # Limits: a document beyond them is refused before anything is decoded or built.
 MAX_DOCUMENT_BYTES = 1 << 30        # file size
@@ -316,9 +321,12 @@ def _export_node(node, ids, fname_of, where):
             raise errors.InvalidArgumentError(f"{where}: node {node.name} has control input "
                                               f"{c.name}, which is not an earlier node")
         controls.append(ids[id(c)])
-    return {"op": node.op.name, "inputs": [_ref_doc(t, ids, where) for t in node.inputs],
-            "attrs": attrs, "control_inputs": controls,
-            "outputs": [{"dtype": t.dtype.name, "shape": _shape_doc(t.shape)} for t in node.outputs]}
+    doc = {"op": node.op.name, "inputs": [_ref_doc(t, ids, where) for t in node.inputs],
+           "attrs": attrs, "control_inputs": controls,
+           "outputs": [{"dtype": t.dtype.name, "shape": _shape_doc(t.shape)} for t in node.outputs]}
+    if node.stateful:
+        doc["stateful"] = True     # left out when false
+    return doc
 
 
 def _is_default(op, name, value):
@@ -605,12 +613,14 @@ def _attr_path(path, key):
 
 
 _InputSpec = namedtuple("_InputSpec", "name dtype shape variable value")
-_NodeSpec = namedtuple("_NodeSpec", "path op inputs attrs outputs control")
+_NodeSpec = namedtuple("_NodeSpec", "path op inputs attrs outputs control stateful")
 _FunctionSpec = namedtuple("_FunctionSpec", "path name inputs nodes outputs callees")
 
 
 class _Context:
     """The validation state of one document; also the reader attr_types decodes with."""
+
+    version = VERSION
 
     def __init__(self, variables):
         self.variables = variables   # name -> validated array
@@ -649,12 +659,14 @@ def _validate(doc):
     if "version" not in doc:
         raise _format_error("document", "missing field 'version'")
     version = doc["version"]
-    if isinstance(version, bool) or not isinstance(version, int) or version != VERSION:
-        raise _format_error("version", f"this loader reads version {VERSION}, got {_show(version)}")
+    if isinstance(version, bool) or not isinstance(version, int) or version not in READABLE_VERSIONS:
+        raise _format_error("version", f"this loader reads versions "
+                            f"{', '.join(map(str, READABLE_VERSIONS))}, got {_show(version)}")
     _fields(doc, "document", ("format", "version", "entry", "functions", "variables", "output_structure"))
     entry = _check_name(doc["entry"], "entry")
 
     ctx = _Context({})
+    ctx.version = version
     for k, vdoc in enumerate(_check_list(doc["variables"], "variables")):
         path = f"variables[{k}]"
         _fields(vdoc, path, ("name", "dtype", "shape", "data"))
@@ -735,8 +747,16 @@ def _validate_function(fdoc, path, ctx, is_entry):
     nodes = []
     for j, ndoc in enumerate(ndocs):
         p = f"{path}.nodes[{j}]"
-        _fields(ndoc, p, ("op", "inputs", "attrs", "outputs", "control_inputs"))
+        _fields(ndoc, p, ("op", "inputs", "attrs", "outputs", "control_inputs"),
+                ("stateful",) if ctx.version >= 2 else ())
         opname = _check_str(ndoc["op"], p + ".op", 64)
+        if ctx.version == 1:
+            opname = _V1_STATEFUL_TWINS.get(opname, opname)
+        stateful = None     # version 1: whatever the op and its functions make it
+        if ctx.version >= 2:
+            stateful = ndoc.get("stateful", False)
+            if stateful is not True and stateful is not False:
+                raise _format_error(p + ".stateful", f"expected true or false, got {_kind(stateful)}")
         if opname == "placeholder" or not registry.exists(opname):
             raise _format_error(p + ".op", f"unknown op {_show(opname)}")
         op = registry.get(opname)
@@ -777,7 +797,7 @@ def _validate_function(fdoc, path, ctx, is_entry):
             controls[c] = None
         if opname == "read_variable" or opname in ASSIGN_OPS:
             _check_variable_attrs(refs, attrs, bound, p)
-        nodes.append(_NodeSpec(p, op, refs, attrs, outputs, list(controls)))
+        nodes.append(_NodeSpec(p, op, refs, attrs, outputs, list(controls), stateful))
 
     _check_acyclic(nodes, n_in, path)
     counts = [1] * n_in + [len(n.outputs) for n in nodes]
@@ -934,6 +954,9 @@ def _build_function(spec, g, library):
         inputs = [values[k][i] for k, i in ns.inputs]
         out_types = _inferred_types(ns, inputs, attrs)
         node = g._new_node(ns.op, inputs, attrs, out_types, None, [nodes[c] for c in ns.control])
+        if ns.stateful is not None and ns.stateful is not node.stateful:
+            raise _format_error(ns.path + ".stateful", f"the node says {str(ns.stateful).lower()}, but "
+                                f"its op and the functions it runs make it {str(node.stateful).lower()}")
         nodes[len(spec.inputs) + j] = node
         values.append(node.outputs)
     return g.finalize([values[k][i] for k, i in spec.outputs])

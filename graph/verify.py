@@ -6,6 +6,7 @@ A graph is valid when:
   this also rules out cycles, and a cycle is named when one is found);
 - its placeholders are exactly `graph.all_inputs` (arguments, then captures);
 - attr names and value types match the op's schema (runtime/attr_types.py says what each type means);
+- its stateful flag is what its op and the functions it runs make it;
 - the op's inference, re-run on the input shapes/dtypes, gives the recorded outputs
   (same count and dtypes; shapes agree where both sizes are known);
 - the outputs are tensors of this graph;
@@ -14,10 +15,10 @@ A graph is valid when:
     >>> verify(g)          # returns g, or raises VerifyError printing the failing node
 """
 from runtime import attr_types, errors, registry
-from graph.ir import Graph, Node, SymbolicTensor, infer_types
+from graph.ir import Node, SymbolicTensor, functions_in, has_effects, infer_types
 from graph.printer import format_node, type_str
 
-__all__ = ["verify", "VerifyError", "is_effectful", "functions_of", "reaches"]
+__all__ = ["verify", "VerifyError", "functions_of", "reaches"]
 
 
 class VerifyError(errors.InvalidArgumentError):
@@ -25,23 +26,11 @@ class VerifyError(errors.InvalidArgumentError):
 
 
 # ---------------------------------------------------------------------------------------
-# Effects: stateful ops, and ops running functions that contain them
-
-def _func_attrs(op, _cache={}):
-    """Names of `op`'s attrs that hold functions (cached per OpDef)."""
-    names = _cache.get(op)
-    if names is None:
-        names = _cache[op] = tuple(k for k, t in op.attrs.items() if t in ("func", "funcs"))
-    return names
-
+# What a node or the functions it runs do
 
 def functions_of(node):
     """The function graphs `node`'s attrs refer to (call bodies, branches, loop bodies)."""
-    for name in _func_attrs(node.op):
-        v = node.attrs.get(name)
-        for g in (v if isinstance(v, tuple) else (v,)):
-            if isinstance(g, Graph):
-                yield g
+    return functions_in(node.op, node.attrs)
 
 
 def reaches(node, test, memo=None):
@@ -52,7 +41,7 @@ def reaches(node, test, memo=None):
     """
     if test(node.op):
         return True
-    if not _func_attrs(node.op):
+    if not node.op.function_attrs:
         return False
     memo = {} if memo is None else memo
     for g in functions_of(node):
@@ -63,15 +52,6 @@ def reaches(node, test, memo=None):
         if known:
             return True
     return False
-
-
-def _stateful(op):
-    return op.stateful
-
-
-def is_effectful(node, memo=None):
-    """True if `node` is a stateful op, or runs a function that contains one."""
-    return reaches(node, _stateful, memo)
 
 
 # ---------------------------------------------------------------------------------------
@@ -202,6 +182,10 @@ class _Verifier:
         # --- attrs
         if node.attrs:
             self._check_attrs(graph, node, op)
+        stateful = op.stateful or any(has_effects(g) for g in functions_of(node))
+        if node.stateful is not stateful:
+            _fail(graph, node, f"its stateful flag is {node.stateful}, but its op and the functions "
+                  f"it runs make it {stateful}", "Create nodes with graph._new_node, which sets it")
         # --- outputs and inference
         if op.single:
             n = 1

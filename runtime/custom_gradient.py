@@ -2,8 +2,7 @@
 import functools
 
 from runtime import tape as tape_mod
-from runtime.context import state
-from runtime.variables import handle_in_context, watch_variable
+from runtime.variables import handle_in_context, watch_reads
 from runtime.execute import run_op
 from runtime.nest import flatten, pack_as
 from runtime.registry import register
@@ -86,10 +85,7 @@ def custom_gradient(f):
             raise TypeError(f"custom_gradient: {getattr(f, '__name__', 'the function')} reads variables "
                             f"({names}), so its grad_fn must accept a keyword argument `variables` "
                             f"and return (input gradients, variable gradients)")
-        for tape in state.tapes:   # f's reads were hidden from the tapes; the op stands for them
-            if tape.watch_accessed_variables:
-                for v in variables:
-                    watch_variable(tape, v)
+        watch_reads(variables)   # f's reads were hidden from the tapes; the op stands for them
         flat = [convert_to_tensor(y) for y in flatten(result)]
         handles = [handle_in_context(v) for v in variables]
         attrs = {"num_outputs": len(flat), "grad_fn": grad_fn}

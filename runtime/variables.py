@@ -9,7 +9,8 @@ from runtime.execute import run_op
 from runtime.ops import resource_ops
 from runtime.tensor import EagerTensor, HandleData, ResourceHandle, Tensor, to_array
 
-__all__ = ["Variable"]
+__all__ = ["Variable", "SymbolicVariable", "watch_variable", "watch_reads", "watch_read_handles",
+           "handle_in_context"]
 
 _counter = [0]
 # handle id -> Variable, so a traced function can tell tapes which variables a call reads.
@@ -97,11 +98,8 @@ class Variable:
     # -------------------------------------------------------------- reads and writes
     def read_value(self):
         """The current value as a tensor (a read op; recorded on watching tapes)."""
-        tapes = state.tapes
-        if tapes and self._trainable:
-            for t in tapes:
-                if t.watch_accessed_variables:
-                    watch_variable(t, self)
+        if self._trainable and state.tapes:
+            watch_reads((self,))
         return run_op(resource_ops._READ, (self.handle,), self._attrs)
 
     value = read_value
@@ -212,6 +210,26 @@ def watch_variable(tape, var):
     if h._id not in tape.variables:
         tape.variables[h._id] = var
     tape.watch(h)
+
+
+def watch_reads(variables):
+    """The variables read: tapes of this thread that watch accessed variables watch the
+    trainable ones (the one place reads are announced: reads, custom gradients, calls,
+    control flow)."""
+    tapes = state.tapes
+    if tapes:
+        for var in variables:
+            if var.trainable:
+                for tape in tapes:
+                    if tape.watch_accessed_variables:
+                        watch_variable(tape, var)
+
+
+def watch_read_handles(handles):
+    """`watch_reads` for the variables behind resource tensors `handles` (others skipped)."""
+    if state.tapes:
+        watch_reads([v for v in (_BY_HANDLE.get(h._id) for h in handles
+                                 if h.dtype is dtypes.resource) if v is not None])
 
 
 def handle_in_context(var):

@@ -153,13 +153,13 @@ def test_dce_keeps_a_call_whose_function_assigns_a_variable():
     pure = build("pure", [((2,), F32)], df.exp)
 
     def body(x):
-        call_graph(bump, [x] + bump.captured_values)   # a stateful_call: result unused
+        call_graph(bump, [x] + bump.captured_values)   # a stateful call: result unused
         call_graph(pure, [x])                          # unused and pure: dead
         return x * 3.0
     g = build("f", [((2,), F32)], body)
     h = passes.eliminate_dead_code(g)
-    calls = [(n.op.name, n.attrs["f"].name) for n in h.nodes if "f" in n.attrs]
-    assert calls == [("stateful_call", "bump")]
+    calls = [(n.op.name, n.attrs["f"].name, n.stateful) for n in h.nodes if "f" in n.attrs]
+    assert calls == [("call", "bump", True)]
     run(h, [np.ones(2, np.float32)])
     np.testing.assert_array_equal(v.numpy(), [1.0, 1.0])
 
@@ -175,8 +175,8 @@ def test_is_effectful_looks_into_called_functions():
         plain_bump = g._new_node(CALL, [x, g.capture(v.handle)], {"f": bump}, [((2,), F32)], None)
         plain_outer = g._new_node(CALL, [x, g.capture(v.handle)], {"f": outer}, [((2,), F32)], None)
         plain_pure = g._new_node(CALL, [x], {"f": pure}, [((2,), F32)], None)
-    assert passes.is_effectful(plain_bump) and passes.is_effectful(plain_outer)
-    assert not passes.is_effectful(plain_pure)
+    assert plain_bump.stateful and plain_outer.stateful
+    assert not plain_pure.stateful
     # such plain calls exist (the gradient of a call reads variables through one): passes
     # must treat them as stateful even though their op is not
     g.finalize([plain_pure.outputs[0]])

@@ -139,14 +139,16 @@ def test_export_is_deterministic_across_builds():
 def test_document_layout():
     g, v = simple_graph()
     doc = to_document(g, input_names=["x"])
-    assert doc["format"] == "defun.graph" and doc["version"] == 1 and doc["entry"] == "simple"
+    assert doc["format"] == "defun.graph" and doc["version"] == 2 and doc["entry"] == "simple"
     f, = doc["functions"]
     assert f["inputs"] == [{"name": "x", "dtype": "float32", "shape": [None, 3]},
                            {"name": "w", "dtype": "resource", "shape": [], "variable": "w"}]
     read = f["nodes"][0]
     assert read == {"op": "read_variable", "inputs": ["1:0"], "attrs": {"dtype": "float32", "shape": [3, 2]},
-                    "outputs": [{"dtype": "float32", "shape": [3, 2]}], "control_inputs": []}
+                    "outputs": [{"dtype": "float32", "shape": [3, 2]}], "control_inputs": [],
+                    "stateful": True}
     assert f["nodes"][1]["inputs"] == ["0:0", "2:0"] and f["nodes"][1]["op"] == "matmul"
+    assert "stateful" not in f["nodes"][1]      # false is left out
     assert f["outputs"] == [{"ref": "7:0", "dtype": "float32", "shape": [None]}]
     var, = doc["variables"]
     assert var["name"] == "w" and var["shape"] == [3, 2] and var["dtype"] == "float32"
@@ -442,7 +444,11 @@ HOSTILE = [
     ("not a dict", lambda d: [d], "expected a JSON object"),
     ("null top level", lambda d: None, "expected a JSON object"),
     ("wrong format", _set(lambda d: d.update(format="onnx")), "format: expected 'defun.graph'"),
-    ("wrong version", _set(lambda d: d.update(version=2)), "version: this loader reads version 1"),
+    ("wrong version", _set(lambda d: d.update(version=3)), "version: this loader reads versions 1, 2"),
+    ("stateful flag not a bool", _set(lambda d: d["functions"][0]["nodes"][0].update(stateful=1)),
+     "functions[0].nodes[0].stateful: expected true or false"),
+    ("stateful flag wrong", _set(lambda d: d["functions"][0]["nodes"][0].update(stateful=False)),
+     "functions[0].nodes[0].stateful: the node says false"),
     ("version as str", _set(lambda d: d.update(version="1")), "version"),
     ("version as bool", _set(lambda d: d.update(version=True)), "version"),
     ("missing format", _drop("format"), "missing field 'format'"),
@@ -843,3 +849,110 @@ def test_too_few_inputs_and_missing_while_attrs_are_named():
     del node["attrs"]["history"]
     with pytest.raises(df.errors.GraphFormatError, match="needs attr 'history'"):
         df.load_json(doc)
+
+
+# ---------------------------------------------------------------------------------------
+# Version 2: statefulness is a node flag; version-1 documents (stateful twins) still load.
+
+def _stateful_control_flow_function():
+    """A defun whose call, cond and while all run functions that read or assign `v`."""
+    v = df.Variable(np.array([1.0, 2.0]), name="v")
+
+    @df.defun
+    def scaled(x):
+        return x * v
+
+    @df.defun
+    def f(x):
+        y = scaled(x)
+        y = df.cond(df.reduce_sum(y) > 0.0, lambda: y * v, lambda: y - v)
+        _, y = df.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y + v), (0, y))
+        v.assign_add(df.constant([0.5, 0.5], df.float64))
+        return y
+    return f, v
+
+
+def _as_version_1(doc):
+    """`doc` as a version-1 writer would have written it: twin ops, no node flag."""
+    old = copy.deepcopy(doc)
+    old["version"] = 1
+    twins = {"call": "stateful_call", "cond": "stateful_cond", "while": "stateful_while"}
+    for fdoc in old["functions"]:
+        for ndoc in fdoc["nodes"]:
+            if ndoc.pop("stateful", False) and ndoc["op"] in twins:
+                ndoc["op"] = twins[ndoc["op"]]
+    return old
+
+
+def test_version_2_flags_stateful_call_cond_and_while_nodes():
+    f, v = _stateful_control_flow_function()
+    x = np.array([1.0, -3.0])
+    doc = df.export_json(f.get_concrete_function(df.constant(x)))
+    entry = next(fd for fd in doc["functions"] if fd["name"] == doc["entry"])
+    flagged = sorted(n["op"] for n in entry["nodes"] if n.get("stateful"))
+    assert flagged == ["assign_add_variable", "call", "cond", "while"]
+    assert not any("stateful_" in n["op"] for fd in doc["functions"] for n in fd["nodes"])
+    assert all(n.get("stateful", False) is True or "stateful" not in n
+               for fd in doc["functions"] for n in fd["nodes"])
+
+
+def test_version_1_documents_with_stateful_twins_still_load():
+    f, v = _stateful_control_flow_function()
+    x = np.array([1.0, -3.0])
+    doc = df.export_json(f.get_concrete_function(df.constant(x)))
+    old = _as_version_1(doc)
+    ops = {n["op"] for fd in old["functions"] for n in fd["nodes"]}
+    assert {"stateful_call", "stateful_cond", "stateful_while"} <= ops
+    start = v.numpy()
+    expected = f(df.constant(x)).numpy()        # assigns v once
+    v.assign(start)
+    for d in (doc, old):
+        loaded = df.load_json(json.loads(json.dumps(d)))
+        np.testing.assert_allclose(loaded(x).numpy(), expected, rtol=1e-12)
+        np.testing.assert_allclose(loaded.variables["v"], start + 0.5)
+    # a loaded version-1 document exports as version 2, the flags derived from the ops
+    again = df.load_json(old).to_document()
+    assert again["version"] == 2
+    assert json.loads(dumps_document(again)) == json.loads(dumps_document(
+        df.load_json(doc).to_document()))
+
+
+def test_version_1_has_no_stateful_field():
+    f, _ = _stateful_control_flow_function()
+    old = _as_version_1(df.export_json(f.get_concrete_function(df.constant([1.0, 1.0], df.float64))))
+    old["functions"][0]["nodes"][0]["stateful"] = True
+    with pytest.raises(GraphFormatError, match=r"nodes\[0\]: unknown field 'stateful'"):
+        df.load_json(old)
+
+
+GRAPH_ONLY_LOADER = r"""
+import json, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from graph import serialize
+doc = json.load(open(sys.argv[2]))
+loaded = serialize.from_document(doc)
+out = loaded(np.array([1.0, -3.0]))
+print(json.dumps(np.asarray(out.numpy() if hasattr(out, "numpy") else out).tolist()))
+print(json.dumps(sorted(m for m in sys.modules if m == "defun" or m.startswith("defun."))))
+"""
+
+
+def test_graph_package_loads_cond_and_while_documents_without_defun(tmp_path):
+    import subprocess
+    import sys
+    f, v = _stateful_control_flow_function()
+    x = np.array([1.0, -3.0])
+    doc = df.export_json(f.get_concrete_function(df.constant(x)))
+    ops = {n["op"] for fd in doc["functions"] for n in fd["nodes"]}
+    assert {"cond", "while", "call"} <= ops
+    expected = f(df.constant(x)).numpy()
+    path = tmp_path / "doc.json"
+    path.write_text(json.dumps(doc))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    res = subprocess.run([sys.executable, "-c", GRAPH_ONLY_LOADER, root, str(path)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    values, defun_modules = res.stdout.strip().split("\n")
+    np.testing.assert_allclose(json.loads(values), expected, rtol=1e-12)
+    assert json.loads(defun_modules) == []

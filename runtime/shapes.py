@@ -1,0 +1,73 @@
+"""Static shapes: how they print, fit, broadcast and merge (None is an unknown size).
+
+The one place for these rules: inference (runtime/ops/_infer.py re-exports them), graph
+checks, the loader and the defun signature checks all use the same functions.
+"""
+from runtime import errors
+
+__all__ = ["shape_str", "shape_fits", "shapes_compatible", "merge_shapes", "broadcast_shapes",
+           "normalize_axis", "num_elements"]
+
+
+def shape_str(s):
+    """`(2, ?)`: a shape in messages (`?` is an unknown size)."""
+    return "(" + ", ".join("?" if d is None else str(d) for d in s) + ("," if len(s) == 1 else "") + ")"
+
+
+def shape_fits(shape, declared):
+    """True if every tensor of `shape` fits `declared`: same rank, and each declared size
+    is None (any) or equal. An unknown size in `shape` fits only an unknown declared one."""
+    shape = tuple(shape)
+    return len(shape) == len(declared) and all(d is None or d == s for s, d in zip(shape, declared))
+
+
+def shapes_compatible(a, b):
+    """True if some tensor could have both shapes: same rank, sizes equal where both known."""
+    a, b = tuple(a), tuple(b)
+    return len(a) == len(b) and all(x is None or y is None or x == y for x, y in zip(a, b))
+
+
+def merge_shapes(a, b):
+    """The most specific shape both `a` and `b` fit (unknown where they differ)."""
+    return tuple(x if x == y else None for x, y in zip(a, b))
+
+
+def broadcast_shapes(op_name, a, b):
+    """numpy broadcasting of two static shapes; None is an unknown size."""
+    n = max(len(a), len(b))
+    pa = (1,) * (n - len(a)) + tuple(a)
+    pb = (1,) * (n - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(pa, pb):
+        if x == 1:
+            out.append(y)
+        elif y == 1:
+            out.append(x)
+        elif x is None:
+            out.append(y)
+        elif y is None:
+            out.append(x)
+        elif x == y:
+            out.append(x)
+        else:
+            raise errors.InvalidArgumentError(
+                f"{op_name}: shapes {shape_str(a)} and {shape_str(b)} cannot be broadcast together")
+    return tuple(out)
+
+
+def normalize_axis(op_name, axis, ndim):
+    """`axis` as a non-negative int for a tensor of rank `ndim` (a scalar takes 0 and -1)."""
+    if not -ndim <= axis < max(ndim, 1) and not (ndim == 0 and axis in (0, -1)):
+        raise errors.InvalidArgumentError(
+            f"{op_name}: axis {axis} is out of range for a tensor of rank {ndim}")
+    return axis % ndim if ndim else 0
+
+
+def num_elements(shape):
+    """The number of elements, or None when a size is unknown."""
+    n = 1
+    for d in shape:
+        if d is None:
+            return None
+        n *= d
+    return n
