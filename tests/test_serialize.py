@@ -607,7 +607,7 @@ def test_non_utf8_file_and_size_limit(sandbox, monkeypatch):
     path.write_bytes(b"\xff\xfe{}")
     with pytest.raises(GraphFormatError, match="not UTF-8"):
         from_document(path)
-    monkeypatch.setattr(ser, "MAX_DOCUMENT_BYTES", 10)
+    monkeypatch.setattr(ser.schema, "MAX_DOCUMENT_BYTES", 10)
     path.write_bytes(b'{"format": "defun.graph"}')
     with pytest.raises(GraphFormatError, match="larger than 10 bytes"):
         from_document(path)
@@ -615,11 +615,11 @@ def test_non_utf8_file_and_size_limit(sandbox, monkeypatch):
 
 def test_node_and_function_count_limits(monkeypatch):
     doc = base_doc()
-    monkeypatch.setattr(ser, "MAX_NODES", 5)
+    monkeypatch.setattr(ser.schema, "MAX_NODES", 5)
     with pytest.raises(GraphFormatError, match=r"functions\[0\].nodes: .* more than the limit of 5"):
         from_document(doc)
-    monkeypatch.setattr(ser, "MAX_NODES", 100_000)
-    monkeypatch.setattr(ser, "MAX_FUNCTIONS", 2)
+    monkeypatch.setattr(ser.schema, "MAX_NODES", 100_000)
+    monkeypatch.setattr(ser.schema, "MAX_FUNCTIONS", 2)
     with pytest.raises(GraphFormatError, match="functions: 3 items, more than the limit of 2"):
         from_document(doc)
 
@@ -627,7 +627,7 @@ def test_node_and_function_count_limits(monkeypatch):
 def test_nothing_is_built_before_validation_finishes(monkeypatch):
     """An error late in the document (the output structure) stops the load before any graph."""
     built = []
-    monkeypatch.setattr(ser, "_build", lambda *a: built.append(a))
+    monkeypatch.setattr(ser.build, "_build", lambda *a: built.append(a))
     doc = base_doc()
     doc["output_structure"] = {"tuple": [{"output": 99}]}
     with pytest.raises(GraphFormatError, match=r"output_structure.tuple\[0\].output"):

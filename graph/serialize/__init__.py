@@ -1,0 +1,25 @@
+"""JSON export and import of function graphs: a versioned, canonical, validated document.
+
+    doc = to_document(graph)                 # JSON-ready dict        (export.py)
+    write_document(doc, "f.json")            # canonical bytes, atomic
+    f = from_document("f.json")              # validate, then build   (validate.py, build.py)
+    f(np.ones((4, 3), np.float32))           # a LoadedFunction       (loaded.py)
+
+The format itself (layout, attr encodings, versions, limits) is docs/format.md; schema.py
+holds its limits and field checks. Loading needs the op registry and nothing else: this
+package imports every op module a document may name, and never `defun`.
+"""
+from runtime import custom_gradient as _custom_gradient  # noqa: F401  (registers its op)
+from runtime import ops as _ops  # noqa: F401  (registers the ops a document may name)
+from graph import control_flow as _control_flow  # noqa: F401  (registers `cond`, `while`)
+from graph import functions as _functions  # noqa: F401  (registers `call`)
+from graph.serialize.build import from_document
+from graph.serialize.export import (_Writer, describe_structure, dumps_document,  # noqa: F401
+                                    to_document, write_document)
+from graph.serialize.loaded import InputSpec, LoadedFunction
+from graph.serialize.schema import (FORMAT, READABLE_VERSIONS, VERSION, _check_array,  # noqa: F401
+                                    _encode_array)
+from graph.serialize.validate import _Context  # noqa: F401
+
+__all__ = ["FORMAT", "VERSION", "READABLE_VERSIONS", "to_document", "write_document",
+           "from_document", "dumps_document", "describe_structure", "LoadedFunction", "InputSpec"]
