@@ -1252,7 +1252,7 @@ def test_concrete_function_refuses_other_python_arguments():
     x = df.constant([1.0, 2.0])
     cf = g.get_concrete_function(x, 2.0)
     np.testing.assert_allclose(np.asarray(cf(x, 2.0)), [2.0, 4.0])
-    with pytest.raises(TypeError, match=r"args\[1\]: Python float 2.0 -> Python float 3.0"):
+    with pytest.raises(TypeError, match=r"\(s: Python float 2.0 -> Python float 3.0\)"):
         cf(x, 3.0)
 
 
@@ -1364,3 +1364,37 @@ def test_concrete_function_traced_for_two_variables_refuses_one_variable_twice()
     cf = g.get_concrete_function(v, w)
     with pytest.raises(TypeError, match="the variable of flat argument 0 again"):
         cf(v, v)
+
+
+# ====================================================================== the cache key
+def test_cache_key_prints_and_names_each_changed_argument():
+    from defun.cache_key import CacheKey
+    x, v = df.constant([1.0, 2.0]), df.Variable([1.0])
+    names = ("x", "n", "cfg", "v")
+    old = CacheKey.of((x, 2.0, {"lr": 0.1, "layers": [3, 4]}, v), {}, [], names)
+    new = CacheKey.of((df.constant([[1.0]]), 2.0, {"lr": 0.2, "layers": [3, 5]}, v), {"flag": True},
+                      [], names)
+    assert str(old) == ("x: tensor float32[2], n: Python float 2.0, cfg['layers'][0]: Python int 3, "
+                        "cfg['layers'][1]: Python int 4, cfg['lr']: Python float 0.1, "
+                        "v: variable float32[1]")
+    assert new.changes(old) == ["x: tensor float32[2] -> tensor float32[1, 1]",
+                                "cfg['layers'][1]: Python int 4 -> Python int 5",
+                                "cfg['lr']: Python float 0.1 -> Python float 0.2",
+                                "flag: absent -> Python bool True"]
+    assert old == CacheKey.of((x, 2.0, {"lr": 0.1, "layers": [3, 4]}, v), {}, [], names)
+    assert hash(old) == hash(CacheKey.of((x, 2.0, {"layers": [3, 4], "lr": 0.1}, v), {}, [], names))
+    assert new.static_part() != old.static_part()
+
+
+def test_retracing_warning_names_the_argument_that_changed():
+    @df.defun
+    def f(x, scale):
+        return x * scale
+
+    x = df.constant([1.0])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(8):
+            f(x, float(n))
+    msg = str([w for w in caught if issubclass(w.category, df.RetracingWarning)][-1].message)
+    assert "scale: Python float 6.0 -> Python float 7.0" in msg
