@@ -3,6 +3,7 @@ from runtime.nest import flatten, make_packer, pack_as
 from runtime.shapes import shape_fits
 from runtime.variables import _BY_HANDLE
 from graph.ir import SymbolicTensor
+from graph.backends import DEFAULT_BACKEND
 from defun.cache_key import CacheKey
 from defun.graph_function import GraphFunction
 from defun.spec import TensorSpec
@@ -31,9 +32,10 @@ class _Static:
 class ConcreteFunction:
     """One trace of a defun: a graph with typed inputs, captures and structured outputs."""
 
-    def __init__(self, graph, function, arg_structure, out_structure, out_index, name):
+    def __init__(self, graph, function, arg_structure, out_structure, out_index, name,
+                 backend=DEFAULT_BACKEND):
         self.graph = graph
-        self._fn = GraphFunction.of(graph)
+        self._fn = GraphFunction.of(graph, backend)
         self._arg_structure = arg_structure   # (args, kwargs) with placeholders in tensor leaves
         self._out_structure = out_structure   # structure with leaves
         self._out_index = out_index           # per leaf: index into graph.outputs or None

@@ -19,6 +19,7 @@ from runtime.nest import flatten, pack_as
 from runtime.shapes import shape_fits
 from runtime.tensor import EagerTensor, Tensor, to_array
 from runtime.variables import SymbolicVariable, Variable
+from graph.backends import DEFAULT_BACKEND, get_backend
 from graph.ir import Graph, SymbolicTensor, unique_name
 from defun.cache_key import SIGNATURE_KEY, CacheKey
 from defun.concrete import ConcreteFunction, _ArgVariable, _Static
@@ -43,9 +44,10 @@ class Function:
     >>> f(df.constant([1., 2.]))   # traced once, then run from the compiled graph
     """
 
-    def __init__(self, python_function, input_signature=None, name=None):
+    def __init__(self, python_function, input_signature=None, name=None, backend=DEFAULT_BACKEND):
         if not callable(python_function):
             raise TypeError(f"defun expects a callable, got {type(python_function).__name__}")
+        self.backend = get_backend(backend).name   # ValueError naming the installed ones
         self.python_function = python_function
         self.name = name or getattr(python_function, "__name__", "function").replace("<lambda>", "lambda")
         functools.update_wrapper(self, python_function, updated=())
@@ -219,7 +221,8 @@ class Function:
                 outputs.append(_output_tensor(leaf, graph, self.name, pos))
         graph.finalize(outputs)
         graph.structured_outputs = result
-        return ConcreteFunction(graph, self, (b_args, b_kwargs), result, out_index, graph.name)
+        return ConcreteFunction(graph, self, (b_args, b_kwargs), result, out_index, graph.name,
+                                self.backend)
 
     def __get__(self, instance, owner):
         if instance is None:
@@ -244,7 +247,7 @@ class Function:
             if self._signature is not None:
                 params = list(self._signature.parameters.values())[1:]
                 method.__signature__ = self._signature.replace(parameters=params)
-            bound = cache[instance] = Function(method, self._input_signature, self.name)
+            bound = cache[instance] = Function(method, self._input_signature, self.name, self.backend)
         return bound
 
     def __repr__(self):
@@ -296,13 +299,16 @@ def _output_tensor(leaf, graph, fname, pos):
         f"traced function may return tensors, numbers, None, and nested lists/tuples/dicts of them")
 
 
-def defun(func=None, input_signature=None):
+def defun(func=None, input_signature=None, backend=DEFAULT_BACKEND):
     """Compile `func` into graph functions traced per input signature.
 
     >>> @df.defun
     ... def loss(x, w):
     ...     return df.reduce_sum(df.tanh(x @ w))
+
+    `backend` names the installed backend its plans run on (`df.backends()`; "numpy").
     """
+    get_backend(backend)        # an unknown name fails here, not at the first call
     if func is None:
-        return lambda f: Function(f, input_signature)
-    return Function(func, input_signature)
+        return lambda f: Function(f, input_signature, backend=backend)
+    return Function(func, input_signature, backend=backend)

@@ -14,11 +14,14 @@ from runtime.ops.array_ops import zeros_like
 from runtime.tape import record_operation
 from runtime.tensor import EagerTensor, to_array
 from runtime.variables import watch_read_handles
+from graph.backends import DEFAULT_BACKEND
 from graph.functions import call_graph, plan_of, remat_backward
 from graph.gradients import build_backward
 from graph.ir import SymbolicTensor
 
 __all__ = ["GraphFunction"]
+
+_lock = threading.Lock()    # builds each backward once, whichever thread asks first
 
 
 class GraphFunction:
@@ -27,11 +30,9 @@ class GraphFunction:
     The backward function is built lazily on the first call that needs a gradient.
     """
 
-    def __init__(self, graph):
+    def __init__(self, graph, backend=DEFAULT_BACKEND):
         self.graph = graph
-        self._lock = threading.Lock()
-        self._backward = None
-        self._forward_with_side = None   # Graph view: outputs + side outputs
+        self.backend = backend      # the name of the backend its plans run on
         # positions of resource inputs (variable arguments and captured variables): a call under
         # a tape that watches accessed variables watches these variables
         self._resource_positions = [k for k, t in enumerate(graph.all_inputs) if t.dtype is dtypes.resource]
@@ -39,28 +40,32 @@ class GraphFunction:
         self._run = None
 
     @staticmethod
-    def of(graph):
-        """The GraphFunction of `graph` (one per graph, kept in graph.derived)."""
-        gf = graph.derived.function
+    def of(graph, backend=DEFAULT_BACKEND):
+        """The GraphFunction of `graph` on `backend` (one per pair, kept in graph.derived)."""
+        gf = graph.derived.functions.get(backend)
         if gf is None:
-            gf = graph.derived.function = GraphFunction(graph)
+            gf = graph.derived.functions[backend] = GraphFunction(graph, backend)
         return gf
 
     @property
     def plan(self):
-        return plan_of(self.graph)
+        return plan_of(self.graph, self.backend)
 
     def backward(self):
-        """(Backward, forward-with-side-outputs graph), built once."""
-        if self._backward is None:
-            with self._lock:
-                if self._backward is None:
-                    bw = build_backward(self.graph)
-                    self._forward_with_side = self.graph.view(self.graph.outputs + bw.side_outputs,
-                                                              f"{self.graph.name}_forward",
-                                                              f"{self.graph.base_name}_forward")
-                    self._backward = bw
-        return self._backward
+        """The Backward (graph/gradients.py) of this function, built once per graph."""
+        return self._backward_pair()[0]
+
+    def _backward_pair(self):
+        """(Backward, forward-with-side-outputs view), kept in graph.derived."""
+        derived = self.graph.derived
+        if derived.backward is None:
+            with _lock:
+                if derived.backward is None:
+                    g = self.graph
+                    bw = build_backward(g)
+                    derived.backward = (bw, g.view(g.outputs + bw.side_outputs, f"{g.name}_forward",
+                                                   f"{g.base_name}_forward"))
+        return derived.backward
 
     def call_flat(self, inputs):
         """Run on `inputs` (tensors in all_inputs order); returns a list of output tensors.
@@ -90,7 +95,7 @@ class GraphFunction:
     def _run_plan(self, inputs):
         run = self._run
         if run is None:
-            run = self._run = plan_of(self.graph).run
+            run = self._run = plan_of(self.graph, self.backend).run
         try:
             vals = [t._value for t in inputs]
         except AttributeError:
@@ -107,9 +112,8 @@ class GraphFunction:
         return any(tape.should_record(ids) for tape in tapes)
 
     def _call_recorded(self, inputs):
-        bw = self.backward()
-        fwd = self._forward_with_side
-        outs = plan_of(fwd).run(*[_eager_value(t) for t in inputs])
+        bw, fwd = self._backward_pair()
+        outs = plan_of(fwd, self.backend).run(*[_eager_value(t) for t in inputs])
         n = len(self.graph.outputs)
         real = [EagerTensor(o) for o in outs[:n]]
         side = [EagerTensor(o) for o in outs[n:]]
@@ -123,12 +127,12 @@ class GraphFunction:
                 outs_all = real + side
                 feed = inputs + [grads[k] if grads[k] is not None else zeros_like(outs_all[k])
                                  for k, t in enumerate(fwd.outputs) if t.dtype.is_floating]
-                res = GraphFunction.of(rb).call_flat(feed)
+                res = GraphFunction.of(rb, self.backend).call_flat(feed)
                 return [None if j is None else res[j] for j in spec]
             feed = [g_out[k] if g_out[k] is not None else zeros_like(real[k]) for k in bw.grad_outputs]
             for kind, v in bw.capture_sources:
                 feed.append(inputs[v] if kind == "input" else side[v] if kind == "side" else v)
-            res = GraphFunction.of(bw.graph).call_flat(feed)
+            res = GraphFunction.of(bw.graph, self.backend).call_flat(feed)
             result = []
             for spec in bw.input_grads:
                 if spec is None:

@@ -70,9 +70,9 @@ def _cond_kernel(pred, *vals, then_branch, else_branch):
     return plan_of(then_branch if pred else else_branch).run(*vals)
 
 
-def _cond_bind(attrs):
-    run_then = plan_of(attrs["then_branch"]).run
-    run_else = plan_of(attrs["else_branch"]).run
+def _cond_bind(attrs, backend):
+    run_then = plan_of(attrs["then_branch"], backend).run
+    run_else = plan_of(attrs["else_branch"], backend).run
 
     def run_cond(pred, *vals):
         return run_then(*vals) if pred else run_else(*vals)
@@ -170,9 +170,9 @@ COND = register("cond", _cond_kernel, _cond_infer, _cond_grad, num_outputs=_cond
 
 # ---------------------------------------------------------------------------------------
 # while
-def _while_runner(attrs):
-    run_cond = plan_of(attrs["cond"]).run
-    run_body = plan_of(attrs["body"]).run
+def _while_runner(attrs, backend=None):
+    run_cond = plan_of(attrs["cond"], backend).run
+    run_body = plan_of(attrs["body"], backend).run
     n = len(attrs["body"].outputs)
     max_iter = attrs["maximum_iterations"]
     keep = attrs["history"]

@@ -1,8 +1,9 @@
-"""The executor: compile a function graph once into straight-line Python over numpy.
+"""The executor: compile a function graph once into straight-line Python.
 
-`compile_graph(graph)` decides the order at compile time (creation order is topological
-and keeps stateful ops in program order), binds every kernel and attr, drops each value
-after its last use, and generates one Python function whose body is one line per node.
+`compile_graph(graph, backend=...)` decides the order at compile time (creation order is
+topological and keeps stateful ops in program order), asks the backend (graph/backends.py)
+to partition the live nodes into steps and for each node's kernel, drops each value after
+its last use, and generates one Python function whose body is one line per step.
 Names in the generated source are made here (a0, v3, k3), never taken from a graph or file.
 Per call the cost is the kernels plus one Python call per node.
 
@@ -13,13 +14,12 @@ with the plans it calls, and undoes the log when any node fails.
 import sys
 import threading
 
-import numpy as np
-
 from runtime import errors
 from graph.printer import format_node
 from runtime import sites
 from runtime.execute import describe_value
 from runtime.ops.resource_ops import ASSIGN_OPS
+from graph.backends import Region, get_backend
 from graph.ir import CONST, PLACEHOLDER
 from graph.verify import reaches
 
@@ -54,19 +54,12 @@ def live_nodes(graph, outputs=None):
 
 
 class Plan:
-    """A compiled function: `plan(*arrays) -> tuple of arrays`."""
+    """A compiled function: `plan(*arrays) -> tuple of arrays` (`source`: its Python)."""
 
-    __slots__ = ("run", "source", "graph", "num_inputs", "num_outputs", "_lines")
+    __slots__ = ("run", "source", "graph", "backend", "num_inputs", "num_outputs", "_lines")
 
     def __call__(self, *args):
         return self.run(*args)
-
-
-def _default_bind(op, attrs):
-    kernel = op.kernel
-    if op.bind is not None:
-        return op.bind(attrs), False
-    return kernel, bool(attrs)
 
 
 def _assigns(op):
@@ -78,6 +71,9 @@ def assigns_variables(node, memo=None):
     return reaches(node, _assigns, memo)
 
 
+# ---------------------------------------------------------------------------------------
+# Rollback of failed calls: the undo log (one place; the thread-safety work reworks it).
+#
 # The undo log of the running call, per thread: a list of (variable store, old value), or
 # None. The outermost plan that may assign (itself or through a plan it calls) starts it;
 # nested plans append to it, so when any later node fails, every assignment the call made,
@@ -88,134 +84,165 @@ class _UndoLog(threading.local):
 
 _undo = _UndoLog()
 
+# Lines a plan that may assign wraps its body in. _o: the caller's undo log (None: this
+# call owns a new one); _m: where this call's entries start.
+_UNDO_HEAD = ["    _o = _undo.log",
+              "    _u = _undo.log = [] if _o is None else _o",
+              "    _m = len(_u)"]
+_UNDO_ON_FAILURE = ["        _rollback(_u, _m)"]
+_UNDO_FINALLY = ["    finally:", "        _undo.log = _o"]
 
-def compile_graph(graph, outputs=None, name=None):
-    """Compile `graph` (its all_inputs -> `outputs`, default graph.outputs) into a Plan."""
+
+def _log_assignment(handle_var):
+    """The plan line saving a variable's value before an assign node overwrites it."""
+    return f"_u.append(({handle_var}, {handle_var}.value))"
+
+
+def _rollback(undo, start=0):
+    """Undo the assignments logged from `start` on, newest first, and drop them from the log
+    (an enclosing call that goes on after catching the failure must not undo them twice)."""
+    for h, old in reversed(undo[start:]):
+        h.value = old
+    del undo[start:]
+
+
+# ---------------------------------------------------------------------------------------
+def compile_graph(graph, outputs=None, name=None, backend=None):
+    """Compile `graph` (its all_inputs -> `outputs`, default graph.outputs) into a Plan that
+    runs on `backend` (a name or a Backend; default numpy)."""
+    backend = get_backend(backend)
     outputs = list(graph.outputs if outputs is None else outputs)
-    inputs = graph.all_inputs
     nodes = live_nodes(graph, outputs)
-    ns = {"_fail": _fail, "_rollback": _rollback, "_undo": _undo}
-    var_of = {}
-    for i, t in enumerate(inputs):
-        var_of[id(t)] = f"a{i}"
-    input_nodes = {id(t.node) for t in inputs}
-
-    # last use of each value (by position in `nodes`), to free buffers early
-    last_use = {}
-    for pos, n in enumerate(nodes):
-        for t in n.inputs:
-            last_use[id(t)] = pos
-    for t in outputs:               # outputs are never freed
-        last_use[id(t)] = -1
-
-    # Buffer reuse: a ufunc result that only ufuncs read (so no view of it exists) may be
-    # overwritten by the ufunc that reads it last (`out=`), saving an allocation per node.
-    ufunc_only = _ufunc_only_consumers(nodes)
-    reusable = set()    # id(tensor): fresh arrays of this plan that nothing else aliases
-    lines = []
-    line_node = {}
+    steps = backend.partition(nodes, outputs)
+    writer = _PlanWriter(graph, outputs, steps, backend)
+    for pos, step in enumerate(steps):
+        if isinstance(step, Region):
+            writer.region(pos, step)
+        else:
+            writer.node(pos, step)
     memo = {}
-    has_assign = any(assigns_variables(n, memo) for n in nodes)
-    # Nodes binding the same function share one global name (all tanh nodes call `k1`):
-    # fewer distinct names make compile() of a 10,000-node plan ~10% faster.
-    kernel_names = {}
-    body_indent = "        "
-    for pos, n in enumerate(nodes):
-        if id(n) in input_nodes:
-            continue
+    return writer.finish(may_assign=any(assigns_variables(n, memo) for n in nodes))
+
+
+class _PlanWriter:
+    """The generated plan's source, one step at a time (names made here: a0, v3, k3, c3)."""
+
+    BODY = "        "
+
+    def __init__(self, graph, outputs, steps, backend):
+        self.graph, self.outputs, self.backend = graph, outputs, backend
+        self.inputs = graph.all_inputs
+        self.ns = {"_fail": _fail, "_rollback": _rollback, "_undo": _undo}
+        self.var_of = {id(t): f"a{i}" for i, t in enumerate(self.inputs)}
+        self.input_nodes = {id(t.node) for t in self.inputs}
+        self.lines, self.line_node = [], {}
+        # Nodes binding the same function share one global name (all tanh nodes call `k1`):
+        # fewer distinct names make compile() of a 10,000-node plan ~10% faster.
+        self.kernel_names = {}
+        # last use of each value (by step position), to free buffers early; outputs never
+        self.last_use = {}
+        for pos, step in enumerate(steps):
+            for t in step.inputs:
+                self.last_use[id(t)] = pos
+        for t in outputs:
+            self.last_use[id(t)] = -1
+        # Buffer reuse: a fresh result that only out=-capable kernels read (so no view of
+        # it exists) may be overwritten by the one reading it last, saving an allocation.
+        self.out_only = _out_only_consumers(steps, backend)
+        self.reusable = set()   # id(tensor): fresh arrays of this plan nothing else aliases
+
+    def _kernel_name(self, fn, node_id):
+        kname = self.kernel_names.get(id(fn))
+        if kname is None:
+            kname = self.kernel_names[id(fn)] = f"k{node_id}"
+            self.ns[kname] = fn
+        return kname
+
+    def _emit(self, stmt, node):
+        self.lines.append(self.BODY + stmt)
+        self.line_node[len(self.lines)] = node
+
+    def _assign_names(self, tensors, base, single):
+        if single:
+            self.var_of[id(tensors[0])] = base
+            return base
+        names = [f"{base}_{k}" for k in range(len(tensors))]
+        for t, v in zip(tensors, names):
+            self.var_of[id(t)] = v
+        return f"{', '.join(names)}{',' if len(names) == 1 else ''}"
+
+    def _free_dead(self, pos, inputs):
+        """`del` the values (of nodes: not inputs or constants) whose last use is step `pos`."""
+        dead = sorted({self.var_of[id(t)] for t in inputs if self.last_use[id(t)] == pos
+                       and self.var_of[id(t)][0] == "v"})
+        if dead:
+            self.lines.append(f"{self.BODY}del {', '.join(dead)}")
+
+    def node(self, pos, n):
+        if id(n) in self.input_nodes:
+            return
         op = n.op
         if op is PLACEHOLDER:
             raise errors.InvalidArgumentError(
-                f"function {graph.name!r}: placeholder {n.name} is not one of its inputs")
+                f"function {self.graph.name!r}: placeholder {n.name} is not one of its inputs")
         if op is CONST:
             cname = f"c{n.id}"
-            ns[cname] = n.attrs["value"]
-            var_of[id(n.outputs[0])] = cname
-            continue
-        fn, pass_attrs = _default_bind(op, n.attrs)
-        kname = kernel_names.get(id(fn))
-        if kname is None:
-            kname = kernel_names[id(fn)] = f"k{n.id}"
-            ns[kname] = fn
-        args = [var_of[id(t)] for t in n.inputs]
+            self.ns[cname] = n.attrs["value"]
+            self.var_of[id(n.outputs[0])] = cname
+            return
+        fn, pass_attrs = self.backend.kernel(n)
+        args = [self.var_of[id(t)] for t in n.inputs]
         if pass_attrs:
             for j, (k, v) in enumerate(sorted(n.attrs.items())):
-                an = f"t{n.id}_{j}"
-                ns[an] = v
-                args.append(f"{k}={an}")
+                self.ns[f"t{n.id}_{j}"] = v
+                args.append(f"{k}=t{n.id}_{j}")
         outs = n.outputs
-        if type(fn) is np.ufunc and fn.nout == 1 and outs and not pass_attrs:
-            target = _reusable_input(n, pos, reusable, last_use)
+        if outs and not pass_attrs and self.backend.writes_out(n, fn):
+            target = _reusable_input(n, pos, self.reusable, self.last_use)
             if target is not None:   # write the result over a dead temporary: no allocation
-                args.append(f"out={var_of[id(target)]}")
-            if _fresh_result(outs[0]) and id(outs[0]) in ufunc_only:
-                reusable.add(id(outs[0]))
-        call = f"{kname}({', '.join(args)})"
-        if op.name in ASSIGN_OPS:
-            h = var_of[id(n.inputs[0])]
-            lines.append(f"{body_indent}_u.append(({h}, {h}.value))")
-            line_node[len(lines)] = n     # a bad handle fails here: name the assign node
+                args.append(f"out={self.var_of[id(target)]}")
+            if _fresh_result(outs[0]) and id(outs[0]) in self.out_only:
+                self.reusable.add(id(outs[0]))
+        call = f"{self._kernel_name(fn, n.id)}({', '.join(args)})"
+        if op.name in ASSIGN_OPS:    # a bad handle fails on this line: it names the node
+            self._emit(_log_assignment(self.var_of[id(n.inputs[0])]), n)
         if not outs:
-            stmt = call
-        elif len(outs) == 1 and op.single:
-            v = f"v{n.id}"
-            var_of[id(outs[0])] = v
-            stmt = f"{v} = {call}"
+            self._emit(call, n)
         else:
-            names = [f"v{n.id}_{k}" for k in range(len(outs))]
-            for t, v in zip(outs, names):
-                var_of[id(t)] = v
-            stmt = f"{', '.join(names)}{',' if len(names) == 1 else ''} = {call}"
-        lines.append(body_indent + stmt)
-        line_node[len(lines)] = n
-        # free inputs whose last use is this node (values of nodes, not inputs or constants)
-        dead = None
-        for t in n.inputs:
-            if last_use[id(t)] == pos:
-                v = var_of[id(t)]
-                if v[0] == "v":
-                    dead = [v] if dead is None else dead + [v]
-        if dead is not None:
-            lines.append(f"{body_indent}del {', '.join(sorted(set(dead)))}")
-    for t in outputs:
-        if id(t) not in var_of:
-            raise errors.InvalidArgumentError(
-                f"function {graph.name!r}: output {t.name} is not computed by the function")
-    ret = ", ".join(var_of[id(t)] for t in outputs)
-    fname = "plan"
-    params = ", ".join(f"a{i}" for i in range(len(inputs)))
-    head = [f"def {fname}({params}):"]
-    if has_assign:
-        # _o: the caller's undo log (None: this call owns a new one); _m: where ours starts
-        head += ["    _o = _undo.log",
-                 "    _u = _undo.log = [] if _o is None else _o",
-                 "    _m = len(_u)"]
-    head.append("    try:")
-    offset = len(head)
-    tail = [f"{body_indent}return ({ret}{',' if len(outputs) == 1 else ''})",
-            "    except Exception as _e:"]
-    if has_assign:
-        tail.append("        _rollback(_u, _m)")
-    tail.append("        _fail(_e)")
-    if has_assign:
-        tail += ["    finally:", "        _undo.log = _o"]
-    src_lines = head + lines + tail
-    source = "\n".join(src_lines) + "\n"
-    code = compile(source, f"<defun plan {graph.name}>", "exec")
-    exec(code, ns)
-    run = ns[fname]
-    lineno_node = {offset + k: n for k, n in line_node.items()}
-    ns["_lines"] = lineno_node
-    ns["_var_names"] = var_of     # id(tensor) -> its name in the plan, for error messages
-    ns["_code"] = run.__code__
-    plan = Plan()
-    plan.run = run
-    plan.source = source
-    plan.graph = graph
-    plan.num_inputs = len(inputs)
-    plan.num_outputs = len(outputs)
-    plan._lines = lineno_node
-    return plan
+            self._emit(f"{self._assign_names(outs, f'v{n.id}', op.single)} = {call}", n)
+        self._free_dead(pos, n.inputs)
+
+    def region(self, pos, r):
+        first = r.nodes[0]
+        args = ", ".join(self.var_of[id(t)] for t in r.inputs)
+        names = self._assign_names(r.outputs, f"v{first.id}r", False)
+        self._emit(f"{names} = {self._kernel_name(r.kernel, first.id)}({args})", first)
+        self._free_dead(pos, r.inputs)
+
+    def finish(self, may_assign):
+        for t in self.outputs:
+            if id(t) not in self.var_of:
+                raise errors.InvalidArgumentError(
+                    f"function {self.graph.name!r}: output {t.name} is not computed by the function")
+        ret = ", ".join(self.var_of[id(t)] for t in self.outputs)
+        head = [f"def plan({', '.join(f'a{i}' for i in range(len(self.inputs)))}):"]
+        head += (_UNDO_HEAD if may_assign else []) + ["    try:"]
+        tail = [f"{self.BODY}return ({ret}{',' if len(self.outputs) == 1 else ''})",
+                "    except Exception as _e:"]
+        tail += (_UNDO_ON_FAILURE if may_assign else []) + ["        _fail(_e)"]
+        tail += _UNDO_FINALLY if may_assign else []
+        source = "\n".join(head + self.lines + tail) + "\n"
+        exec(compile(source, f"<defun plan {self.graph.name}>", "exec"), self.ns)
+        run = self.ns["plan"]
+        lineno_node = {len(head) + k: n for k, n in self.line_node.items()}
+        self.ns["_lines"] = lineno_node
+        self.ns["_var_names"] = self.var_of   # id(tensor) -> its name, for error messages
+        self.ns["_code"] = run.__code__
+        plan = Plan()
+        plan.run, plan.source, plan.graph, plan.backend = run, source, self.graph, self.backend.name
+        plan.num_inputs, plan.num_outputs = len(self.inputs), len(self.outputs)
+        plan._lines = lineno_node
+        return plan
 
 
 def _fresh_result(t):
@@ -223,11 +250,12 @@ def _fresh_result(t):
     return t.shape and None not in t.shape
 
 
-def _ufunc_only_consumers(nodes):
-    """id(tensor) of values every consumer of which is a plain ufunc node (no views taken)."""
+def _out_only_consumers(nodes, backend):
+    """id(tensor) of values every consumer of which writes a fresh array (`out=`-capable
+    elementwise kernels: they take no views of their inputs)."""
     ok, bad = set(), set()
     for n in nodes:
-        plain = type(n.op.kernel) is np.ufunc and n.op.bind is None and not n.attrs
+        plain = not isinstance(n, Region) and backend.writes_out(n, n.op.kernel)
         for t in n.inputs:
             (ok if plain else bad).add(id(t))
     return ok - bad
@@ -248,14 +276,6 @@ def _reusable_input(node, pos, reusable, last_use):
             reusable.discard(id(t))
             return t
     return None
-
-
-def _rollback(undo, start=0):
-    """Undo the assignments logged from `start` on, newest first, and drop them from the log
-    (an enclosing call that goes on after catching the failure must not undo them twice)."""
-    for h, old in reversed(undo[start:]):
-        h.value = old
-    del undo[start:]
 
 
 def _fail(exc):

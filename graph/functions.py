@@ -12,6 +12,7 @@ from runtime.execute import run_op
 from runtime.indexed_slices import IndexedSlices
 from runtime.ops.array_ops import identity, zeros_like
 from runtime.registry import register
+from graph.backends import get_backend
 from graph.executor import compile_graph
 from graph.gradients import replay
 from graph.ir import Graph
@@ -22,15 +23,17 @@ __all__ = ["CALL", "plan_of", "remat_backward", "call_graph"]
 _lock = threading.RLock()
 
 
-def plan_of(graph):
-    """The compiled plan of `graph` (optimized and compiled once, kept in graph.derived)."""
+def plan_of(graph, backend=None):
+    """The compiled plan of `graph` on `backend` (default numpy): optimized and compiled once
+    per (graph, backend), kept in graph.derived.plans."""
+    backend = get_backend(backend)
     plans = graph.derived.plans
-    plan = plans.get("numpy")
+    plan = plans.get(backend.name)
     if plan is None:
         with _lock:
-            plan = plans.get("numpy")
+            plan = plans.get(backend.name)
             if plan is None:
-                plan = plans["numpy"] = compile_graph(optimize(graph))
+                plan = plans[backend.name] = compile_graph(optimize(graph), backend=backend)
     return plan
 
 
@@ -38,10 +41,9 @@ def _call_kernel(*vals, f):
     return plan_of(f).run(*vals)
 
 
-def _call_bind(attrs):
-    f = attrs["f"]
-    # bind lazily: compiling a callee happens when the caller is compiled
-    return plan_of(f).run
+def _call_bind(attrs, backend):
+    # the callee is compiled, for the caller's backend, when the caller is compiled
+    return plan_of(attrs["f"], backend).run
 
 
 def _call_infer(shapes, dts, attrs):

@@ -283,19 +283,21 @@ class Derived:
 
     plans: {backend name: compiled Plan} (graph.functions.plan_of)
     effectful: whether a node is stateful (has_effects)
+    backward: (Backward, forward-with-side-outputs view) (defun.graph_function)
     remat: (rematerializing backward graph, spec) (graph.functions.remat_backward)
     cond_grads: {key: gradient branches} of a cond's branch (graph.control_flow)
-    function: the defun GraphFunction calling this graph (defun.graph_function)
+    functions: {backend name: the defun GraphFunction calling this graph}
     """
 
-    __slots__ = ("plans", "effectful", "remat", "cond_grads", "function")
+    __slots__ = ("plans", "effectful", "backward", "remat", "cond_grads", "functions")
 
     def __init__(self):
         self.plans = {}
         self.effectful = None
+        self.backward = None
         self.remat = None
         self.cond_grads = {}
-        self.function = None
+        self.functions = {}
 
 
 _name_counts = {}

@@ -62,12 +62,24 @@ def imperative_grad(tape, targets, sources, output_gradients=None):
 
     `output_gradients` optionally gives one seed per target (None entries mean ones).
     """
-    tt = tape.tensor_tape
-    entries = tape.entries
-    source_ids = {s._id for s in sources}
+    reachable = _reachable_from(tape, targets)
+    relevant, flows = _entries_sources_flow_into(tape, reachable, sources)
+    gmap = {}  # tensor id -> its gradient, or _Several gradients not summed yet
+    for k, t in enumerate(targets):
+        seed = output_gradients[k] if output_gradients is not None else None
+        _accumulate(gmap, t._id, ones_like(t) if seed is None else seed)
+    _walk_back(relevant, gmap, flows, {s._id for s in sources})
+    result = []
+    for s in sources:
+        g = gmap.get(s._id)
+        result.append(_aggregate(g) if type(g) is _Several else g)
+    return result
 
-    # 1. Entries reachable backwards from the targets (a bytearray of flags: cheaper to
-    # test and set than a set of indices).
+
+def _reachable_from(tape, targets):
+    """Flags of the entries reachable backwards from the targets (a bytearray: cheaper to
+    test and set than a set of indices)."""
+    tt, entries = tape.tensor_tape, tape.entries
     reachable = bytearray(len(entries))
     stack = [tt[t._id] for t in targets if tt.get(t._id, -1) >= 0]
     while stack:
@@ -79,13 +91,21 @@ def imperative_grad(tape, targets, sources, output_gradients=None):
             j = tt.get(iid, -1)
             if j >= 0 and not reachable[j]:
                 stack.append(j)
-    # 2. Of those, the ones a source flows into (forward in recording order), each with the
-    # positions of its inputs no source flows into: their gradients are never used, so the
-    # gradient function is told to skip them (`skip_input_indices`).
-    # Only watched (or recorded) sources receive gradients: an unwatched variable that merely
-    # feeds a recorded op (e.g. a defun call's captured handle) stays unconnected, as eagerly.
-    # Integer and bool sources get no gradient (None), as in TensorFlow: their values are
-    # not continuous. A variable counts by the dtype of the value its handle points at.
+    return reachable
+
+
+def _entries_sources_flow_into(tape, reachable, sources):
+    """([(entry, skip)], flows): the reachable entries a source flows into (forward in
+    recording order), each with the positions of its inputs no source flows into (their
+    gradients are never used, so the gradient function is told to skip them); `flows`,
+    the ids of the tensors sources flow into.
+
+    Only watched (or recorded) sources receive gradients: an unwatched variable that merely
+    feeds a recorded op (e.g. a defun call's captured handle) stays unconnected, as eagerly.
+    Integer and bool sources get no gradient (None), as in TensorFlow: their values are
+    not continuous. A variable counts by the dtype of the value its handle points at.
+    """
+    tt, entries = tape.tensor_tape, tape.entries
     flows = {s._id for s in sources if s._id in tt and _differentiable_source(s)}
     relevant = []
     # Recording order is topological. When much of the tape is reachable, scanning it in
@@ -120,14 +140,15 @@ def imperative_grad(tape, targets, sources, output_gradients=None):
         relevant.append((entry, skip))
         for o in entry[2]:
             flows.add(o._id)
+    return relevant, flows
 
-    # 3. Seed and walk in reverse.
-    gmap = {}  # tensor id -> its gradient, or _Several gradients not summed yet
-    for k, t in enumerate(targets):
-        seed = output_gradients[k] if output_gradients is not None else None
-        if seed is None:
-            seed = ones_like(t)
-        _accumulate(gmap, t._id, seed)
+
+def _walk_back(relevant, gmap, flows, source_ids):
+    """Call each relevant entry's gradient, newest first, accumulating into `gmap`.
+
+    A source's gradient stays in the map (it is read at the end); every other tensor's is
+    taken out when its producer is reached. One loop, written flat: it runs per entry.
+    """
     for entry, skip in reversed(relevant):
         op_type, input_ids, outputs, backward, none_grads, view = entry
         if type(view) is tuple:  # an eager op's (type, inputs, outputs, attrs): see record_op
@@ -143,22 +164,9 @@ def imperative_grad(tape, targets, sources, output_gradients=None):
                 g = _aggregate(g)
             in_grads = backward(g) if view is None else backward(view, g)
         else:
-            out_grads = []
-            any_grad = False
-            for o in outputs:
-                oid = o._id
-                g = gmap.get(oid) if oid in source_ids else gmap.pop(oid, None)
-                if g is not None:
-                    out_grads.append(_aggregate(g) if type(g) is _Several else g)
-                    any_grad = True
-                else:
-                    out_grads.append(None)
-            if not any_grad:
+            out_grads = _output_grads(gmap, outputs, source_ids, none_grads)
+            if out_grads is None:
                 continue
-            if not none_grads:
-                for k, g in enumerate(out_grads):
-                    if g is None:
-                        out_grads[k] = zeros_like(outputs[k])
             in_grads = backward(*out_grads) if view is None else backward(view, *out_grads)
         if type(in_grads) is not list and not isinstance(in_grads, (list, tuple)):
             in_grads = [in_grads]  # a backward function of one input may return a bare gradient
@@ -174,8 +182,24 @@ def imperative_grad(tape, targets, sources, output_gradients=None):
                 else:
                     _accumulate(gmap, iid, g)
 
-    result = []
-    for s in sources:
-        g = gmap.get(s._id)
-        result.append(_aggregate(g) if type(g) is _Several else g)
-    return result
+
+def _output_grads(gmap, outputs, source_ids, none_grads):
+    """The gradients of a multi-output entry's outputs (None if none has one); missing ones
+    are zeros unless the op accepts None."""
+    out_grads = []
+    any_grad = False
+    for o in outputs:
+        oid = o._id
+        g = gmap.get(oid) if oid in source_ids else gmap.pop(oid, None)
+        if g is not None:
+            out_grads.append(_aggregate(g) if type(g) is _Several else g)
+            any_grad = True
+        else:
+            out_grads.append(None)
+    if not any_grad:
+        return None
+    if not none_grads:
+        for k, g in enumerate(out_grads):
+            if g is None:
+                out_grads[k] = zeros_like(outputs[k])
+    return out_grads

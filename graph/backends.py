@@ -1,0 +1,108 @@
+"""Backends: what a compiled plan calls for each node, or for a region of several nodes.
+
+The executor (graph/executor.py) asks its backend to `partition` the live nodes of a
+graph into steps, each a `Node` or a `Region` (nodes a backend runs as one callable, e.g.
+a fused elementwise loop), and then for each node step the callable to bind (`kernel`).
+numpy is the first backend; another registers itself with `register_backend` and plugs
+in there, without editing ops. Nested calls, cond and while bodies run on the caller's
+backend: ops holding functions bind with `op.bind(attrs, backend)`.
+"""
+import numpy as np
+
+__all__ = ["Backend", "NumpyBackend", "Region", "register_backend", "get_backend", "backends",
+           "DEFAULT_BACKEND"]
+
+DEFAULT_BACKEND = "numpy"
+
+
+class Region:
+    """Several nodes run by one callable: `kernel(*inputs) -> tuple of len(outputs)`.
+
+    inputs: the tensors the region reads from outside it, in the kernel's argument order.
+    outputs: the tensors of its nodes used after it (by other steps or as graph outputs).
+    Regions hold no stateful node (their order and undo logging are the executor's).
+    """
+
+    __slots__ = ("nodes", "inputs", "outputs", "kernel", "name")
+
+    def __init__(self, nodes, inputs, outputs, kernel, name="region"):
+        self.nodes, self.inputs, self.outputs = list(nodes), list(inputs), list(outputs)
+        self.kernel, self.name = kernel, name
+        if any(n.stateful for n in self.nodes):
+            raise ValueError(f"{name}: a region cannot hold stateful nodes")
+
+    def __repr__(self):
+        return f"<Region {self.name}: {len(self.nodes)} nodes>"
+
+
+class Backend:
+    """How plans run nodes. Subclasses set `name` and may override the three methods."""
+
+    name = None
+
+    def partition(self, nodes, outputs):
+        """The steps running `nodes` (live nodes in program order) for a plan returning
+        `outputs`: each a Node or a Region. Every node is in exactly one step, after the
+        steps producing its inputs; a Region lists as outputs every tensor of its nodes that
+        a later step or `outputs` uses."""
+        return list(nodes)
+
+    def kernel(self, node):
+        """(callable, pass_attrs) for one node: the plan calls `fn(*inputs)`, plus the
+        node's attrs as keywords when pass_attrs is True."""
+        raise NotImplementedError
+
+    def writes_out(self, node, fn):
+        """True if `fn` (the node's kernel) takes `out=` and fills a fresh array: the plan
+        may then hand it a dead temporary of the same type to write over."""
+        return False
+
+
+class NumpyBackend(Backend):
+    """Kernels as registered: `op.bind(attrs)` when the op binds its attrs once, else the
+    kernel with the attrs as keywords; numpy ufuncs write over dead temporaries (`out=`)."""
+
+    name = "numpy"
+
+    def kernel(self, node):
+        op = node.op
+        if op.bind is not None:
+            return (op.bind(node.attrs, self) if op.function_attrs else op.bind(node.attrs)), False
+        return op.kernel, bool(node.attrs)
+
+    def writes_out(self, node, fn):
+        return type(fn) is np.ufunc and fn.nout == 1 and node.op.bind is None and not node.attrs
+
+
+_BACKENDS = {}
+
+
+def register_backend(backend):
+    """Install `backend` (a Backend with a unique name); returns it."""
+    if not isinstance(backend, Backend) or not backend.name:
+        raise TypeError(f"register_backend expects a named Backend, got {backend!r}")
+    if backend.name in _BACKENDS:
+        raise ValueError(f"a backend named {backend.name!r} is already installed")
+    _BACKENDS[backend.name] = backend
+    return backend
+
+
+def get_backend(name=None):
+    """The installed backend `name` (default numpy); ValueError listing the installed ones."""
+    if name is None:
+        name = DEFAULT_BACKEND
+    elif isinstance(name, Backend):
+        name = name.name
+    backend = _BACKENDS.get(name)
+    if backend is None:
+        raise ValueError(f"unknown backend {name!r}; installed backends: "
+                         f"{', '.join(repr(n) for n in backends())}")
+    return backend
+
+
+def backends():
+    """Names of the installed backends, the default first: ("numpy",) today."""
+    return tuple(sorted(_BACKENDS, key=lambda n: (n != DEFAULT_BACKEND, n)))
+
+
+register_backend(NumpyBackend())
