@@ -13,6 +13,7 @@ import numpy as np
 
 from runtime import dtypes, errors, sites
 from runtime.context import state
+from runtime.convert import convert_operands
 from runtime import tensor as rt
 from runtime.ops._infer import check_kinds
 from runtime.registry import check_input_count, register
@@ -451,17 +452,14 @@ class Graph:
 
     def _convert_inputs(self, op, inputs, site):
         out = list(inputs)
-        same = op.same_dtype or ()
-        target = None
-        pending = None
+        weak = False
         for i, x in enumerate(out):
             cls = x.__class__
             if cls is SymbolicTensor:       # the common case first: no isinstance of an ABC
                 if x.node.graph is not self:
                     out[i] = self.capture(x)
             elif cls in _PY_SCALARS:        # never a tensor, and has no _as_tensor
-                pending = [i] if pending is None else pending + [i]
-                continue
+                weak = True
             elif isinstance(x, SymbolicTensor):
                 if x.node.graph is not self:
                     out[i] = self.capture(x)
@@ -472,33 +470,14 @@ class Graph:
             elif hasattr(x, "_as_tensor"):
                 out[i] = x._as_tensor()
             else:
-                pending = [i] if pending is None else pending + [i]
-                continue
-            if target is None and i in same:
-                target = out[i].dtype.np
-        if pending is not None:
-            for i in pending:
-                x = out[i]
-                tgt = target if i in same else None
-                # A Python scalar met again (the 1.01 of every step of a chain) reuses its
-                # constant without converting it again. Not for zeros (0.0 == -0.0) or NaN.
-                key = (x.__class__, x, tgt) if x.__class__ in _PY_SCALARS and x and x == x \
-                    else None
-                t = self._scalar_consts.get(key) if key is not None else None
-                if t is None:
-                    try:
-                        arr = to_array(x, tgt)
-                    except errors.InvalidArgumentError as e:
-                        raise errors.InvalidArgumentError(
-                            f"{op.name}: input {i}: {e} (while tracing, at {_site_text(site)})"
-                        ) from None
-                    t = self.constant(arr)
-                    if key is not None:
-                        self._scalar_consts[key] = t
-                out[i] = t
-                if target is None and i in same:
-                    target = t.dtype.np
-        if len(same) > 1:
+                weak = True
+        if weak:    # the eager dispatcher's conversion rules, making constants of this graph
+            try:
+                out = convert_operands(op, out, _is_own_tensor, self._operand_constant)
+            except errors.InvalidArgumentError as e:
+                raise errors.InvalidArgumentError(f"{e} (while tracing, at {_site_text(site)})") from None
+        same = op.same_dtype
+        if same is not None and len(same) > 1:
             d0 = out[same[0]].dtype
             if any(out[i].dtype is not d0 for i in same):
                 d = [out[i].dtype for i in sorted(same)]
@@ -506,6 +485,17 @@ class Graph:
                     f"{op.name}: inputs must have the same dtype, got {', '.join(x.name for x in d)}; "
                     f"use df.cast to convert (while tracing, at {_site_text(site)})")
         return out
+
+    def _operand_constant(self, x, dtype):
+        # A Python scalar met again (the 1.01 of every step of a chain) reuses its
+        # constant without converting it again. Not for zeros (0.0 == -0.0) or NaN.
+        key = (x.__class__, x, dtype) if x.__class__ in _PY_SCALARS and x and x == x else None
+        t = self._scalar_consts.get(key) if key is not None else None
+        if t is None:
+            t = self.constant(to_array(x, dtype))
+            if key is not None:
+                self._scalar_consts[key] = t
+        return t
 
     # ------------------------------------------------------------------ finishing
     def finalize(self, outputs):
@@ -595,6 +585,10 @@ def _site_text(site):
         return "<unknown location>"
     line = sites.source_line(site)
     return sites.format_site(site) + (f": {line}" if line else "")
+
+
+def _is_own_tensor(x):
+    return isinstance(x, Tensor)    # by now every tensor input is one of this graph
 
 
 class _Building:

@@ -11,6 +11,7 @@ import numpy as np
 
 from runtime import dtypes, errors, tape as tape_mod
 from runtime.context import execution_callbacks, state
+from runtime.convert import convert_operands
 from runtime.dtypes import kinds_text
 from runtime.registry import check_input_count, get as get_op
 from runtime.tensor import EagerTensor, Tensor, next_tensor_id, to_array, weak_scalar_tensor
@@ -153,31 +154,22 @@ def _convert_eager_inputs(op, inputs):
                 raise _symbolic_outside_trace(op, x)
         elif hasattr(x, "_as_tensor"):
             inputs[i] = x._as_tensor()
-    same = op.same_dtype or ()
-    target = None
-    for i in same:  # the dtype weakly typed operands adopt: the first strong operand's
-        x = inputs[i]
-        if isinstance(x, EagerTensor):
-            target = x._value.dtype
-            break
-        if isinstance(x, (np.ndarray, np.generic)):
-            target = x.dtype
-            break
-    same_set = set(same)
-    for i, x in enumerate(inputs):
-        if not isinstance(x, Tensor):
-            try:
-                inputs[i] = EagerTensor(to_array(x, target if i in same_set else None))
-            except errors.InvalidArgumentError as e:
-                raise errors.InvalidArgumentError(f"{op.name}: input {i}: {e}") from None
-            except TypeError as e:
-                raise TypeError(f"{op.name}: input {i}: {e}") from None
+    inputs = convert_operands(op, inputs, _is_tensor, _eager_operand)
+    same = op.same_dtype
     if same:
         d0 = inputs[same[0]]._value.dtype
         for i in same:
             if inputs[i]._value.dtype != d0:
                 _raise_dtype_mismatch(op, [inputs[j] for j in same])
     return inputs, [x._value for x in inputs]
+
+
+def _is_tensor(x):
+    return isinstance(x, Tensor)
+
+
+def _eager_operand(x, dtype):
+    return EagerTensor(to_array(x, dtype))
 
 
 def _raise_dtype_mismatch(op, tensors):

@@ -13,6 +13,7 @@ from runtime.context import state
 from runtime.execute import run_op
 from runtime.indexed_slices import IndexedSlices
 from runtime.ops import _infer
+from runtime.convert import convert_operands
 from runtime.tensor import Tensor, to_array
 
 FLOATS = (df.float32, df.float64)
@@ -333,19 +334,11 @@ class SymbolicBuilder:
 
     def add_op(self, op, inputs, attrs, name=None):
         same = set(op.same_dtype or ())
-        target = next((x.dtype.np for i, x in enumerate(inputs)
-                       if i in same and isinstance(x, Tensor)), None)
-        ins = []
-        for i, x in enumerate(inputs):
-            if hasattr(x, "_as_tensor") and not isinstance(x, Tensor):
-                x = x._as_tensor()
-            if not isinstance(x, Tensor):
-                try:
-                    arr = to_array(x, target if i in same else None)
-                except errors.InvalidArgumentError as e:
-                    raise errors.InvalidArgumentError(f"{op.name}: input {i}: {e}") from None
-                x = self.constant(arr)
-            ins.append(x)
+        ins = [x._as_tensor() if hasattr(x, "_as_tensor") and not isinstance(x, Tensor) else x
+               for x in inputs]
+        # the conversion eager dispatch and graphs use (weak typing), making symbolic constants
+        ins = convert_operands(op, ins, lambda x: isinstance(x, Tensor),
+                               lambda x, dtype: self.constant(to_array(x, dtype)))
         if len(same) > 1:
             _infer.check_same(op.name, [ins[i].dtype for i in sorted(same)])
         if op.kinds is not None and ins:

@@ -168,3 +168,57 @@ def test_json_round_trip_matches_eager(row, v, unknown):
         raise
     loaded = df.load_json(json.loads(json.dumps(df.export_json(cf))))
     _exact(loaded(*xs), eager, f"{row.op}{v!r} reloaded vs eager")
+
+
+# ---------------------------------------------------------------------------------------
+# Weak typing: numpy arrays and Python numbers as operands convert the same way eagerly and
+# traced (one conversion routine, runtime/convert.py), so the graph gives the eager result.
+
+def _operand_forms(xs):
+    """The row's inputs as numpy arrays; with scalars as Python numbers; the first a tensor."""
+    arrays = [np.asarray(x) for x in xs]
+    python = [x.item() if x.ndim == 0 and x.dtype.kind in "fi" else x for x in arrays]
+    mixed = [df.constant(arrays[0])] + arrays[1:] if arrays else arrays
+    return {"arrays": arrays, "python_scalars": python, "tensor_then_arrays": mixed}
+
+
+def _run(fn):
+    try:
+        return fn(), None
+    except (df.errors.InvalidArgumentError, df.errors.UnimplementedError, TypeError) as e:
+        return None, type(e)
+
+
+@pytest.mark.parametrize("form", ["arrays", "python_scalars", "tensor_then_arrays"])
+@pytest.mark.parametrize("row,v", _variants(_graph_rows))
+def test_graph_converts_arrays_and_python_numbers_like_eager(row, v, form):
+    xs = _operand_forms(make_inputs(v.args, _dtype(row, v)))[form]
+    eager, eager_error = _run(lambda: row.fn(*xs, **v.kw))
+    graph, graph_error = _run(lambda: df.defun(lambda: row.fn(*xs, **v.kw))())
+    assert graph_error is eager_error, (f"{row.op}{v!r} with {form}: eagerly "
+                                        f"{eager_error or 'a result'}, traced {graph_error or 'a result'}")
+    if eager_error is None:
+        _exact(graph, eager, f"{row.op}{v!r} with {form}: graph vs eager")
+
+
+@pytest.mark.parametrize("args, dtype", [
+    ((1.5, np.array([1.0, 2.0])), np.float64),      # the numpy array is strong: float64
+    ((np.array([1, 2], np.int64), 3), np.int64),
+    ((1.5, 2), np.float32),                          # the first number sets the dtype
+    ((np.float64(0.5), 2.0), np.float64),
+])
+def test_weak_typing_is_the_same_eagerly_and_traced(args, dtype):
+    eager = df.add(*args)
+    traced = df.defun(lambda: df.add(*args))()
+    assert eager.dtype.np == dtype and traced.dtype.np == dtype
+    np.testing.assert_array_equal(eager.numpy(), traced.numpy())
+
+
+@pytest.mark.parametrize("args", [(2, 1.5), (np.array([1, 2], np.int32), 0.5),
+                                  (np.array([1.0], np.float32), np.array([1.0]))])
+def test_weak_typing_refuses_the_same_way_eagerly_and_traced(args):
+    with pytest.raises(df.errors.InvalidArgumentError) as eager:
+        df.add(*args)
+    with pytest.raises(df.errors.InvalidArgumentError) as traced:
+        df.defun(lambda: df.add(*args))()
+    assert str(traced.value).startswith(str(eager.value).split(";")[0].split(" (")[0])
