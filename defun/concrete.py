@@ -1,6 +1,6 @@
 """ConcreteFunction: one trace of a defun, its calling convention and structured outputs."""
 from runtime.nest import flatten, make_packer, pack_as
-from runtime.shapes import shape_fits
+from runtime.shapes import shape_fits, shape_str
 from runtime.variables import _BY_HANDLE
 from graph.ir import SymbolicTensor
 from graph.backends import DEFAULT_BACKEND
@@ -105,8 +105,8 @@ class ConcreteFunction:
             raise TypeError(f"{self.name}: expected {len(self.graph.inputs)} tensor arguments, got {len(tensors)}")
         for k, (t, p) in enumerate(zip(tensors, self.graph.inputs)):
             if t.dtype is not p.dtype or not shape_fits(t.shape, p.shape):
-                raise ValueError(f"{self.name}: tensor argument {k} has {t.dtype.name}{list(t.shape)}, "
-                                 f"this concrete function takes {p.dtype.name}{list(p.shape)}")
+                raise ValueError(f"{self.name}: tensor argument {k} has {t.dtype.name}{shape_str(t.shape)}, "
+                                 f"this concrete function takes {p.dtype.name}{shape_str(p.shape)}")
         return self._call_flat(tensors)
 
     def __str__(self):

@@ -16,7 +16,7 @@ from runtime import dtypes, errors
 from runtime.context import state
 from runtime.indexed_slices import IndexedSlices
 from runtime.nest import flatten, pack_as
-from runtime.shapes import shape_fits
+from runtime.shapes import shape_fits, shape_str
 from runtime.tensor import EagerTensor, Tensor, to_array
 from runtime.variables import SymbolicVariable, Variable
 from graph.backends import DEFAULT_BACKEND, get_backend
@@ -131,8 +131,8 @@ class Function:
                     raise TypeError(f"{self.name}: argument {argname!r} has dtype {x.dtype.name}, but "
                                     f"input_signature expects {s.dtype.name}")
                 if not s.is_compatible_with(x):
-                    raise ValueError(f"{self.name}: argument {argname!r} has shape {tuple(x.shape)}, "
-                                     f"which does not fit input_signature shape {s.shape}")
+                    raise ValueError(f"{self.name}: argument {argname!r} has shape {shape_str(x.shape)}, "
+                                     f"which does not fit input_signature shape {shape_str(s.shape)}")
                 tensors.append(x)
         return tensors
 

@@ -142,7 +142,7 @@ def _cond_grad_branches(then_g, else_g, out_shapes):
     diff = [k for k, t in enumerate(then_g.outputs) if t.dtype.is_floating]
     made = []
     for b, (rb, spec), (orb, ospec) in ((then_g, remats[0], remats[1]), (else_g, remats[1], remats[0])):
-        w = Graph(f"{b.name}_grad", library=b.library, base_name=f"{b.base_name}_grad")
+        w = Graph(f"{b.name}_grad", base_name=f"{b.base_name}_grad")
         with w.building():
             xs = [w.placeholder(p.shape, p.dtype, p.handle_data) for p in b.all_inputs]
             gs = [w.placeholder(shape, b.outputs[k].dtype) for k, shape in zip(diff, out_shapes)]

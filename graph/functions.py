@@ -1,6 +1,6 @@
 """Calling graph functions: the `call` op, cached compiled plans, rematerialized backward.
 
-A `call` node runs another function graph (attr `f`) of the library. Its gradient is a
+A `call` node runs another function graph (attr `f`) (a function attr). Its gradient is a
 call of `f`'s rematerializing backward function (recompute forward, then backprop), which
 is itself a graph function, so gradients of any order work through nested calls.
 """
@@ -12,6 +12,7 @@ from runtime.execute import run_op
 from runtime.indexed_slices import IndexedSlices
 from runtime.ops.array_ops import identity, zeros_like
 from runtime.registry import register
+from runtime.shapes import shape_str, shapes_compatible
 from graph.backends import get_backend
 from graph.executor import compile_graph
 from graph.gradients import replay
@@ -56,10 +57,9 @@ def _call_infer(shapes, dts, attrs):
         if d is not p.dtype:
             raise errors.InvalidArgumentError(
                 f"call @{f.name}: input {k} has dtype {d.name}, expected {p.dtype.name}")
-        if len(s) != len(p.shape) or any(a is not None and b is not None and a != b
-                                           for a, b in zip(s, p.shape)):
+        if not shapes_compatible(s, p.shape):
             raise errors.InvalidArgumentError(
-                f"call @{f.name}: input {k} has shape {s}, expected {p.shape}")
+                f"call @{f.name}: input {k} has shape {shape_str(s)}, expected {shape_str(p.shape)}")
     return [(t.shape, t.dtype) for t in f.outputs]
 
 
@@ -104,7 +104,7 @@ def remat_backward(graph):
         cached = graph.derived.remat
         if cached is not None:
             return cached
-        bwd = Graph(f"{graph.name}_remat_grad", library=graph.library,
+        bwd = Graph(f"{graph.name}_remat_grad",
                     base_name=f"{graph.base_name}_remat_grad")
         diff = [k for k, t in enumerate(graph.outputs) if t.dtype.is_floating]
         with bwd.building():

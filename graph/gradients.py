@@ -33,7 +33,7 @@ class Backward:
 
 def build_backward(forward, name=None):
     """Build the backward function of finalized graph `forward` (w.r.t. all its inputs)."""
-    bwd = Graph(name or f"{forward.name}_grad", outer=forward, library=forward.library,
+    bwd = Graph(name or f"{forward.name}_grad", outer=forward,
                 base_name=f"{forward.base_name}_grad")
     sources = forward.all_inputs
     diff_pos = [k for k, t in enumerate(forward.outputs) if t.dtype.is_floating]

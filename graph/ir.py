@@ -1,4 +1,4 @@
-"""The graph IR: nodes, symbolic tensors, function graphs (with captures and a library).
+"""The graph IR: nodes, symbolic tensors, function graphs (with captures), their derived data.
 
 A `Graph` is one function: placeholder nodes for its inputs (arguments, then captures),
 op nodes in creation order (always a valid topological order), and a list of outputs.
@@ -322,7 +322,7 @@ class Graph:
 
     is_function_graph = True    # what a `func` attr holds (runtime.attr_types.is_function)
 
-    def __init__(self, name="f", outer=None, library=None, base_name=None):
+    def __init__(self, name="f", outer=None, base_name=None):
         self.name = name
         # the name without a process-wide counter (`loss` for `loss_3`): exports use it, so
         # a function's document does not depend on what else the process traced
@@ -333,8 +333,6 @@ class Graph:
         self.outputs = []         # output tensors
         self.captures = {}        # outer tensor id -> (outer value, placeholder)
         self.capture_order = []   # outer tensor ids in capture order
-        # Functions referenced by call/control-flow nodes: name -> Graph; shared downward.
-        self.library = library if library is not None else (outer.library if outer is not None else {})
         self.last_stateful = None
         self.finalized = False
         self.structured_outputs = None
@@ -515,12 +513,6 @@ class Graph:
         g.uid = next(_graph_ids)
         g.derived = Derived()     # a view computes its own plan and backward
         return g
-
-    def node_by_name(self, name):
-        for n in self.nodes:
-            if n.name == name:
-                return n
-        raise KeyError(name)
 
     def __str__(self):
         return format_graph(self)

@@ -15,6 +15,7 @@ A graph is valid when:
     >>> verify(g)          # returns g, or raises VerifyError printing the failing node
 """
 from runtime import attr_types, errors, registry
+from runtime.shapes import shapes_compatible
 from graph.ir import Node, SymbolicTensor, functions_in, has_effects, infer_types
 from graph.printer import format_node, type_str
 
@@ -74,13 +75,6 @@ def verify(graph, recursive=True):
 def _fail(graph, node, problem, fix):
     where = f"node `{format_node(node)}`" if node is not None else "the function signature"
     raise VerifyError(f"invalid graph @{graph.name}: {where}: {problem}. {fix}")
-
-
-def _compatible(recorded, inferred):
-    """Shapes agree wherever both sizes are known (None is an unknown size)."""
-    inferred = tuple(inferred)
-    return len(recorded) == len(inferred) and all(
-        a is None or b is None or a == b for a, b in zip(recorded, inferred))
 
 
 class _Verifier:
@@ -213,7 +207,7 @@ class _Verifier:
             _fail(graph, node, f"inference gives {len(inferred)} outputs, the op makes {n}",
                   "Fix the op's infer function in the registry")
         for i, (t, (shape, dtype)) in enumerate(zip(outputs, inferred)):
-            if t.dtype is not dtype or (t.shape != shape and not _compatible(t.shape, shape)):
+            if t.dtype is not dtype or (t.shape != shape and not shapes_compatible(t.shape, shape)):
                 _fail(graph, node, f"output {i} is recorded as {type_str(t.shape, t.dtype)} but "
                       f"its inputs give {type_str(tuple(shape), dtype)}",
                       "Record the inferred type (Graph.add_op does); a pass must not change an "

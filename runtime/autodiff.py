@@ -5,10 +5,10 @@ them in reverse recording order (a topological order), sums incoming gradients a
 zero-fills missing ones. Cost is linear in the tape's length. Eager tapes and backward
 graphs (graph/gradients.py) both run it.
 """
-from runtime import errors
+from runtime import dtypes, errors
 from runtime.indexed_slices import IndexedSlices
-from runtime.ops.array_ops import aggregate_indexed_slices
-from runtime.ops.base_ops import ones_like, zeros_like
+from runtime.ops.array_ops import concat
+from runtime.ops.base_ops import cast, ones_like, zeros_like
 from runtime.ops.math_ops import add_n
 from runtime.tape import _OpView, _tuple_new
 
@@ -28,7 +28,7 @@ def _aggregate(grads):
     if len(grads) == 1:
         return grads[0]
     if all(isinstance(g, IndexedSlices) for g in grads):
-        return aggregate_indexed_slices(grads)
+        return _aggregate_slices(grads)
     dense = [g._as_tensor() if isinstance(g, IndexedSlices) else g for g in grads]
     return add_n(dense)
 
@@ -203,3 +203,13 @@ def _output_grads(gmap, outputs, source_ids, none_grads):
             if g is None:
                 out_grads[k] = zeros_like(outputs[k])
     return out_grads
+
+
+def _aggregate_slices(slices):
+    """Sum of several IndexedSlices, still sparse: values and indices concatenated."""
+    indices = [s.indices for s in slices]
+    if any(i.dtype is not indices[0].dtype for i in indices):
+        # gathers with int32 and int64 indices: concat needs one dtype; int64 holds both
+        indices = [i if i.dtype is dtypes.int64 else cast(i, dtypes.int64) for i in indices]
+    return IndexedSlices(concat([s.values for s in slices], 0), concat(indices, 0),
+                         slices[0].dense_shape)

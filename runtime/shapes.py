@@ -3,6 +3,8 @@
 The one place for these rules: inference (runtime/ops/_infer.py re-exports them), graph
 checks, the loader and the defun signature checks all use the same functions.
 """
+import operator
+
 from runtime import errors
 
 __all__ = ["shape_str", "shape_fits", "shapes_compatible", "merge_shapes", "broadcast_shapes",
@@ -55,12 +57,20 @@ def broadcast_shapes(op_name, a, b):
     return tuple(out)
 
 
-def normalize_axis(op_name, axis, ndim):
-    """`axis` as a non-negative int for a tensor of rank `ndim` (a scalar takes 0 and -1)."""
-    if not -ndim <= axis < max(ndim, 1) and not (ndim == 0 and axis in (0, -1)):
+def normalize_axis(op_name, axis, ndim, scalar_axis=True):
+    """`axis` as a non-negative int for a tensor of rank `ndim`; raises naming `op_name`.
+
+    `scalar_axis`: a scalar (rank 0) takes axis 0 or -1, as reductions do; ops that need an
+    existing dimension (concat, gather, ...) pass False.
+    """
+    axis = operator.index(axis)
+    if ndim == 0 and scalar_axis and axis in (0, -1):
+        return 0
+    if not -ndim <= axis < ndim:
         raise errors.InvalidArgumentError(
-            f"{op_name}: axis {axis} is out of range for a tensor of rank {ndim}")
-    return axis % ndim if ndim else 0
+            f"{op_name}: axis {axis} is out of range for a tensor of rank {ndim} "
+            f"(expected {-ndim} <= axis < {ndim})")
+    return axis % ndim
 
 
 def num_elements(shape):

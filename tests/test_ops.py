@@ -17,7 +17,7 @@ import pytest
 
 import defun as df
 from runtime import registry
-from runtime.ops import array_ops
+from runtime.ops import array_ops, index_ops
 from opcheck import (A, FLOATS, NUMERIC, Row, V, _adjoint, _internal, _like, as_numpy, assert_same,
                      bin_, check_call_inference, check_gradient, check_second_order,
                      check_symbolic_gradient, idx, make_inputs, recording, red, un)
@@ -361,7 +361,7 @@ ROWS = [
          V([A((3, 2)), idx([3, 0]), A((3, 4))], dict(axis=1)),
          V([A((2, 2, 1)), idx([[0], [2]]), A((2, 3))], dict(axis=1))], NUM, also=("gather",), second=True),
     Row("strided_slice_grad",
-        lambda g, like, key: _internal("strided_slice_grad")(g, like, **array_ops._slice_attrs(key, like.ndim)),
+        lambda g, like, key: _internal("strided_slice_grad")(g, like, **index_ops._slice_attrs(key, like.ndim)),
         lambda g, like, key: _adjoint(lambda x: x[key], like.shape, g),
         [V([A((2,)), A((5,))], dict(key=S(3, 0, -2))), V([A((1, 4)), A((3, 4))], dict(key=(E, -1))),
          V([A((3, 1, 2)), A((2, 3, 4))], dict(key=(1, S(None, None, -1), E, S(1, 3)))),

@@ -24,7 +24,7 @@ def _build(entry, specs):
             order.add_edge(callee, name)
     library = {}
     for name in nx.lexicographical_topological_sort(order):
-        library[name] = _build_function(specs[name], Graph(name, library=library), library)
+        library[name] = _build_function(specs[name], Graph(name), library)
     return library[entry]
 
 

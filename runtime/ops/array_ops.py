@@ -1,19 +1,20 @@
-"""Shape, indexing and creation ops: declarations and public functions.
+"""Shape and creation ops (transpose, concat, split, tile, pad, zeros, range...): declarations
+and public functions; the indexing ops (gather, one_hot, slicing) are in index_ops, re-exported.
 
 This module defines `range` (the op), so Python's builtin is spelled `_pyrange` here.
 """
 import builtins
-import operator
 
 import numpy as np
 
 from runtime import dtypes, errors
 from runtime.execute import run_op
-from runtime.indexed_slices import IndexedSlices
 from runtime.ops import _infer as inf
-from runtime.ops.base_ops import (_static_shape, broadcast_to, cast, expand_dims, identity,  # noqa: F401
+from runtime.ops.base_ops import (_static_shape, broadcast_to, expand_dims, identity,  # noqa: F401
                                   ones_like, reduce_sum, reshape, shape, size, squeeze,
                                   stop_gradient, where, zeros_like)
+from runtime.ops.index_ops import (_norm_axis, _rank, gather, one_hot, slice_helper,  # noqa: F401
+                                   strided_slice)
 from runtime.ops.math_ops import subtract
 from runtime.registry import register
 from runtime.tensor import EagerTensor, Tensor, convert_to_tensor
@@ -28,22 +29,6 @@ _EMPTY = {}
 
 
 # Helpers for the ops below.
-
-def _rank(x):
-    """Static rank of a tensor, variable, array or nested list (always known, even traced)."""
-    s = getattr(x, "shape", None)
-    return len(s) if s is not None else np.ndim(x)
-
-
-def _norm_axis(op_name, axis, rank):
-    """`axis` as a non-negative int for a tensor of `rank` (raises naming `op_name`)."""
-    axis = operator.index(axis)
-    if not -rank <= axis < rank:
-        raise errors.InvalidArgumentError(
-            f"{op_name}: axis {axis} is out of range for a tensor of rank {rank} "
-            f"(expected {-rank} <= axis < {rank})")
-    return axis % rank
-
 
 def _check_same_arrays(op_name, arrays):
     """Variadic kernels: numpy would silently promote mixed dtypes, so refuse them here."""
@@ -64,11 +49,6 @@ def _merge_dim(op_name, a, b, shapes):
             f"{op_name}: inputs must have the same shape (except along the axis), got "
             f"{', '.join(inf.shape_str(s) for s in shapes)}")
     return a
-
-
-def _check_int_dtype(op_name, what, dtype):
-    if not dtype.is_integer:
-        raise errors.InvalidArgumentError(f"{op_name}: {what} must be int32 or int64, got {dtype.name}")
 
 
 # ------------------------------------------------------------------ transpose
@@ -467,275 +447,6 @@ def pad(tensor, paddings, mode="CONSTANT", constant_values=0, name=None):
     if not isinstance(tensor, Tensor) and not hasattr(tensor, "_as_tensor"):
         tensor = convert_to_tensor(tensor)  # so a Python constant_values adopts its dtype
     return run_op(_PAD, (tensor, constant_values), {"paddings": flat, "mode": m}, name)
-
-
-# ------------------------------------------------------------------ gather, gather_grad
-def _gather_infer(shapes, dts, attrs):
-    _check_int_dtype("gather", "indices", dts[1])
-    p, axis = shapes[0], attrs["axis"]
-    if not p:
-        raise errors.InvalidArgumentError("gather: params must have rank >= 1, got a scalar")
-    axis = _norm_axis("gather", axis, len(p))
-    return [(tuple(p[:axis]) + tuple(shapes[1]) + tuple(p[axis + 1:]), dts[0])]
-
-
-def _gather_kernel(params, indices, axis):
-    if indices.dtype.kind not in "iu":
-        raise errors.InvalidArgumentError(f"gather: indices must be int32 or int64, got {indices.dtype}")
-    n = params.shape[axis]
-    if indices.size and (indices.min() < 0 or indices.max() >= n):
-        bad = indices[(indices < 0) | (indices >= n)].reshape(-1)[0]
-        raise errors.InvalidArgumentError(
-            f"gather: index {bad} is out of range [0, {n}) for axis {axis} of params shape {params.shape}")
-    return np.take(params, indices, axis)
-
-
-def _gather_grad(op, g):
-    params, indices = op.inputs
-    axis = op.attrs["axis"]
-    pshape = tuple(params.shape)
-    if axis == 0 and None not in pshape:
-        # sparse: row indices[i] of the gradient is values[i]
-        if len(indices.shape) == 1:
-            return [IndexedSlices(g, indices, pshape), None]
-        if None not in tuple(indices.shape):
-            return [IndexedSlices(reshape(g, (-1,) + pshape[1:]), reshape(indices, (-1,)), pshape), None]
-    return [run_op(_GATHER_GRAD, (g, indices, params), op.attrs), None]
-
-
-def _gather_grad_kernel(g, indices, params, axis):
-    """Dense scatter-add of `g` into zeros shaped like `params` (repeated indices add up)."""
-    out = np.zeros(params.shape, g.dtype)
-    k = indices.ndim
-    rows = np.moveaxis(out, axis, 0)
-    vals = np.moveaxis(g, tuple(_pyrange(axis, axis + k)), tuple(_pyrange(k)))
-    np.add.at(rows, indices.reshape(-1), vals.reshape((-1,) + rows.shape[1:]))
-    return out
-
-
-_GATHER = register("gather", _gather_kernel, _gather_infer, _gather_grad, attrs={"axis": "int"}, num_inputs=2, defaults={})
-# Internal: the dense gradient of gather (axis != 0, or sizes unknown while tracing).
-_GATHER_GRAD = register("gather_grad", _gather_grad_kernel,
-                        lambda s, d, a: [(tuple(s[2]), d[0])],
-                        lambda op, gg: [gather(gg, op.inputs[1], op.attrs["axis"]), None, None],
-                        attrs={"axis": "int"}, num_inputs=3, defaults={})
-
-
-def gather(params, indices, axis=0, name=None):
-    """Slices of `params` at integer `indices` along `axis`; the gradient is an IndexedSlices.
-
-    >>> df.gather([[1, 2], [3, 4], [5, 6]], [2, 0])   # [[5, 6], [1, 2]]
-    """
-    rank = _rank(params)
-    if rank == 0:
-        raise errors.InvalidArgumentError("gather: params must have rank >= 1, got a scalar")
-    axis = _norm_axis("gather", axis, rank)
-    return run_op(_GATHER, (params, indices), {"axis": axis}, name)
-
-
-# ------------------------------------------------------------------ IndexedSlices (gather's gradient)
-def _to_dense_kernel(values, indices, dense_shape):
-    out = np.zeros(dense_shape, values.dtype)
-    np.add.at(out, indices, values)
-    return out
-
-
-def _to_dense_grad(op, g):
-    return [gather(g, op.inputs[1]), None]
-
-
-_TO_DENSE = register(
-    "indexed_slices_to_dense", _to_dense_kernel,
-    lambda shapes, dts, attrs: [(tuple(attrs["dense_shape"]), dts[0])], _to_dense_grad,
-    attrs={"dense_shape": "shape"}, num_inputs=2, defaults={})
-
-
-def aggregate_indexed_slices(slices):
-    """Sum of several IndexedSlices, still sparse: values and indices concatenated."""
-    indices = [s.indices for s in slices]
-    if any(i.dtype is not indices[0].dtype for i in indices):
-        # gathers with int32 and int64 indices: concat needs one dtype; int64 holds both
-        indices = [i if i.dtype is dtypes.int64 else cast(i, dtypes.int64) for i in indices]
-    return IndexedSlices(concat([s.values for s in slices], 0), concat(indices, 0),
-                         slices[0].dense_shape)
-
-
-# ------------------------------------------------------------------ one_hot
-def _one_hot_infer(shapes, dts, attrs):
-    _check_int_dtype("one_hot", "indices", dts[0])
-    s = list(shapes[0])
-    s.insert(attrs["axis"], attrs["depth"])
-    return [(tuple(s), attrs["dtype"])]
-
-
-def _one_hot_kernel(indices, depth, on_value, off_value, axis, dtype):
-    if indices.dtype.kind not in "iu":
-        raise errors.InvalidArgumentError(f"one_hot: indices must be int32 or int64, got {indices.dtype}")
-    hot = np.expand_dims(indices, -1) == np.arange(depth)
-    out = np.where(hot, on_value, off_value).astype(dtype.np)
-    return np.moveaxis(out, -1, axis) if axis != indices.ndim else out
-
-
-_ONE_HOT = register("one_hot", _one_hot_kernel, _one_hot_infer, None,
-                    attrs={"depth": "int", "on_value": "float", "off_value": "float", "axis": "int",
-                           "dtype": "dtype"}, num_inputs=1, defaults={})
-
-
-def one_hot(indices, depth, on_value=1.0, off_value=0.0, axis=-1, dtype=dtypes.float32, name=None):
-    """`on_value` where the new axis equals `indices`, else `off_value` (out-of-range: all off).
-
-    >>> df.one_hot([0, 2], 3)   # [[1., 0., 0.], [0., 0., 1.]]  (not differentiable)
-    """
-    rank = _rank(indices)
-    axis = rank if axis == -1 else _norm_axis("one_hot", axis, rank + 1)
-    depth = int(depth)
-    if depth < 0:
-        raise errors.InvalidArgumentError(f"one_hot: depth must be non-negative, got {depth}")
-    attrs = {"depth": depth, "on_value": float(on_value), "off_value": float(off_value), "axis": axis,
-             "dtype": dtypes.as_dtype(dtype)}
-    return run_op(_ONE_HOT, (indices,), attrs, name)
-
-
-# ------------------------------------------------------------------ strided slicing: t[...]
-# Attrs describe every input axis: begin/end/strides, bit d of begin_mask/end_mask set when
-# that bound was omitted, bit d of shrink_axis_mask set when axis d is indexed by an int
-# (kept in `begin`, the axis disappears); `new_axis` lists output positions of `None`s.
-_SLICE_ATTRS = {"begin": "ints", "end": "ints", "strides": "ints", "begin_mask": "int",
-                "end_mask": "int", "shrink_axis_mask": "int", "new_axis": "ints"}
-
-
-def _numpy_key(begin, end, strides, begin_mask, end_mask, shrink_axis_mask):
-    key = []
-    for d, (b, e, s) in enumerate(zip(begin, end, strides)):
-        if shrink_axis_mask >> d & 1:
-            key.append(b)
-        else:
-            key.append(slice(None if begin_mask >> d & 1 else b, None if end_mask >> d & 1 else e, s))
-    return tuple(key)
-
-
-def _strided_slice_kernel(x, begin, end, strides, begin_mask, end_mask, shrink_axis_mask, new_axis):
-    if len(begin) != x.ndim:
-        raise errors.InvalidArgumentError(
-            f"strided_slice: the index covers {len(begin)} axes, the tensor has shape {x.shape}")
-    y = x[_numpy_key(begin, end, strides, begin_mask, end_mask, shrink_axis_mask)]
-    return np.expand_dims(y, new_axis) if new_axis else y
-
-
-def _strided_slice_infer(shapes, dts, attrs):
-    s = shapes[0]
-    begin, end, strides = attrs["begin"], attrs["end"], attrs["strides"]
-    if len(begin) != len(s):
-        raise errors.InvalidArgumentError(
-            f"strided_slice: the index covers {len(begin)} axes, the tensor has shape {inf.shape_str(s)}")
-    bm, em, sm = attrs["begin_mask"], attrs["end_mask"], attrs["shrink_axis_mask"]
-    out = []
-    for d, n in enumerate(s):
-        if sm >> d & 1:
-            if n is not None and not -n <= begin[d] < n:
-                raise errors.InvalidArgumentError(
-                    f"strided_slice: index {begin[d]} is out of range for axis {d} of shape "
-                    f"{inf.shape_str(s)}")
-            continue
-        if n is None:
-            out.append(None)
-        else:
-            sl = slice(None if bm >> d & 1 else begin[d], None if em >> d & 1 else end[d], strides[d])
-            out.append(len(_pyrange(*sl.indices(n))))
-    for p in attrs["new_axis"]:
-        out.insert(p, 1)
-    return [(tuple(out), dts[0])]
-
-
-def _strided_slice_grad_kernel(g, like, begin, end, strides, begin_mask, end_mask, shrink_axis_mask,
-                               new_axis):
-    out = np.zeros(np.shape(like), g.dtype)
-    key = _numpy_key(begin, end, strides, begin_mask, end_mask, shrink_axis_mask)
-    out[key] = np.squeeze(g, tuple(new_axis)) if new_axis else g
-    return out
-
-
-_STRIDED_SLICE = register("strided_slice", _strided_slice_kernel, _strided_slice_infer,
-                          lambda op, g: [run_op(_STRIDED_SLICE_GRAD, (g, op.inputs[0]), op.attrs)],
-                          attrs=_SLICE_ATTRS, num_inputs=1, defaults={})
-# Internal: the gradient of strided_slice, scattering `g` into zeros shaped like the input.
-_STRIDED_SLICE_GRAD = register("strided_slice_grad", _strided_slice_grad_kernel,
-                               lambda s, d, a: [(tuple(s[1]), d[0])],
-                               lambda op, gg: [run_op(_STRIDED_SLICE, (gg,), op.attrs), None],
-                               attrs=_SLICE_ATTRS, num_inputs=2, defaults={})
-
-
-def _index_value(k):
-    """A static int from a key item (Python/numpy int or an eager integer scalar tensor)."""
-    if isinstance(k, (bool, np.bool_)):
-        raise TypeError(f"strided_slice: boolean index {k!r} is not supported; use df.where or df.gather")
-    if isinstance(k, Tensor) and not isinstance(k, EagerTensor):
-        raise TypeError("strided_slice: indices must be static Python ints while tracing, got a symbolic "
-                        "tensor; use df.gather(t, index) for a data-dependent index")
-    try:
-        return operator.index(k)
-    except TypeError:
-        raise TypeError(f"strided_slice: index {k!r} is not an int, slice, ..., or None; use df.gather "
-                        f"for lists or tensors of indices") from None
-
-
-def _slice_attrs(key, rank):
-    """Attrs of the one strided_slice op computing `t[key]` for a tensor of `rank`."""
-    key = key if isinstance(key, tuple) else (key,)
-    consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
-    if sum(1 for k in key if k is Ellipsis) > 1:
-        raise errors.InvalidArgumentError("strided_slice: an index can hold only one ellipsis (...)")
-    if consumed > rank:
-        raise errors.InvalidArgumentError(
-            f"strided_slice: too many indices ({consumed}) for a tensor of rank {rank}")
-    if Ellipsis not in key:
-        key = key + (Ellipsis,)
-    begin, end, strides, new_axis = [], [], [], []
-    bm = em = sm = 0
-    out_pos = 0
-
-    def full_axis():
-        nonlocal bm, em
-        d = len(begin)
-        begin.append(0), end.append(0), strides.append(1)
-        bm |= 1 << d
-        em |= 1 << d
-
-    for k in key:
-        d = len(begin)
-        if k is Ellipsis:
-            for _ in _pyrange(rank - consumed):
-                full_axis()
-                out_pos += 1
-        elif k is None:
-            new_axis.append(out_pos)
-            out_pos += 1
-        elif isinstance(k, slice):
-            step = 1 if k.step is None else _index_value(k.step)
-            if step == 0:
-                raise errors.InvalidArgumentError("strided_slice: slice step cannot be zero")
-            begin.append(0 if k.start is None else _index_value(k.start))
-            end.append(0 if k.stop is None else _index_value(k.stop))
-            strides.append(step)
-            bm |= (k.start is None) << d
-            em |= (k.stop is None) << d
-            out_pos += 1
-        else:
-            i = _index_value(k)
-            begin.append(i), end.append(i + 1), strides.append(1)
-            sm |= 1 << d
-    return {"begin": tuple(begin), "end": tuple(end), "strides": tuple(strides), "begin_mask": bm,
-            "end_mask": em, "shrink_axis_mask": sm, "new_axis": tuple(new_axis)}
-
-
-def strided_slice(input, key, name=None):
-    """`input[key]` as one op: `key` holds ints, slices (any step), `...` and `None`."""
-    return run_op(_STRIDED_SLICE, (input,), _slice_attrs(key, _rank(input)), name)
-
-
-def slice_helper(tensor, key):
-    """`Tensor.__getitem__`: `t[1:, ::-1, None, ..., 0]` is one differentiable strided_slice."""
-    return strided_slice(tensor, key)
 
 
 # ------------------------------------------------------------------ zeros, ones, fill, range

@@ -412,7 +412,7 @@ def cast(x, dtype, name=None):
 
 
 # ------------------------------------------------------------------ reductions
-def _norm_axis(axis):
+def _axis_attr(axis):
     if axis is None:
         return None
     if isinstance(axis, (list, tuple)):
@@ -483,7 +483,7 @@ def reducer(name, kernel, grad, kinds=inf.numeric_kinds, out=None, doc="", ufunc
                   defaults=_RED_DEFAULTS, kinds=kinds, bind=bind)
 
     def f(input_tensor, axis=None, keepdims=False, name=None):
-        return run_op(op, (input_tensor,), {"axis": _norm_axis(axis), "keepdims": bool(keepdims)}, name)
+        return run_op(op, (input_tensor,), {"axis": _axis_attr(axis), "keepdims": bool(keepdims)}, name)
     f.__name__ = f.__qualname__ = op.name
     f.op = op
     f.__doc__ = doc or f"{name} over `axis` (None = all), keeping reduced dims if `keepdims`."
