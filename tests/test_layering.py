@@ -177,3 +177,30 @@ def unexplained_function_level_imports():
 def test_function_level_imports_of_project_modules_say_why():
     bad = unexplained_function_level_imports()
     assert not bad, "function-level imports without a reason:\n" + "\n".join(bad)
+
+
+# ---------------------------------------------------------------------------------------
+# Every module says what it owns; long modules say why they are long.
+
+MAX_LINES = 620
+
+
+def test_every_module_opens_with_a_docstring_saying_what_it_owns():
+    missing = []
+    for _, module, path in modules():
+        with open(path, encoding="utf-8") as fh:
+            doc = ast.get_docstring(ast.parse(fh.read()))
+        if not doc or len(doc.split("\n")[0]) < 20:
+            missing.append(module)
+    assert not missing, f"modules without a docstring saying what they own: {missing}"
+
+
+def test_no_module_is_long_without_a_reason_in_its_docstring():
+    long = []
+    for _, module, path in modules():
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+        doc = ast.get_docstring(ast.parse(text)) or ""
+        if text.count("\n") > MAX_LINES and "long because" not in doc:
+            long.append(f"{module}: {text.count(chr(10))} lines")
+    assert not long, "modules over ~600 lines without a reason ('long because ...'):\n" + "\n".join(long)
