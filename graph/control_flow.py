@@ -12,6 +12,7 @@ The Python tracers `df.cond` / `df.while_loop` (defun/control_flow.py) make the 
 import numpy as np
 
 from runtime import dtypes, errors
+from runtime.context import state
 from runtime.execute import run_op
 from runtime.ops.array_ops import gather, zeros, zeros_like
 from runtime.ops.math_ops import greater
@@ -28,11 +29,11 @@ def _type_text(t):
     return f"{t.dtype.name}{shape_str(t.shape)}"
 
 
-def share_captures(graphs, n_args):
+def share_captures(graphs):
     """Give every graph a placeholder for every value any of them captured, in one order.
 
     Returns the outer values (the extra inputs of the node). Afterwards each graph's
-    `all_inputs` is its `n_args` argument placeholders followed by the shared captures.
+    `all_inputs` is its own argument placeholders followed by the shared captures.
     """
     order, values = [], {}
     for g in graphs:
@@ -292,7 +293,7 @@ WHILE = register("while", _while_kernel, _while_infer, _while_grad, num_outputs=
 
 def cond_node(pred, then_g, else_g, name=None):
     """Add (or run eagerly) one `cond` node over finalized branch graphs; a list of outputs."""
-    captured = share_captures([then_g, else_g], 0)
+    captured = share_captures([then_g, else_g])
     watch_read_handles(captured)     # variables read in a branch count as read here
     return _as_list(run_op(COND, [pred] + captured, {"then_branch": then_g, "else_branch": else_g},
                            name))
@@ -301,7 +302,7 @@ def cond_node(pred, then_g, else_g, name=None):
 def while_node(cond_g, body_g, init, maximum_iterations=None, name=None):
     """Add (or run eagerly) one `while` node over finalized cond/body graphs taking the loop
     variables `init` (then the shared captures); the loop variables' final values."""
-    captured = share_captures([cond_g, body_g], len(init))
+    captured = share_captures([cond_g, body_g])
     watch_read_handles(captured)
     history = any(t.dtype.is_floating for t in init)   # a gradient may walk it back
     out = _as_list(run_op(WHILE, list(init) + captured,
@@ -320,13 +321,7 @@ def _trace(base, outer, params, fn):
 
 def _loop(cond_fn, body_fn, init):
     """A while loop over flat lists of tensors, for gradients (no Python checks needed)."""
-    from runtime.context import state    # the builder the gradient is being written into
-    outer = state.graph
-    if outer is None:
-        vs = list(init)
-        while bool(cond_fn(*vs)):
-            vs = list(body_fn(*vs))
-        return vs
+    outer = state.graph     # gradients of a while are built into a backward graph only
     cond_g = _trace("while_cond", outer, init, lambda *vs: [cond_fn(*vs)])
     body_g = _trace("while_body", outer, init, lambda *vs: list(body_fn(*vs)))
     return while_node(cond_g, body_g, init)

@@ -107,7 +107,7 @@ def _rollback(undo, start=0):
 
 
 # ---------------------------------------------------------------------------------------
-def compile_graph(graph, outputs=None, name=None, backend=None):
+def compile_graph(graph, outputs=None, backend=None):
     """Compile `graph` (its all_inputs -> `outputs`, default graph.outputs) into a Plan that
     runs on `backend` (a name or a Backend; default numpy)."""
     backend = get_backend(backend)
