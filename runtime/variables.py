@@ -3,11 +3,11 @@ import weakref
 
 import numpy as np
 
-from runtime import dtypes, errors
+from runtime import dtypes, errors, sites
 from runtime.context import state
 from runtime.execute import run_op
 from runtime.ops import resource_ops
-from runtime.tensor import EagerTensor, HandleData, ResourceHandle, Tensor, to_array
+from runtime.tensor import EagerTensor, HandleData, ResourceHandle, Tensor, constant, to_array
 
 __all__ = ["Variable", "SymbolicVariable", "watch_variable", "watch_reads", "watch_read_handles",
            "handle_in_context"]
@@ -15,21 +15,6 @@ __all__ = ["Variable", "SymbolicVariable", "watch_variable", "watch_reads", "wat
 _counter = [0]
 # handle id -> Variable, so a traced function can tell tapes which variables a call reads.
 _BY_HANDLE = weakref.WeakValueDictionary()
-
-
-def _user_site():
-    """'file:line' of the first frame outside defun's own packages."""
-    import sys
-    import os
-    f = sys._getframe(1)
-    roots = tuple(os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep + p + os.sep
-                  for p in ("runtime", "graph", "defun"))
-    while f is not None:
-        fn = os.path.abspath(f.f_code.co_filename)
-        if not fn.startswith(roots):
-            return f"{f.f_code.co_filename}:{f.f_lineno}"
-        f = f.f_back
-    return "<unknown>"
 
 
 class Variable:
@@ -42,7 +27,7 @@ class Variable:
     def __init__(self, initial_value, name=None, trainable=True, dtype=None):
         if state.graph is not None:
             raise errors.TracingError(
-                f"df.Variable created inside a traced function (at {_user_site()}); create "
+                f"df.Variable created inside a traced function (at {sites.format_site(sites.user_site())}); create "
                 f"variables outside the function and use them inside")
         if callable(initial_value):
             initial_value = initial_value()
@@ -55,7 +40,6 @@ class Variable:
             # Python values go straight to the requested dtype (`Variable(0.1, dtype=float64)`
             # must not pass through float32 first), with constant()'s checks: no overflow, no
             # silent truncation of 1.5 into an integer.
-            from runtime.tensor import constant
             arr = np.array(constant(initial_value, dtype)._value, copy=True)
         else:
             arr = to_array(initial_value)  # a fresh array (to_array copies numpy input)
