@@ -12,18 +12,15 @@ from graph.executor import compile_graph
 from graph.ir import Graph
 from graph.verify import verify
 from graph.serialize.schema import _format_error
-from graph.serialize.validate import _read_document, _validate
 from graph.serialize.loaded import LoadedFunction
+from graph.serialize.validate import _read_document, _validate, call_graph_of
+
 
 def _build(entry, specs):
+    """Build every function, callees first; returns the entry's graph."""
     import networkx as nx
-    order = nx.DiGraph()
-    order.add_nodes_from(specs)
-    for name, spec in specs.items():
-        for callee, _ in spec.callees:
-            order.add_edge(callee, name)
     library = {}
-    for name in nx.lexicographical_topological_sort(order):
+    for name in nx.lexicographical_topological_sort(call_graph_of(specs).reverse(copy=False)):
         library[name] = _build_function(specs[name], Graph(name), library)
     return library[entry]
 

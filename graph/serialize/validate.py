@@ -305,14 +305,21 @@ def _check_acyclic(nodes, n_in, path):
     raise _format_error(path + ".nodes", f"the nodes form a cycle: {text}")
 
 
-def _check_calls(specs, entry):
-    """Function calls form no cycle, and every function is reachable from the entry."""
+def call_graph_of(specs):
+    """The networkx DiGraph of function calls: an edge from each caller to each callee."""
     import networkx as nx
     g = nx.DiGraph()
     g.add_nodes_from(specs)
     for name, spec in specs.items():
         for callee, _ in spec.callees:
             g.add_edge(name, callee)
+    return g
+
+
+def _check_calls(specs, entry):
+    """Function calls form no cycle, and every function is reachable from the entry."""
+    import networkx as nx
+    g = call_graph_of(specs)
     try:
         cycle = nx.find_cycle(g)
     except nx.NetworkXNoCycle:
