@@ -288,7 +288,8 @@ def _while_prune(attrs, used):
 
 
 WHILE = register("while", _while_kernel, _while_infer, _while_grad, num_outputs=_while_outputs,
-                 none_grads=True, attrs=_WHILE_ATTRS, bind=_while_runner, prune_outputs=_while_prune, num_inputs=None, defaults={})
+                 none_grads=True, attrs=_WHILE_ATTRS, bind=_while_runner,
+                 prune_outputs=_while_prune, num_inputs=None, defaults={})
 
 
 def cond_node(pred, then_g, else_g, name=None):

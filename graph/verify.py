@@ -176,7 +176,8 @@ class _Verifier:
         # --- attrs
         if node.attrs:
             self._check_attrs(graph, node, op)
-        stateful = op.stateful or any(has_effects(g) for g in functions_of(node))
+        stateful = op.stateful or (bool(op.function_attrs) and
+                                   any(has_effects(g) for g in functions_of(node)))
         if node.stateful is not stateful:
             _fail(graph, node, f"its stateful flag is {node.stateful}, but its op and the functions "
                   f"it runs make it {stateful}", "Create nodes with graph._new_node, which sets it")

@@ -54,9 +54,11 @@ def _grad(op, *grads):
     return [None] * n + dxs + dvars
 
 
-_OP = register("custom_gradient", _kernel, _infer, _grad, num_outputs=lambda attrs, n: attrs["num_outputs"],
+_OP = register("custom_gradient", _kernel, _infer, _grad,
+               num_outputs=lambda attrs, n: attrs["num_outputs"],
                attrs={"num_outputs": "int", "num_variables": "int", "grad_fn": "transient",
-                      "variables": "transient"}, num_inputs=None, defaults={"num_variables": 0})
+                      "variables": "transient"}, num_inputs=None,
+               defaults={"num_variables": 0})
 
 
 def custom_gradient(f):

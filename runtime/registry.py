@@ -25,9 +25,9 @@ class OpDef:
                  "same_dtype", "attrs", "single", "kinds", "bind", "prune_outputs",
                  "num_inputs", "required_attrs", "defaults", "function_attrs")
 
-    def __init__(self, name, kernel, infer, grad=None, num_inputs=None, attrs=None, defaults=None, num_outputs=1,
-                 stateful=False, none_grads=False, same_dtype=None, kinds=None, bind=None,
-                 prune_outputs=None):
+    def __init__(self, name, kernel, infer, grad=None, num_inputs=None, attrs=None, defaults=None,
+                 num_outputs=1, stateful=False, none_grads=False, same_dtype=None, kinds=None,
+                 bind=None, prune_outputs=None):
         self.name = name
         self.kernel = kernel
         self.infer = infer

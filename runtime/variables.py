@@ -27,7 +27,8 @@ class Variable:
     def __init__(self, initial_value, name=None, trainable=True, dtype=None):
         if state.graph is not None:
             raise errors.TracingError(
-                f"df.Variable created inside a traced function (at {sites.format_site(sites.user_site())}); create "
+                f"df.Variable created inside a traced function (at "
+                f"{sites.format_site(sites.user_site())}); create "
                 f"variables outside the function and use them inside")
         if callable(initial_value):
             initial_value = initial_value()

@@ -117,7 +117,8 @@ def _concat_grad(op, g):
     return list(parts)
 
 
-_CONCAT = register("concat", _concat_kernel, _concat_infer, _concat_grad, attrs={"axis": "int"}, num_inputs=None, defaults={})
+_CONCAT = register("concat", _concat_kernel, _concat_infer, _concat_grad, attrs={"axis": "int"},
+                   num_inputs=None, defaults={})
 
 
 def concat(values, axis, name=None):
@@ -149,7 +150,8 @@ def _split_like_infer(shapes, dts, attrs):
 # Internal: the gradient of a traced concat whose input sizes are unknown until run time.
 _SPLIT_LIKE = register("split_like", _split_like_kernel, _split_like_infer,
                        lambda op, *gs: [concat(gs, op.attrs["axis"])] + [None] * (len(op.inputs) - 1),
-                       attrs={"axis": "int"}, num_outputs=lambda attrs, n: n - 1, num_inputs=None, defaults={})
+                       attrs={"axis": "int"}, num_outputs=lambda attrs, n: n - 1, num_inputs=None,
+                       defaults={})
 
 
 # ------------------------------------------------------------------ stack, unstack
@@ -172,7 +174,8 @@ def _stack_kernel(*xs, axis):
 
 
 _STACK = register("stack", _stack_kernel, _stack_infer,
-                  lambda op, g: list(unstack(g, len(op.inputs), op.attrs["axis"])), attrs={"axis": "int"}, num_inputs=None, defaults={})
+                  lambda op, g: list(unstack(g, len(op.inputs), op.attrs["axis"])),
+                  attrs={"axis": "int"}, num_inputs=None, defaults={})
 
 
 def stack(values, axis=0, name=None):
@@ -202,7 +205,8 @@ def _unstack_kernel(x, num, axis):
 
 _UNSTACK = register("unstack", _unstack_kernel, _unstack_infer,
                     lambda op, *gs: [stack(gs, op.attrs["axis"])],
-                    attrs={"num": "int", "axis": "int"}, num_outputs=lambda attrs, n: attrs["num"], num_inputs=1, defaults={})
+                    attrs={"num": "int", "axis": "int"}, num_outputs=lambda attrs, n: attrs["num"],
+                    num_inputs=1, defaults={})
 
 
 def unstack(value, num=None, axis=0, name=None):
@@ -269,7 +273,8 @@ def _split_count(attrs, n):
     return attrs["num_split"]
 
 
-_SPLIT = register("split", _split_kernel, _split_infer, lambda op, *gs: [concat(gs, op.attrs["axis"])],
+_SPLIT = register("split", _split_kernel, _split_infer,
+                  lambda op, *gs: [concat(gs, op.attrs["axis"])],
                   attrs={"num_split": "int", "size_splits": "opt_ints", "axis": "int"},
                   num_outputs=_split_count, num_inputs=1, defaults={})
 
@@ -331,10 +336,12 @@ def _tile_grad(op, g):
     return [run_op(_TILE_REDUCE, (g,), op.attrs)]
 
 
-_TILE = register("tile", _tile_kernel, _tile_infer, _tile_grad, attrs={"multiples": "ints"}, num_inputs=1, defaults={})
+_TILE = register("tile", _tile_kernel, _tile_infer, _tile_grad, attrs={"multiples": "ints"},
+                 num_inputs=1, defaults={})
 # Internal: the gradient of tile for positive multiples (its own gradient is tile again).
 _TILE_REDUCE = register("tile_reduce", _tile_reduce_kernel, _tile_reduce_infer,
-                        lambda op, g: [tile(g, op.attrs["multiples"])], attrs={"multiples": "ints"}, num_inputs=1, defaults={})
+                        lambda op, g: [tile(g, op.attrs["multiples"])], attrs={"multiples": "ints"},
+                        num_inputs=1, defaults={})
 
 
 def tile(input, multiples, name=None):
@@ -458,10 +465,11 @@ def _shape_attr_infer(op_name):
     return infer
 
 
-_ZEROS = register("zeros", lambda shape, dtype: np.zeros(shape, dtype.np), _shape_attr_infer("zeros"), None,
-                  attrs={"shape": "ints", "dtype": "dtype"}, num_inputs=0, defaults={})
-_ONES = register("ones", lambda shape, dtype: np.ones(shape, dtype.np), _shape_attr_infer("ones"), None,
-                 attrs={"shape": "ints", "dtype": "dtype"}, num_inputs=0, defaults={})
+_ZEROS = register("zeros", lambda shape, dtype: np.zeros(shape, dtype.np),
+                  _shape_attr_infer("zeros"), None, attrs={"shape": "ints", "dtype": "dtype"},
+                  num_inputs=0, defaults={})
+_ONES = register("ones", lambda shape, dtype: np.ones(shape, dtype.np), _shape_attr_infer("ones"),
+                 None, attrs={"shape": "ints", "dtype": "dtype"}, num_inputs=0, defaults={})
 
 
 def zeros(shape, dtype=dtypes.float32, name=None):
@@ -488,7 +496,8 @@ def _fill_kernel(value, dims):
     return np.full(dims, value, value.dtype)
 
 
-_FILL = register("fill", _fill_kernel, _fill_infer, lambda op, g: [reduce_sum(g)], attrs={"dims": "ints"}, num_inputs=1, defaults={})
+_FILL = register("fill", _fill_kernel, _fill_infer, lambda op, g: [reduce_sum(g)],
+                 attrs={"dims": "ints"}, num_inputs=1, defaults={})
 
 
 def fill(dims, value, name=None):
@@ -523,7 +532,8 @@ def _range_infer(shapes, dts, attrs):
 
 
 _RANGE = register("range", _range_kernel, _range_infer, None,
-                  attrs={"start": "float", "limit": "float", "delta": "float", "dtype": "dtype"}, num_inputs=0, defaults={})
+                  attrs={"start": "float", "limit": "float", "delta": "float", "dtype": "dtype"},
+                  num_inputs=0, defaults={})
 
 
 def _range_arg(x):

@@ -48,8 +48,10 @@ def _known(x, op_name):
 
 
 # ------------------------------------------------------------------ identity, stop_gradient
-_IDENTITY = register("identity", lambda x: x, inf.unary_same("identity"), lambda op, g: [g], num_inputs=1, attrs={}, defaults={})
-_STOP_GRADIENT = register("stop_gradient", lambda x: x, inf.unary_same("stop_gradient"), None, num_inputs=1, attrs={}, defaults={})
+_IDENTITY = register("identity", lambda x: x, inf.unary_same("identity"), lambda op, g: [g],
+                     num_inputs=1, attrs={}, defaults={})
+_STOP_GRADIENT = register("stop_gradient", lambda x: x, inf.unary_same("stop_gradient"), None,
+                          num_inputs=1, attrs={}, defaults={})
 
 
 def identity(x, name=None):
@@ -74,8 +76,10 @@ def _filled_like(value):
 
 
 _empty_like = np.empty_like
-_ZEROS_LIKE = register("zeros_like", _filled_like(0), inf.unary_same("zeros_like", None), lambda op, g: [None], num_inputs=1, attrs={}, defaults={})
-_ONES_LIKE = register("ones_like", _filled_like(1), inf.unary_same("ones_like", None), lambda op, g: [None], num_inputs=1, attrs={}, defaults={})
+_ZEROS_LIKE = register("zeros_like", _filled_like(0), inf.unary_same("zeros_like", None),
+                       lambda op, g: [None], num_inputs=1, attrs={}, defaults={})
+_ONES_LIKE = register("ones_like", _filled_like(1), inf.unary_same("ones_like", None),
+                      lambda op, g: [None], num_inputs=1, attrs={}, defaults={})
 
 
 def zeros_like(x, dtype=None, name=None):
@@ -127,7 +131,8 @@ def _reshape_grad(op, g):
 
 # The method x.reshape is what np.reshape calls, without its ~0.5 us of Python wrapping.
 _RESHAPE = register("reshape", lambda x, shape: x.reshape(shape), _reshape_infer, _reshape_grad,
-                    attrs={"shape": "ints"}, bind=lambda attrs: _bind_reshape(attrs["shape"]), num_inputs=1, defaults={})
+                    attrs={"shape": "ints"}, bind=lambda attrs: _bind_reshape(attrs["shape"]),
+                    num_inputs=1, defaults={})
 
 
 def _bind_reshape(shape):
@@ -136,7 +141,8 @@ def _bind_reshape(shape):
 
 _RESHAPE_LIKE = register("reshape_like", lambda x, like: np.reshape(x, np.shape(like)),
                          lambda s, d, a: [(tuple(s[1]), d[0])],
-                         lambda op, g: [run_op(_RESHAPE_LIKE, (g, op.inputs[0])), None], num_inputs=2, attrs={}, defaults={})
+                         lambda op, g: [run_op(_RESHAPE_LIKE, (g, op.inputs[0])), None],
+                         num_inputs=2, attrs={}, defaults={})
 
 
 def reshape(tensor, shape, name=None):
@@ -213,7 +219,8 @@ def _squeeze_kernel(x, axis=None):
 
 
 _SQUEEZE = register("squeeze", _squeeze_kernel, _squeeze_infer,
-                    lambda op, g: [_reshape_grad(op, g)[0]], attrs={"axis": "opt_ints"}, num_inputs=1, defaults={"axis": None})
+                    lambda op, g: [_reshape_grad(op, g)[0]], attrs={"axis": "opt_ints"},
+                    num_inputs=1, defaults={"axis": None})
 
 
 def squeeze(input, axis=None, name=None):
@@ -274,7 +281,8 @@ _SHAPE = register("shape", lambda x, out_type=dtypes.int32: np.asarray(np.shape(
                   lambda s, d, a: [((len(s[0]),), a.get("out_type", dtypes.int32))], None,
                   attrs={"out_type": "dtype"}, num_inputs=1, defaults={"out_type": dtypes.int32})
 _SIZE = register("size", lambda x, out_type=dtypes.int32: np.asarray(np.size(x), out_type.np),
-                 lambda s, d, a: [((), a.get("out_type", dtypes.int32))], None, attrs={"out_type": "dtype"}, num_inputs=1, defaults={"out_type": dtypes.int32})
+                 lambda s, d, a: [((), a.get("out_type", dtypes.int32))], None,
+                 attrs={"out_type": "dtype"}, num_inputs=1, defaults={"out_type": dtypes.int32})
 
 
 def shape(input, out_type=dtypes.int32, name=None):
@@ -308,7 +316,8 @@ def _where_kernel(c, x, y):
     return np.where(c, x, y)
 
 
-_WHERE = register("where", _where_kernel, _where_infer, _where_grad, same_dtype=(1, 2), num_inputs=3, attrs={}, defaults={})
+_WHERE = register("where", _where_kernel, _where_infer, _where_grad, same_dtype=(1, 2),
+                  num_inputs=3, attrs={}, defaults={})
 
 
 def where(condition, x, y, name=None):
@@ -378,12 +387,14 @@ def _infer_like(name):
     return infer
 
 
-_SUM_TO_LIKE = register(
-    "sum_to_like", lambda g, like: _sum_to(g, np.shape(like)), _infer_like("sum_to_like"),
-    lambda op, gg: [run_op(_BROADCAST_LIKE, (gg, op.inputs[0])), None], num_inputs=2, attrs={}, defaults={})
-_BROADCAST_LIKE = register(
-    "broadcast_like", lambda x, like: np.broadcast_to(x, np.shape(like)), _infer_like("broadcast_like"),
-    lambda op, gg: [run_op(_SUM_TO_LIKE, (gg, op.inputs[0])), None], num_inputs=2, attrs={}, defaults={})
+_SUM_TO_LIKE = register("sum_to_like", lambda g, like: _sum_to(g, np.shape(like)),
+                        _infer_like("sum_to_like"),
+                        lambda op, gg: [run_op(_BROADCAST_LIKE, (gg, op.inputs[0])), None],
+                        num_inputs=2, attrs={}, defaults={})
+_BROADCAST_LIKE = register("broadcast_like", lambda x, like: np.broadcast_to(x, np.shape(like)),
+                           _infer_like("broadcast_like"),
+                           lambda op, gg: [run_op(_SUM_TO_LIKE, (gg, op.inputs[0])), None],
+                           num_inputs=2, attrs={}, defaults={})
 
 
 def _mask(cond, like):
@@ -401,8 +412,8 @@ def _cast_grad(op, g):
     return [None]
 
 
-_CAST = register("cast", lambda x, dtype: np.asarray(x).astype(dtype.np, copy=False), _cast_infer, _cast_grad,
-                 attrs={"dtype": "dtype"}, num_inputs=1, defaults={})
+_CAST = register("cast", lambda x, dtype: np.asarray(x).astype(dtype.np, copy=False), _cast_infer,
+                 _cast_grad, attrs={"dtype": "dtype"}, num_inputs=1, defaults={})
 
 
 def cast(x, dtype, name=None):
@@ -479,8 +490,8 @@ def reducer(name, kernel, grad, kinds=inf.numeric_kinds, out=None, doc="", ufunc
         if keep_dtype:
             return lambda x: ufunc(x, axis, x.dtype, None, keepdims)
         return lambda x: ufunc(x, axis, None, None, keepdims)
-    op = register(name, kernel, _reduce_infer(name, kinds, out), grad, num_inputs=1, attrs=_RED_ATTRS,
-                  defaults=_RED_DEFAULTS, kinds=kinds, bind=bind)
+    op = register(name, kernel, _reduce_infer(name, kinds, out), grad, num_inputs=1,
+                  attrs=_RED_ATTRS, defaults=_RED_DEFAULTS, kinds=kinds, bind=bind)
 
     def f(input_tensor, axis=None, keepdims=False, name=None):
         return run_op(op, (input_tensor,), {"axis": _axis_attr(axis), "keepdims": bool(keepdims)}, name)

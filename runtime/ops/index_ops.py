@@ -80,7 +80,8 @@ def _gather_grad_kernel(g, indices, params, axis):
     return out
 
 
-_GATHER = register("gather", _gather_kernel, _gather_infer, _gather_grad, attrs={"axis": "int"}, num_inputs=2, defaults={})
+_GATHER = register("gather", _gather_kernel, _gather_infer, _gather_grad, attrs={"axis": "int"},
+                   num_inputs=2, defaults={})
 # Internal: the dense gradient of gather (axis != 0, or sizes unknown while tracing).
 _GATHER_GRAD = register("gather_grad", _gather_grad_kernel,
                         lambda s, d, a: [(tuple(s[2]), d[0])],

@@ -9,8 +9,9 @@ import numpy as np
 from runtime import dtypes, errors
 from runtime.execute import run_op
 from runtime.ops import _infer as inf
-from runtime.ops.base_ops import (_broadcast_back, _keepdims_grad, _mask, cast, ones_like, reducer,  # noqa: F401
-                                  reduce_sum, size, unbroadcast, where, zeros_like)
+from runtime.ops.base_ops import (_broadcast_back, _keepdims_grad, _mask, cast,  # noqa: F401
+                                  ones_like, reducer, reduce_sum, size, unbroadcast, where,
+                                  zeros_like)
 from runtime.registry import register
 from runtime.tape import skip_input_indices
 from runtime.tensor import EagerTensor, convert_to_tensor, weak_scalar_tensor
@@ -226,7 +227,8 @@ def _add_n_kernel(*xs):
 
 
 _ADD_N = register("add_n", _add_n_kernel, _add_n_infer,
-                  lambda op, g: [unbroadcast(g, x) for x in op.inputs], kinds=inf.numeric_kinds, num_inputs=None, attrs={}, defaults={})
+                  lambda op, g: [unbroadcast(g, x) for x in op.inputs], kinds=inf.numeric_kinds,
+                  num_inputs=None, attrs={}, defaults={})
 
 
 def add_n(inputs, name=None):
@@ -315,7 +317,8 @@ def _matmul_grad(op, g):
 
 _MATMUL = register("matmul", _matmul_kernel, _matmul_infer, _matmul_grad, same_dtype=(0, 1),
                    attrs={"transpose_a": "bool", "transpose_b": "bool"}, kinds=inf.numeric_kinds,
-                   bind=_bind_matmul, num_inputs=2, defaults={"transpose_a": False, "transpose_b": False})
+                   bind=_bind_matmul, num_inputs=2,
+                   defaults={"transpose_a": False, "transpose_b": False})
 _MM_ATTRS = {(False, False): _EMPTY}
 
 
@@ -412,9 +415,10 @@ def _third_order_prod(op, g):
     raise errors.UnimplementedError("reduce_prod: gradients beyond the second order are not implemented")
 
 
-_PROD_OTHERS = register(
-    "reduce_prod_others", _prod_others_kernel, lambda s, d, a: [(tuple(s[0]), d[0])],
-    lambda op, g: [run_op(_PROD_OTHERS_GRAD, (g, op.inputs[0]), op.attrs)], attrs={"axis": "opt_ints"}, num_inputs=1, defaults={"axis": None})
+_PROD_OTHERS = register("reduce_prod_others", _prod_others_kernel,
+                        lambda s, d, a: [(tuple(s[0]), d[0])],
+                        lambda op, g: [run_op(_PROD_OTHERS_GRAD, (g, op.inputs[0]), op.attrs)],
+                        attrs={"axis": "opt_ints"}, num_inputs=1, defaults={"axis": None})
 # Internal: the gradient of reduce_prod_others (second derivative of reduce_prod).
 _PROD_OTHERS_GRAD = register(
     "reduce_prod_others_grad", _prod_others_grad_kernel, lambda s, d, a: [(tuple(s[1]), d[1])],
@@ -462,8 +466,10 @@ def _arg_infer(name):
 
 
 def _arg(name, fn):
-    op = register(name, lambda x, axis, output_type=dtypes.int64: fn(x, axis=axis).astype(output_type.np),
-                  _arg_infer(name), None, num_inputs=1, attrs={"axis": "int", "output_type": "dtype"},
+    op = register(name,
+                  lambda x, axis, output_type=dtypes.int64: fn(x, axis=axis).astype(output_type.np),
+                  _arg_infer(name), None, num_inputs=1,
+                  attrs={"axis": "int", "output_type": "dtype"},
                   defaults={"output_type": dtypes.int64}, kinds=inf.numeric_kinds)
 
     def f(input, axis=None, output_type=dtypes.int64, name=None):

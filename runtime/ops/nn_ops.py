@@ -74,8 +74,9 @@ def _log_softmax_grad(op, g):
 
 _SOFTMAX = register("softmax", _softmax_kernel, _softmax_infer("softmax"), _softmax_grad,
                     attrs={"axis": "int"}, kinds=inf.float_kinds, num_inputs=1, defaults={})
-_LOG_SOFTMAX = register("log_softmax", _log_softmax_kernel, _softmax_infer("log_softmax"), _log_softmax_grad,
-                        attrs={"axis": "int"}, kinds=inf.float_kinds, num_inputs=1, defaults={})
+_LOG_SOFTMAX = register("log_softmax", _log_softmax_kernel, _softmax_infer("log_softmax"),
+                        _log_softmax_grad, attrs={"axis": "int"}, kinds=inf.float_kinds,
+                        num_inputs=1, defaults={})
 
 
 def softmax(logits, axis=-1, name=None):

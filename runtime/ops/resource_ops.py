@@ -81,11 +81,14 @@ def _assign_infer(name):
 
 _ASSIGN_ATTRS = {"dtype": "dtype", "shape": "shape"}
 _ASSIGN = register("assign_variable", lambda h, v, dtype=None, shape=None: _assign(h, v),
-                   _assign_infer("assign_variable"), None, num_outputs=0, stateful=True, attrs=_ASSIGN_ATTRS, num_inputs=2, defaults={})
-_ASSIGN_ADD = register("assign_add_variable", lambda h, v, dtype=None, shape=None: _assign_add(h, v),
+                   _assign_infer("assign_variable"), None, num_outputs=0, stateful=True,
+                   attrs=_ASSIGN_ATTRS, num_inputs=2, defaults={})
+_ASSIGN_ADD = register("assign_add_variable",
+                       lambda h, v, dtype=None, shape=None: _assign_add(h, v),
                        _assign_infer("assign_add_variable"), None, num_outputs=0, stateful=True,
                        attrs=_ASSIGN_ATTRS, num_inputs=2, defaults={})
-_ASSIGN_SUB = register("assign_sub_variable", lambda h, v, dtype=None, shape=None: _assign_sub(h, v),
+_ASSIGN_SUB = register("assign_sub_variable",
+                       lambda h, v, dtype=None, shape=None: _assign_sub(h, v),
                        _assign_infer("assign_sub_variable"), None, num_outputs=0, stateful=True,
                        attrs=_ASSIGN_ATTRS, num_inputs=2, defaults={})
 
