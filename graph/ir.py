@@ -176,7 +176,7 @@ def _static_value(t, depth=None):
             memo[id(node)] = (node.attrs["value"],)
             stack.pop()
             continue
-        if op.stateful or op.name == "placeholder" or any(
+        if node.stateful or op.name == "placeholder" or any(
                 k in ("func", "funcs", "transient") for k in op.attrs.values()):
             memo[id(node)] = None
             stack.pop()

@@ -4,7 +4,7 @@ from collections import namedtuple
 import numpy as np
 
 from runtime import errors
-from runtime.shapes import shape_fits
+from runtime.shapes import shape_fits, shape_str
 from runtime.tensor import EagerTensor, ResourceHandle, Tensor, to_array
 from graph.serialize.schema import _shape_doc
 from graph.serialize.export import to_document
@@ -78,8 +78,8 @@ class LoadedFunction:
                 f"{t.dtype.name}; convert it with .astype or df.cast")
         if not shape_fits(arr.shape, t.shape):
             raise errors.InvalidArgumentError(
-                f"{self.graph.name}: argument {k} ({name}) has shape {list(arr.shape)}, expected "
-                f"{_shape_doc(t.shape)} (null is any size)")
+                f"{self.graph.name}: argument {k} ({name}) has shape {shape_str(arr.shape)}, "
+                f"expected {shape_str(t.shape)} (? is any size)")
         return arr
 
     def __repr__(self):
