@@ -36,7 +36,6 @@ class GraphFunction:
         # positions of resource inputs (variable arguments and captured variables): a call under
         # a tape that watches accessed variables watches these variables
         self._resource_positions = [k for k, t in enumerate(graph.all_inputs) if t.dtype is dtypes.resource]
-        self._n_in = len(graph.inputs)
         self._run = None
 
     @staticmethod
