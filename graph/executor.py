@@ -56,7 +56,7 @@ def live_nodes(graph, outputs=None):
 class Plan:
     """A compiled function: `plan(*arrays) -> tuple of arrays` (`source`: its Python)."""
 
-    __slots__ = ("run", "source", "graph", "backend", "num_inputs", "num_outputs", "_lines")
+    __slots__ = ("run", "source", "graph", "backend", "num_inputs", "num_outputs")
 
     def __call__(self, *args):
         return self.run(*args)
@@ -241,7 +241,6 @@ class _PlanWriter:
         plan = Plan()
         plan.run, plan.source, plan.graph, plan.backend = run, source, self.graph, self.backend.name
         plan.num_inputs, plan.num_outputs = len(self.inputs), len(self.outputs)
-        plan._lines = lineno_node
         return plan
 
 
