@@ -310,17 +310,17 @@ def test_float_attrs_keep_non_finite_values_and_exact_bits():
     ("slices", (1, slice(None, 3, 2), None, Ellipsis), [1, [None, 3, 2], None, "..."]),
 ])
 def test_attr_codec_round_trips(kind, value, encoded):
-    doc = attr_types.TYPES[kind].encode(value, ser._Writer({}))
+    doc = attr_types.TYPES[kind].encode(value, ser.export._Writer({}))
     assert doc == encoded
-    back = attr_types.TYPES[kind].decode(json.loads(json.dumps(doc)), "a", ser._Context({}))
+    back = attr_types.TYPES[kind].decode(json.loads(json.dumps(doc)), "a", ser.validate._Context({}))
     assert back == value and type(back) is type(value)
 
 
 def test_tensor_codec_is_little_endian_and_typed():
     for arr in [np.arange(6, dtype=">i4").reshape(2, 3), np.array([True, False]), np.float16(1.5),
                 np.zeros((0, 2), np.float64)]:
-        doc = ser._encode_array(arr)
-        back = ser._check_array(doc, "t", [0])
+        doc = ser.schema._encode_array(arr)
+        back = ser.schema._check_array(doc, "t", [0])
         assert back.dtype == np.asarray(arr).dtype.newbyteorder("=") and back.shape == np.shape(arr)
         np.testing.assert_array_equal(back, arr)
         assert not back.flags.writeable

@@ -14,12 +14,9 @@ from runtime import ops as _ops  # noqa: F401  (registers the ops a document may
 from graph import control_flow as _control_flow  # noqa: F401  (registers `cond`, `while`)
 from graph import functions as _functions  # noqa: F401  (registers `call`)
 from graph.serialize.build import from_document
-from graph.serialize.export import (_Writer, describe_structure, dumps_document,  # noqa: F401
-                                    to_document, write_document)
+from graph.serialize.export import describe_structure, dumps_document, to_document, write_document
 from graph.serialize.loaded import InputSpec, LoadedFunction
-from graph.serialize.schema import (FORMAT, READABLE_VERSIONS, VERSION, _check_array,  # noqa: F401
-                                    _encode_array)
-from graph.serialize.validate import _Context  # noqa: F401
+from graph.serialize.schema import FORMAT, READABLE_VERSIONS, VERSION
 
 __all__ = ["FORMAT", "VERSION", "READABLE_VERSIONS", "to_document", "write_document",
            "from_document", "dumps_document", "describe_structure", "LoadedFunction", "InputSpec"]
