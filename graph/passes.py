@@ -440,7 +440,7 @@ def _simplify_applies(graph):
 # Call inlining
 
 def inline_calls(graph):
-    """Replace each `call`/`stateful_call` node by a copy of its function's nodes (recursively).
+    """Replace each `call` node by a copy of its function's nodes (recursively).
 
     Before:                                   After:
       func @f(%0: f32[3]) -> (f32[3]):          func @f(%0: f32[3]) -> (f32[3]):
@@ -460,14 +460,11 @@ def inline_calls(graph):
     return cp.finish()
 
 
-_CALL_OPS = ("call", "stateful_call")
-
-
 def _inline_nodes(cp, nodes, active, keep_ids, extra_controls=()):
     for node in nodes:
         if node.op is PLACEHOLDER:
             continue
-        f = node.attrs.get("f") if node.op.name in _CALL_OPS else None
+        f = node.attrs.get("f") if node.op.name == "call" else None
         if isinstance(f, Graph) and f not in active and len(f.all_inputs) == len(node.inputs):
             inputs = cp.inputs_of(node)
             controls = cp.controls_of(node)
@@ -494,7 +491,7 @@ def _inline_nodes(cp, nodes, active, keep_ids, extra_controls=()):
 # The pipeline
 
 def _has_calls(graph):
-    return any(n.op.name in _CALL_OPS for n in graph.nodes)
+    return any(n.op.name == "call" for n in graph.nodes)
 
 
 def _has_dead_nodes(graph):
