@@ -44,8 +44,11 @@ class CacheKey(tuple):
         out = {}
         names = self[2]
         args, kwargs = self[0], self[1]
+        star = names[-1][1:] if names and names[-1].startswith("*") else None
+        named = len(names) - (star is not None)
         for i, v in enumerate(args[1]):        # ("t", items) of the positional tuple
-            _leaves(v, names[i] if i < len(names) else f"args[{i}]", out)
+            name = names[i] if i < named else f"{star}[{i - named}]" if star else f"args[{i}]"
+            _leaves(v, name, out)
         if kwargs is not None:
             for k, v in zip(kwargs[1], kwargs[2]):
                 _leaves(v, str(k), out)

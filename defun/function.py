@@ -61,7 +61,10 @@ class Function:
         except (TypeError, ValueError):
             self._signature = None
         params = list(self._signature.parameters.values()) if self._signature else []
-        self._param_names = tuple(p.name for p in params)   # cache keys name arguments by them
+        # cache keys name positional arguments by these (`*rest` for a var-positional one)
+        self._param_names = tuple(p.name if p.kind is not p.VAR_POSITIONAL else "*" + p.name
+                                  for p in params if p.kind in (p.POSITIONAL_ONLY, p.VAR_POSITIONAL,
+                                                                p.POSITIONAL_OR_KEYWORD))
         # Fast path: plain positional parameters without defaults need no binding.
         self._plain_arity = len(params) if params and all(
             p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty

@@ -162,10 +162,7 @@ class _PlanWriter:
         self.lines.append(self.BODY + stmt)
         self.line_node[len(self.lines)] = node
 
-    def _assign_names(self, tensors, base, single):
-        if single:
-            self.var_of[id(tensors[0])] = base
-            return base
+    def _assign_names(self, tensors, base):
         names = [f"{base}_{k}" for k in range(len(tensors))]
         for t, v in zip(tensors, names):
             self.var_of[id(t)] = v
@@ -173,25 +170,30 @@ class _PlanWriter:
 
     def _free_dead(self, pos, inputs):
         """`del` the values (of nodes: not inputs or constants) whose last use is step `pos`."""
-        dead = sorted({self.var_of[id(t)] for t in inputs if self.last_use[id(t)] == pos
-                       and self.var_of[id(t)][0] == "v"})
-        if dead:
-            self.lines.append(f"{self.BODY}del {', '.join(dead)}")
+        dead = None
+        last_use, var_of = self.last_use, self.var_of
+        for t in inputs:
+            if last_use[id(t)] == pos:
+                v = var_of[id(t)]
+                if v[0] == "v":
+                    dead = [v] if dead is None else dead + [v]
+        if dead is not None:
+            self.lines.append(f"{self.BODY}del {', '.join(sorted(set(dead)))}")
 
     def node(self, pos, n):
         if id(n) in self.input_nodes:
             return
-        op = n.op
+        op, var_of = n.op, self.var_of
         if op is PLACEHOLDER:
             raise errors.InvalidArgumentError(
                 f"function {self.graph.name!r}: placeholder {n.name} is not one of its inputs")
         if op is CONST:
             cname = f"c{n.id}"
             self.ns[cname] = n.attrs["value"]
-            self.var_of[id(n.outputs[0])] = cname
+            var_of[id(n.outputs[0])] = cname
             return
         fn, pass_attrs = self.backend.kernel(n)
-        args = [self.var_of[id(t)] for t in n.inputs]
+        args = [var_of[id(t)] for t in n.inputs]
         if pass_attrs:
             for j, (k, v) in enumerate(sorted(n.attrs.items())):
                 self.ns[f"t{n.id}_{j}"] = v
@@ -200,22 +202,25 @@ class _PlanWriter:
         if outs and not pass_attrs and self.backend.writes_out(n, fn):
             target = _reusable_input(n, pos, self.reusable, self.last_use)
             if target is not None:   # write the result over a dead temporary: no allocation
-                args.append(f"out={self.var_of[id(target)]}")
+                args.append(f"out={var_of[id(target)]}")
             if _fresh_result(outs[0]) and id(outs[0]) in self.out_only:
                 self.reusable.add(id(outs[0]))
         call = f"{self._kernel_name(fn, n.id)}({', '.join(args)})"
         if op.name in ASSIGN_OPS:    # a bad handle fails on this line: it names the node
-            self._emit(_log_assignment(self.var_of[id(n.inputs[0])]), n)
+            self._emit(_log_assignment(var_of[id(n.inputs[0])]), n)
         if not outs:
             self._emit(call, n)
+        elif op.single:
+            v = var_of[id(outs[0])] = f"v{n.id}"
+            self._emit(f"{v} = {call}", n)
         else:
-            self._emit(f"{self._assign_names(outs, f'v{n.id}', op.single)} = {call}", n)
+            self._emit(f"{self._assign_names(outs, f'v{n.id}')} = {call}", n)
         self._free_dead(pos, n.inputs)
 
     def region(self, pos, r):
         first = r.nodes[0]
         args = ", ".join(self.var_of[id(t)] for t in r.inputs)
-        names = self._assign_names(r.outputs, f"v{first.id}r", False)
+        names = self._assign_names(r.outputs, f"v{first.id}r")
         self._emit(f"{names} = {self._kernel_name(r.kernel, first.id)}({args})", first)
         self._free_dead(pos, r.inputs)
 

@@ -176,7 +176,7 @@ class _Verifier:
         # --- attrs
         if node.attrs:
             self._check_attrs(graph, node, op)
-        stateful = op.stateful or (bool(op.function_attrs) and
+        stateful = op.stateful or (op.function_attrs != () and
                                    any(has_effects(g) for g in functions_of(node)))
         if node.stateful is not stateful:
             _fail(graph, node, f"its stateful flag is {node.stateful}, but its op and the functions "

@@ -1398,3 +1398,16 @@ def test_retracing_warning_names_the_argument_that_changed():
             f(x, float(n))
     msg = str([w for w in caught if issubclass(w.category, df.RetracingWarning)][-1].message)
     assert "scale: Python float 6.0 -> Python float 7.0" in msg
+
+
+def test_cache_key_names_var_positional_and_keyword_arguments():
+    @df.defun
+    def f(x, *rest, scale=1.0):
+        return x * scale
+
+    x = df.constant([1.0])
+    f(x, 1, 2, scale=2.0)
+    cf = f.get_concrete_function(x, 1, 3, scale=3.0)
+    key, old = cf._key, next(k for k in f._cache if k != cf._key)
+    assert key.changes(old) == ["rest[1]: Python int 2 -> Python int 3",
+                                "scale: Python float 2.0 -> Python float 3.0"]
