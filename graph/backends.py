@@ -57,6 +57,11 @@ class Backend:
         may then hand it a dead temporary of the same type to write over."""
         return False
 
+    def keeps_no_views(self, node):
+        """True if the node's kernel keeps no view of its inputs (so an input that only such
+        nodes read may be written over once dead)."""
+        return False
+
 
 class NumpyBackend(Backend):
     """Kernels as registered: `op.bind(attrs)` when the op binds its attrs once, else the
@@ -71,7 +76,11 @@ class NumpyBackend(Backend):
         return op.kernel, bool(node.attrs)
 
     def writes_out(self, node, fn):
-        return type(fn) is np.ufunc and fn.nout == 1 and node.op.bind is None and not node.attrs
+        return type(fn) is np.ufunc and fn.nout == 1
+
+    def keeps_no_views(self, node):
+        op = node.op
+        return type(op.kernel) is np.ufunc and op.bind is None and not node.attrs
 
 
 _BACKENDS = {}

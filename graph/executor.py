@@ -255,11 +255,11 @@ def _fresh_result(t):
 
 
 def _out_only_consumers(nodes, backend):
-    """id(tensor) of values every consumer of which writes a fresh array (`out=`-capable
-    elementwise kernels: they take no views of their inputs)."""
+    """id(tensor) of values every consumer of which keeps no view of them (elementwise
+    kernels), so the last of them may write over them."""
     ok, bad = set(), set()
     for n in nodes:
-        plain = not isinstance(n, Region) and backend.writes_out(n, n.op.kernel)
+        plain = not isinstance(n, Region) and backend.keeps_no_views(n)
         for t in n.inputs:
             (ok if plain else bad).add(id(t))
     return ok - bad

@@ -385,3 +385,17 @@ def test_elementwise_chains_reuse_dead_temporaries_and_keep_results_exact():
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     # the returned z is a result, never reused; x (the caller's input) is never written
     np.testing.assert_array_equal(np.asarray(x), np.linspace(-1.0, 1.0, 16))
+
+
+def test_a_matmul_result_is_written_over_by_the_add_that_reads_it_last():
+    """The numpy backend: matmul (a ufunc) makes a fresh array, the bias add keeps no view of
+    it, so the add writes over it (`out=`) instead of allocating."""
+    from graph_helpers import F32, build
+    g = build("f", [((4, 3), F32), ((3, 2), F32), ((2,), F32)],
+              lambda x, w, b: df.tanh(df.matmul(x, w) + b))
+    plan = compile_graph(g)
+    add_line = next(line for line in plan.source.splitlines() if "out=" in line)
+    assert add_line.strip().startswith("v4 = ") and add_line.strip().endswith("out=v3)")
+    rng = np.random.default_rng(0)
+    x, w, b = (rng.normal(size=s).astype(np.float32) for s in ((4, 3), (3, 2), (2,)))
+    np.testing.assert_allclose(plan(x, w, b)[0], np.tanh(x @ w + b), rtol=1e-6)
