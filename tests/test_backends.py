@@ -71,17 +71,35 @@ class FusingBackend(NumpyBackend):
         return Region(run, [run[0].inputs[0]], outs, fused, "fused")
 
 
-FUSING = register_backend(FusingBackend()) if "test_fusing" not in backends() else \
-    get_backend("test_fusing")
+FUSING = FusingBackend()
+
+
+@pytest.fixture(autouse=True)
+def fusing_backend():
+    """The test backend is installed only while a test of this module runs."""
+    from graph import backends as registry
+    registry.register_backend(FUSING)
+    yield FUSING
+    del registry._BACKENDS[FUSING.name]
 
 
 def test_installed_backends_and_the_default():
-    assert backends()[0] == "numpy" and "numpy" in df.backends()
+    assert backends() == ("numpy", "test_fusing") and df.backends() == backends()
     assert isinstance(get_backend(), NumpyBackend) and get_backend("numpy") is get_backend()
 
 
+def test_numpy_is_the_one_backend_installed_by_default():
+    import subprocess
+    import sys
+    code = "import defun as df; print(df.backends())"
+    root = __file__.rsplit("/tests/", 1)[0]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
+                         timeout=120)
+    assert out.stdout.strip() == "('numpy',)", out.stderr
+
+
 def test_unknown_backend_is_a_value_error_listing_the_installed_ones():
-    with pytest.raises(ValueError, match=r"unknown backend 'gpu'; installed backends: 'numpy'"):
+    with pytest.raises(ValueError, match=r"unknown backend 'gpu'; installed backends: 'numpy', 'test_fusing'"):
         df.defun(lambda x: x, backend="gpu")
     with pytest.raises(ValueError, match="'numpy'"):
         df.defun(backend="gpu")
