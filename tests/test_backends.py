@@ -99,7 +99,8 @@ def test_numpy_is_the_one_backend_installed_by_default():
 
 
 def test_unknown_backend_is_a_value_error_listing_the_installed_ones():
-    with pytest.raises(ValueError, match=r"unknown backend 'gpu'; installed backends: 'numpy', 'test_fusing'"):
+    with pytest.raises(ValueError,
+                       match=r"unknown backend 'gpu'; installed backends: 'numpy', 'test_fusing'"):
         df.defun(lambda x: x, backend="gpu")
     with pytest.raises(ValueError, match="'numpy'"):
         df.defun(backend="gpu")
