@@ -120,6 +120,8 @@ def execute(op_name, num_outputs, inputs, attrs=None, name=None):
     op = get_op(op_name)
     check_input_count(op, len(inputs))
     attrs = attrs or _EMPTY
+    if op.defaults and not op.defaults.keys() <= attrs.keys():
+        attrs = {**op.defaults, **attrs}     # attrs left out take their declared defaults
     expected = op.output_count(attrs, len(inputs))
     if num_outputs != expected:
         raise errors.InvalidArgumentError(

@@ -569,3 +569,11 @@ def test_the_number_cache_is_bounded():
         x + float(i + 1)
     assert len(tensor_mod._weak_scalars) <= tensor_mod._WEAK_SCALARS_MAX
     np.testing.assert_array_equal(val(x + 7.0), [7.0])
+
+
+def test_execute_fills_in_declared_attr_defaults():
+    x = df.constant([[1.0, 2.0], [3.0, 4.0]])
+    np.testing.assert_array_equal(df.execute("reduce_sum", 1, [x], {"axis": 0})[0].numpy(), [4.0, 6.0])
+    out, = df.execute("argmax", 1, [df.constant([1.0, 3.0, 2.0])], {"axis": 0})
+    assert out.dtype is df.int64 and int(out) == 1
+    assert df.execute("shape", 1, [x])[0].numpy().tolist() == [2, 2]

@@ -214,7 +214,7 @@ def _squeeze_infer(shapes, dts, attrs):
     return [(tuple(d for i, d in enumerate(shapes[0]) if i not in axes), dts[0])]
 
 
-def _squeeze_kernel(x, axis=None):
+def _squeeze_kernel(x, axis):
     return np.squeeze(x, axis=axis) if axis is None else np.squeeze(x, axis=tuple(axis))
 
 
@@ -277,10 +277,10 @@ def broadcast_to(input, shape, name=None):
 
 
 # ------------------------------------------------------------------ shape, size
-_SHAPE = register("shape", lambda x, out_type=dtypes.int32: np.asarray(np.shape(x), out_type.np),
+_SHAPE = register("shape", lambda x, out_type: np.asarray(np.shape(x), out_type.np),
                   lambda s, d, a: [((len(s[0]),), a.get("out_type", dtypes.int32))], None,
                   attrs={"out_type": "dtype"}, num_inputs=1, defaults={"out_type": dtypes.int32})
-_SIZE = register("size", lambda x, out_type=dtypes.int32: np.asarray(np.size(x), out_type.np),
+_SIZE = register("size", lambda x, out_type: np.asarray(np.size(x), out_type.np),
                  lambda s, d, a: [((), a.get("out_type", dtypes.int32))], None,
                  attrs={"out_type": "dtype"}, num_inputs=1, defaults={"out_type": dtypes.int32})
 
@@ -508,7 +508,7 @@ _add_reduce, _max_reduce, _min_reduce, _mul_reduce = (np.add.reduce, np.maximum.
                                                       np.minimum.reduce, np.multiply.reduce)
 
 
-def _k_sum(x, axis=None, keepdims=False):
+def _k_sum(x, axis, keepdims):
     # dtype=x.dtype: numpy would widen int32 sums to int64; TensorFlow keeps the dtype
     return _add_reduce(x, axis, x.dtype, None, keepdims)
 

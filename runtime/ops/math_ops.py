@@ -387,7 +387,7 @@ def _exclusive_products(flat):
     return left * right
 
 
-def _prod_others_kernel(x, axis=None):
+def _prod_others_kernel(x, axis):
     """For each element, the product of the other elements in its reduction group."""
     if x.ndim == 0:
         return np.ones_like(x)
@@ -395,7 +395,7 @@ def _prod_others_kernel(x, axis=None):
     return undo(_exclusive_products(flat)).astype(x.dtype, copy=False)
 
 
-def _prod_others_grad_kernel(gg, x, axis=None):
+def _prod_others_grad_kernel(gg, x, axis):
     """VJP of reduce_prod_others: out[j] = sum over i != j of gg[i] * prod(x[k], k not in {i, j})."""
     if x.ndim == 0:
         return np.zeros_like(x)
@@ -428,7 +428,7 @@ _PROD_OTHERS_GRAD = register(
 _max_reduce, _min_reduce, _mul_reduce = np.maximum.reduce, np.minimum.reduce, np.multiply.reduce
 
 
-def _k_mean(x, axis=None, keepdims=False):
+def _k_mean(x, axis, keepdims):
     if x.dtype.kind in "iu":  # integer mean truncates toward zero, as TensorFlow's does
         s = np.sum(x, axis=axis, keepdims=keepdims, dtype=np.int64)
         n = max(x.size // max(np.size(s), 1), 1)
@@ -439,15 +439,15 @@ def _k_mean(x, axis=None, keepdims=False):
     return s / x.dtype.type(x.size // n if n else 1)
 
 
-def _k_max(x, axis=None, keepdims=False):
+def _k_max(x, axis, keepdims):
     return _max_reduce(x, axis, None, None, keepdims)
 
 
-def _k_min(x, axis=None, keepdims=False):
+def _k_min(x, axis, keepdims):
     return _min_reduce(x, axis, None, None, keepdims)
 
 
-def _k_prod(x, axis=None, keepdims=False):
+def _k_prod(x, axis, keepdims):
     return _mul_reduce(x, axis, x.dtype, None, keepdims)
 
 
@@ -467,7 +467,7 @@ def _arg_infer(name):
 
 def _arg(name, fn):
     op = register(name,
-                  lambda x, axis, output_type=dtypes.int64: fn(x, axis=axis).astype(output_type.np),
+                  lambda x, axis, output_type: fn(x, axis=axis).astype(output_type.np),
                   _arg_infer(name), None, num_inputs=1,
                   attrs={"axis": "int", "output_type": "dtype"},
                   defaults={"output_type": dtypes.int64}, kinds=inf.numeric_kinds)

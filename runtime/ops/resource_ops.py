@@ -28,7 +28,7 @@ def _read_infer(shapes, dts, attrs):
     return [(tuple(attrs["shape"]), attrs["dtype"])]
 
 
-def _read_kernel(h, dtype=None, shape=None):
+def _read_kernel(h, dtype, shape):
     return h.value
 
 
@@ -80,15 +80,15 @@ def _assign_infer(name):
 
 
 _ASSIGN_ATTRS = {"dtype": "dtype", "shape": "shape"}
-_ASSIGN = register("assign_variable", lambda h, v, dtype=None, shape=None: _assign(h, v),
+_ASSIGN = register("assign_variable", lambda h, v, dtype, shape: _assign(h, v),
                    _assign_infer("assign_variable"), None, num_outputs=0, stateful=True,
                    attrs=_ASSIGN_ATTRS, num_inputs=2, defaults={})
 _ASSIGN_ADD = register("assign_add_variable",
-                       lambda h, v, dtype=None, shape=None: _assign_add(h, v),
+                       lambda h, v, dtype, shape: _assign_add(h, v),
                        _assign_infer("assign_add_variable"), None, num_outputs=0, stateful=True,
                        attrs=_ASSIGN_ATTRS, num_inputs=2, defaults={})
 _ASSIGN_SUB = register("assign_sub_variable",
-                       lambda h, v, dtype=None, shape=None: _assign_sub(h, v),
+                       lambda h, v, dtype, shape: _assign_sub(h, v),
                        _assign_infer("assign_sub_variable"), None, num_outputs=0, stateful=True,
                        attrs=_ASSIGN_ATTRS, num_inputs=2, defaults={})
 
