@@ -398,21 +398,19 @@ def _svd_infer(shapes, dts, attrs):
 
 def _svd_grad(op, *grads):
     a = op.inputs[0]
-    if not op.attrs.get("compute_uv", True):
-        s, u, v = svd(a, full_matrices=False, compute_uv=True)   # the factors, recomputed
-        gs, gu, gv = grads[0], None, None
-    else:
-        s, u, v = op.outputs
-        gs, gu, gv = grads
-        rows, cols = tuple(a.shape)[-2:]
-        if op.attrs.get("full_matrices", False) and (rows is None or rows != cols) \
-                and (gu is not None or gv is not None):
-            raise errors.UnimplementedError(
-                f"svd: the gradient of u and v with full_matrices=True is only defined for square "
-                f"matrices (got shape {inf.shape_str(a.shape)}); use full_matrices=False")
+    rows, cols = tuple(a.shape)[-2:]
+    gs, gu, gv = grads if len(grads) == 3 else (grads[0], None, None)
     if gs is None and gu is None and gv is None:
         return [None]
-    rows, cols = tuple(a.shape)[-2:]
+    full = op.attrs.get("full_matrices", False) and (rows is None or rows != cols)
+    if full and (gu is not None or gv is not None):
+        raise errors.UnimplementedError(
+            f"svd: the gradient of u and v with full_matrices=True is only defined for square "
+            f"matrices (got shape {inf.shape_str(a.shape)}); use full_matrices=False")
+    if full or not op.attrs.get("compute_uv", True):
+        s, u, v = svd(a, full_matrices=False, compute_uv=True)   # the reduced factors, recomputed
+    else:
+        s, u, v = op.outputs
     # Townsend (2016): dA = U [(F o (U^T gU - gU^T U)) S + diag(gS) + S (F o (V^T gV - gV^T V))] V^T
     #                       + (I - U U^T) gU S^-1 V^T + U S^-1 gV^T (I - V V^T),  F_ij = 1/(s_j^2 - s_i^2)
     terms = [] if gs is None else [diag(gs)]

@@ -212,6 +212,8 @@ def reverse(tensor, axis, name=None):
     """`tensor` with the order of its elements along each of `axis` reversed (TF's
     `tf.reverse`; numpy's `np.flip`): `df.reverse([[1, 2], [3, 4]], [1]) -> [[2, 1], [4, 3]]`."""
     axes = _axes("reverse", axis, rank_of(tensor))
+    if len(set(axes)) != len(axes):  # the kernel would reverse a repeated axis once
+        raise errors.InvalidArgumentError(f"reverse: axis {axes} names an axis twice")
     return run_op(_REVERSE, (tensor,), {"axis": axes}, name)
 
 
