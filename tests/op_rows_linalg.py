@@ -122,7 +122,8 @@ ROWS = [
         [V([spd(3, 3)]), V([spd(2, 3, 3)], dict(symmetrize=True)), V([spd(2, 1, 4, 4)]),
          V([spd(4, 4)], dict(symmetrize=True)), V([spd(1, 1)])], second=True),
     Row("triangular_solve", df.linalg.triangular_solve, _triangular_ref,
-        [V([well_conditioned(3, 3), A((3, 2))]), V([well_conditioned(2, 3, 3), A((2, 3, 1))], dict(lower=False)),
+        [V([well_conditioned(3, 3), A((3, 2))]),
+         V([well_conditioned(2, 3, 3), A((2, 3, 1))], dict(lower=False)),
          V([well_conditioned(3, 3), A((2, 3, 2))], dict(adjoint=True)),
          V([well_conditioned(2, 4, 4), A((4, 3))], dict(lower=False, adjoint=True))], second=True),
     Row("det", df.linalg.det, np.linalg.det,
@@ -160,8 +161,8 @@ ROWS = [
     Row("band_part", df.linalg.band_part, _band_ref,
         [V([A((3, 4))], dict(num_lower=-1, num_upper=0)), V([A((2, 3, 3))], dict(num_lower=0, num_upper=0)),
          V([A((4, 3))], dict(num_lower=1, num_upper=-1)), V([A((3, 3))], dict(num_lower=-1, num_upper=-1)),
-         V([A((2, 3, 3))], dict(num_lower=0, num_upper=1)), V([A((3, 2), "bool")], dict(num_lower=0, num_upper=0),
-                                                              dtypes=(df.bool,))],
+         V([A((2, 3, 3))], dict(num_lower=0, num_upper=1)),
+         V([A((3, 2), "bool")], dict(num_lower=0, num_upper=0), dtypes=(df.bool,))],
         NUMERIC, second=True),
 ]
 

@@ -67,20 +67,33 @@ def _square_infer(op_name, out):
     return infer
 
 
+def _solve_shape(op_name, a, b):
+    """The shape of X solving (..., M, M) systems for (..., M, K) right-hand sides."""
+    n, _ = _matrix(op_name, a, square=True, what="matrix")
+    rows, k = _matrix(op_name, b, what="rhs")
+    if n is not None and rows is not None and n != rows:
+        raise errors.InvalidArgumentError(
+            f"{op_name}: matrix {inf.shape_str(a)} and rhs {inf.shape_str(b)} disagree: rhs "
+            f"must have as many rows as the matrix ({n}), got {rows}")
+    return inf.broadcast_shapes(op_name, a[:-2], b[:-2]) + (n if n is not None else rows, k)
+
+
 def _solve_infer(op_name):
     def infer(shapes, dts, attrs):
         inf.check_same(op_name, dts)
         _check_dtype(op_name, dts[0])
-        a, b = tuple(shapes[0]), tuple(shapes[1])
-        n, _ = _matrix(op_name, a, square=True, what="matrix")
-        rows, k = _matrix(op_name, b, what="rhs")
-        if n is not None and rows is not None and n != rows:
-            raise errors.InvalidArgumentError(
-                f"{op_name}: matrix {inf.shape_str(a)} and rhs {inf.shape_str(b)} disagree: rhs "
-                f"must have as many rows as the matrix ({n}), got {rows}")
-        batch = inf.broadcast_shapes(op_name, a[:-2], b[:-2])
-        return [(batch + (n if n is not None else rows, k), dts[0])]
+        return [(_solve_shape(op_name, tuple(shapes[0]), tuple(shapes[1])), dts[0])]
     return infer
+
+
+def _solve_operands(op_name, a, b):
+    """A kernel's operands checked, their batch dimensions broadcast together (views)."""
+    batch = _solve_shape(op_name, a.shape, b.shape)[:-2]
+    if a.shape[:-2] != batch:
+        a = np.broadcast_to(a, batch + a.shape[-2:])
+    if b.shape[:-2] != batch:
+        b = np.broadcast_to(b, batch + b.shape[-2:])
+    return a, b
 
 
 def _min(a, b):
@@ -103,25 +116,6 @@ def _failure(op_name, a, fn, problem, fix):
 
 _SINGULAR = "is singular (not invertible)"
 _SINGULAR_FIX = "check the input, or regularize it (add a small multiple of the identity)"
-
-
-def _broadcast_batch(op_name, a, b):
-    """Both operands with their batch dimensions broadcast together (views)."""
-    batch = inf.broadcast_shapes(op_name, a.shape[:-2], b.shape[:-2])
-    if a.shape[:-2] != batch:
-        a = np.broadcast_to(a, batch + a.shape[-2:])
-    if b.shape[:-2] != batch:
-        b = np.broadcast_to(b, batch + b.shape[-2:])
-    return a, b
-
-
-def _check_rhs(op_name, a, b):
-    _matrix(op_name, a.shape, square=True, what="matrix")
-    _matrix(op_name, b.shape, what="rhs")
-    if a.shape[-1] != b.shape[-2]:
-        raise errors.InvalidArgumentError(
-            f"{op_name}: matrix {a.shape} and rhs {b.shape} disagree: rhs must have as many rows "
-            f"as the matrix ({a.shape[-1]}), got {b.shape[-2]}")
 
 
 # ---------------------------------------------------------------------------------------
@@ -191,8 +185,7 @@ def inv(input, name=None):
 
 # ------------------------------------------------------------------ solve
 def _solve_kernel(a, b, adjoint):
-    _check_rhs("solve", a, b)
-    a, b = _broadcast_batch("solve", a, b)
+    a, b = _solve_operands("solve", a, b)
     if adjoint:
         a = a.swapaxes(-1, -2)
     try:
@@ -255,14 +248,9 @@ def cholesky(input, name=None):
 
 
 # ------------------------------------------------------------------ triangular_solve
-def _triangle(a, lower):
-    return np.tril(a) if lower else np.triu(a)
-
-
 def _triangular_solve_kernel(a, b, lower, adjoint):
-    _check_rhs("triangular_solve", a, b)
-    a, b = _broadcast_batch("triangular_solve", a, b)
-    t = _triangle(a, lower)
+    a, b = _solve_operands("triangular_solve", a, b)
+    t = np.tril(a) if lower else np.triu(a)
     diagonal = np.diagonal(t, axis1=-2, axis2=-1)
     if not diagonal.all():
         zero = tuple(int(i) for i in np.argwhere(diagonal == 0)[0])
@@ -379,7 +367,8 @@ def _svd_kernel(a, full_matrices, compute_uv):
             return (np.linalg.svd(a, full_matrices=full_matrices, compute_uv=False),)
         u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
     except _LinAlgError:
-        raise _failure("svd", a, np.linalg.svd, "did not converge", "check the input for NaN or Inf") from None
+        raise _failure("svd", a, np.linalg.svd, "did not converge",
+                       "check the input for NaN or Inf") from None
     return s, u, vh.swapaxes(-1, -2)
 
 
@@ -525,13 +514,17 @@ def _diag_infer(shapes, dts, attrs):
     return [(s + (s[-1],), dts[0])]
 
 
-def _diag_kernel(v):
-    _vectors(v.shape)
-    n = v.shape[-1]
-    out = np.zeros(v.shape + (n,), v.dtype)
-    i = np.arange(n)
+def _with_diagonal(v, shape):
+    """Zeros of `shape` (..., M, N) with `v` (..., min(M, N)) on the diagonal."""
+    out = np.zeros(shape, v.dtype)
+    i = np.arange(v.shape[-1])
     out[..., i, i] = v
     return out
+
+
+def _diag_kernel(v):
+    _vectors(v.shape)
+    return _with_diagonal(v, v.shape + v.shape[-1:])
 
 
 _DIAG = register("diag", _diag_kernel, _diag_infer, lambda op, g: [diag_part(g)],
@@ -561,18 +554,11 @@ def _diag_part_grad(op, g):
     return [run_op(_DIAG_PART_GRAD, (g, op.inputs[0]))]
 
 
-def _diag_part_grad_kernel(g, like):
-    out = np.zeros(like.shape, g.dtype)
-    i = np.arange(g.shape[-1])
-    out[..., i, i] = g
-    return out
-
-
 _DIAG_PART = register("diag_part", _diag_part_kernel, _diag_part_infer, _diag_part_grad,
                       num_inputs=1, attrs={}, defaults={})
 # Internal: the gradient of diag_part for non-square (or unknown-size) matrices: `g` on the
 # diagonal of zeros shaped like the input.
-_DIAG_PART_GRAD = register("diag_part_grad", _diag_part_grad_kernel,
+_DIAG_PART_GRAD = register("diag_part_grad", lambda g, like: _with_diagonal(g, like.shape),
                            lambda s, d, attrs: [(tuple(s[1]), d[0])],
                            lambda op, gg: [diag_part(gg), None], num_inputs=2, attrs={}, defaults={})
 

@@ -9,7 +9,7 @@ import operator
 
 import numpy as np
 
-from runtime import errors
+from runtime import dtypes, errors
 from runtime.execute import run_op
 from runtime.ops import _infer as inf
 from runtime.ops import math_ops as m
@@ -33,13 +33,13 @@ def static_ints(value, op_name, what):
                 f"{op_name}: {what} must be known while tracing, got the symbolic tensor "
                 f"{value.name}; pass Python ints")
         value = known
-    arr = np.asarray(value)
-    if arr.size == 0 and arr.ndim == 1:
+    values = np.asarray(value)
+    if values.ndim == 1 and values.size == 0:
         return (), False
-    if arr.dtype.kind not in "iu" or arr.ndim > 1:
+    if values.dtype.kind not in "iu" or values.ndim > 1:
         raise errors.InvalidArgumentError(
             f"{op_name}: {what} must be an int or a 1-D list of ints, got {value!r}")
-    return tuple(int(v) for v in arr.reshape(-1)), arr.ndim == 0
+    return tuple(int(v) for v in values.reshape(-1)), values.ndim == 0
 
 
 def rank_of(x):
@@ -59,21 +59,18 @@ def _no_axes(op_name, ax):
 
 
 # ------------------------------------------------------------------ repeat
-def _repeat_counts(op_name, repeats, n):
-    """Per-element counts along the repeated axis of size n (None: unknown)."""
-    if len(repeats) == 1:
-        return None if n is None else (repeats[0],) * n
-    if n is not None and len(repeats) != n:
+def _check_counts(repeats, n):
+    """One count, or one count per element of the repeated axis (of size n, None: unknown)."""
+    if len(repeats) != 1 and n is not None and len(repeats) != n:
         raise errors.InvalidArgumentError(
-            f"{op_name}: repeats has {len(repeats)} entries but the axis has size {n}; pass one "
+            f"repeat: repeats has {len(repeats)} entries but the axis has size {n}; pass one "
             f"count per element or a single count")
-    return repeats
 
 
-def _repeated_size(op_name, repeats, n):
+def _repeated_size(repeats, n):
+    _check_counts(repeats, n)
     if len(repeats) == 1:
         return None if n is None else n * repeats[0]
-    _repeat_counts(op_name, repeats, n)
     return sum(repeats)
 
 
@@ -82,20 +79,19 @@ def _repeat_infer(shapes, dts, attrs):
     if min(repeats) < 0:
         raise errors.InvalidArgumentError(f"repeat: repeats must be >= 0, got {repeats}")
     if axis is None:
-        return [((_repeated_size("repeat", repeats, inf.num_elements(s)),), dts[0])]
+        return [((_repeated_size(repeats, inf.num_elements(s)),), dts[0])]
     if not s:
         raise errors.InvalidArgumentError("repeat: a scalar has no axis to repeat along; pass axis=None")
     axis = inf.normalize_axis("repeat", axis, len(s))
     out = list(s)
-    out[axis] = _repeated_size("repeat", repeats, s[axis])
+    out[axis] = _repeated_size(repeats, s[axis])
     return [(tuple(out), dts[0])]
 
 
 def _repeat_kernel(x, repeats, axis):
     if axis is None:
         x, axis = x.reshape(-1), 0
-    n = x.shape[axis]
-    _repeat_counts("repeat", repeats, n)
+    _check_counts(repeats, x.shape[axis])
     return np.repeat(x, repeats[0] if len(repeats) == 1 else repeats, axis)
 
 
@@ -186,9 +182,13 @@ def _reverse_infer(shapes, dts, attrs):
         if not 0 <= ax < len(s):
             raise errors.InvalidArgumentError(
                 f"reverse: axis {ax} is out of range for a tensor of rank {len(s)}")
-    if len(set(axes)) != len(axes):
-        raise errors.InvalidArgumentError(f"reverse: axis {axes} names an axis twice")
+    _distinct_axes(axes)
     return [(s, dts[0])]
+
+
+def _distinct_axes(axes):
+    if len(set(axes)) != len(axes):   # (the kernel would reverse a repeated axis once)
+        raise errors.InvalidArgumentError(f"reverse: axis {axes} names an axis twice")
 
 
 def _reverse_key(axes):
@@ -212,8 +212,7 @@ def reverse(tensor, axis, name=None):
     """`tensor` with the order of its elements along each of `axis` reversed (TF's
     `tf.reverse`; numpy's `np.flip`): `df.reverse([[1, 2], [3, 4]], [1]) -> [[2, 1], [4, 3]]`."""
     axes = _axes("reverse", axis, rank_of(tensor))
-    if len(set(axes)) != len(axes):  # the kernel would reverse a repeated axis once
-        raise errors.InvalidArgumentError(f"reverse: axis {axes} names an axis twice")
+    _distinct_axes(axes)
     return run_op(_REVERSE, (tensor,), {"axis": axes}, name)
 
 
@@ -303,15 +302,8 @@ def _meshgrid_infer(shapes, dts, attrs):
 
 
 def _meshgrid_kernel(*xs, indexing):
-    for x in xs:
-        if x.ndim != 1:
-            raise errors.InvalidArgumentError(
-                f"meshgrid: inputs must be 1-D, got shapes {', '.join(str(v.shape) for v in xs)}; "
-                f"use df.reshape(x, [-1])")
-        if x.dtype != xs[0].dtype:
-            raise errors.InvalidArgumentError(
-                f"meshgrid: inputs must have the same dtype, got {', '.join(str(v.dtype) for v in xs)}; "
-                f"use df.cast to convert")
+    # numpy would flatten N-D inputs and promote mixed dtypes: refuse them as inference does
+    _meshgrid_infer([x.shape for x in xs], [dtypes.from_numpy(x.dtype) for x in xs], {"indexing": indexing})
     return tuple(np.meshgrid(*xs, indexing=indexing))
 
 

@@ -40,14 +40,14 @@ def _binary(name, kernel, grad, kinds="f", doc=""):
     return f
 
 
-def _pair_grad(dx, dy):
-    """A binary gradient from dx(op, g) and dy(op, g), skipping inputs no source flows into
-    and undoing broadcasting."""
+def _pair_grad(partials):
+    """A binary gradient from partials(op, g, want_x, want_y) -> (dx, dy) before broadcasting
+    is undone; an input no source flows into is not wanted (its entry may be None)."""
     def grad(op, g):
         x, y = op.inputs
         skip = skip_input_indices(op)
-        return [None if 0 in skip else m.unbroadcast(dx(op, g), x),
-                None if 1 in skip else m.unbroadcast(dy(op, g), y)]
+        dx, dy = partials(op, g, 0 not in skip, 1 not in skip)
+        return [None if 0 in skip else m.unbroadcast(dx, x), None if 1 in skip else m.unbroadcast(dy, y)]
     return grad
 
 
@@ -65,15 +65,15 @@ atan = _unary("atan", np.arctan, lambda op, g: [m.divide(g, m.add(1, m.square(_x
               doc="Elementwise arctangent, in (-pi/2, pi/2).")
 
 
-def _atan2_denominator(op):
+def _atan2_partials(op, g, want_y, want_x):
     y, x = op.inputs
-    return m.add(m.square(x), m.square(y))
+    scale = m.divide(g, m.add(m.square(x), m.square(y)))   # d atan2(y, x) = (x dy - y dx) / (x^2 + y^2)
+    return (m.multiply(scale, x) if want_y else None), (m.negative(m.multiply(scale, y)) if want_x else None)
 
 
-atan2 = _binary("atan2", np.arctan2, _pair_grad(
-    lambda op, g: m.divide(m.multiply(g, op.inputs[1]), _atan2_denominator(op)),
-    lambda op, g: m.negative(m.divide(m.multiply(g, op.inputs[0]), _atan2_denominator(op)))),
-    doc="Elementwise angle of the point (x, y), in [-pi, pi]: `df.atan2(y, x)` (y first, as numpy).")
+atan2 = _binary("atan2", np.arctan2, _pair_grad(_atan2_partials),
+                doc="Elementwise angle of the point (x, y), in [-pi, pi]: `df.atan2(y, x)`, y first "
+                    "(numpy's arctan2).")
 
 # ------------------------------------------------------------------ hyperbolic
 sinh = _unary("sinh", np.sinh, lambda op, g: [m.multiply(g, cosh(_x(op)))], doc="Elementwise sinh.")
@@ -91,15 +91,25 @@ log2 = _unary("log2", np.log2, lambda op, g: [m.divide(g, m.multiply(_x(op), _LN
               doc="Elementwise base-2 logarithm (exact at powers of two).")
 log10 = _unary("log10", np.log10, lambda op, g: [m.divide(g, m.multiply(_x(op), _LN10))],
                doc="Elementwise base-10 logarithm.")
-hypot = _binary("hypot", np.hypot, _pair_grad(
-    lambda op, g: m.multiply(g, m.divide(op.inputs[0], op.outputs[0])),
-    lambda op, g: m.multiply(g, m.divide(op.inputs[1], op.outputs[0]))),
-    doc="Elementwise sqrt(x**2 + y**2) without overflow for large inputs.")
-logaddexp = _binary("logaddexp", np.logaddexp, _pair_grad(
+
+
+def _hypot_partials(op, g, want_x, want_y):
+    (x, y), out = op.inputs, op.outputs[0]
+    return ((m.multiply(g, m.divide(x, out)) if want_x else None),
+            (m.multiply(g, m.divide(y, out)) if want_y else None))
+
+
+def _logaddexp_partials(op, g, want_x, want_y):
     # d/dx log(e^x + e^y) = e^(x - out): at most 1, so stable for large inputs
-    lambda op, g: m.multiply(g, m.exp(m.subtract(op.inputs[0], op.outputs[0]))),
-    lambda op, g: m.multiply(g, m.exp(m.subtract(op.inputs[1], op.outputs[0])))),
-    doc="Elementwise log(exp(x) + exp(y)), stable for large |x|, |y|.")
+    (x, y), out = op.inputs, op.outputs[0]
+    return ((m.multiply(g, m.exp(m.subtract(x, out))) if want_x else None),
+            (m.multiply(g, m.exp(m.subtract(y, out))) if want_y else None))
+
+
+hypot = _binary("hypot", np.hypot, _pair_grad(_hypot_partials),
+                doc="Elementwise sqrt(x**2 + y**2) without overflow for large inputs.")
+logaddexp = _binary("logaddexp", np.logaddexp, _pair_grad(_logaddexp_partials),
+                    doc="Elementwise log(exp(x) + exp(y)), stable for large |x|, |y|.")
 
 # ------------------------------------------------------------------ reciprocal, ceil, squared_difference
 reciprocal = _unary("reciprocal", np.reciprocal,
@@ -113,11 +123,11 @@ def _squared_difference_kernel(x, y):
     return np.multiply(d, d, out=d if isinstance(d, np.ndarray) else None)
 
 
-def _dx_squared_difference(op, g):
-    return m.multiply(g, m.multiply(m.subtract(op.inputs[0], op.inputs[1]), 2))
+def _squared_difference_partials(op, g, want_x, want_y):
+    dx = m.multiply(g, m.multiply(m.subtract(op.inputs[0], op.inputs[1]), 2))
+    return dx, (m.negative(dx) if want_y else None)
 
 
-squared_difference = _binary(
-    "squared_difference", _squared_difference_kernel,
-    _pair_grad(_dx_squared_difference, lambda op, g: m.negative(_dx_squared_difference(op, g))),
-    kinds=inf.numeric_kinds, doc="Elementwise (x - y)**2 with broadcasting.")
+squared_difference = _binary("squared_difference", _squared_difference_kernel,
+                             _pair_grad(_squared_difference_partials), kinds=inf.numeric_kinds,
+                             doc="Elementwise (x - y)**2 with broadcasting.")

@@ -75,7 +75,7 @@ def squeeze(self, axis=None):
     return arr.squeeze(self, axis)
 
 
-def sum(self, axis=None, dtype=None, out=None, keepdims=False):  # noqa: A001 - numpy's name
+def sum_(self, axis=None, dtype=None, out=None, keepdims=False):
     """`t.sum(axis=None, dtype=None, keepdims=False)`: df.reduce_sum (in `dtype` if given)."""
     _no_out("sum", out)
     return m.reduce_sum(_in_dtype(self, dtype), axis=axis, keepdims=keepdims)
@@ -87,7 +87,7 @@ def mean(self, axis=None, dtype=None, out=None, keepdims=False):
     return m.reduce_mean(_in_dtype(self, dtype), axis=axis, keepdims=keepdims)
 
 
-def max(self, axis=None, out=None, keepdims=False):  # noqa: A001 - numpy's name
+def max_(self, axis=None, out=None, keepdims=False):
     """`t.max(axis=None, keepdims=False)`: df.reduce_max."""
     _no_out("max", out)
     return m.reduce_max(self, axis=axis, keepdims=keepdims)
@@ -99,4 +99,4 @@ def astype(self, dtype):
 
 
 METHODS = {"T": property(transposed), "size": property(size), "reshape": reshape, "flatten": flatten,
-           "squeeze": squeeze, "sum": sum, "mean": mean, "max": max, "astype": astype}
+           "squeeze": squeeze, "sum": sum_, "mean": mean, "max": max_, "astype": astype}
