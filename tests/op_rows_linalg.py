@@ -10,7 +10,6 @@ where every perturbation stays symmetric.
 trace and matrix_transpose are composites of other ops: tests/test_linalg.py.
 """
 import numpy as np
-import scipy.linalg
 
 import defun as df
 from opcheck import A, FLOATS, NUMERIC, Row, V, _adjoint, _internal
@@ -81,6 +80,7 @@ def _solve_ref(a, b, adjoint=False):
 
 def _triangular_ref(a, b, lower=True, adjoint=False):
     """scipy's (unbatched) solve_triangular, one matrix at a time: an independent reference."""
+    import scipy.linalg   # (a test extra; imported here so the rest of the table needs only numpy)
     a, b = _batched(a, b)
     out = np.empty(b.shape, b.dtype)
     for idx in np.ndindex(a.shape[:-2]):
