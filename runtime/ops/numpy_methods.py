@@ -100,3 +100,6 @@ def astype(self, dtype):
 
 METHODS = {"T": property(transposed), "size": property(size), "reshape": reshape, "flatten": flatten,
            "squeeze": squeeze, "sum": sum_, "mean": mean, "max": max_, "astype": astype}
+for _name, _f in METHODS.items():   # tracebacks and help() show `sum`, not `sum_`
+    if not isinstance(_f, property):
+        _f.__name__ = _f.__qualname__ = _name
