@@ -32,3 +32,4 @@ from defun.function import defun, TensorSpec, ConcreteFunction, Function, Retrac
 from defun.control_flow import cond, while_loop  # noqa: E402,F401
 from defun.export import export_json, load_json  # noqa: E402,F401
 from graph.backends import backends  # noqa: E402,F401
+from defun import linalg  # noqa: E402,F401

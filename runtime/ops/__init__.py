@@ -4,6 +4,9 @@ from runtime.ops.math_ops import *  # noqa: F401,F403
 from runtime.ops.array_ops import *  # noqa: F401,F403
 from runtime.ops import nn_ops, resource_ops  # noqa: F401,E402
 from runtime.ops.nn_ops import *  # noqa: F401,F403,E402
+from runtime.ops import linalg_ops, numpy_methods  # noqa: F401,E402  (df.linalg: defun/linalg.py)
+from runtime.ops.more_math_ops import *  # noqa: F401,F403,E402
+from runtime.ops.more_array_ops import *  # noqa: F401,F403,E402
 
 
 def _install_operators(cls):
@@ -28,6 +31,8 @@ def _install_operators(cls):
         "__getitem__": lambda self, key: a.slice_helper(self, key),
     }
     for k, f in ops.items():
+        setattr(cls, k, f)
+    for k, f in numpy_methods.METHODS.items():  # t.T, t.reshape, t.sum, ... (numpy's names)
         setattr(cls, k, f)
 
 

@@ -1,0 +1,12 @@
+"""`df.linalg`: linear algebra with TensorFlow's names and semantics, batched over leading
+dimensions, differentiable (see runtime/ops/linalg_ops.py for the gradient rules).
+
+    import defun as df
+    low = df.linalg.cholesky(k)
+    alpha = df.linalg.triangular_solve(low, y)
+"""
+from runtime.ops.linalg_ops import (band_part, cholesky, det, diag, diag_part, eigh, inv,  # noqa: F401
+                                    matrix_transpose, qr, slogdet, solve, svd, trace, triangular_solve)
+
+__all__ = ["band_part", "cholesky", "det", "diag", "diag_part", "eigh", "inv", "matrix_transpose", "qr",
+           "slogdet", "solve", "svd", "trace", "triangular_solve"]

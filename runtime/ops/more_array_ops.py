@@ -1,0 +1,333 @@
+"""More array functions: repeat, roll, reverse, linspace, meshgrid, outer.
+
+TensorFlow's names and semantics (`tf.repeat`, `tf.roll`, `tf.reverse`, `tf.linspace`,
+`tf.meshgrid`), numpy's for `outer`. Static arguments (repeats, shifts, axes, num) are
+attrs; gradients are written with ops, and the linear ops pair with their adjoints
+(`repeat` with the internal `repeat_grad`) so every order of gradient exists.
+"""
+import operator
+
+import numpy as np
+
+from runtime import dtypes, errors
+from runtime.execute import run_op
+from runtime.ops import _infer as inf
+from runtime.ops import math_ops as m
+from runtime.ops import array_ops as arr
+from runtime.registry import register
+from runtime.tensor import EagerTensor, Tensor
+
+__all__ = ["repeat", "roll", "reverse", "linspace", "meshgrid", "outer"]
+
+
+# ---------------------------------------------------------------------------------------
+# Helpers
+
+def static_ints(value, op_name, what):
+    """`value` (int, list, array, eager tensor, or a traced tensor known while tracing) as
+    a tuple of Python ints, and whether it was a scalar."""
+    if isinstance(value, Tensor) and not isinstance(value, EagerTensor):
+        known = getattr(value, "static_value", lambda: None)()
+        if known is None:
+            raise errors.InvalidArgumentError(
+                f"{op_name}: {what} must be known while tracing, got the symbolic tensor "
+                f"{value.name}; pass Python ints")
+        value = known
+    values = np.asarray(value)
+    if values.ndim == 1 and values.size == 0:
+        return (), False
+    if values.dtype.kind not in "iu" or values.ndim > 1:
+        raise errors.InvalidArgumentError(
+            f"{op_name}: {what} must be an int or a 1-D list of ints, got {value!r}")
+    return tuple(int(v) for v in values.reshape(-1)), values.ndim == 0
+
+
+def rank_of(x):
+    s = getattr(x, "shape", None)
+    return len(s) if s is not None else np.ndim(x)
+
+
+def _axes(op_name, axis, rank):
+    """Axes (ints or a list) normalized to non-negative ints, each in range."""
+    axes, _ = static_ints(axis, op_name, "axis")
+    return tuple(inf.normalize_axis(op_name, ax, rank) if rank else _no_axes(op_name, ax)
+                 for ax in axes)
+
+
+def _no_axes(op_name, ax):
+    raise errors.InvalidArgumentError(f"{op_name}: axis {ax} is out of range for a scalar (rank 0)")
+
+
+# ------------------------------------------------------------------ repeat
+def _check_counts(repeats, n):
+    """One count, or one count per element of the repeated axis (of size n, None: unknown)."""
+    if len(repeats) != 1 and n is not None and len(repeats) != n:
+        raise errors.InvalidArgumentError(
+            f"repeat: repeats has {len(repeats)} entries but the axis has size {n}; pass one "
+            f"count per element or a single count")
+
+
+def _repeated_size(repeats, n):
+    _check_counts(repeats, n)
+    if len(repeats) == 1:
+        return None if n is None else n * repeats[0]
+    return sum(repeats)
+
+
+def _repeat_infer(shapes, dts, attrs):
+    s, repeats, axis = tuple(shapes[0]), attrs["repeats"], attrs["axis"]
+    if min(repeats) < 0:
+        raise errors.InvalidArgumentError(f"repeat: repeats must be >= 0, got {repeats}")
+    if axis is None:
+        return [((_repeated_size(repeats, inf.num_elements(s)),), dts[0])]
+    if not s:
+        raise errors.InvalidArgumentError("repeat: a scalar has no axis to repeat along; pass axis=None")
+    axis = inf.normalize_axis("repeat", axis, len(s))
+    out = list(s)
+    out[axis] = _repeated_size(repeats, s[axis])
+    return [(tuple(out), dts[0])]
+
+
+def _repeat_kernel(x, repeats, axis):
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    _check_counts(repeats, x.shape[axis])
+    return np.repeat(x, repeats[0] if len(repeats) == 1 else repeats, axis)
+
+
+def _repeat_grad_kernel(g, x, repeats, axis):
+    """The adjoint of repeat: sums each run of copies back into its element."""
+    shape = x.shape
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    n = x.shape[axis]
+    if len(repeats) == 1:
+        r = repeats[0]
+        grouped = g.reshape(g.shape[:axis] + (n, r) + g.shape[axis + 1:])
+        out = np.add.reduce(grouped, axis + 1, g.dtype)
+    else:
+        ids = np.repeat(np.arange(n), repeats)
+        out = np.zeros(x.shape, g.dtype)
+        np.add.at(np.moveaxis(out, axis, 0), ids, np.moveaxis(g, axis, 0))
+    return out.reshape(shape)
+
+
+_REPEAT_ATTRS = {"repeats": "ints", "axis": "opt_int"}
+_REPEAT = register("repeat", _repeat_kernel, _repeat_infer,
+                   lambda op, g: [run_op(_REPEAT_GRAD, (g, op.inputs[0]), op.attrs)],
+                   num_inputs=1, attrs=_REPEAT_ATTRS, defaults={"axis": None})
+# Internal: the gradient of repeat (the sum of each element's copies); its gradient is repeat.
+_REPEAT_GRAD = register("repeat_grad", _repeat_grad_kernel,
+                        lambda s, d, attrs: [(tuple(s[1]), d[0])],
+                        lambda op, gg: [run_op(_REPEAT, (gg,), op.attrs), None],
+                        num_inputs=2, attrs=_REPEAT_ATTRS, defaults={"axis": None})
+
+
+def repeat(x, repeats, axis=None, name=None):
+    """Each element repeated `repeats` times along `axis` (None: of the flattened input).
+
+    `repeats` is one count or one count per element:
+    `df.repeat([1, 2], 2) -> [1, 1, 2, 2]`, `df.repeat([[1, 2]], [1, 2], axis=1) -> [[1, 2, 2]]`.
+    """
+    counts, _ = static_ints(repeats, "repeat", "repeats")
+    if not counts:
+        raise errors.InvalidArgumentError("repeat: repeats is empty; pass a count")
+    if axis is not None:
+        rank = rank_of(x)
+        if rank == 0:
+            raise errors.InvalidArgumentError("repeat: a scalar has no axis to repeat along; pass axis=None")
+        axis = inf.normalize_axis("repeat", operator.index(axis), rank)
+    return run_op(_REPEAT, (x,), {"repeats": counts, "axis": axis}, name)
+
+
+# ------------------------------------------------------------------ roll
+def _roll_infer(shapes, dts, attrs):
+    s = tuple(shapes[0])
+    if len(attrs["shift"]) != len(attrs["axis"]):
+        raise errors.InvalidArgumentError(
+            f"roll: shift {attrs['shift']} and axis {attrs['axis']} must have the same length")
+    for ax in attrs["axis"]:
+        if not 0 <= ax < len(s):
+            raise errors.InvalidArgumentError(
+                f"roll: axis {ax} is out of range for a tensor of rank {len(s)}")
+    return [(s, dts[0])]
+
+
+def _roll_kernel(x, shift, axis):
+    return np.roll(x, shift, axis) if axis else x.copy()
+
+
+_ROLL = register("roll", _roll_kernel, _roll_infer,
+                 lambda op, g: [run_op(_ROLL, (g,), {"shift": tuple(-s for s in op.attrs["shift"]),
+                                                     "axis": op.attrs["axis"]})],
+                 num_inputs=1, attrs={"shift": "ints", "axis": "ints"}, defaults={})
+
+
+def roll(input, shift, axis, name=None):
+    """Elements shifted cyclically by `shift` along `axis` (ints or equal-length lists; shifts
+    of a repeated axis add up): `df.roll([0, 1, 2, 3], 1, 0) -> [3, 0, 1, 2]`."""
+    shifts, _ = static_ints(shift, "roll", "shift")
+    axes = _axes("roll", axis, rank_of(input))
+    if len(shifts) != len(axes):
+        raise errors.InvalidArgumentError(
+            f"roll: shift {shifts} and axis {axes} must have the same length")
+    return run_op(_ROLL, (input,), {"shift": shifts, "axis": axes}, name)
+
+
+# ------------------------------------------------------------------ reverse
+def _reverse_infer(shapes, dts, attrs):
+    s = tuple(shapes[0])
+    axes = attrs["axis"]
+    for ax in axes:
+        if not 0 <= ax < len(s):
+            raise errors.InvalidArgumentError(
+                f"reverse: axis {ax} is out of range for a tensor of rank {len(s)}")
+    _distinct_axes(axes)
+    return [(s, dts[0])]
+
+
+def _distinct_axes(axes):
+    if len(set(axes)) != len(axes):   # (the kernel would reverse a repeated axis once)
+        raise errors.InvalidArgumentError(f"reverse: axis {axes} names an axis twice")
+
+
+def _reverse_key(axes):
+    """The index reversing `axes`: a view, as np.flip makes it, without its Python wrapper."""
+    n = max(axes) + 1 if axes else 0
+    return tuple(slice(None, None, -1) if d in axes else slice(None) for d in range(n))
+
+
+_REVERSE = register("reverse", lambda x, axis: x[_reverse_key(axis)], _reverse_infer,
+                    lambda op, g: [run_op(_REVERSE, (g,), op.attrs)],
+                    num_inputs=1, attrs={"axis": "ints"}, defaults={},
+                    bind=lambda attrs: _bind_reverse(attrs["axis"]))
+
+
+def _bind_reverse(axes):
+    key = _reverse_key(axes)
+    return lambda x: x[key]
+
+
+def reverse(tensor, axis, name=None):
+    """`tensor` with the order of its elements along each of `axis` reversed (TF's
+    `tf.reverse`; numpy's `np.flip`): `df.reverse([[1, 2], [3, 4]], [1]) -> [[2, 1], [4, 3]]`."""
+    axes = _axes("reverse", axis, rank_of(tensor))
+    _distinct_axes(axes)
+    return run_op(_REVERSE, (tensor,), {"axis": axes}, name)
+
+
+# ------------------------------------------------------------------ linspace
+def _linspace_infer(shapes, dts, attrs):
+    inf.check_same("linspace", dts)
+    inf.check_kinds("linspace", dts[0], "f")
+    s = list(inf.broadcast_shapes("linspace", shapes[0], shapes[1]))
+    num, axis = attrs["num"], attrs["axis"]
+    if num < 0:
+        raise errors.InvalidArgumentError(f"linspace: num must be >= 0, got {num}")
+    if not 0 <= axis <= len(s):
+        raise errors.InvalidArgumentError(
+            f"linspace: axis {axis} is out of range for an output of rank {len(s) + 1}")
+    s.insert(axis, num)
+    return [(tuple(s), dts[0])]
+
+
+def _linspace_kernel(start, stop, num, axis):
+    return np.linspace(start, stop, num, axis=axis).astype(start.dtype, copy=False)
+
+
+def _linspace_weights(op):
+    """w with out = start * (1 - w) + stop * w, shaped to broadcast along the output's axis."""
+    num, axis = op.attrs["num"], op.attrs["axis"]
+    w = np.arange(num, dtype=np.float64) / max(num - 1, 1)
+    shape = [1] * len(op.outputs[0].shape)
+    shape[axis] = num
+    return w.reshape(shape).astype(op.inputs[0].dtype.np)
+
+
+def _linspace_grad(op, g):
+    start, stop = op.inputs
+    w = _linspace_weights(op)
+    axis = op.attrs["axis"]
+    return [m.unbroadcast(m.reduce_sum(m.multiply(g, 1 - w), axis=axis), start),
+            m.unbroadcast(m.reduce_sum(m.multiply(g, w), axis=axis), stop)]
+
+
+_LINSPACE = register("linspace", _linspace_kernel, _linspace_infer, _linspace_grad,
+                     num_inputs=2, attrs={"num": "int", "axis": "int"}, defaults={"axis": 0},
+                     same_dtype=(0, 1), kinds="f")
+
+
+def _is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def linspace(start, stop, num, axis=0, name=None):
+    """`num` evenly spaced values from `start` to `stop` (both included), along a new `axis`;
+    `start`/`stop` may be tensors (broadcast together): `df.linspace(0., 1., 5)`."""
+    if _is_number(start) and _is_number(stop):  # a range of Python numbers is float32
+        start, stop = np.float32(start), np.float32(stop)
+    (num,), scalar = static_ints(num, "linspace", "num")
+    if not scalar:
+        raise errors.InvalidArgumentError(f"linspace: num must be one int, got {num!r}")
+    rank = max(rank_of(start), rank_of(stop)) + 1
+    axis = inf.normalize_axis("linspace", operator.index(axis), rank)
+    return run_op(_LINSPACE, (start, stop), {"num": num, "axis": axis}, name)
+
+
+# ------------------------------------------------------------------ meshgrid
+def _meshgrid_positions(n, indexing):
+    """Output axis of each input: with "xy" the first two swap (numpy's and TF's rule)."""
+    pos = list(range(n))
+    if indexing == "xy" and n >= 2:
+        pos[0], pos[1] = 1, 0
+    return pos
+
+
+def _meshgrid_infer(shapes, dts, attrs):
+    indexing = attrs["indexing"]
+    if indexing not in ("xy", "ij"):
+        raise errors.InvalidArgumentError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+    if not shapes:
+        raise errors.InvalidArgumentError("meshgrid: needs at least one input")
+    inf.check_same("meshgrid", dts)
+    for s in shapes:
+        if len(s) != 1:
+            raise errors.InvalidArgumentError(
+                f"meshgrid: inputs must be 1-D, got shapes {', '.join(inf.shape_str(t) for t in shapes)}; "
+                f"use df.reshape(x, [-1])")
+    out = [None] * len(shapes)
+    for k, p in enumerate(_meshgrid_positions(len(shapes), indexing)):
+        out[p] = shapes[k][0]
+    return [(tuple(out), dts[0])] * len(shapes)
+
+
+def _meshgrid_kernel(*xs, indexing):
+    # numpy would flatten N-D inputs and promote mixed dtypes: refuse them as inference does
+    _meshgrid_infer([x.shape for x in xs], [dtypes.from_numpy(x.dtype) for x in xs], {"indexing": indexing})
+    return tuple(np.meshgrid(*xs, indexing=indexing))
+
+
+def _meshgrid_grad(op, *gs):
+    n = len(op.inputs)
+    pos = _meshgrid_positions(n, op.attrs["indexing"])
+    return [None if g is None else m.reduce_sum(g, axis=tuple(d for d in range(n) if d != pos[k]))
+            for k, g in enumerate(gs)]
+
+
+_MESHGRID = register("meshgrid", _meshgrid_kernel, _meshgrid_infer, _meshgrid_grad,
+                     num_inputs=None, attrs={"indexing": "str"}, defaults={"indexing": "xy"},
+                     num_outputs=lambda attrs, n: n, none_grads=True)
+
+
+def meshgrid(*args, indexing="xy", name=None):
+    """Coordinate grids from 1-D tensors, one output per input (numpy's and TF's meshgrid):
+    with `indexing="xy"` outputs have shape (len(y), len(x), ...), with "ij" (len(x), len(y), ...)."""
+    if not args:
+        raise errors.InvalidArgumentError("meshgrid: needs at least one input")
+    return list(run_op(_MESHGRID, args, {"indexing": str(indexing)}, name))
+
+
+# ------------------------------------------------------------------ outer
+def outer(a, b, name=None):
+    """Outer product of two tensors, flattened first (numpy's `outer`): shape (a.size, b.size)."""
+    return m.multiply(arr.reshape(a, [-1, 1]), arr.reshape(b, [1, -1]), name=name)

@@ -1,0 +1,133 @@
+"""More elementwise math: inverse trigonometric and hyperbolic functions, log2/log10,
+hypot, atan2, logaddexp, reciprocal, ceil, squared_difference.
+
+Declared like math_ops: one `register` per op, gradients written with public ops (so they
+build graph nodes while tracing, and second order works).
+"""
+import numpy as np
+
+from runtime.execute import run_op
+from runtime.ops import _infer as inf
+from runtime.ops import math_ops as m
+from runtime.registry import register
+from runtime.tape import skip_input_indices
+
+__all__ = ["asin", "acos", "atan", "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "hypot",
+           "log2", "log10", "logaddexp", "reciprocal", "ceil", "squared_difference"]
+
+_EMPTY = {}
+
+
+def _unary(name, kernel, grad, kinds="f", doc=""):
+    op = register(name, kernel, inf.unary_same(name, kinds), grad, num_inputs=1, attrs={},
+                  defaults={}, kinds=kinds)
+
+    def f(x, name=None):
+        return run_op(op, (x,), _EMPTY, name)
+    f.__name__ = f.__qualname__ = op.name
+    f.__doc__ = doc
+    return f
+
+
+def _binary(name, kernel, grad, kinds="f", doc=""):
+    op = register(name, kernel, inf.binary_broadcast(name, kinds), grad, num_inputs=2, attrs={},
+                  defaults={}, same_dtype=(0, 1), kinds=kinds)
+
+    def f(x, y, name=None):
+        return run_op(op, (x, y), _EMPTY, name)
+    f.__name__ = f.__qualname__ = op.name
+    f.__doc__ = doc
+    return f
+
+
+def _pair_grad(partials):
+    """A binary gradient from partials(op, g, want_x, want_y) -> (dx, dy) before broadcasting
+    is undone; an input no source flows into is not wanted (its entry may be None)."""
+    def grad(op, g):
+        x, y = op.inputs
+        skip = skip_input_indices(op)
+        dx, dy = partials(op, g, 0 not in skip, 1 not in skip)
+        return [None if 0 in skip else m.unbroadcast(dx, x), None if 1 in skip else m.unbroadcast(dy, y)]
+    return grad
+
+
+def _x(op):
+    return op.inputs[0]
+
+
+# ------------------------------------------------------------------ inverse trigonometric
+asin = _unary("asin", np.arcsin, lambda op, g: [m.divide(g, m.sqrt(m.subtract(1, m.square(_x(op)))))],
+              doc="Elementwise arcsine, in [-pi/2, pi/2]: `df.asin(1.) -> 1.5708`.")
+acos = _unary("acos", np.arccos,
+              lambda op, g: [m.negative(m.divide(g, m.sqrt(m.subtract(1, m.square(_x(op))))))],
+              doc="Elementwise arccosine, in [0, pi]: `df.acos(1.) -> 0.`.")
+atan = _unary("atan", np.arctan, lambda op, g: [m.divide(g, m.add(1, m.square(_x(op))))],
+              doc="Elementwise arctangent, in (-pi/2, pi/2).")
+
+
+def _atan2_partials(op, g, want_y, want_x):
+    y, x = op.inputs
+    scale = m.divide(g, m.add(m.square(x), m.square(y)))   # d atan2(y, x) = (x dy - y dx) / (x^2 + y^2)
+    return (m.multiply(scale, x) if want_y else None), (m.negative(m.multiply(scale, y)) if want_x else None)
+
+
+atan2 = _binary("atan2", np.arctan2, _pair_grad(_atan2_partials),
+                doc="Elementwise angle of the point (x, y), in [-pi, pi]: `df.atan2(y, x)`, y first "
+                    "(numpy's arctan2).")
+
+# ------------------------------------------------------------------ hyperbolic
+sinh = _unary("sinh", np.sinh, lambda op, g: [m.multiply(g, cosh(_x(op)))], doc="Elementwise sinh.")
+cosh = _unary("cosh", np.cosh, lambda op, g: [m.multiply(g, sinh(_x(op)))], doc="Elementwise cosh.")
+asinh = _unary("asinh", np.arcsinh, lambda op, g: [m.divide(g, m.sqrt(m.add(m.square(_x(op)), 1)))],
+               doc="Elementwise inverse hyperbolic sine.")
+acosh = _unary("acosh", np.arccosh, lambda op, g: [m.divide(g, m.sqrt(m.subtract(m.square(_x(op)), 1)))],
+               doc="Elementwise inverse hyperbolic cosine (x >= 1; NaN below).")
+atanh = _unary("atanh", np.arctanh, lambda op, g: [m.divide(g, m.subtract(1, m.square(_x(op))))],
+               doc="Elementwise inverse hyperbolic tangent (|x| < 1).")
+
+# ------------------------------------------------------------------ logarithms, hypot, logaddexp
+_LN2, _LN10 = float(np.log(2.0)), float(np.log(10.0))
+log2 = _unary("log2", np.log2, lambda op, g: [m.divide(g, m.multiply(_x(op), _LN2))],
+              doc="Elementwise base-2 logarithm (exact at powers of two).")
+log10 = _unary("log10", np.log10, lambda op, g: [m.divide(g, m.multiply(_x(op), _LN10))],
+               doc="Elementwise base-10 logarithm.")
+
+
+def _hypot_partials(op, g, want_x, want_y):
+    (x, y), out = op.inputs, op.outputs[0]
+    return ((m.multiply(g, m.divide(x, out)) if want_x else None),
+            (m.multiply(g, m.divide(y, out)) if want_y else None))
+
+
+def _logaddexp_partials(op, g, want_x, want_y):
+    # d/dx log(e^x + e^y) = e^(x - out): at most 1, so stable for large inputs
+    (x, y), out = op.inputs, op.outputs[0]
+    return ((m.multiply(g, m.exp(m.subtract(x, out))) if want_x else None),
+            (m.multiply(g, m.exp(m.subtract(y, out))) if want_y else None))
+
+
+hypot = _binary("hypot", np.hypot, _pair_grad(_hypot_partials),
+                doc="Elementwise sqrt(x**2 + y**2) without overflow for large inputs.")
+logaddexp = _binary("logaddexp", np.logaddexp, _pair_grad(_logaddexp_partials),
+                    doc="Elementwise log(exp(x) + exp(y)), stable for large |x|, |y|.")
+
+# ------------------------------------------------------------------ reciprocal, ceil, squared_difference
+reciprocal = _unary("reciprocal", np.reciprocal,
+                    lambda op, g: [m.negative(m.multiply(g, m.square(op.outputs[0])))],
+                    doc="Elementwise 1 / x (floats; cast integers first).")
+ceil = _unary("ceil", np.ceil, None, doc="Smallest integer value >= x, elementwise; not differentiable.")
+
+
+def _squared_difference_kernel(x, y):
+    d = np.subtract(x, y)
+    return np.multiply(d, d, out=d if isinstance(d, np.ndarray) else None)
+
+
+def _squared_difference_partials(op, g, want_x, want_y):
+    dx = m.multiply(g, m.multiply(m.subtract(op.inputs[0], op.inputs[1]), 2))
+    return dx, (m.negative(dx) if want_y else None)
+
+
+squared_difference = _binary("squared_difference", _squared_difference_kernel,
+                             _pair_grad(_squared_difference_partials), kinds=inf.numeric_kinds,
+                             doc="Elementwise (x - y)**2 with broadcasting.")
