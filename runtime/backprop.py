@@ -130,6 +130,25 @@ class GradientTape:
                      for g, s in zip(grads, flat_sources)]
         return pack_as(sources, grads) if isinstance(sources, (list, tuple, dict)) else grads[0]
 
+    def jacobian(self, target, sources, unconnected_gradients="none"):
+        """d target / d each source, of shape target.shape + source.shape (one gradient per row).
+
+        >>> with df.GradientTape() as tape:
+        ...     tape.watch(x)
+        ...     y = x * x
+        >>> tape.jacobian(y, x)   # diag(2 x)
+        """
+        from runtime.jacobian import jacobian
+        return jacobian(self, target, sources, unconnected_gradients)
+
+    def batch_jacobian(self, target, source, unconnected_gradients="none"):
+        """Per-example jacobians: [b] + target.shape[1:] + source.shape[1:].
+
+        Row b of `target` must depend only on row b of `source` (the rows are seeded together).
+        """
+        from runtime.jacobian import batch_jacobian
+        return batch_jacobian(self, target, source, unconnected_gradients)
+
 
 def _as_target(t):
     if t is None:
