@@ -4,6 +4,7 @@ from runtime.ops.math_ops import *  # noqa: F401,F403
 from runtime.ops.array_ops import *  # noqa: F401,F403
 from runtime.ops import nn_ops, resource_ops  # noqa: F401,E402
 from runtime.ops.nn_ops import *  # noqa: F401,F403,E402
+from runtime.ops import sparse_ops  # noqa: F401,E402
 
 
 def _install_operators(cls):
