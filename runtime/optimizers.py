@@ -65,10 +65,10 @@ class Optimizer:
         """The slot variable `slot_name` (e.g. "momentum", "m", "v") kept for `var`."""
         slots = self._slots.get(id(var))
         if slots is None or slot_name not in slots:
-            have = sorted(slots) if slots else []
+            have = (f"it has {', '.join(sorted(slots))}" if slots else
+                    "none made yet: apply gradients or build first")
             raise errors.NotFoundError(
-                f"{self.name}: no slot {slot_name!r} for variable {getattr(var, 'name', var)!r}"
-                f"{' (it has ' + ', '.join(have) + ')' if have else ' (none made yet: apply gradients or build first)'}")
+                f"{self.name}: no slot {slot_name!r} for variable {getattr(var, 'name', var)!r} ({have})")
         return slots[slot_name]
 
     def build(self, var_list):

@@ -1,7 +1,7 @@
 """Op rows of the training pieces: the sparse-update helper, and the scatter variable ops."""
 import numpy as np
 
-from opcheck import NUMERIC, A, Row, V, _internal, idx
+from opcheck import A, Row, V, _internal, idx
 
 import defun as df
 

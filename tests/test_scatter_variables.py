@@ -99,7 +99,8 @@ def test_errors_name_the_variable_and_change_nothing():
         v.scatter_update(df.IndexedSlices(df.constant(np.ones((1, 2))), df.constant([0]), (4, 3)))
     with pytest.raises(df.errors.InvalidArgumentError, match="cannot assign a float32 tensor to variable 'emb'"):
         v.scatter_add(df.IndexedSlices(df.constant(np.ones((1, 3), np.float32)), df.constant([0]), (4, 3)))
-    with pytest.raises(df.errors.InvalidArgumentError, match=r"'emb' has shape \[4, 3\], the IndexedSlices is for dense shape \[5, 3\]"):
+    with pytest.raises(df.errors.InvalidArgumentError,
+                       match=r"'emb' has shape \[4, 3\], the IndexedSlices is for dense shape \[5, 3\]"):
         v.scatter_add(slices([[1., 1., 1.]], [0], (5, 3)))
     with pytest.raises(df.errors.InvalidArgumentError, match="must be int32 or int64"):
         v.scatter_add(df.IndexedSlices(df.constant(np.ones((1, 3))), df.constant([0.0]), (4, 3)))
