@@ -33,3 +33,7 @@ from defun.control_flow import cond, while_loop  # noqa: E402,F401
 from defun.export import export_json, load_json  # noqa: E402,F401
 from graph.backends import backends  # noqa: E402,F401
 from defun import linalg  # noqa: E402,F401
+from runtime.forwardprop import ForwardAccumulator  # noqa: E402,F401
+from runtime import optimizers  # noqa: E402,F401
+from runtime.checkpoint import save_variables, restore_variables  # noqa: E402,F401
+from runtime.context import init_scope  # noqa: E402,F401

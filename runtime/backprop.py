@@ -5,6 +5,7 @@ import inspect
 from runtime import tape as tape_mod
 from runtime.autodiff import imperative_grad
 from runtime.context import state
+from runtime.jacobian import batch_jacobian, jacobian, unconnected_mode
 from runtime.nest import flatten, pack_as
 from runtime.ops.array_ops import identity, zeros, zeros_like
 from runtime.tensor import Tensor, _a, convert_to_tensor
@@ -12,8 +13,6 @@ from runtime.variables import Variable, handle_in_context, watch_variable
 
 __all__ = ["GradientTape", "gradients_function", "value_and_gradients_function",
            "implicit_gradients", "implicit_value_and_gradients"]
-
-_UNCONNECTED = ("none", "zero")
 
 
 class GradientTape:
@@ -86,9 +85,7 @@ class GradientTape:
     def gradient(self, target, sources, output_gradients=None, unconnected_gradients="none"):
         """d(sum of target)/d(sources), in the structure of `sources`."""
         self._ensure()
-        mode = getattr(unconnected_gradients, "value", unconnected_gradients)
-        if mode not in _UNCONNECTED:
-            raise ValueError(f"unconnected_gradients must be 'none' or 'zero', got {unconnected_gradients!r}")
+        mode = unconnected_mode(unconnected_gradients)
         if self._used and not self._persistent:
             raise RuntimeError("a non-persistent GradientTape can compute gradients only once; "
                                "use GradientTape(persistent=True) to ask again")
@@ -130,6 +127,23 @@ class GradientTape:
                      (zeros(s.shape, s.dtype) if isinstance(s, Variable) else zeros_like(s))
                      for g, s in zip(grads, flat_sources)]
         return pack_as(sources, grads) if isinstance(sources, (list, tuple, dict)) else grads[0]
+
+    def jacobian(self, target, sources, unconnected_gradients="none"):
+        """d target / d each source, of shape target.shape + source.shape (one gradient per row).
+
+        >>> with df.GradientTape() as tape:
+        ...     tape.watch(x)
+        ...     y = x * x
+        >>> tape.jacobian(y, x)   # diag(2 x)
+        """
+        return jacobian(self, target, sources, unconnected_gradients)
+
+    def batch_jacobian(self, target, source, unconnected_gradients="none"):
+        """Per-example jacobians: [b] + target.shape[1:] + source.shape[1:].
+
+        Row b of `target` must depend only on row b of `source` (the rows are seeded together).
+        """
+        return batch_jacobian(self, target, source, unconnected_gradients)
 
 
 def _as_target(t):

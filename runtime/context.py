@@ -6,7 +6,7 @@ Everything the eager hot path needs is one attribute of one thread-local object
 import threading
 
 __all__ = ["state", "DEVICE", "add_execution_callback", "remove_execution_callback",
-           "execution_callbacks", "active_trace", "ExecutionTrace", "executing_eagerly"]
+           "execution_callbacks", "active_trace", "ExecutionTrace", "executing_eagerly", "init_scope"]
 
 DEVICE = "/cpu:0"
 
@@ -122,3 +122,27 @@ class ExecutionTrace:
 def active_trace():
     """Context manager: `with active_trace() as tr: ...` then read `tr.records`."""
     return ExecutionTrace()
+
+
+class init_scope:
+    """Context manager: run eagerly, outside any graph being traced, with tapes paused.
+
+    What `tf.init_scope` does: state made inside (an optimizer's slot variables) is created
+    once, eagerly, even when first needed while a function is traced; the trace then
+    captures it by handle like any outer variable.
+
+    >>> with init_scope():
+    ...     slot = df.Variable(np.zeros(3))   # allowed inside a trace
+    """
+
+    __slots__ = ("_saved",)
+
+    def __enter__(self):
+        self._saved = (state.graph, state.tapes)
+        state.graph = None
+        state.tapes = []
+        return self
+
+    def __exit__(self, *exc):
+        state.graph, state.tapes = self._saved
+        return False

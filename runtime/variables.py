@@ -6,6 +6,7 @@ import numpy as np
 from runtime import dtypes, errors, sites
 from runtime.context import state
 from runtime.execute import run_op
+from runtime.indexed_slices import IndexedSlices
 from runtime.ops import resource_ops
 from runtime.tensor import EagerTensor, HandleData, ResourceHandle, Tensor, constant, to_array
 
@@ -103,20 +104,61 @@ class Variable:
         return EagerTensor(arr) if state.graph is None else _graph_const(arr)
 
     def _assign(self, op, value):
+        if isinstance(value, IndexedSlices):   # a sparse update: only its rows change
+            return self._scatter(_SCATTER_OF[op], value)
         run_op(op, (self.handle, self._convert_value(value)), self._attrs)
         return self
 
     def assign(self, value, name=None):
-        """Set the value (same shape and dtype); returns the variable."""
+        """Set the value (same shape and dtype); returns the variable.
+
+        An `IndexedSlices` sets only its rows (as `scatter_update`).
+        """
         return self._assign(resource_ops._ASSIGN, value)
 
     def assign_add(self, delta, name=None):
-        """Add `delta` in place; returns the variable."""
+        """Add `delta` in place; returns the variable. An `IndexedSlices` adds to its rows."""
         return self._assign(resource_ops._ASSIGN_ADD, delta)
 
     def assign_sub(self, delta, name=None):
-        """Subtract `delta` in place; returns the variable."""
+        """Subtract `delta` in place; returns the variable. An `IndexedSlices` subtracts from its rows."""
         return self._assign(resource_ops._ASSIGN_SUB, delta)
+
+    # -------------------------------------------------------------- sparse updates
+    def scatter_add(self, sparse_delta, name=None):
+        """Add `sparse_delta.values` to rows `sparse_delta.indices` (repeated rows add up).
+
+        >>> v = df.Variable([[0., 0.], [0., 0.], [0., 0.]])
+        >>> v.scatter_add(df.IndexedSlices(df.constant([[1., 2.]]), df.constant([2]), (3, 2)))
+        """
+        return self._scatter(resource_ops._SCATTER_ADD, sparse_delta)
+
+    def scatter_sub(self, sparse_delta, name=None):
+        """Subtract `sparse_delta.values` from rows `sparse_delta.indices` (repeated rows add up)."""
+        return self._scatter(resource_ops._SCATTER_SUB, sparse_delta)
+
+    def scatter_update(self, sparse_delta, name=None):
+        """Set rows `sparse_delta.indices` to `sparse_delta.values`; other rows keep their value."""
+        return self._scatter(resource_ops._SCATTER_UPDATE, sparse_delta)
+
+    def _scatter(self, op, slices):
+        if not isinstance(slices, IndexedSlices):
+            raise TypeError(f"{op.name}: variable {self._name!r} takes a df.IndexedSlices, got "
+                            f"{type(slices).__name__}; use assign/assign_add for a dense value")
+        shape = tuple(self.shape)
+        dense = tuple(slices.dense_shape)
+        if len(dense) != len(shape) or any(d is not None and d != s for d, s in zip(dense, shape)):
+            raise errors.InvalidArgumentError(
+                f"{op.name}: variable {self._name!r} has shape {list(shape)}, the IndexedSlices is "
+                f"for dense shape {list(dense)}")
+        indices = slices.indices
+        if isinstance(indices, Variable):
+            indices = indices.read_value()
+        if not isinstance(indices, Tensor):
+            arr = to_array(indices)
+            indices = EagerTensor(arr) if state.graph is None else _graph_const(arr)
+        run_op(op, (self.handle, indices, self._convert_value(slices.values)), self._attrs)
+        return self
 
     def numpy(self):
         """A copy of the current value."""
@@ -153,6 +195,11 @@ class Variable:
 
     def __ne__(self, other):
         return self is not other
+
+
+_SCATTER_OF = {resource_ops._ASSIGN: resource_ops._SCATTER_UPDATE,
+               resource_ops._ASSIGN_ADD: resource_ops._SCATTER_ADD,
+               resource_ops._ASSIGN_SUB: resource_ops._SCATTER_SUB}
 
 
 def _graph_const(arr):

@@ -7,6 +7,7 @@ from runtime.ops.nn_ops import *  # noqa: F401,F403,E402
 from runtime.ops import linalg_ops, numpy_methods  # noqa: F401,E402  (df.linalg: defun/linalg.py)
 from runtime.ops.more_math_ops import *  # noqa: F401,F403,E402
 from runtime.ops.more_array_ops import *  # noqa: F401,F403,E402
+from runtime.ops import sparse_ops  # noqa: F401,E402
 
 
 def _install_operators(cls):

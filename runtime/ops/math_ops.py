@@ -412,7 +412,11 @@ def _prod_others_grad_kernel(gg, x, axis):
 
 
 def _third_order_prod(op, g):
-    raise errors.UnimplementedError("reduce_prod: gradients beyond the second order are not implemented")
+    # Linear in `gg` with a symmetric matrix (the pair products), so that part of the gradient
+    # is the op itself (forward mode needs only it); the part for `x` is a third derivative.
+    if 1 not in skip_input_indices(op):
+        raise errors.UnimplementedError("reduce_prod: gradients beyond the second order are not implemented")
+    return [run_op(_PROD_OTHERS_GRAD, (g, op.inputs[1]), op.attrs), None]
 
 
 _PROD_OTHERS = register("reduce_prod_others", _prod_others_kernel,

@@ -92,4 +92,94 @@ _ASSIGN_SUB = register("assign_sub_variable",
                        _assign_infer("assign_sub_variable"), None, num_outputs=0, stateful=True,
                        attrs=_ASSIGN_ATTRS, num_inputs=2, defaults={})
 
-ASSIGN_OPS = frozenset(["assign_variable", "assign_add_variable", "assign_sub_variable"])
+
+
+# ------------------------------------------------------------------ sparse (scatter) updates
+# Inputs (handle, indices, updates): rows `indices` along axis 0 of the variable take `updates`
+# (shape indices.shape + variable.shape[1:]). Like the dense assignments, a scatter puts a new
+# array in the cell instead of writing into the old one: reads already taken keep their
+# value, and a failed graph call's undo log holds the old array. Nothing is densified: the
+# update touches only its rows. Checked before anything changes, so a bad index leaves the
+# variable as it was.
+
+def _check_scatter(h, indices, updates, op_name):
+    if indices.dtype.kind not in "iu":
+        raise errors.InvalidArgumentError(
+            f"{op_name}: indices for variable {h.name!r} must be int32 or int64, got {indices.dtype.name}")
+    if not h.shape:
+        raise errors.InvalidArgumentError(
+            f"{op_name}: variable {h.name!r} is a scalar; a scatter updates rows of a variable of "
+            f"rank >= 1 (use assign for a scalar)")
+    want = indices.shape + h.shape[1:]
+    if updates.shape != want or updates.dtype != h.dtype:
+        raise errors.InvalidArgumentError(
+            f"{op_name}: variable {h.name!r} holds {h.dtype.name}{list(h.shape)}, so {indices.size} "
+            f"indices take updates of {h.dtype.name}{list(want)}; got {updates.dtype.name}"
+            f"{list(updates.shape)}")
+    n = h.shape[0]
+    if indices.size and (indices.min() < 0 or indices.max() >= n):
+        flat = indices.reshape(-1)
+        bad = flat[(flat < 0) | (flat >= n)][0]
+        raise errors.InvalidArgumentError(
+            f"{op_name}: index {int(bad)} is out of range [0, {n}) for variable {h.name!r} of shape "
+            f"{list(h.shape)}; the variable is unchanged")
+    return indices.reshape(-1), updates.reshape((indices.size,) + h.shape[1:])
+
+
+def _scatter_add(h, indices, updates):
+    rows, vals = _check_scatter(h, indices, updates, "scatter_add_variable")
+    new = h.value.copy()
+    np.add.at(new, rows, vals)      # repeated indices add up
+    h.value = new
+
+
+def _scatter_sub(h, indices, updates):
+    rows, vals = _check_scatter(h, indices, updates, "scatter_sub_variable")
+    new = h.value.copy()
+    np.subtract.at(new, rows, vals)
+    h.value = new
+
+
+def _scatter_update(h, indices, updates):
+    rows, vals = _check_scatter(h, indices, updates, "scatter_update_variable")
+    new = h.value.copy()
+    new[rows] = vals                # a repeated index takes one of its updates
+    h.value = new
+
+
+def _scatter_infer(name):
+    def infer(shapes, dts, attrs):
+        if dts[0] is not dtypes.resource:
+            raise errors.InvalidArgumentError(f"{name}: input 0 must be a resource handle, got {dts[0].name}")
+        if dts[1] not in (dtypes.int32, dtypes.int64):
+            raise errors.InvalidArgumentError(f"{name}: indices must be int32 or int64, got {dts[1].name}")
+        var_shape = tuple(attrs["shape"])
+        if not var_shape:
+            raise errors.InvalidArgumentError(f"{name}: the variable is a scalar; a scatter needs rank >= 1")
+        if attrs["dtype"] is not dts[2]:
+            raise errors.InvalidArgumentError(
+                f"{name}: variable holds {attrs['dtype'].name}, cannot scatter {dts[2].name} updates")
+        want = tuple(shapes[1]) + var_shape[1:]
+        got = tuple(shapes[2])
+        if len(got) != len(want) or any(a is not None and b is not None and a != b for a, b in zip(got, want)):
+            raise errors.InvalidArgumentError(
+                f"{name}: variable has shape {inf.shape_str(var_shape)} and indices shape "
+                f"{inf.shape_str(shapes[1])}, so updates must have shape {inf.shape_str(want)}, got "
+                f"{inf.shape_str(got)}")
+        return []
+    return infer
+
+
+def _scatter_op(name, fn):
+    return register(name, lambda h, indices, updates, dtype, shape: fn(h, indices, updates),
+                    _scatter_infer(name), None, num_inputs=3, num_outputs=0, stateful=True,
+                    attrs=_ASSIGN_ATTRS, defaults={})
+
+
+_SCATTER_ADD = _scatter_op("scatter_add_variable", _scatter_add)
+_SCATTER_SUB = _scatter_op("scatter_sub_variable", _scatter_sub)
+_SCATTER_UPDATE = _scatter_op("scatter_update_variable", _scatter_update)
+
+# Ops that change a variable's value: a graph plan logs the old value before each (rollback).
+ASSIGN_OPS = frozenset(["assign_variable", "assign_add_variable", "assign_sub_variable",
+                        "scatter_add_variable", "scatter_sub_variable", "scatter_update_variable"])
