@@ -33,3 +33,5 @@ def _install_operators(cls):
 
 from runtime.tensor import Tensor  # noqa: E402
 _install_operators(Tensor)
+from runtime.ops import special_math_ops  # noqa: F401,E402
+from runtime.ops.special_math_ops import *  # noqa: F401,F403,E402
