@@ -35,3 +35,7 @@ from runtime.tensor import Tensor  # noqa: E402
 _install_operators(Tensor)
 from runtime.ops import special_math_ops  # noqa: F401,E402
 from runtime.ops.special_math_ops import *  # noqa: F401,F403,E402
+from runtime.ops import einsum_ops  # noqa: F401,E402
+from runtime.ops.einsum_ops import *  # noqa: F401,F403,E402
+from runtime.ops import sort_ops  # noqa: F401,E402
+from runtime.ops.sort_ops import *  # noqa: F401,F403,E402
