@@ -58,7 +58,8 @@ def batch_gather_ref(params, indices, axis, batch_dims):
                  params.dtype)
 
 
-GATHER_ND = [((3, 2), [[1, 0], [0, 1], [2, 1]]), ((3, 2), [[1], [0], [1]]), ((3, 4, 2), [[[0, 3], [2, 0]], [[1, 1], [0, 3]]]),
+GATHER_ND = [((3, 2), [[1, 0], [0, 1], [2, 1]]), ((3, 2), [[1], [0], [1]]),
+             ((3, 4, 2), [[[0, 3], [2, 0]], [[1, 1], [0, 3]]]),
              ((2, 3), [1, 2]), ((2, 3), np.zeros((2, 0))), ((3, 2), np.zeros((0, 2))), ((2, 3), [[1, 0], [1, 0]])]
 SCATTER_ND = [((3,), [[1], [3], [1]], (4,)), ((2, 3), [[0], [2]], (3, 3)), ((2,), [[0, 1], [0, 1]], (2, 2)),
               ((2, 2, 2), [[[0, 0], [1, 1]], [[2, 0], [0, 0]]], (3, 2, 2)), ((0,), np.zeros((0, 1)), (3,)),
@@ -100,6 +101,7 @@ ROWS = [
         lambda g, i, p, axis, batch_dims: _adjoint(lambda x: batch_gather_ref(x, i, axis, batch_dims), p.shape, g),
         [V([A((2, 2)), idx([[1, 1], [0, 2]]), A((2, 3))], dict(axis=1, batch_dims=1)),
          V([A((2, 3, 1)), idx([[1], [0]]), A((2, 3, 2))], dict(axis=2, batch_dims=1)),
-         V([A((2, 2, 2)), idx([[[0, 2], [1, 1]], [[1, 0], [2, 2]]]), A((2, 2, 3))], dict(axis=2, batch_dims=2))], NUMERIC,
+         V([A((2, 2, 2)), idx([[[0, 2], [1, 1]], [[1, 0], [2, 2]]]), A((2, 2, 3))], dict(axis=2, batch_dims=2))],
+        NUMERIC,
         also=("batch_gather",), second=True),
 ]
