@@ -463,14 +463,16 @@ def tensordot(a, b, axes, name=None):
     those of `b`: `df.tensordot(x, y, 1)` is `x @ y` for matrices.
     """
     ra, rb = _rank(a), _rank(b)
-    if isinstance(axes, (int, np.integer)) or (hasattr(axes, "numpy") and np.ndim(axes) == 0):
+    if hasattr(axes, "numpy"):  # an eager tensor
+        axes = axes.numpy()
+    if isinstance(axes, (int, np.integer)) or (isinstance(axes, np.ndarray) and axes.ndim == 0):
         n = int(axes)
         if not 0 <= n <= min(ra, rb):
             raise errors.InvalidArgumentError(
                 f"tensordot: axes={n} must be between 0 and the smaller rank ({ra} and {rb})")
         axes_a, axes_b = list(range(ra - n, ra)), list(range(n))
     else:
-        pair = np.asarray(axes).tolist() if hasattr(axes, "numpy") else list(axes)
+        pair = axes.tolist() if isinstance(axes, np.ndarray) else list(axes)
         if len(pair) != 2:
             raise errors.InvalidArgumentError(f"tensordot: axes must be an int or a pair of lists, got {axes!r}")
         axes_a, axes_b = [[p] if isinstance(p, (int, np.integer)) else list(p) for p in pair]

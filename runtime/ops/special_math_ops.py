@@ -10,7 +10,7 @@ from runtime import dtypes, errors
 from runtime.execute import run_op
 from runtime.ops import _infer as inf
 from runtime.ops.array_ops import _norm_axis, _rank, concat, ones_like, strided_slice, where, zeros_like
-from runtime.ops.math_ops import (_keepdims_grad, _norm_axis as _axis_attr, _reduce_infer, abs, add, cast,
+from runtime.ops.math_ops import (_keepdims_grad, _norm_axis as _axis_arg, _reduce_infer, abs, add, cast,
                                   divide, equal, exp, greater, less, less_equal, logical_and, logical_not,
                                   minimum, multiply, negative, pow, reduce_sum, sigmoid, sign, square, subtract,
                                   tanh, unbroadcast)
@@ -91,28 +91,27 @@ def _erfc_large(a):
 
 
 def _erf_parts(x):
-    """(|x| in float64, erf(|x|), erfc(|x|) where |x| >= 2 else None): shared by erf and erfc."""
+    """(erf(|x|), erfc(|x|) where |x| >= 2 (0 elsewhere), that mask), in float64."""
     a = np.abs(x.astype(np.float64, copy=False))
     out = np.ones_like(a)
     out[np.isnan(a)] = np.nan
-    small, big = a < 0.5, (a >= 2) & (a < 27)  # erfc(27) underflows
+    small, big = a < 0.5, (a >= 2) & (a < 27)  # erfc(27) underflows: erf is 1 there
     middle = (a >= 0.5) & (a < 2)
     out[small] = _erf_small(a[small])
     out[middle] = _erf_middle(a[middle])
     tail = np.zeros_like(a)
     tail[big] = _erfc_large(a[big])
     out[big] = 1 - tail[big]
-    return a, out, tail, a >= 2
+    return out, tail, big
 
 
 def _erf_kernel(x):
-    _, e, _, _ = _erf_parts(x)
-    return np.copysign(e, x).astype(x.dtype, copy=False)
+    return np.copysign(_erf_parts(x)[0], x).astype(x.dtype, copy=False)
 
 
 def _erfc(x):
-    """erfc(x) = 1 - erf(x), keeping its relative accuracy where it is tiny (x >= 2)."""
-    _, e, tail, big = _erf_parts(x)
+    """erfc(x) = 1 - erf(x) in float64, keeping its relative accuracy where it is tiny (x >= 2)."""
+    e, tail, big = _erf_parts(x)
     pos = np.where(big, tail, 1 - e)
     return np.where(x < 0, 1 + e, pos)
 
@@ -250,9 +249,10 @@ _RED_DEFAULTS = {"axis": None, "keepdims": False}
 
 
 def _axes(ndim, axis):
-    if axis is None:
+    """The reduced axes, non-negative (a scalar has none to reduce, whatever `axis` says)."""
+    if axis is None or not ndim:
         return tuple(range(ndim))
-    return tuple(a % ndim if ndim else 0 for a in axis)
+    return tuple(a % ndim for a in axis)
 
 
 def _logsumexp_kernel(x, axis, keepdims):
@@ -282,7 +282,7 @@ def _reduction(name, kernel, grad, kinds, doc):
 
 
 def _axis_tuple(axis):
-    a = _axis_attr(axis)
+    a = _axis_arg(axis)
     return (a,) if isinstance(a, int) else a
 
 
@@ -358,14 +358,11 @@ def _norm_infer(shapes, dts, attrs):
 def _norm_kernel(x, ord, axis, keepdims):
     axes = _axes(x.ndim, axis)
     t = x.dtype.type
-    if axis is not None and len(axes) == 2:
-        r, c = axes if ord == "1" else axes[::-1]  # 1: max column sum; inf: max row sum
-        if ord == "euclidean":
-            out = np.sqrt(np.sum(x * x, axis=axes, keepdims=True))
-        else:
-            out = np.max(np.sum(np.abs(x), axis=r, keepdims=True), axis=c, keepdims=True, initial=t(0))
-    elif ord == "euclidean":
+    if ord == "euclidean":  # also the Frobenius norm of matrices
         out = np.sqrt(np.sum(x * x, axis=axes, keepdims=True))
+    elif axis is not None and len(axes) == 2:
+        r, c = axes if ord == "1" else axes[::-1]  # 1: the largest column sum; inf: row sum
+        out = np.max(np.sum(np.abs(x), axis=r, keepdims=True), axis=c, keepdims=True, initial=t(0))
     elif ord == "1":
         out = np.sum(np.abs(x), axis=axes, keepdims=True)
     elif ord == "inf":
