@@ -213,6 +213,8 @@ def _pair(la, lb, keep, size):
         m, k, n = _prod(ms), _prod(size[l] for l in summed), _prod(ns)
         shape_a, shape_b = ((_prod(bs), m, k), (_prod(bs), k, n)) if batch else ((m, k), (k, n))
         op = np.matmul
+        if not batch and m == 1 and n == 1:  # a full contraction: a dot of two vectors
+            shape_a, shape_b, op = (k,), (k,), np.dot
     else:  # nothing summed: a broadcasting product (outer products, elementwise)
         shape_a = tuple(bs + ms + [1] * len(ns))
         shape_b = tuple(bs + [1] * len(ms) + ns)
