@@ -39,3 +39,11 @@ def _install_operators(cls):
 
 from runtime.tensor import Tensor  # noqa: E402
 _install_operators(Tensor)
+from runtime.ops import special_math_ops  # noqa: F401,E402
+from runtime.ops.special_math_ops import *  # noqa: F401,F403,E402
+from runtime.ops import einsum_ops  # noqa: F401,E402
+from runtime.ops.einsum_ops import *  # noqa: F401,F403,E402
+from runtime.ops import sort_ops  # noqa: F401,E402
+from runtime.ops.sort_ops import *  # noqa: F401,F403,E402
+from runtime.ops import scatter_ops  # noqa: F401,E402
+from runtime.ops.scatter_ops import *  # noqa: F401,F403,E402

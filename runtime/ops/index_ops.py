@@ -46,7 +46,7 @@ def _gather_infer(shapes, dts, attrs):
     return [(tuple(p[:axis]) + tuple(shapes[1]) + tuple(p[axis + 1:]), dts[0])]
 
 
-def _gather_kernel(params, indices, axis):
+def _check_gather_indices(params, indices, axis):
     if indices.dtype.kind not in "iu":
         raise errors.InvalidArgumentError(f"gather: indices must be int32 or int64, got {indices.dtype}")
     n = params.shape[axis]
@@ -54,6 +54,10 @@ def _gather_kernel(params, indices, axis):
         bad = indices[(indices < 0) | (indices >= n)].reshape(-1)[0]
         raise errors.InvalidArgumentError(
             f"gather: index {bad} is out of range [0, {n}) for axis {axis} of params shape {params.shape}")
+
+
+def _gather_kernel(params, indices, axis):
+    _check_gather_indices(params, indices, axis)
     return np.take(params, indices, axis)
 
 
@@ -89,15 +93,88 @@ _GATHER_GRAD = register("gather_grad", _gather_grad_kernel,
                         attrs={"axis": "int"}, num_inputs=3, defaults={})
 
 
-def gather(params, indices, axis=0, name=None):
-    """Slices of `params` at integer `indices` along `axis`; the gradient is an IndexedSlices.
+# gather with batch_dims=b: the first b axes of params and indices are matched one to one
+# (TensorFlow's semantics). Its own op, so plain gathers keep their attrs and sparse gradient.
+def _batch_gather_infer(shapes, dts, attrs):
+    _check_int_dtype("gather", "indices", dts[1])
+    p, i, b = tuple(shapes[0]), tuple(shapes[1]), attrs["batch_dims"]
+    axis = _norm_axis("gather", attrs["axis"], max(len(p), 1))
+    _check_batch_dims(b, len(i), axis)
+    if any(x is not None and y is not None and x != y for x, y in zip(p[:b], i[:b])):
+        raise errors.InvalidArgumentError(
+            f"gather: with batch_dims={b}, params {inf.shape_str(p)} and indices {inf.shape_str(i)} must agree "
+            f"on their first {b} sizes")
+    batch = tuple(x if x is not None else y for x, y in zip(p[:b], i[:b]))
+    return [(batch + p[b:axis] + i[b:] + p[axis + 1:], dts[0])]
 
-    >>> df.gather([[1, 2], [3, 4], [5, 6]], [2, 0])   # [[5, 6], [1, 2]]
+
+def _check_batch_dims(b, indices_rank, axis):
+    if not 0 < b <= min(indices_rank, axis):
+        raise errors.InvalidArgumentError(
+            f"gather: batch_dims={b} must be at most the rank of indices ({indices_rank}) and the axis ({axis})")
+
+
+def _batch_gather_index(indices, pshape, axis, batch_dims):
+    """The numpy index of a batched gather: one index array per params axis, broadcasting to
+    the result's shape (batch, params[b:axis], indices[b:], params[axis+1:])."""
+    b, ki = batch_dims, indices.ndim - batch_dims
+    index = []
+    for d, n in enumerate(pshape):
+        if d == axis:
+            index.append(indices.reshape(indices.shape[:b] + (1,) * (axis - b) + indices.shape[b:] +
+                                         (1,) * (len(pshape) - axis - 1)))
+        else:
+            shape = [1] * (len(pshape) - 1 + ki)
+            shape[d if d < axis else d - 1 + ki] = n
+            index.append(np.arange(n).reshape(shape))
+    return tuple(index)
+
+
+def _batch_gather_kernel(params, indices, axis, batch_dims):
+    _check_gather_indices(params, indices, axis)
+    if params.shape[:batch_dims] != indices.shape[:batch_dims]:
+        raise errors.InvalidArgumentError(
+            f"gather: with batch_dims={batch_dims}, params {params.shape} and indices {indices.shape} must agree "
+            f"on their first {batch_dims} sizes")
+    return params[_batch_gather_index(indices, params.shape, axis, batch_dims)]
+
+
+def _batch_gather_grad_kernel(g, indices, params, axis, batch_dims):
+    out = np.zeros(params.shape, g.dtype)
+    np.add.at(out, _batch_gather_index(indices, params.shape, axis, batch_dims), g)
+    return out
+
+
+_BATCH_ATTRS = {"axis": "int", "batch_dims": "int"}
+_BATCH_GATHER = register(
+    "batch_gather", _batch_gather_kernel, _batch_gather_infer,
+    lambda op, g: [run_op(_BATCH_GATHER_GRAD, (g, op.inputs[1], op.inputs[0]), op.attrs), None],
+    num_inputs=2, attrs=_BATCH_ATTRS, defaults={})
+# Internal: the (dense) gradient of batch_gather, whose own gradient is that gather.
+_BATCH_GATHER_GRAD = register(
+    "batch_gather_grad", _batch_gather_grad_kernel, lambda s, d, a: [(tuple(s[2]), d[0])],
+    lambda op, gg: [gather(gg, op.inputs[1], op.attrs["axis"], op.attrs["batch_dims"]), None, None],
+    num_inputs=3, attrs=_BATCH_ATTRS, defaults={})
+
+
+def gather(params, indices, axis=None, batch_dims=0, name=None):
+    """Slices of `params` at integer `indices` along `axis`; the gradient is an IndexedSlices.
+    With `batch_dims=b` the first b axes of params and indices are batch axes, matched one to
+    one (negative b counts from the rank of indices; `axis` defaults to b).
+
+    >>> df.gather([[1, 2], [3, 4], [5, 6]], [2, 0])                    # [[5, 6], [1, 2]]
+    >>> df.gather([[1, 2], [3, 4]], [[1], [0]], axis=1, batch_dims=1)  # [[2], [3]]
     """
     rank = _rank(params)
     if rank == 0:
         raise errors.InvalidArgumentError("gather: params must have rank >= 1, got a scalar")
-    axis = _norm_axis("gather", axis, rank)
+    batch_dims = operator.index(batch_dims)
+    if batch_dims < 0:
+        batch_dims += _rank(indices)
+    axis = _norm_axis("gather", batch_dims if axis is None else axis, rank)
+    if batch_dims:
+        _check_batch_dims(batch_dims, _rank(indices), axis)
+        return run_op(_BATCH_GATHER, (params, indices), {"axis": axis, "batch_dims": batch_dims}, name)
     return run_op(_GATHER, (params, indices), {"axis": axis}, name)
 
 

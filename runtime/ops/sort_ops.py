@@ -1,0 +1,189 @@
+"""sort, argsort and top_k: declarations and public functions.
+
+Orders are stable with ties to the lower index in both directions (TensorFlow's top_k, and its
+argsort with stable=True). Gradients put each output's gradient back at the position its value
+came from: `scatter_along_axis`, an internal op whose gradient is `take_along_axis` (and the
+reverse), so sorting is differentiable to any order.
+"""
+import numpy as np
+
+from runtime import dtypes, errors
+from runtime.execute import run_op
+from runtime.ops import _infer as inf
+from runtime.ops.index_ops import _norm_axis, _rank
+from runtime.registry import register
+
+__all__ = ["sort", "argsort", "top_k"]
+
+_DIRECTIONS = ("ASCENDING", "DESCENDING")
+
+
+def _stable_order(x, axis, descending):
+    """Indices sorting `x` along `axis`, ties in index order (also when descending)."""
+    if not descending:
+        return np.argsort(x, axis=axis, kind="stable")
+    # stably sort the reversed array and reverse the result: descending values, and equal
+    # values in increasing original index (no negation: it would overflow the smallest int)
+    n = x.shape[axis]
+    flipped = np.argsort(np.flip(x, axis), axis=axis, kind="stable")
+    return (n - 1) - np.flip(flipped, axis)
+
+
+def _check_direction(op_name, direction):
+    if direction not in _DIRECTIONS:
+        raise errors.InvalidArgumentError(
+            f"{op_name}: direction must be 'ASCENDING' or 'DESCENDING', got {direction!r}")
+
+
+def _sort_infer(op_name, out_dtype=None):
+    def infer(shapes, dts, attrs):
+        inf.check_kinds(op_name, dts[0], inf.numeric_kinds)
+        if not shapes[0]:
+            raise errors.InvalidArgumentError(f"{op_name}: input must have rank >= 1, got a scalar")
+        _norm_axis(op_name, attrs["axis"], len(shapes[0]))
+        _check_direction(op_name, attrs["direction"])
+        return [(tuple(shapes[0]), out_dtype or dts[0])]
+    return infer
+
+
+def _sort_kernel(x, axis, direction):
+    _check_direction("sort", direction)
+    if direction == "ASCENDING":
+        return np.sort(x, axis=axis, kind="stable")
+    return np.flip(np.sort(x, axis=axis), axis)
+
+
+def _argsort_kernel(x, axis, direction):
+    _check_direction("argsort", direction)
+    return _stable_order(x, axis, direction == "DESCENDING").astype(np.int32)
+
+
+def _sort_grad(op, g):
+    x = op.inputs[0]
+    axis, direction = op.attrs["axis"], op.attrs["direction"]
+    order = run_op(_ARGSORT, (x,), {"axis": axis, "direction": direction})
+    return [run_op(_SCATTER_ALONG_AXIS, (g, order, x), {"axis": axis})]
+
+
+_SORT_ATTRS = {"axis": "int", "direction": "str"}
+_SORT = register("sort", _sort_kernel, _sort_infer("sort"), _sort_grad, num_inputs=1, attrs=_SORT_ATTRS,
+                 defaults={"direction": "ASCENDING"}, kinds=inf.numeric_kinds)
+_ARGSORT = register("argsort", _argsort_kernel, _sort_infer("argsort", dtypes.int32), None, num_inputs=1,
+                    attrs=_SORT_ATTRS, defaults={"direction": "ASCENDING"}, kinds=inf.numeric_kinds)
+
+
+def _sort_attrs(op_name, values, axis, direction):
+    rank = _rank(values)
+    if rank == 0:
+        raise errors.InvalidArgumentError(f"{op_name}: input must have rank >= 1, got a scalar")
+    direction = str(direction).upper()
+    _check_direction(op_name, direction)
+    return {"axis": _norm_axis(op_name, axis, rank), "direction": direction}
+
+
+def sort(values, axis=-1, direction="ASCENDING", name=None):
+    """`values` sorted along `axis`: `df.sort([3, 1, 2], direction="DESCENDING") -> [3, 2, 1]`."""
+    return run_op(_SORT, (values,), _sort_attrs("sort", values, axis, direction), name)
+
+
+def argsort(values, axis=-1, direction="ASCENDING", stable=True, name=None):
+    """int32 indices sorting `values` along `axis`; always stable (ties keep index order).
+
+    >>> df.argsort([3, 1, 3, 2], direction="DESCENDING")   # [0, 2, 3, 1]  (not differentiable)
+    """
+    return run_op(_ARGSORT, (values,), _sort_attrs("argsort", values, axis, direction), name)
+
+
+# ------------------------------------------------------------------ top_k
+def _top_k_infer(shapes, dts, attrs):
+    inf.check_kinds("top_k", dts[0], inf.numeric_kinds)
+    s, k = tuple(shapes[0]), attrs["k"]
+    if not s:
+        raise errors.InvalidArgumentError("top_k: input must have rank >= 1, got a scalar")
+    if k < 0 or (s[-1] is not None and k > s[-1]):
+        raise errors.InvalidArgumentError(
+            f"top_k: k={k} must be between 0 and the size of the last axis of {inf.shape_str(s)}")
+    out = s[:-1] + (k,)
+    return [(out, dts[0]), (out, dtypes.int32)]
+
+
+def _top_k_kernel(x, k):
+    if x.ndim == 0 or not 0 <= k <= x.shape[-1]:
+        raise errors.InvalidArgumentError(
+            f"top_k: k={k} must be between 0 and the size of the last axis of shape {x.shape}")
+    order = _stable_order(x, -1, True)[..., :k].astype(np.int32)
+    return np.take_along_axis(x, order, -1), order
+
+
+def _top_k_grad(op, g_values, g_indices):
+    if g_values is None:
+        return [None]
+    x = op.inputs[0]
+    return [run_op(_SCATTER_ALONG_AXIS, (g_values, op.outputs[1], x), {"axis": len(x.shape) - 1})]
+
+
+_TOP_K = register("top_k", _top_k_kernel, _top_k_infer, _top_k_grad, num_inputs=1, attrs={"k": "int"},
+                  defaults={}, kinds=inf.numeric_kinds, num_outputs=2, none_grads=True)
+
+
+def top_k(input, k=1, sorted=True, name=None):
+    """(values, indices) of the k largest entries along the last axis, largest first; equal
+    values come in index order. (`sorted=False` is accepted; the result is sorted anyway.)
+
+    >>> values, indices = df.top_k([1., 3., 2., 3.], 2)   # [3., 3.], [1, 3]
+    """
+    return run_op(_TOP_K, (input,), {"k": int(k)}, name)
+
+
+# ------------------------------------------------------------------ internal: along an axis
+def _along_axis_index(indices, axis):
+    """The index tuple addressing, for each entry of `indices`, position indices[...] along
+    `axis` and its own position on the other axes."""
+    idx = []
+    for d, n in enumerate(indices.shape):
+        if d == axis:
+            idx.append(indices)
+        else:
+            shape = [1] * indices.ndim
+            shape[d] = n
+            idx.append(np.arange(n).reshape(shape))
+    return tuple(idx)
+
+
+def _along_infer(op_name, like):
+    """take_along_axis gives the shape of its indices (input 1), scatter_along_axis that of its
+    input 2; off the axis, the two agree (sizes known in either are known in the result)."""
+    def infer(shapes, dts, attrs):
+        if not dts[1].is_integer:
+            raise errors.InvalidArgumentError(f"{op_name}: indices must be int32 or int64, got {dts[1].name}")
+        if len({len(s) for s in shapes}) != 1:
+            raise errors.InvalidArgumentError(
+                f"{op_name}: the inputs must have one rank, got {', '.join(inf.shape_str(s) for s in shapes)}")
+        axis = _norm_axis(op_name, attrs["axis"], len(shapes[1]))
+        main, other = tuple(shapes[like]), tuple(shapes[1 if like == 2 else 0])
+        out = tuple(d if d is not None or a == axis else o for a, (d, o) in enumerate(zip(main, other)))
+        return [(out, dts[0])]
+    return infer
+
+
+def _take_along_axis_kernel(x, indices, axis):
+    return np.take_along_axis(x, indices, axis)
+
+
+def _scatter_along_axis_kernel(updates, indices, like, axis):
+    """Zeros shaped like `like` with each update added at its index along `axis`."""
+    out = np.zeros(like.shape, updates.dtype)
+    np.add.at(out, _along_axis_index(indices, axis % indices.ndim), updates)
+    return out
+
+
+# Internal: np.take_along_axis (the gradient of scatter_along_axis), and its adjoint (the
+# gradient of sort, top_k and take_along_axis).
+_TAKE_ALONG_AXIS = register(
+    "take_along_axis", _take_along_axis_kernel, _along_infer("take_along_axis", 1),
+    lambda op, g: [run_op(_SCATTER_ALONG_AXIS, (g, op.inputs[1], op.inputs[0]), op.attrs), None],
+    num_inputs=2, attrs={"axis": "int"}, defaults={})
+_SCATTER_ALONG_AXIS = register(
+    "scatter_along_axis", _scatter_along_axis_kernel, _along_infer("scatter_along_axis", 2),
+    lambda op, g: [run_op(_TAKE_ALONG_AXIS, (g, op.inputs[1]), op.attrs), None, None],
+    num_inputs=3, attrs={"axis": "int"}, defaults={})
