@@ -31,3 +31,6 @@ __version__ = "0.1.0"
 from defun.function import defun, TensorSpec, ConcreteFunction, Function, RetracingWarning  # noqa: F401,E402
 from defun.control_flow import cond, while_loop  # noqa: E402,F401
 from defun.export import export_json, load_json  # noqa: E402,F401
+from runtime.ops import debug_ops as _debug_ops  # noqa: E402
+from defun import debugging, random  # noqa: E402,F401
+print = _debug_ops.print  # noqa: A001,E402  (df.print, as tf.print)

@@ -33,3 +33,7 @@ def _install_operators(cls):
 
 from runtime.tensor import Tensor  # noqa: E402
 _install_operators(Tensor)
+from runtime.ops import conv_ops  # noqa: F401,E402
+from runtime.ops.conv_ops import *  # noqa: F401,F403,E402
+from runtime.ops import random_ops, debug_ops  # noqa: F401,E402
+from runtime.ops.random_ops import *  # noqa: F401,F403,E402
