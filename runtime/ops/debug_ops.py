@@ -96,6 +96,8 @@ _PRINT = register("print", _print_kernel, _print_infer, None, num_inputs=None, n
 
 
 def _stream_name(stream):
+    if stream is None:
+        return "stdout"
     if isinstance(stream, str) and stream in _STREAMS:
         return stream
     if stream is sys.stdout or stream is sys.__stdout__:
@@ -111,11 +113,12 @@ def _is_tensor_value(v):
     return isinstance(v, (Tensor, np.ndarray, np.generic)) or hasattr(v, "_as_tensor")
 
 
-def print(*values, summarize=3, output_stream=sys.stdout, sep=" ", end="\n", name=None):  # noqa: A001
+def print(*values, summarize=3, output_stream=None, sep=" ", end="\n", name=None):  # noqa: A001
     """Print `values` when the op runs: eagerly at once; in a defun, on every call of the graph
     (a stateful op: kept in program order, never pruned, exported). Tensors show at most
     `summarize` entries at each end of every dimension (-1 or None: all); strings print as is;
-    lists, tuples and dicts are shown with their tensors inside. Returns None.
+    lists, tuples and dicts are shown with their tensors inside. `output_stream` is
+    sys.stdout (the default, None) or sys.stderr, as they are when the op runs. Returns None.
 
     >>> df.print("x:", df.constant([1, 2, 3]))
     x: [1 2 3]

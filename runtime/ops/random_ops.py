@@ -170,10 +170,16 @@ def _random_infer(op_name):
     return infer
 
 
+def _check_seed_value(op_name, seed):
+    """The kernels' check of a seed array: inference's words, so eager and traced agree."""
+    if seed.shape != (2,) or seed.dtype.kind not in "iu":
+        _check_seed(op_name, seed.shape, dtypes.from_numpy(seed.dtype))
+
+
 def _out_shape(op_name, dims, seed, shape):
-    if dims.ndim != 1 or seed.shape != (2,):
-        raise errors.InvalidArgumentError(
-            f"{op_name}: shape must be 1-D and seed of shape [2], got {dims.shape} and {seed.shape}")
+    _check_seed_value(op_name, seed)
+    if dims.ndim != 1:
+        raise errors.InvalidArgumentError(f"{op_name}: shape must be 1-D, got an array of shape {dims.shape}")
     out = tuple(int(d) for d in dims)
     if len(out) != len(shape) or any(s is not None and s != d for s, d in zip(shape, out)):
         raise errors.InvalidArgumentError(
@@ -282,8 +288,7 @@ def _dropout_infer(shapes, dts, attrs):
 
 
 def _dropout_kernel(x, seed, rate, noise_shape):
-    if seed.shape != (2,):
-        raise errors.InvalidArgumentError(f"dropout: seed must have shape [2], got {seed.shape}")
+    _check_seed_value("dropout", seed)
     if rate == 0:
         return x
     mask_shape = _mask_shape("dropout", x.shape, noise_shape)
