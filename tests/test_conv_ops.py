@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import defun as df
-from op_rows_conv import (avg_pool2d_ref, conv2d_ref, max_pool2d_grad_ref, max_pool2d_ref, pair,
-                          same_padding)
+from op_rows_conv import (avg_pool2d_ref, conv2d_backprop_filter_ref, conv2d_backprop_input_ref, conv2d_ref,
+                          max_pool2d_grad_ref, max_pool2d_ref, pair, same_padding)
+from opcheck import _adjoint
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -88,6 +89,18 @@ def test_conv2d_random_geometry_matches_loop_reference(n, h, w, c, kh, kw, o, sh
     x, f = rng.standard_normal((n, h, w, c)), rng.standard_normal((kh, kw, c, o))
     y = df.conv2d(x, f, (sh, sw), padding, (dh, dw)).numpy()
     np.testing.assert_allclose(y, conv2d_ref(x, f, (sh, sw), padding, (dh, dw)), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("kw", [dict(strides=2, padding="SAME"), dict(padding="SAME", dilations=2),
+                                dict(strides=(1, 2), dilations=(2, 1))])
+def test_the_gradient_loop_references_are_the_adjoints_of_the_forward_loop(kw):
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal((2, 6, 5, 2)), rng.standard_normal((3, 2, 2, 3))
+    dy = rng.standard_normal(conv2d_ref(x, w, **kw).shape)
+    np.testing.assert_allclose(conv2d_backprop_input_ref(x, w, dy, **kw),
+                               _adjoint(lambda v: conv2d_ref(v, w, **kw), x.shape, dy), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(conv2d_backprop_filter_ref(x, w, dy, **kw),
+                               _adjoint(lambda v: conv2d_ref(x, v, **kw), w.shape, dy), rtol=1e-12, atol=1e-12)
 
 
 # ---------------------------------------------------------------------------------------
