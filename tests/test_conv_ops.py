@@ -327,3 +327,16 @@ def test_backprop_ops_check_the_output_gradient_shape():
                              r"forward output has shape \(1, 3, 3, 1\)"):
         run_op(get("conv2d_backprop_input"), (np.zeros((1, 5, 5, 1)), np.zeros((3, 3, 1, 1)),
                                               np.zeros((1, 2, 2, 1))), attrs)
+
+
+@pytest.mark.parametrize("xs", [(0, 5, 5, 2), (2, 0, 5, 2), (2, 5, 0, 2)])
+def test_empty_batches_and_images(xs):
+    x, w = df.constant(np.ones(xs)), df.constant(np.ones((3, 3, 2, 4)))
+    with df.GradientTape() as tape:
+        tape.watch([x, w])
+        outs = [df.conv2d(x, w, 2, "SAME"), df.max_pool2d(x, 2, 2, "SAME"), df.avg_pool2d(x, 3, 1, "SAME")]
+    gx, gw = tape.gradient(outs, [x, w])
+    n, h, wd, _ = xs
+    assert [o.shape for o in outs] == [(n, -(-h // 2), -(-wd // 2), 4), (n, -(-h // 2), -(-wd // 2), 2), xs]
+    np.testing.assert_array_equal(gx.numpy(), np.zeros(xs))
+    np.testing.assert_array_equal(gw.numpy(), np.zeros((3, 3, 2, 4)))

@@ -48,7 +48,7 @@ def _pair(op_name, what, value):
             if value[0] != 1 or value[3] != 1:
                 raise errors.InvalidArgumentError(
                     f"{op_name}: {what} {value} step along the batch or channel dimension; only "
-                    f"[1, {what}_height, {what}_width, 1] is supported (NHWC)")
+                    f"[1, height, width, 1] is supported (NHWC)")
             value = value[1:3]
         elif len(value) == 1:
             value = value * 2
@@ -117,7 +117,9 @@ class _Geometry:
     def slices(self):
         """(rows, cols) slices of the padded input, one per window offset in row-major order:
         offset (i, j) of every window at once."""
-        hspan, wspan = (self.ho - 1) * self.sh + 1, (self.wo - 1) * self.sw + 1
+        # (an empty output takes empty slices: a negative stop would count from the end)
+        hspan = (self.ho - 1) * self.sh + 1 if self.ho else 0
+        wspan = (self.wo - 1) * self.sw + 1 if self.wo else 0
         return [(slice(i * self.dh, i * self.dh + hspan, self.sh),
                  slice(j * self.dw, j * self.dw + wspan, self.sw))
                 for i in range(self.kh) for j in range(self.kw)]
@@ -266,13 +268,14 @@ def _conv2d_grad(op, g):
             None if 1 in skip else run_op(_BACKPROP_FILTER, (x, w, g), op.attrs)]
 
 
-def _backprop_infer(op_name):
+def _backprop_infer(op_name, like):
+    """Inference of a backprop op: inputs (x, filters, dy), output shaped as input `like`."""
     def infer(shapes, dts, attrs):
         _floats(op_name, dts, 3)
         xs, fs, dy = shapes
         g = _conv_geometry(op_name, xs, fs, attrs)
         _check_dy(op_name, dy, _conv_out_shape(xs, fs, g))
-        return [(tuple(shapes[0] if op_name == "conv2d_backprop_input" else shapes[1]), dts[0])]
+        return [(tuple(shapes[like]), dts[0])]
     return infer
 
 
@@ -318,11 +321,11 @@ _CONV_DEFAULTS = {"strides": (1, 1), "padding": "VALID", "dilations": (1, 1)}
 _CONV = register("conv2d", _conv2d_kernel, _conv2d_infer, _conv2d_grad, num_inputs=2,
                  attrs=_CONV_ATTRS, defaults=_CONV_DEFAULTS, same_dtype=(0, 1), kinds=inf.float_kinds)
 _BACKPROP_INPUT = register("conv2d_backprop_input", _backprop_input_kernel,
-                           _backprop_infer("conv2d_backprop_input"), _backprop_input_grad, num_inputs=3,
+                           _backprop_infer("conv2d_backprop_input", 0), _backprop_input_grad, num_inputs=3,
                            attrs=_CONV_ATTRS, defaults=_CONV_DEFAULTS, same_dtype=(0, 1, 2),
                            kinds=inf.float_kinds)
 _BACKPROP_FILTER = register("conv2d_backprop_filter", _backprop_filter_kernel,
-                            _backprop_infer("conv2d_backprop_filter"), _backprop_filter_grad, num_inputs=3,
+                            _backprop_infer("conv2d_backprop_filter", 1), _backprop_filter_grad, num_inputs=3,
                             attrs=_CONV_ATTRS, defaults=_CONV_DEFAULTS, same_dtype=(0, 1, 2),
                             kinds=inf.float_kinds)
 

@@ -171,7 +171,8 @@ _CHECK_NUMERICS = register("check_numerics", _check_numerics_kernel, inf.unary_s
 def check_numerics(tensor, message, name=None):
     """`tensor` itself, after checking it has no NaN or Inf; otherwise InvalidArgumentError
     naming the op, `message` and, in a traced function, the line that made the check.
-    Its gradient checks the incoming gradient the same way.
+    Its gradient checks the incoming gradient the same way. Use the result: like any pure
+    op, a check whose result nothing uses is removed from a graph.
 
     >>> y = df.debugging.check_numerics(df.log(x), "log of x")
     """
