@@ -21,7 +21,8 @@ import numpy as np
 from runtime import dtypes, errors
 from runtime.execute import run_op
 from runtime.ops import _infer as inf
-from runtime.ops.math_ops import add, multiply
+from runtime.ops.array_ops import stack
+from runtime.ops.math_ops import add, cast, multiply, subtract
 from runtime.registry import register
 from runtime.tensor import Tensor
 
@@ -29,7 +30,7 @@ __all__ = ["dropout"]
 
 _UINT32 = np.uint64(0xFFFFFFFF)
 _32 = np.uint64(32)
-# bits kept per value, and the shift that keeps them, for uniforms of each float dtype
+# the random bits in each uniform of a float dtype (all exact in that dtype)
 _UNIFORM_BITS = {np.dtype(np.float16): 11, np.dtype(np.float32): 24, np.dtype(np.float64): 53}
 
 
@@ -116,7 +117,10 @@ def _dims_arg(op_name, shape):
 
 
 def _static_dims(op_name, t):
-    if len(t.shape) != 1 or t.shape[0] is None:
+    if len(t.shape) != 1:
+        raise errors.InvalidArgumentError(
+            f"{op_name}: the shape tensor must be 1-D, got one of shape {inf.shape_str(t.shape)}")
+    if t.shape[0] is None:
         raise errors.InvalidArgumentError(
             f"{op_name}: the shape tensor must be 1-D with a length known while tracing (the "
             f"result's rank), got one of shape {inf.shape_str(t.shape)}: its length is unknown")
@@ -127,8 +131,6 @@ def _static_dims(op_name, t):
 
 
 def _mixed_dims(op_name, entries):
-    from runtime.ops.array_ops import stack
-    from runtime.ops.math_ops import cast
     static, parts = [], []
     for d in entries:
         if isinstance(d, Tensor):
@@ -239,7 +241,6 @@ def uniform(shape, seed, minval=0.0, maxval=1.0, dtype=dtypes.float32, name=None
     u = run_op(_UNIFORM, (dims, _seed_arg(op, seed)), {"shape": static, "dtype": dt}, name)
     if isinstance(minval, (int, float)) and isinstance(maxval, (int, float)):
         return _affine(u, maxval - minval, minval, maxval - minval == 1, minval == 0)
-    from runtime.ops.math_ops import subtract
     return add(multiply(u, subtract(maxval, minval)), minval)
 
 
