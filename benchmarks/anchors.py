@@ -6,6 +6,8 @@ Workloads (loss + gradients, one call = forward and backward):
   mlp_small   batch 8, 32-32-10 MLP, tanh, mean softmax cross-entropy, grads of all weights/biases
   mlp_medium  batch 64, 256-256-10, same
   chain       float64 (16,), 100 x `x = tanh(x) * 1.01 + 0.1`, loss = sum(x), grad wrt x
+  conv        batch 32 of 28x28x1, conv 3x3x1x16 SAME + bias + relu, 2x2 max pool, dense 10, mean
+              softmax cross-entropy, grads of all four parameters (float32)
   call        a compiled one-op function, df.defun(lambda a, b: a + b) on float32 (4,)
   trace_cost  N chained elementwise ops: (first call - steady call) / N, N = 100, 1000, 10000
 
@@ -188,9 +190,129 @@ def jax_args(kind, args):
     return [jax.device_put(a) for a in args]
 
 
+# ======================================================================== conv workload
+CONV_HW, CONV_OUT, CONV_CLASSES = 28, 16, 10
+
+
+def conv_problem(batch=32, seed=0):
+    """[w1, b1, w2, b2, x, y]: a 3x3x1x16 conv with bias, a dense 3136 -> 10; float32, int32 labels."""
+    rng = np.random.default_rng(seed)
+    flat = (CONV_HW // 2) ** 2 * CONV_OUT
+    x = rng.standard_normal((batch, CONV_HW, CONV_HW, 1)).astype(np.float32)
+    y = rng.integers(0, CONV_CLASSES, batch).astype(np.int32)
+    params = [(rng.standard_normal((3, 3, 1, CONV_OUT)) / 3.0).astype(np.float32),
+              (0.1 * rng.standard_normal(CONV_OUT)).astype(np.float32),
+              (rng.standard_normal((flat, CONV_CLASSES)) / np.sqrt(flat)).astype(np.float32),
+              (0.1 * rng.standard_normal(CONV_CLASSES)).astype(np.float32)]
+    return params + [x, y]
+
+
+def conv_numpy(w1, b1, w2, b2, x, y):
+    """By hand: im2col (one copy per filter tap of the 1-channel image) + one matmul forward,
+    the patch matrix reused for the filter gradient, pooling on a reshaped view, the pool
+    gradient routed by one equality mask (ties, which go to every tied tap here, only occur
+    among relu zeros, whose gradient the relu mask then zeroes)."""
+    n, h, w, _ = x.shape
+    m = n * h * w
+    xp = np.zeros((n, h + 2, w + 2), x.dtype)
+    xp[:, 1:-1, 1:-1] = x[..., 0]
+    cols = np.empty((9, n, h, w), x.dtype)
+    for i in range(3):
+        for j in range(3):
+            cols[3 * i + j] = xp[:, i:i + h, j:j + w]
+    cols = cols.reshape(9, m)
+    z = cols.T @ w1.reshape(9, CONV_OUT)
+    z += b1
+    a = np.maximum(z, 0)
+    a6 = a.reshape(n, h // 2, 2, w // 2, 2, CONV_OUT)
+    # the max of the four window taps: 4x faster than a6.max(axis=(2, 4))
+    pooled = np.maximum(np.maximum(a6[:, :, 0, :, 0], a6[:, :, 0, :, 1]),
+                        np.maximum(a6[:, :, 1, :, 0], a6[:, :, 1, :, 1]))
+    flat = pooled.reshape(n, -1)
+    logits = flat @ w2 + b2
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    exp = np.exp(shifted)
+    total = exp.sum(axis=1, keepdims=True)
+    rows = np.arange(n)
+    loss = np.mean(np.log(total[:, 0]) - shifted[rows, y])
+    d_logits = exp / total
+    d_logits[rows, y] -= 1.0
+    d_logits /= n
+    d_pooled = (d_logits @ w2.T).reshape(pooled.shape)
+    at_max = a6 == pooled[:, :, None, :, None, :]
+    d_z = (at_max * d_pooled[:, :, None, :, None, :]).reshape(m, CONV_OUT)
+    d_z *= z > 0
+    return loss, [(cols @ d_z).reshape(w1.shape), d_z.sum(axis=0), flat.T @ d_logits, d_logits.sum(axis=0)]
+
+
+def conv_df_loss(w1, b1, w2, b2, x, y):
+    h = df.relu(df.conv2d(x, w1, padding="SAME") + b1)
+    pooled = df.max_pool2d(h, 2, 2, "VALID")
+    logits = df.reshape(pooled, [-1, w2.shape[0]]) @ w2 + b2
+    return df.reduce_mean(df.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+
+
+def conv_torch_variants():
+    import torch
+    import torch.nn.functional as F
+    torch.set_num_threads(1)
+
+    def step(w1, b1, w2, b2, x, y):    # x is NCHW; w1 OIHW; gradients back in HWIO for the check
+        h = torch.relu(F.conv2d(x, w1, b1, padding=1))
+        pooled = F.max_pool2d(h, 2).permute(0, 2, 3, 1).reshape(x.shape[0], -1)  # HWC order, as NHWC
+        loss = F.cross_entropy(pooled @ w2 + b2, y)
+        g1, gb1, g2, gb2 = torch.autograd.grad(loss, (w1, b1, w2, b2))
+        return loss, (g1.permute(2, 3, 1, 0), gb1, g2, gb2)
+    return {"torch eager": step}
+
+
+def conv_torch_args(args):
+    import torch
+    w1, b1, w2, b2, x, y = args
+    params = [torch.tensor(w1.transpose(3, 2, 0, 1).copy()), torch.tensor(b1), torch.tensor(w2), torch.tensor(b2)]
+    for p in params:
+        p.requires_grad_(True)
+    return params + [torch.tensor(x.transpose(0, 3, 1, 2).copy()), torch.tensor(y.astype(np.int64))]
+
+
+def conv_jax_variants():
+    import jax
+    import jax.numpy as jnp
+
+    def loss(w1, b1, w2, b2, x, y):
+        h = jax.lax.conv_general_dilated(x, w1, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        h = jnp.maximum(h + b1, 0)
+        n, hh, ww, c = h.shape
+        pooled = h.reshape(n, hh // 2, 2, ww // 2, 2, c).max(axis=(2, 4)).reshape(n, -1)
+        logp = jax.nn.log_softmax(pooled @ w2 + b2, axis=1)
+        return -jnp.mean(jnp.take_along_axis(logp, y[:, None], axis=1))
+    vg = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2, 3)))
+    return {"jax.jit(value_and_grad)": lambda *args: jax.block_until_ready(vg(*args))}
+
+
+def measure_conv(args, tol, repeat):
+    """{implementation: median us} for the conv workload; every result checked first."""
+    expected = conv_numpy(*args)
+    expected = (np.asarray(expected[0]), [np.asarray(g) for g in expected[1]])
+    impls = [("numpy (hand-written)", conv_numpy, args)]
+    df_args = [df.constant(a) for a in args]
+    impls += [(name, fn, df_args) for name, fn in df_variants(conv_df_loss, 4).items()]
+    if _have("torch"):
+        impls += [(name, fn, conv_torch_args(args)) for name, fn in conv_torch_variants().items()]
+    if _have("jax"):
+        impls += [(name, fn, jax_args("conv", args)) for name, fn in conv_jax_variants().items()]
+    calls = {}
+    for name, fn, fn_args in impls:
+        assert_same(name, fn(*fn_args), expected, *tol)
+        calls[name] = functools.partial(fn, *fn_args)
+    return median_us_interleaved(calls, repeat=repeat)
+
+
 # ======================================================================== measuring
 def measure_workload(kind, args, tol, repeat):
     """{implementation: median us} for one loss+grads workload; every result checked first."""
+    if kind == "conv":
+        return measure_conv(args, tol, repeat)
     floor_fn = mlp_numpy if kind == "mlp" else chain_numpy
     expected = floor_fn(*args)
     expected = (np.asarray(expected[0]), [np.asarray(g) for g in expected[1]])
@@ -315,7 +437,8 @@ def _fmt(us):
 
 PROBLEMS = {"mlp_small": ("mlp", lambda: mlp_problem(8, (32, 32, 10))),
             "mlp_medium": ("mlp", lambda: mlp_problem(64, (256, 256, 10))),
-            "chain": ("chain", chain_problem)}
+            "chain": ("chain", chain_problem),
+            "conv": ("conv", conv_problem)}
 
 
 def profile_whole_step(workload, calls, top):
@@ -324,7 +447,7 @@ def profile_whole_step(workload, calls, top):
     import pstats
 
     kind, make = PROBLEMS[workload]
-    loss, n_params = (mlp_df_loss, 4) if kind == "mlp" else (chain_df_loss, 1)
+    loss, n_params = {"mlp": (mlp_df_loss, 4), "conv": (conv_df_loss, 4)}.get(kind, (chain_df_loss, 1))
     step = df_variants(loss, n_params)["df defun(whole step)"]
     args = [df.constant(a) for a in make()]
     step(*args)  # trace and compile outside the profile
@@ -364,7 +487,7 @@ def main():
 
     f32_tol, f64_tol = (2e-4, 2e-6), (1e-9, 1e-12)
     workloads = {
-        name: measure_workload(kind, make(), f32_tol if kind == "mlp" else f64_tol, repeat)
+        name: measure_workload(kind, make(), f32_tol if kind in ("mlp", "conv") else f64_tol, repeat)
         for name, (kind, make) in PROBLEMS.items()}
     names = list(dict.fromkeys(n for w in workloads.values() for n in w))
     floor = "numpy (hand-written)"
@@ -395,6 +518,7 @@ def main():
         ("mlp_small defun(whole step) <= 1.3x", whole_step_ratio("mlp_small"), 1.3),
         ("mlp_medium defun(whole step) <= 1.1x", whole_step_ratio("mlp_medium"), 1.1),
         ("chain defun(whole step) <= 1.3x", whole_step_ratio("chain"), 1.3),
+        ("conv defun(whole step) <= 1.3x", whole_step_ratio("conv"), 1.3),
         ("one-op compiled call <= 3 us", call["df.defun(a + b)"], 3.0),
         ("trace + compile <= 50 us/op (largest N)", trace[("df.defun", trace_sizes[-1])], 50.0),
     ]

@@ -37,3 +37,6 @@ from runtime.forwardprop import ForwardAccumulator  # noqa: E402,F401
 from runtime import optimizers  # noqa: E402,F401
 from runtime.checkpoint import save_variables, restore_variables  # noqa: E402,F401
 from runtime.context import init_scope  # noqa: E402,F401
+from runtime.ops import debug_ops as _debug_ops  # noqa: E402
+from defun import debugging, random  # noqa: E402,F401
+print = _debug_ops.print  # noqa: A001,E402  (df.print, as tf.print)

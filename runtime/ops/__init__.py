@@ -47,3 +47,7 @@ from runtime.ops import sort_ops  # noqa: F401,E402
 from runtime.ops.sort_ops import *  # noqa: F401,F403,E402
 from runtime.ops import scatter_ops  # noqa: F401,E402
 from runtime.ops.scatter_ops import *  # noqa: F401,F403,E402
+from runtime.ops import conv_ops  # noqa: F401,E402
+from runtime.ops.conv_ops import *  # noqa: F401,F403,E402
+from runtime.ops import random_ops, debug_ops  # noqa: F401,E402
+from runtime.ops.random_ops import *  # noqa: F401,F403,E402

@@ -1,0 +1,181 @@
+"""Debugging ops: `print` (stateful: runs whenever its graph runs) and `check_numerics`.
+
+`df.print` is one op whose inputs are the tensors among its arguments; everything else
+(strings, numbers, the separators) is baked into a template attr where `{}` stands for
+the next tensor and `{{`/`}}` for literal braces. The template is parsed here, not with
+`str.format`, so a graph document can only say what to print, never reach attributes.
+Output goes to sys.stdout or sys.stderr as they are when the op runs (so redirection and
+test capture work), and only to those: a loaded document cannot name a file to write.
+"""
+import functools
+import sys
+
+import numpy as np
+
+from runtime import errors
+from runtime.execute import run_op
+from runtime.ops import _infer as inf
+from runtime.registry import register
+from runtime.tensor import Tensor
+
+__all__ = ["print", "check_numerics"]
+
+_STREAMS = ("stdout", "stderr")
+
+
+# ------------------------------------------------------------------ print
+@functools.lru_cache(maxsize=256)
+def _split_template(template):
+    """The literal pieces around each `{}` of `template` (one more piece than tensors)."""
+    pieces, cur, i, n = [], [], 0, len(template)
+    while i < n:
+        ch = template[i]
+        nxt = template[i + 1] if i + 1 < n else ""
+        if ch == "{" and nxt == "}":
+            pieces.append("".join(cur))
+            cur = []
+            i += 2
+        elif ch in "{}" and nxt == ch:
+            cur.append(ch)
+            i += 2
+        elif ch in "{}":
+            raise errors.InvalidArgumentError(
+                f"print: the template has a lone {ch!r} at position {i}; tensors are '{{}}', "
+                f"literal braces are doubled")
+        else:
+            cur.append(ch)
+            i += 1
+    pieces.append("".join(cur))
+    return tuple(pieces)
+
+
+def _escape(text):
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def _format_tensor(value, summarize):
+    """numpy's layout with at most `summarize` entries at each end of every dimension
+    (all of them when summarize is -1)."""
+    if value.ndim == 0:
+        return str(value)
+    threshold = sys.maxsize if summarize < 0 else 0
+    return np.array2string(value, threshold=threshold, edgeitems=max(summarize, 0), separator=" ")
+
+
+def _print_infer(shapes, dts, attrs):
+    pieces = _split_template(attrs["template"])
+    if len(pieces) - 1 != len(shapes):
+        raise errors.InvalidArgumentError(
+            f"print: the template has {len(pieces) - 1} tensor places but the op has "
+            f"{len(shapes)} inputs")
+    if attrs["output_stream"] not in _STREAMS:
+        raise errors.InvalidArgumentError(
+            f"print: output_stream must be 'stdout' or 'stderr', got {attrs['output_stream']!r}")
+    if attrs["summarize"] < -1:
+        raise errors.InvalidArgumentError(
+            f"print: summarize must be -1 (everything) or >= 0, got {attrs['summarize']}")
+    return []
+
+
+def _print_kernel(*values, template, summarize, output_stream):
+    pieces = _split_template(template)
+    if len(pieces) - 1 != len(values):
+        _print_infer([np.shape(v) for v in values], [None] * len(values),
+                     {"template": template, "summarize": summarize, "output_stream": output_stream})
+    parts = [pieces[0]]
+    for v, piece in zip(values, pieces[1:]):
+        parts.append(_format_tensor(v, summarize))
+        parts.append(piece)
+    stream = sys.stdout if output_stream == "stdout" else sys.stderr
+    stream.write("".join(parts))
+
+
+_PRINT = register("print", _print_kernel, _print_infer, None, num_inputs=None, num_outputs=0,
+                  stateful=True, attrs={"template": "str", "summarize": "int", "output_stream": "str"},
+                  defaults={"summarize": 3, "output_stream": "stdout"})
+
+
+def _stream_name(stream):
+    if stream is None:
+        return "stdout"
+    if isinstance(stream, str) and stream in _STREAMS:
+        return stream
+    if stream is sys.stdout or stream is sys.__stdout__:
+        return "stdout"
+    if stream is sys.stderr or stream is sys.__stderr__:
+        return "stderr"
+    raise errors.InvalidArgumentError(
+        f"print: output_stream must be sys.stdout or sys.stderr (or 'stdout' / 'stderr'), got "
+        f"{stream!r}")
+
+
+def _is_tensor_value(v):
+    return isinstance(v, (Tensor, np.ndarray, np.generic)) or hasattr(v, "_as_tensor")
+
+
+def print(*values, summarize=3, output_stream=None, sep=" ", end="\n", name=None):  # noqa: A001
+    """Print `values` when the op runs: eagerly at once; in a defun, on every call of the graph
+    (a stateful op: kept in program order, never pruned, exported). Tensors show at most
+    `summarize` entries at each end of every dimension (-1 or None: all); strings print as is;
+    lists, tuples and dicts are shown with their tensors inside. `output_stream` is
+    sys.stdout (the default, None) or sys.stderr, as they are when the op runs. Returns None.
+
+    >>> df.print("x:", df.constant([1, 2, 3]))
+    x: [1 2 3]
+    """
+    summarize = -1 if summarize is None else int(summarize)
+    tensors = []
+
+    def place(v):
+        if isinstance(v, str):
+            return _escape(v)
+        if _is_tensor_value(v):
+            tensors.append(v)
+            return "{}"
+        if isinstance(v, (list, tuple)):
+            inner = ", ".join(place(e) for e in v)
+            if isinstance(v, tuple):
+                return "(" + inner + ("," if len(v) == 1 else "") + ")"
+            return "[" + inner + "]"
+        if isinstance(v, dict):
+            return "{{" + ", ".join(f"{_escape(repr(k))}: {place(e)}" for k, e in v.items()) + "}}"
+        return _escape(str(v))
+    template = _escape(sep).join(place(v) for v in values) + _escape(end)
+    attrs = {"template": template, "summarize": summarize, "output_stream": _stream_name(output_stream)}
+    _print_infer([()] * len(tensors), None, attrs)
+    run_op(_PRINT, tensors, attrs, name)
+
+
+# ------------------------------------------------------------------ check_numerics
+def _check_numerics_kernel(x, message):
+    if not np.isfinite(x).all():
+        nan = int(np.isnan(x).sum())
+        inf_count = int(np.isinf(x).sum())
+        first = np.unravel_index(int(np.flatnonzero(~np.isfinite(x))[0]), x.shape)
+        where = f" (the first at index {list(map(int, first))})" if x.ndim else ""
+        raise errors.InvalidArgumentError(
+            f"check_numerics: {message}: the tensor ({x.dtype.name}, shape {list(x.shape)}) has "
+            f"{nan} NaN and {inf_count} Inf values{where}")
+    return x
+
+
+def _check_numerics_grad(op, g):
+    return [run_op(_CHECK_NUMERICS, (g,), {"message": f"{op.attrs['message']} (in the gradient)"})]
+
+
+_CHECK_NUMERICS = register("check_numerics", _check_numerics_kernel, inf.unary_same("check_numerics"),
+                           _check_numerics_grad, num_inputs=1, attrs={"message": "str"}, defaults={},
+                           kinds=inf.float_kinds)
+
+
+def check_numerics(tensor, message, name=None):
+    """`tensor` itself, after checking it has no NaN or Inf; otherwise InvalidArgumentError
+    naming the op, `message` and, in a traced function, the line that made the check.
+    Its gradient checks the incoming gradient the same way. Use the result: like any pure
+    op, a check whose result nothing uses is removed from a graph.
+
+    >>> y = df.debugging.check_numerics(df.log(x), "log of x")
+    """
+    if not isinstance(message, str):
+        raise errors.InvalidArgumentError(f"check_numerics: message must be a str, got {message!r}")
+    return run_op(_CHECK_NUMERICS, (tensor,), {"message": message}, name)

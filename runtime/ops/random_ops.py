@@ -1,0 +1,345 @@
+"""Stateless random numbers and dropout: the same seed gives the same bits, everywhere.
+
+The seed is an op input (a pair of ints, or an int32/int64 tensor of shape [2]), so a
+traced training step can take it as an argument and draw new numbers on every call
+without retracing. Numbers depend only on the seed, the shape and the dtype, never on
+process state: the seed is the 128-bit key of a Philox-4x64 counter-based generator
+(numpy's `Philox`, counter starting at 0), whose raw 64-bit words are turned into values
+by the fixed recipes below (numpy's own distributions may change between versions; these
+do not):
+
+- uniform in [0, 1): float64 takes the top 53 bits of each word; float32 (float16) splits
+  each word into its low then high 32-bit halves and takes the top 24 (11) bits of each;
+  every value is exact in the dtype. `uniform(minval, maxval)` is minval + (maxval - minval) * u.
+- normal: Box-Muller on pairs of float64 uniforms (u1, u2) = words (2k, 2k+1):
+  r = sqrt(-2 log(1 - u1)), values 2k and 2k+1 are r cos(2 pi u2) and r sin(2 pi u2),
+  rounded to the dtype; `normal(mean, stddev)` is mean + stddev * z.
+- dropout keeps an entry where the float32 uniform of its mask position is >= rate.
+"""
+import numpy as np
+
+from runtime import dtypes, errors
+from runtime.execute import run_op
+from runtime.ops import _infer as inf
+from runtime.ops.array_ops import stack
+from runtime.ops.math_ops import add, cast, multiply, subtract
+from runtime.registry import register
+from runtime.tensor import Tensor
+
+__all__ = ["dropout"]
+
+_UINT32 = np.uint64(0xFFFFFFFF)
+_32 = np.uint64(32)
+# the random bits in each uniform of a float dtype (all exact in that dtype)
+_UNIFORM_BITS = {np.dtype(np.float16): 11, np.dtype(np.float32): 24, np.dtype(np.float64): 53}
+
+
+# ------------------------------------------------------------------ the generator
+def _words(seed, n):
+    """n raw 64-bit words of Philox keyed by `seed` (two ints, read as unsigned 64-bit)."""
+    key = np.asarray(seed).astype(np.int64).view(np.uint64)
+    return np.random.Philox(key=key).random_raw(n)
+
+
+def uniform_bits(seed, n, dtype):
+    """n uniforms in [0, 1) of numpy float `dtype` (the module docstring's recipe)."""
+    dtype = np.dtype(dtype)
+    bits = _UNIFORM_BITS[dtype]
+    if bits == 53:
+        words = _words(seed, n)
+        return (words >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+    words = _words(seed, (n + 1) // 2)
+    halves = np.empty(2 * len(words), np.uint32)
+    halves[0::2] = words & _UINT32
+    halves[1::2] = words >> _32
+    top = halves[:n] >> np.uint32(32 - bits)
+    return top.astype(dtype) * dtype.type(2.0 ** -bits)
+
+
+def normal_values(seed, n, dtype):
+    """n standard normals of numpy float `dtype` (Box-Muller, module docstring)."""
+    pairs = (n + 1) // 2
+    u = (_words(seed, 2 * pairs) >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+    r = np.sqrt(-2.0 * np.log1p(-u[0::2]))
+    angle = 2.0 * np.pi * u[1::2]
+    z = np.empty(2 * pairs)
+    z[0::2] = r * np.cos(angle)
+    z[1::2] = r * np.sin(angle)
+    return z[:n].astype(dtype, copy=False)
+
+
+# ------------------------------------------------------------------ arguments
+def _seed_arg(op_name, seed):
+    """A tensor/variable as is; a Python pair (or array) as an int64 array of shape [2]."""
+    if isinstance(seed, Tensor) or hasattr(seed, "_as_tensor"):
+        return seed
+    bad = errors.InvalidArgumentError(
+        f"{op_name}: seed must be a pair of ints (e.g. seed=(1, 2)) or an int32/int64 tensor of "
+        f"shape [2], got {seed!r}")
+    try:
+        arr = np.asarray(seed)
+    except (TypeError, ValueError, OverflowError):
+        raise bad from None
+    if arr.shape != (2,) or arr.dtype.kind not in "iu":
+        raise bad
+    if arr.dtype.kind == "u" and arr.max() > np.iinfo(np.int64).max:
+        raise errors.InvalidArgumentError(f"{op_name}: seed {seed!r} does not fit in int64")
+    return arr.astype(np.int64)
+
+
+def _dims_arg(op_name, shape):
+    """(value for the shape input, static shape attr) for a shape argument.
+
+    A list of ints (or a tensor whose value is known now) is static. While tracing, a
+    tensor known only when the graph runs is passed as is (its sizes are None in the static
+    shape, except for `df.shape(x)`, which has x's static sizes); a list may mix ints and
+    scalar tensors.
+    """
+    static_value = getattr(shape, "static_value", None)
+    if static_value is not None:                       # a symbolic tensor
+        value = static_value()
+        if value is not None:
+            shape = value
+        else:
+            return shape, _static_dims(op_name, shape)
+    if isinstance(shape, Tensor) or hasattr(shape, "_as_tensor"):
+        shape = np.asarray(shape._as_tensor() if not isinstance(shape, Tensor) else shape)
+    if isinstance(shape, (list, tuple)) and any(isinstance(d, Tensor) for d in shape):
+        return _mixed_dims(op_name, shape)
+    arr = np.asarray(shape)
+    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+        raise errors.InvalidArgumentError(
+            f"{op_name}: shape must be a list of non-negative ints or a 1-D int tensor, got {shape!r}")
+    dims = tuple(int(d) for d in arr)
+    if min(dims, default=0) < 0:
+        raise errors.InvalidArgumentError(f"{op_name}: negative size in shape {list(dims)}")
+    return np.asarray(dims, np.int64 if max(dims, default=0) > np.iinfo(np.int32).max else np.int32), dims
+
+
+def _static_dims(op_name, t):
+    if len(t.shape) != 1:
+        raise errors.InvalidArgumentError(
+            f"{op_name}: the shape tensor must be 1-D, got one of shape {inf.shape_str(t.shape)}")
+    if t.shape[0] is None:
+        raise errors.InvalidArgumentError(
+            f"{op_name}: the shape tensor must be 1-D with a length known while tracing (the "
+            f"result's rank), got one of shape {inf.shape_str(t.shape)}: its length is unknown")
+    node = getattr(t, "node", None)
+    if node is not None and node.op.name == "shape" and len(node.inputs[0].shape) == t.shape[0]:
+        return tuple(node.inputs[0].shape)       # df.shape(x): x's known sizes
+    return (None,) * t.shape[0]
+
+
+def _mixed_dims(op_name, entries):
+    static, parts = [], []
+    for d in entries:
+        if isinstance(d, Tensor):
+            v = d.static_value() if hasattr(d, "static_value") else np.asarray(d)
+            static.append(None if v is None else int(v))
+            parts.append(cast(d, dtypes.int64))
+        else:
+            static.append(int(d))
+            parts.append(np.int64(d))
+    if any(d is not None and d < 0 for d in static):
+        raise errors.InvalidArgumentError(f"{op_name}: negative size in shape {static}")
+    return stack(parts), tuple(static)
+
+
+# ------------------------------------------------------------------ inference and kernels
+def _check_seed(op_name, shape, dtype):
+    if not dtype.is_integer:
+        raise errors.InvalidArgumentError(f"{op_name}: seed must be int32 or int64, got {dtype.name}")
+    if len(shape) != 1 or shape[0] not in (None, 2):
+        raise errors.InvalidArgumentError(
+            f"{op_name}: seed must have shape [2] (a pair of ints), got shape {inf.shape_str(shape)}")
+
+
+def _random_infer(op_name):
+    def infer(shapes, dts, attrs):
+        dims, seed = shapes
+        if not dts[0].is_integer:
+            raise errors.InvalidArgumentError(f"{op_name}: shape must be int32 or int64, got {dts[0].name}")
+        static = tuple(attrs["shape"])
+        if len(dims) != 1 or (dims[0] is not None and dims[0] != len(static)):
+            raise errors.InvalidArgumentError(
+                f"{op_name}: the shape tensor has shape {inf.shape_str(dims)}, expected "
+                f"({len(static)},) for the static shape {inf.shape_str(static)}")
+        _check_seed(op_name, seed, dts[1])
+        if not attrs["dtype"].is_floating:
+            raise errors.InvalidArgumentError(
+                f"{op_name}: dtype must be floating (float16, float32, float64), got {attrs['dtype'].name}")
+        return [(static, attrs["dtype"])]
+    return infer
+
+
+def _check_seed_value(op_name, seed):
+    """The kernels' check of a seed array: inference's words, so eager and traced agree."""
+    if seed.shape != (2,) or seed.dtype.kind not in "iu":
+        _check_seed(op_name, seed.shape, dtypes.from_numpy(seed.dtype))
+
+
+def _out_shape(op_name, dims, seed, shape):
+    _check_seed_value(op_name, seed)
+    if dims.ndim != 1:
+        raise errors.InvalidArgumentError(f"{op_name}: shape must be 1-D, got an array of shape {dims.shape}")
+    out = tuple(int(d) for d in dims)
+    if len(out) != len(shape) or any(s is not None and s != d for s, d in zip(shape, out)):
+        raise errors.InvalidArgumentError(
+            f"{op_name}: the shape value {list(out)} does not match the static shape {inf.shape_str(shape)}")
+    if min(out, default=0) < 0:
+        raise errors.InvalidArgumentError(f"{op_name}: negative size in shape {list(out)}")
+    return out
+
+
+def _uniform_kernel(dims, seed, shape, dtype):
+    out = _out_shape("stateless_random_uniform", dims, seed, shape)
+    return uniform_bits(seed, int(np.prod(out)), dtype.np).reshape(out)
+
+
+def _normal_kernel(dims, seed, shape, dtype):
+    out = _out_shape("stateless_random_normal", dims, seed, shape)
+    return normal_values(seed, int(np.prod(out)), dtype.np).reshape(out)
+
+
+_RANDOM_ATTRS = {"shape": "shape", "dtype": "dtype"}
+_UNIFORM = register("stateless_random_uniform", _uniform_kernel, _random_infer("stateless_random_uniform"),
+                    None, num_inputs=2, attrs=_RANDOM_ATTRS, defaults={"dtype": dtypes.float32},
+                    kinds=inf.int_kinds)
+_NORMAL = register("stateless_random_normal", _normal_kernel, _random_infer("stateless_random_normal"),
+                   None, num_inputs=2, attrs=_RANDOM_ATTRS, defaults={"dtype": dtypes.float32},
+                   kinds=inf.int_kinds)
+
+
+def _is_number(v, value):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == value
+
+
+def _affine(x, scale, offset, scale_is_one, offset_is_zero):
+    if not scale_is_one:
+        x = multiply(x, scale)
+    if not offset_is_zero:
+        x = add(x, offset)
+    return x
+
+
+def _float_dtype(op_name, dtype):
+    dt = dtypes.as_dtype(dtype)
+    if not dt.is_floating:
+        raise errors.InvalidArgumentError(
+            f"{op_name}: dtype must be floating (float16, float32, float64), got {dt.name}")
+    return dt
+
+
+def uniform(shape, seed, minval=0.0, maxval=1.0, dtype=dtypes.float32, name=None):
+    """Uniform numbers in [minval, maxval), a function of `seed` (two ints) alone.
+
+    >>> df.random.uniform([2], seed=(1, 2))     # the same two numbers on every run
+    """
+    op = "stateless_random_uniform"
+    dt = _float_dtype(op, dtype)
+    dims, static = _dims_arg(op, shape)
+    u = run_op(_UNIFORM, (dims, _seed_arg(op, seed)), {"shape": static, "dtype": dt}, name)
+    if isinstance(minval, (int, float)) and isinstance(maxval, (int, float)):
+        return _affine(u, maxval - minval, minval, maxval - minval == 1, minval == 0)
+    return add(multiply(u, subtract(maxval, minval)), minval)
+
+
+def normal(shape, seed, mean=0.0, stddev=1.0, dtype=dtypes.float32, name=None):
+    """Normal numbers with `mean` and `stddev`, a function of `seed` (two ints) alone.
+
+    >>> df.random.normal([2, 3], seed=(7, 0), stddev=0.1)
+    """
+    op = "stateless_random_normal"
+    dt = _float_dtype(op, dtype)
+    dims, static = _dims_arg(op, shape)
+    z = run_op(_NORMAL, (dims, _seed_arg(op, seed)), {"shape": static, "dtype": dt}, name)
+    return _affine(z, stddev, mean, _is_number(stddev, 1), _is_number(mean, 0))
+
+
+# ------------------------------------------------------------------ dropout
+def _mask_shape(op_name, xs, noise_shape):
+    """The keep mask's shape: noise_shape with None entries taken from x's shape `xs`."""
+    if len(noise_shape) != len(xs):
+        raise errors.InvalidArgumentError(
+            f"{op_name}: noise_shape {list(noise_shape)} must have one entry per dimension of x "
+            f"(shape {inf.shape_str(xs)})")
+    out = []
+    for n, d in zip(noise_shape, xs):
+        if n is not None and n != 1 and d is not None and n != d:
+            raise errors.InvalidArgumentError(
+                f"{op_name}: noise_shape {list(noise_shape)} does not broadcast to x's shape "
+                f"{inf.shape_str(xs)}: each entry must be 1, x's size or None")
+        out.append(d if n is None else n)
+    return tuple(out)
+
+
+def _check_rate(rate):
+    if not 0.0 <= rate < 1.0:
+        raise errors.InvalidArgumentError(
+            f"dropout: rate must be in [0, 1) (the fraction of entries dropped), got {rate}")
+
+
+def _dropout_infer(shapes, dts, attrs):
+    xs, seed = shapes
+    inf.check_kinds("dropout", dts[0], inf.float_kinds)
+    _check_seed("dropout", seed, dts[1])
+    _check_rate(attrs["rate"])
+    _mask_shape("dropout", xs, attrs["noise_shape"])
+    return [(tuple(xs), dts[0])]
+
+
+def _dropout_kernel(x, seed, rate, noise_shape):
+    _check_seed_value("dropout", seed)
+    if rate == 0:
+        return x
+    mask_shape = _mask_shape("dropout", x.shape, noise_shape)
+    u = uniform_bits(seed, int(np.prod(mask_shape)), np.float32).reshape(mask_shape)
+    scale = np.where(u >= np.float32(rate), x.dtype.type(1.0 / (1.0 - rate)), x.dtype.type(0))
+    return x * scale
+
+
+def _dropout_grad(op, g):
+    # linear in x with a mask fixed by the seed: the gradient is dropout of g, same seed
+    return [run_op(_DROPOUT, (g, op.inputs[1]), op.attrs), None]
+
+
+_DROPOUT = register("dropout", _dropout_kernel, _dropout_infer, _dropout_grad, num_inputs=2,
+                    attrs={"rate": "float", "noise_shape": "shape"}, defaults={}, kinds=inf.float_kinds)
+
+
+def dropout(x, rate, seed, noise_shape=None, name=None):
+    """Inverted dropout: each entry is zeroed with probability `rate`, the rest scaled by
+    1 / (1 - rate). The mask is a function of `seed` (two ints) alone, so the same seed
+    drops the same entries eagerly, traced and reloaded; `noise_shape` (None entries: x's
+    size) shares one mask entry along dimensions of size 1.
+
+    >>> df.dropout(df.ones([4]), rate=0.5, seed=(1, 2))      # entries 0 or 2
+    """
+    rate = _static_rate(rate)
+    _check_rate(rate)
+    rank = len(x.shape) if hasattr(x, "shape") else np.ndim(x)
+    if noise_shape is None:
+        ns = (None,) * rank
+    else:
+        if hasattr(noise_shape, "numpy"):
+            noise_shape = noise_shape.numpy().tolist()
+        try:
+            ns = tuple(None if d is None else int(d) for d in noise_shape)
+        except TypeError:
+            raise errors.InvalidArgumentError(
+                f"dropout: noise_shape must be a list of ints or None, got {noise_shape!r}") from None
+        if any(d is not None and d < 0 for d in ns):
+            raise errors.InvalidArgumentError(f"dropout: negative size in noise_shape {list(ns)}")
+    return run_op(_DROPOUT, (x, _seed_arg("dropout", seed)), {"rate": rate, "noise_shape": ns}, name)
+
+
+def _static_rate(rate):
+    if isinstance(rate, (int, float, np.floating, np.integer)) and not isinstance(rate, bool):
+        return float(rate)
+    static_value = getattr(rate, "static_value", None)
+    value = static_value() if static_value is not None else (
+        np.asarray(rate) if isinstance(rate, Tensor) else None)
+    if value is None or np.ndim(value) != 0:
+        raise errors.InvalidArgumentError(
+            f"dropout: rate must be a Python float (or a scalar tensor known while tracing), got {rate!r}")
+    return float(value)
