@@ -32,6 +32,7 @@ from defun.function import defun, TensorSpec, ConcreteFunction, Function, Retrac
 from defun.control_flow import cond, while_loop  # noqa: E402,F401
 from defun.export import export_json, load_json  # noqa: E402,F401
 from graph.backends import backends  # noqa: E402,F401
+import graph.numba_backend  # noqa: E402,F401  (installs backend "numba" if numba is; it loads numba on first use)
 from defun import linalg  # noqa: E402,F401
 from runtime.forwardprop import ForwardAccumulator  # noqa: E402,F401
 from runtime import optimizers  # noqa: E402,F401

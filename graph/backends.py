@@ -10,7 +10,7 @@ backend: ops holding functions bind with `op.bind(attrs, backend)`.
 import numpy as np
 
 __all__ = ["Backend", "NumpyBackend", "Region", "register_backend", "get_backend", "backends",
-           "DEFAULT_BACKEND"]
+           "needs_extra", "DEFAULT_BACKEND"]
 
 DEFAULT_BACKEND = "numpy"
 
@@ -84,6 +84,13 @@ class NumpyBackend(Backend):
 
 
 _BACKENDS = {}
+_EXTRAS = {}    # backend name -> the optional extra that installs what it needs
+
+
+def needs_extra(name, extra):
+    """Note that backend `name` is not installed here and comes with extra `extra` (asking
+    for it then says so)."""
+    _EXTRAS[name] = extra
 
 
 def register_backend(backend):
@@ -104,13 +111,18 @@ def get_backend(name=None):
         name = name.name
     backend = _BACKENDS.get(name)
     if backend is None:
+        if name in _EXTRAS:
+            raise ValueError(f"backend {name!r} is not installed: it needs the optional extra "
+                             f"[{_EXTRAS[name]}] (pip install 'defun[{_EXTRAS[name]}]'); installed "
+                             f"backends: {', '.join(repr(n) for n in backends())}")
         raise ValueError(f"unknown backend {name!r}; installed backends: "
                          f"{', '.join(repr(n) for n in backends())}")
     return backend
 
 
 def backends():
-    """Names of the installed backends, the default first: ("numpy",) today."""
+    """Names of the installed backends, the default first: ("numpy",), plus "numba" when
+    numba is installed (extra [fast])."""
     return tuple(sorted(_BACKENDS, key=lambda n: (n != DEFAULT_BACKEND, n)))
 
 

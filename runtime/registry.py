@@ -23,11 +23,11 @@ class OpDef:
 
     __slots__ = ("name", "kernel", "infer", "grad", "num_outputs", "stateful", "none_grads",
                  "same_dtype", "attrs", "single", "kinds", "bind", "prune_outputs",
-                 "num_inputs", "required_attrs", "defaults", "function_attrs")
+                 "num_inputs", "required_attrs", "defaults", "function_attrs", "fused")
 
     def __init__(self, name, kernel, infer, grad=None, num_inputs=None, attrs=None, defaults=None,
                  num_outputs=1, stateful=False, none_grads=False, same_dtype=None, kinds=None,
-                 bind=None, prune_outputs=None):
+                 bind=None, prune_outputs=None, fused=None):
         self.name = name
         self.kernel = kernel
         self.infer = infer
@@ -67,6 +67,9 @@ class OpDef:
         # the outputs when the rest are unused (`used`: one bool per output). A pass uses it,
         # e.g. a while loop drops its per-iteration history when no gradient reads it.
         self.prune_outputs = prune_outputs
+        # Optional fused form (runtime/fused.py): how a fusing backend (numba) computes the
+        # op inside one loop; backends that do not fuse ignore it.
+        self.fused = fused
 
     @property
     def differentiable(self):

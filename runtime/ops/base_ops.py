@@ -8,6 +8,7 @@ import numpy as np
 
 from runtime import dtypes, errors, sites
 from runtime.execute import run_op
+from runtime.fused import Elementwise as Ew, Reduction
 from runtime.ops import _infer as inf
 from runtime.registry import register
 from runtime.tensor import EagerTensor
@@ -49,9 +50,9 @@ def _known(x, op_name):
 
 # ------------------------------------------------------------------ identity, stop_gradient
 _IDENTITY = register("identity", lambda x: x, inf.unary_same("identity"), lambda op, g: [g],
-                     num_inputs=1, attrs={}, defaults={})
+                     num_inputs=1, attrs={}, defaults={}, fused=Ew("{0}"))
 _STOP_GRADIENT = register("stop_gradient", lambda x: x, inf.unary_same("stop_gradient"), None,
-                          num_inputs=1, attrs={}, defaults={})
+                          num_inputs=1, attrs={}, defaults={}, fused=Ew("{0}"))
 
 
 def identity(x, name=None):
@@ -77,9 +78,11 @@ def _filled_like(value):
 
 _empty_like = np.empty_like
 _ZEROS_LIKE = register("zeros_like", _filled_like(0), inf.unary_same("zeros_like", None),
-                       lambda op, g: [None], num_inputs=1, attrs={}, defaults={})
+                       lambda op, g: [None], num_inputs=1, attrs={}, defaults={},
+                       fused=Ew("0", shape_of=0))
 _ONES_LIKE = register("ones_like", _filled_like(1), inf.unary_same("ones_like", None),
-                      lambda op, g: [None], num_inputs=1, attrs={}, defaults={})
+                      lambda op, g: [None], num_inputs=1, attrs={}, defaults={},
+                      fused=Ew("1", shape_of=0))
 
 
 def zeros_like(x, dtype=None, name=None):
@@ -268,7 +271,8 @@ def _bind_broadcast_to(attrs):
 _prod, _empty = math.prod, np.empty
 _BROADCAST_TO = register("broadcast_to", _broadcast_to_kernel, _broadcast_to_infer,
                          lambda op, g: [unbroadcast(g, op.inputs[0])], attrs={"shape": "ints"},
-                         bind=_bind_broadcast_to, num_inputs=1, defaults={})
+                         bind=_bind_broadcast_to, num_inputs=1, defaults={},
+                         fused=Ew("{0}", shape_of="attr"))
 
 
 def broadcast_to(input, shape, name=None):
@@ -317,7 +321,7 @@ def _where_kernel(c, x, y):
 
 
 _WHERE = register("where", _where_kernel, _where_infer, _where_grad, same_dtype=(1, 2),
-                  num_inputs=3, attrs={}, defaults={})
+                  num_inputs=3, attrs={}, defaults={}, fused=Ew("{1} if {0} else {2}"))
 
 
 def where(condition, x, y, name=None):
@@ -394,7 +398,7 @@ _SUM_TO_LIKE = register("sum_to_like", lambda g, like: _sum_to(g, np.shape(like)
 _BROADCAST_LIKE = register("broadcast_like", lambda x, like: np.broadcast_to(x, np.shape(like)),
                            _infer_like("broadcast_like"),
                            lambda op, gg: [run_op(_SUM_TO_LIKE, (gg, op.inputs[0])), None],
-                           num_inputs=2, attrs={}, defaults={})
+                           num_inputs=2, attrs={}, defaults={}, fused=Ew("{0}", shape_of=1))
 
 
 def _mask(cond, like):
@@ -413,7 +417,7 @@ def _cast_grad(op, g):
 
 
 _CAST = register("cast", lambda x, dtype: np.asarray(x).astype(dtype.np, copy=False), _cast_infer,
-                 _cast_grad, attrs={"dtype": "dtype"}, num_inputs=1, defaults={})
+                 _cast_grad, attrs={"dtype": "dtype"}, num_inputs=1, defaults={}, fused=Ew("{0}"))
 
 
 def cast(x, dtype, name=None):
@@ -480,7 +484,8 @@ _RED_ATTRS = {"axis": "opt_ints", "keepdims": "bool"}
 _RED_DEFAULTS = {"axis": None, "keepdims": False}
 
 
-def reducer(name, kernel, grad, kinds=inf.numeric_kinds, out=None, doc="", ufunc=None, keep_dtype=False):
+def reducer(name, kernel, grad, kinds=inf.numeric_kinds, out=None, doc="", ufunc=None, keep_dtype=False,
+            fused=None):
     """A reduction op. Its graph kernel has axis and keepdims bound once: a closure over
     `ufunc.reduce` itself when the kernel is just that call (one Python frame less)."""
     def bind(attrs):
@@ -491,7 +496,7 @@ def reducer(name, kernel, grad, kinds=inf.numeric_kinds, out=None, doc="", ufunc
             return lambda x: ufunc(x, axis, x.dtype, None, keepdims)
         return lambda x: ufunc(x, axis, None, None, keepdims)
     op = register(name, kernel, _reduce_infer(name, kinds, out), grad, num_inputs=1,
-                  attrs=_RED_ATTRS, defaults=_RED_DEFAULTS, kinds=kinds, bind=bind)
+                  attrs=_RED_ATTRS, defaults=_RED_DEFAULTS, kinds=kinds, bind=bind, fused=fused)
 
     def f(input_tensor, axis=None, keepdims=False, name=None):
         return run_op(op, (input_tensor,), {"axis": _axis_attr(axis), "keepdims": bool(keepdims)}, name)
@@ -513,5 +518,6 @@ def _k_sum(x, axis, keepdims):
     return _add_reduce(x, axis, x.dtype, None, keepdims)
 
 reduce_sum = reducer("reduce_sum", _k_sum, _sum_grad, ufunc=_add_reduce, keep_dtype=True,
+                     fused=Reduction("0", "{acc} + {x}"),
                      doc="Sum over `axis`: `df.reduce_sum([[1, 2], [3, 4]], axis=0) -> [4, 6]`.")
 _REDUCE_SUM = reduce_sum.op

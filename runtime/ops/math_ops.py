@@ -8,6 +8,7 @@ import numpy as np
 
 from runtime import dtypes, errors
 from runtime.execute import run_op
+from runtime.fused import Elementwise as Ew, Kernel, Reduction
 from runtime.ops import _infer as inf
 from runtime.ops.base_ops import (_broadcast_back, _keepdims_grad, _mask, cast,  # noqa: F401
                                   ones_like, reducer, reduce_sum, size, unbroadcast, where,
@@ -42,16 +43,16 @@ def _public(op, doc):
 _UNARY = set()
 
 
-def _unary(name, kernel, grad, kinds=inf.numeric_kinds, doc=""):
+def _unary(name, kernel, grad, kinds=inf.numeric_kinds, doc="", fused=None):
     _UNARY.add(name)
     op = register(name, kernel, inf.unary_same(name, kinds), grad, num_inputs=1, attrs={},
-                  defaults={}, kinds=kinds)
+                  defaults={}, kinds=kinds, fused=fused)
     return _public(op, doc or f"Elementwise {name}(x).")
 
 
-def _binary(name, kernel, grad, kinds=inf.numeric_kinds, out_dtype=None, doc=""):
+def _binary(name, kernel, grad, kinds=inf.numeric_kinds, out_dtype=None, doc="", fused=None):
     op = register(name, kernel, inf.binary_broadcast(name, kinds, out_dtype), grad, num_inputs=2,
-                  attrs={}, defaults={}, same_dtype=(0, 1), kinds=kinds)
+                  attrs={}, defaults={}, same_dtype=(0, 1), kinds=kinds, fused=fused)
     return _public(op, doc or f"Elementwise {name}(x, y) with numpy broadcasting.")
 
 
@@ -82,10 +83,12 @@ def _multiply_grad(op, g):
             None if 1 in skip else unbroadcast(multiply(g, x), y)]
 
 
-add = _binary("add", np.add, _add_grad,
+add = _binary("add", np.add, _add_grad, fused=Ew("{0} + {1}"),
               doc="x + y elementwise, with broadcasting. `df.add([1., 2.], 1.) -> [2., 3.]`")
-subtract = _binary("subtract", np.subtract, _subtract_grad, doc="x - y elementwise, with broadcasting.")
-multiply = _binary("multiply", np.multiply, _multiply_grad, doc="x * y elementwise, with broadcasting.")
+subtract = _binary("subtract", np.subtract, _subtract_grad, fused=Ew("{0} - {1}"),
+                   doc="x - y elementwise, with broadcasting.")
+multiply = _binary("multiply", np.multiply, _multiply_grad, fused=Ew("{0} * {1}"),
+                   doc="x * y elementwise, with broadcasting.")
 
 
 def _divide_kernel(x, y):
@@ -111,10 +114,13 @@ def _divide_grad(op, g):
 
 
 _DIVIDE = register("divide", _divide_kernel, _divide_infer, _divide_grad, same_dtype=(0, 1),
-                   kinds=inf.numeric_kinds, num_inputs=2, attrs={}, defaults={})
+                   kinds=inf.numeric_kinds, num_inputs=2, attrs={}, defaults={},
+                   fused=Ew("{0} / {1}"))
 divide = _public(_DIVIDE, "x / y elementwise (true division; integers give float64).")
-floordiv = _binary("floordiv", np.floor_divide, None, doc="x // y elementwise (not differentiable).")
-mod = _binary("mod", np.mod, None, doc="x % y elementwise, sign of y as in Python (not differentiable).")
+floordiv = _binary("floordiv", np.floor_divide, None, fused=Ew("np.floor_divide({0}, {1})"),
+                   doc="x // y elementwise (not differentiable).")
+mod = _binary("mod", np.mod, None, fused=Ew("np.remainder({0}, {1})"),
+              doc="x % y elementwise, sign of y as in Python (not differentiable).")
 
 
 def _pow_grad(op, g):
@@ -135,7 +141,8 @@ def _pow_kernel(x, y):
     return np.power(x, y)
 
 
-pow = _binary("pow", _pow_kernel, _pow_grad, doc="x ** y elementwise.")  # noqa: A001
+pow = _binary("pow", _pow_kernel, _pow_grad, fused=Ew("np.power({0}, {1})", kinds="f"),  # noqa: A001
+              doc="x ** y elementwise.")  # noqa: A001
 
 
 def _select_grad(x_wins, y_wins):
@@ -150,22 +157,29 @@ def _select_grad(x_wins, y_wins):
 
 # (the comparison functions are defined below; the lambdas look them up when called)
 maximum = _binary("maximum", np.maximum, _select_grad(lambda x, y: greater_equal(x, y), lambda x, y: less(x, y)),
-                  doc="Elementwise maximum; ties send the gradient to x.")
+                  fused=Ew("np.maximum({0}, {1})"), doc="Elementwise maximum; ties send the gradient to x.")
 minimum = _binary("minimum", np.minimum, _select_grad(lambda x, y: less_equal(x, y), lambda x, y: greater(x, y)),
-                  doc="Elementwise minimum; ties send the gradient to x.")
+                  fused=Ew("np.minimum({0}, {1})"), doc="Elementwise minimum; ties send the gradient to x.")
 
 # ------------------------------------------------------------------ unary
-negative = _unary("negative", np.negative, lambda op, g: [negative(g)], doc="-x elementwise.")
-square = _unary("square", np.square, lambda op, g: [multiply(g, multiply(op.inputs[0], 2))])
-sqrt = _unary("sqrt", np.sqrt, lambda op, g: [divide(multiply(g, 0.5), op.outputs[0])], kinds="f")
+negative = _unary("negative", np.negative, lambda op, g: [negative(g)], doc="-x elementwise.",
+                  fused=Ew("-{0}"))
+square = _unary("square", np.square, lambda op, g: [multiply(g, multiply(op.inputs[0], 2))],
+                fused=Ew("{0} * {0}"))
+sqrt = _unary("sqrt", np.sqrt, lambda op, g: [divide(multiply(g, 0.5), op.outputs[0])], kinds="f",
+              fused=Ew("np.sqrt({0})"))
 rsqrt = _unary("rsqrt", lambda x: 1 / np.sqrt(x),
                lambda op, g: [multiply(multiply(g, -0.5), pow(op.outputs[0], 3))], kinds="f",
-               doc="1 / sqrt(x) elementwise.")
-exp = _unary("exp", np.exp, lambda op, g: [multiply(g, op.outputs[0])], kinds="f")
-log = _unary("log", np.log, lambda op, g: [divide(g, op.inputs[0])], kinds="f")
-log1p = _unary("log1p", np.log1p, lambda op, g: [divide(g, add(op.inputs[0], 1))], kinds="f")
+               doc="1 / sqrt(x) elementwise.", fused=Ew("1.0 / np.sqrt({0})"))
+exp = _unary("exp", np.exp, lambda op, g: [multiply(g, op.outputs[0])], kinds="f",
+             fused=Ew("np.exp({0})"))
+log = _unary("log", np.log, lambda op, g: [divide(g, op.inputs[0])], kinds="f",
+             fused=Ew("np.log({0})"))
+log1p = _unary("log1p", np.log1p, lambda op, g: [divide(g, add(op.inputs[0], 1))], kinds="f",
+               fused=Ew("np.log1p({0})"))
 tanh = _unary("tanh", np.tanh,
-              lambda op, g: [multiply(g, subtract(1, square(op.outputs[0])))], kinds="f")
+              lambda op, g: [multiply(g, subtract(1, square(op.outputs[0])))], kinds="f",
+              fused=Ew("np.tanh({0})"))
 
 
 def _sigmoid(x):
@@ -174,35 +188,43 @@ def _sigmoid(x):
 
 
 sigmoid = _unary("sigmoid", _sigmoid,
-                 lambda op, g: [multiply(g, multiply(op.outputs[0], subtract(1, op.outputs[0])))], kinds="f")
+                 lambda op, g: [multiply(g, multiply(op.outputs[0], subtract(1, op.outputs[0])))], kinds="f",
+                 fused=Ew("(np.tanh({0} * 0.5) + 1.0) * 0.5"))
 relu = _unary("relu", lambda x: np.maximum(x, x.dtype.type(0)),
-              lambda op, g: [multiply(g, _mask(greater(op.inputs[0], 0), g))], doc="max(x, 0) elementwise.")
-abs = _unary("abs", np.abs, lambda op, g: [multiply(g, sign(op.inputs[0]))])  # noqa: A001
-sign = _unary("sign", np.sign, None, doc="Sign of x (-1, 0, 1); not differentiable.")
-sin = _unary("sin", np.sin, lambda op, g: [multiply(g, cos(op.inputs[0]))], kinds="f")
-cos = _unary("cos", np.cos, lambda op, g: [negative(multiply(g, sin(op.inputs[0])))], kinds="f")
-floor = _unary("floor", np.floor, None, kinds="f", doc="Floor of x; not differentiable.")
+              lambda op, g: [multiply(g, _mask(greater(op.inputs[0], 0), g))], doc="max(x, 0) elementwise.",
+              fused=Ew("np.maximum({0}, 0)"))
+abs = _unary("abs", np.abs, lambda op, g: [multiply(g, sign(op.inputs[0]))],  # noqa: A001
+             fused=Ew("np.abs({0})"))
+sign = _unary("sign", np.sign, None, doc="Sign of x (-1, 0, 1); not differentiable.",
+              fused=Ew("np.sign({0})"))
+sin = _unary("sin", np.sin, lambda op, g: [multiply(g, cos(op.inputs[0]))], kinds="f",
+             fused=Ew("np.sin({0})"))
+cos = _unary("cos", np.cos, lambda op, g: [negative(multiply(g, sin(op.inputs[0])))], kinds="f",
+             fused=Ew("np.cos({0})"))
+floor = _unary("floor", np.floor, None, kinds="f", doc="Floor of x; not differentiable.",
+               fused=Ew("np.floor({0})"))
 round = _unary("round", np.round, None, kinds="f",  # noqa: A001
-               doc="Round half to even, as numpy and TensorFlow; not differentiable.")
+               doc="Round half to even, as numpy and TensorFlow; not differentiable.",
+               fused=Ew("np.rint({0})"))
 
 # ------------------------------------------------------------------ comparison and logic
 
 
-def _compare(name, kernel):
+def _compare(name, kernel, expr):
     op = register(name, kernel, inf.binary_broadcast(name, None, dtypes.bool), None, num_inputs=2,
-                  attrs={}, defaults={}, same_dtype=(0, 1))
+                  attrs={}, defaults={}, same_dtype=(0, 1), fused=Ew(expr))
     return _public(op, f"Elementwise {name}(x, y) -> bool (not differentiable).")
 
 
-equal = _compare("equal", np.equal)
-not_equal = _compare("not_equal", np.not_equal)
-less = _compare("less", np.less)
-less_equal = _compare("less_equal", np.less_equal)
-greater = _compare("greater", np.greater)
-greater_equal = _compare("greater_equal", np.greater_equal)
-logical_and = _binary("logical_and", np.logical_and, None, kinds="b")
-logical_or = _binary("logical_or", np.logical_or, None, kinds="b")
-logical_not = _unary("logical_not", np.logical_not, None, kinds="b")
+equal = _compare("equal", np.equal, "{0} == {1}")
+not_equal = _compare("not_equal", np.not_equal, "{0} != {1}")
+less = _compare("less", np.less, "{0} < {1}")
+less_equal = _compare("less_equal", np.less_equal, "{0} <= {1}")
+greater = _compare("greater", np.greater, "{0} > {1}")
+greater_equal = _compare("greater_equal", np.greater_equal, "{0} >= {1}")
+logical_and = _binary("logical_and", np.logical_and, None, kinds="b", fused=Ew("{0} and {1}"))
+logical_or = _binary("logical_or", np.logical_or, None, kinds="b", fused=Ew("{0} or {1}"))
+logical_not = _unary("logical_not", np.logical_not, None, kinds="b", fused=Ew("not {0}"))
 
 
 
@@ -228,7 +250,8 @@ def _add_n_kernel(*xs):
 
 _ADD_N = register("add_n", _add_n_kernel, _add_n_infer,
                   lambda op, g: [unbroadcast(g, x) for x in op.inputs], kinds=inf.numeric_kinds,
-                  num_inputs=None, attrs={}, defaults={})
+                  num_inputs=None, attrs={}, defaults={},
+                  fused=Ew(lambda n: " + ".join(f"{{{k}}}" for k in range(n))))
 
 
 def add_n(inputs, name=None):
@@ -315,10 +338,41 @@ def _matmul_grad(op, g):
     return [None if da is None else unbroadcast(da, a), None if db is None else unbroadcast(db, b)]
 
 
+def _matmul_loops(a, b, transpose_a, transpose_b):
+    """The fused form (numba-compilable loops) of a small 2-D float matmul."""
+    m = a.shape[1] if transpose_a else a.shape[0]
+    k = a.shape[0] if transpose_a else a.shape[1]
+    n = b.shape[0] if transpose_b else b.shape[1]
+    out = np.zeros((m, n), a.dtype)
+    for i in range(m):
+        for p in range(k):
+            aip = a[p, i] if transpose_a else a[i, p]
+            if transpose_b:
+                for j in range(n):
+                    out[i, j] += aip * b[j, p]
+            else:
+                for j in range(n):
+                    out[i, j] += aip * b[p, j]
+    return out
+
+
+_SMALL_MATMUL = 1 << 15     # m * k * n up to this: loops in the fused region beat a BLAS call
+
+
+def _small_matmul(node):
+    (a, b), out = node.inputs, node.outputs[0]
+    if len(a.shape) != 2 or len(b.shape) != 2 or None in a.shape or None in b.shape \
+            or not out.dtype.is_floating:
+        return False
+    return out.shape[0] * out.shape[1] * a.shape[1 - int(node.attrs.get("transpose_a", False))] \
+        <= _SMALL_MATMUL
+
+
 _MATMUL = register("matmul", _matmul_kernel, _matmul_infer, _matmul_grad, same_dtype=(0, 1),
                    attrs={"transpose_a": "bool", "transpose_b": "bool"}, kinds=inf.numeric_kinds,
                    bind=_bind_matmul, num_inputs=2,
-                   defaults={"transpose_a": False, "transpose_b": False})
+                   defaults={"transpose_a": False, "transpose_b": False},
+                   fused=Kernel(_matmul_loops, ("transpose_a", "transpose_b"), _small_matmul))
 _MM_ATTRS = {(False, False): _EMPTY}
 
 
@@ -455,10 +509,14 @@ def _k_prod(x, axis, keepdims):
     return _mul_reduce(x, axis, x.dtype, None, keepdims)
 
 
-reduce_mean = reducer("reduce_mean", _k_mean, _mean_grad)
-reduce_max = reducer("reduce_max", _k_max, _extreme_grad, ufunc=_max_reduce)
-reduce_min = reducer("reduce_min", _k_min, _extreme_grad, ufunc=_min_reduce)
-reduce_prod = reducer("reduce_prod", _k_prod, _prod_grad, ufunc=_mul_reduce, keep_dtype=True)
+reduce_mean = reducer("reduce_mean", _k_mean, _mean_grad,
+                      fused=Reduction("0", "{acc} + {x}", "{acc} / {n}", kinds="f"))
+reduce_max = reducer("reduce_max", _k_max, _extreme_grad, ufunc=_max_reduce,
+                     fused=Reduction("lowest", "np.maximum({acc}, {x})", identity=False))
+reduce_min = reducer("reduce_min", _k_min, _extreme_grad, ufunc=_min_reduce,
+                     fused=Reduction("highest", "np.minimum({acc}, {x})", identity=False))
+reduce_prod = reducer("reduce_prod", _k_prod, _prod_grad, ufunc=_mul_reduce, keep_dtype=True,
+                      fused=Reduction("1", "{acc} * {x}"))
 
 
 def _arg_infer(name):

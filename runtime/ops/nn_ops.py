@@ -12,6 +12,7 @@ import numpy as np
 
 from runtime import errors
 from runtime.execute import run_op
+from runtime.fused import Kernel
 from runtime.ops import _infer as inf
 from runtime.ops.array_ops import _norm_axis, _rank, expand_dims
 from runtime.ops.math_ops import add, exp, multiply, negative, reduce_sum, subtract
@@ -228,8 +229,38 @@ def _sparse_grad(op, g_loss, g_backprop):
     return [None, d_logits]
 
 
+def _sparse_loops(labels, logits):
+    """The fused form (numba-compilable loops) for 2-D logits: (loss, backprop) in one pass
+    per row, the exps kept in `backprop` (a bad label raises; the numpy kernel then says which)."""
+    n, depth = logits.shape
+    loss = np.empty(n, logits.dtype)
+    backprop = np.empty((n, depth), logits.dtype)
+    for r in range(n):
+        label = labels[r]
+        if label < 0 or label >= depth:
+            raise errors.InvalidArgumentError(f"{_SPARSE}: a label is outside the valid range")
+        top = logits[r, 0]
+        for j in range(1, depth):
+            top = np.maximum(top, logits[r, j])
+        total = 0.0
+        for j in range(depth):
+            e = np.exp(logits[r, j] - top)
+            backprop[r, j] = e
+            total += e
+        loss[r] = np.log(total) - (logits[r, label] - top)
+        for j in range(depth):
+            backprop[r, j] = backprop[r, j] / total
+        backprop[r, label] -= 1
+    return loss, backprop
+
+
+def _rank2_logits(node):
+    return len(node.inputs[1].shape) == 2
+
+
 _SPARSE_XENT = register(_SPARSE, _sparse_kernel, _sparse_infer, _sparse_grad, kinds=inf.int_kinds,
-                        num_outputs=2, none_grads=True, num_inputs=2, attrs={}, defaults={})
+                        num_outputs=2, none_grads=True, num_inputs=2, attrs={}, defaults={},
+                        fused=Kernel(_sparse_loops, (), _rank2_logits))
 
 
 def sparse_softmax_cross_entropy_with_logits(labels, logits, name=None):

@@ -1,0 +1,129 @@
+"""The numba backend: fused elementwise chains and reductions, one compiled loop per stage.
+
+`df.defun(f, backend="numba")` (extra `[fast]`). Partitioning (graph/numba_backend/plan.py)
+turns each run of fusible nodes (ops with a fused form, runtime/fused.py) into a `Region`
+whose kernel is one numba function (graph/numba_backend/codegen.py) written to the on-disk
+cache and compiled on its first call (graph/numba_backend/jit.py); every other node keeps
+its numpy kernel, nested functions (call, cond, while) compile for this backend too.
+
+A region whose fused code raises (a case it leaves to numpy, a bad label) runs again on
+numpy kernels, which gives numpy's result or its error; `stats["fallbacks"]` counts those.
+This module imports numba only when a region is first built: without numba installed the
+backend is not installed, and asking for it names the extra.
+"""
+import importlib.util
+import warnings
+
+from graph.backends import NumpyBackend, Region, get_backend, needs_extra, register_backend
+from graph.ir import CONST, PLACEHOLDER
+from graph.numba_backend.codegen import region_source
+from graph.numba_backend.plan import fused_form, stages_of
+
+__all__ = ["NumbaBackend", "available", "stats"]
+
+stats = {"regions": 0, "fallbacks": 0}
+
+
+def available():
+    """True if numba can be imported (checked without importing it)."""
+    try:
+        return importlib.util.find_spec("numba") is not None
+    except (ImportError, ValueError):     # ValueError: sys.modules["numba"] is None (blocked)
+        return False
+
+
+class NumbaBackend(NumpyBackend):
+    """numpy kernels, except that runs of fusible nodes become compiled regions."""
+
+    name = "numba"
+    MIN_REGION = 2      # a lone op stays numpy's (its ufunc loop is as fast, with no dispatch)
+
+    def partition(self, nodes, outputs):
+        last_use = {}
+        for k, n in enumerate(nodes):
+            for t in n.inputs:
+                last_use[id(t)] = k
+        for t in outputs:
+            last_use[id(t)] = len(nodes)
+        steps, run, held = [], [], []
+
+        def close(end):
+            if len(run) >= self.MIN_REGION:
+                steps.extend(held)
+                steps.append(self._region(list(run), last_use, end))
+            else:
+                merged = held + run     # constants first: they read nothing
+                steps.extend(merged)
+            run.clear()
+            held.clear()
+        for k, n in enumerate(nodes):
+            if n.op is CONST or n.op is PLACEHOLDER:
+                (held if run else steps).append(n)
+            elif fused_form(n) is not None:
+                run.append(n)
+            else:
+                close(k)
+                steps.append(n)
+        close(len(nodes))
+        return steps
+
+    def _region(self, run, last_use, end):
+        # function-level: jit imports numba, which only building a region needs
+        from graph.numba_backend.jit import is_compile_error, load_region  # imports numba
+        inside = {id(t) for n in run for t in n.outputs}
+        inputs, seen = [], set()
+        for n in run:
+            for t in n.inputs:
+                if id(t) not in inside and id(t) not in seen:
+                    seen.add(id(t))
+                    inputs.append(t)
+        outputs = [t for n in run for t in n.outputs if last_use.get(id(t), -1) >= end]
+        stages, where = stages_of(run)
+        source, args = region_source(stages, where, inputs, outputs)
+        fused = load_region(source)
+        slow = _numpy_runner(run, args, outputs)
+        stats["regions"] += 1
+        what = f"the fused region of {len(run)} nodes from {run[0].name} in {run[0].graph.name!r}"
+        return Region(run, args, outputs, _with_fallback(fused, slow, is_compile_error, what), "numba")
+
+
+def _numpy_runner(nodes, args, outputs):
+    """The region on numpy kernels (the nodes one by one), with the fused kernel's signature."""
+    numpy = get_backend("numpy")
+    steps = [(n, *numpy.kernel(n)) for n in nodes]
+
+    def run(*values):
+        env = {id(t): v for t, v in zip(args, values)}
+        for n, fn, pass_attrs in steps:
+            vals = [env[id(t)] if id(t) in env else t.node.attrs["value"] for t in n.inputs]
+            out = fn(*vals, **n.attrs) if pass_attrs else fn(*vals)
+            if n.op.single:
+                env[id(n.outputs[0])] = out
+            else:
+                for t, o in zip(n.outputs, out):
+                    env[id(t)] = o
+        return tuple(env[id(t)] for t in outputs)
+    return run
+
+
+def _with_fallback(fused, slow, is_compile_error, what):
+    run = [fused]
+
+    def region(*args):
+        try:
+            return run[0](*args)
+        except Exception as e:
+            # numpy decides: the result where the loops left a case to it, else its error
+            stats["fallbacks"] += 1
+            if is_compile_error(e):     # numba cannot compile it (for these argument types)
+                warnings.warn(f"numba backend: {what} failed to compile, so it runs on numpy: {e}",
+                              RuntimeWarning)
+                run[0] = slow
+            return slow(*args)
+    return region
+
+
+if available():
+    register_backend(NumbaBackend())
+else:
+    needs_extra("numba", "fast")
