@@ -13,7 +13,9 @@ Workloads (loss + gradients, one call = forward and backward):
 
 Implementations: hand-written numpy forward + backward (the floor); df eagerly
 (value_and_gradients_function, i.e. a GradientTape); a defun of the whole value-and-gradients
-step; value_and_gradients_function(df.defun(loss)); and, when installed (the `bench` extra),
+step, on the numpy backend and (extra `fast`) on the numba backend, whose first-call compile
+time (cold, and in a second process with the on-disk cache) and peak memory per step are
+reported too; value_and_gradients_function(df.defun(loss)); and, when installed (the `bench` extra),
 HIPS autograd, torch eager (CPU) and jax.jit(value_and_grad). Every implementation is checked
 against the numpy floor (loss and every gradient) before it is timed. Single-threaded BLAS.
 """
@@ -21,6 +23,11 @@ import common  # noqa: F401  (first: pins BLAS/XLA to one thread before numpy lo
 
 import argparse  # noqa: E402
 import functools  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import tracemalloc  # noqa: E402
 import gc  # noqa: E402
 import importlib.metadata  # noqa: E402
 import importlib.util  # noqa: E402
@@ -101,14 +108,20 @@ def chain_df_loss(x):
     return df.reduce_sum(x)
 
 
+NUMBA = "df defun(whole step), numba"
+
+
 def df_variants(loss, n_params):
-    """The three ways to run `loss` + gradients with df, as callables over df tensors."""
+    """The ways to run `loss` + gradients with df, as callables over df tensors."""
     params = list(range(n_params))
-    return {
+    out = {
         "df eager (GradientTape)": df.value_and_gradients_function(loss, params),
         "df defun(whole step)": df.defun(df.value_and_gradients_function(loss, params)),
         "df value_and_grads(defun(loss))": df.value_and_gradients_function(df.defun(loss), params),
     }
+    if "numba" in df.backends():
+        out[NUMBA] = df.defun(df.value_and_gradients_function(loss, params), backend="numba")
+    return out
 
 
 # ======================================================================== peers
@@ -290,7 +303,7 @@ def conv_jax_variants():
     return {"jax.jit(value_and_grad)": lambda *args: jax.block_until_ready(vg(*args))}
 
 
-def measure_conv(args, tol, repeat):
+def measure_conv(args, tol, repeat, workload="conv"):
     """{implementation: median us} for the conv workload; every result checked first."""
     expected = conv_numpy(*args)
     expected = (np.asarray(expected[0]), [np.asarray(g) for g in expected[1]])
@@ -301,18 +314,40 @@ def measure_conv(args, tol, repeat):
         impls += [(name, fn, conv_torch_args(args)) for name, fn in conv_torch_variants().items()]
     if _have("jax"):
         impls += [(name, fn, jax_args("conv", args)) for name, fn in conv_jax_variants().items()]
+    return _check_and_time(impls, expected, tol, repeat, workload)
+
+
+def _check_and_time(impls, expected, tol, repeat, workload):
+    """Check every implementation against the floor (its first call: the numba step's
+    compile time, kept in FIRST_CALL_S), then time them interleaved; peak memory per step
+    of the floor and the defun steps in PEAK_KIB."""
     calls = {}
     for name, fn, fn_args in impls:
-        assert_same(name, fn(*fn_args), expected, *tol)
+        start = time.perf_counter()
+        got = fn(*fn_args)
+        if name == NUMBA:
+            FIRST_CALL_S[workload] = time.perf_counter() - start
+        assert_same(name, got, expected, *tol)
         calls[name] = functools.partial(fn, *fn_args)
-    return median_us_interleaved(calls, repeat=repeat)
+    times = median_us_interleaved(calls, repeat=repeat)
+    for name in ("numpy (hand-written)", "df defun(whole step)", NUMBA):
+        if name in calls:
+            gc.collect()
+            tracemalloc.start()
+            calls[name]()
+            PEAK_KIB.setdefault(workload, {})[name] = tracemalloc.get_traced_memory()[1] / 1024
+            tracemalloc.stop()
+    return times
+
+
+FIRST_CALL_S, PEAK_KIB = {}, {}    # by workload: seconds; {implementation: KiB}
 
 
 # ======================================================================== measuring
-def measure_workload(kind, args, tol, repeat):
+def measure_workload(kind, args, tol, repeat, workload):
     """{implementation: median us} for one loss+grads workload; every result checked first."""
     if kind == "conv":
-        return measure_conv(args, tol, repeat)
+        return measure_conv(args, tol, repeat, workload)
     floor_fn = mlp_numpy if kind == "mlp" else chain_numpy
     expected = floor_fn(*args)
     expected = (np.asarray(expected[0]), [np.asarray(g) for g in expected[1]])
@@ -331,11 +366,26 @@ def measure_workload(kind, args, tol, repeat):
         j_args = jax_args(kind, args)
         impls += [(name, fn, j_args) for name, fn in jax_variants(kind).items()]
 
-    calls = {}
-    for name, fn, fn_args in impls:
-        assert_same(name, fn(*fn_args), expected, *tol)
-        calls[name] = functools.partial(fn, *fn_args)
-    return median_us_interleaved(calls, repeat=repeat)
+    return _check_and_time(impls, expected, tol, repeat, workload)
+
+
+def numba_first_call_s(workload):
+    """Seconds of the numba step's first call on `workload` (trace, compile or cache load)."""
+    kind, make = PROBLEMS[workload]
+    loss, n_params = {"mlp": (mlp_df_loss, 4), "conv": (conv_df_loss, 4)}.get(kind, (chain_df_loss, 1))
+    step = df.defun(df.value_and_gradients_function(loss, list(range(n_params))), backend="numba")
+    args = [df.constant(a) for a in make()]
+    import numba  # noqa: F401  (loaded before the clock: its import is not compiling)
+    start = time.perf_counter()
+    step(*args)
+    return time.perf_counter() - start
+
+
+def cached_first_calls():
+    """{workload: first-call seconds} of the numba step in a second process (the cache warm)."""
+    out = subprocess.run([sys.executable, __file__, "--numba-first-calls"], capture_output=True,
+                         text=True, check=True)
+    return {w: float(t) for w, t in (line.split() for line in out.stdout.split("\n") if line)}
 
 
 def measure_call(repeat):
@@ -441,14 +491,14 @@ PROBLEMS = {"mlp_small": ("mlp", lambda: mlp_problem(8, (32, 32, 10))),
             "conv": ("conv", conv_problem)}
 
 
-def profile_whole_step(workload, calls, top):
+def profile_whole_step(workload, calls, top, backend="numpy"):
     """cProfile the defun'd whole value-and-gradients step (steady calls only)."""
     import cProfile
     import pstats
 
     kind, make = PROBLEMS[workload]
     loss, n_params = {"mlp": (mlp_df_loss, 4), "conv": (conv_df_loss, 4)}.get(kind, (chain_df_loss, 1))
-    step = df_variants(loss, n_params)["df defun(whole step)"]
+    step = df_variants(loss, n_params)[NUMBA if backend == "numba" else "df defun(whole step)"]
     args = [df.constant(a) for a in make()]
     step(*args)  # trace and compile outside the profile
     profiler = cProfile.Profile()
@@ -456,7 +506,7 @@ def profile_whole_step(workload, calls, top):
     for _ in range(calls):
         step(*args)
     profiler.disable()
-    print(f"## cProfile: df defun(whole step) on {workload}, {calls} steady calls\n")
+    print(f"## cProfile: df defun(whole step) on {workload} ({backend} backend), {calls} steady calls\n")
     pstats.Stats(profiler).sort_stats("tottime").print_stats(top)
 
 
@@ -466,9 +516,18 @@ def main():
     parser.add_argument("--profile", choices=sorted(PROBLEMS),
                         help="instead of timing, cProfile the defun'd whole step of one workload")
     parser.add_argument("--profile-calls", type=int, default=2000)
+    parser.add_argument("--backend", choices=["numpy", "numba"], default="numpy",
+                        help="the backend of the profiled step")
+    parser.add_argument("--numba-first-calls", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.numba_first_calls:
+        for workload in PROBLEMS:
+            print(workload, numba_first_call_s(workload))
+        return
+    if "DEFUN_CACHE_DIR" not in os.environ:     # a cold cache: first calls compile
+        os.environ["DEFUN_CACHE_DIR"] = tempfile.mkdtemp(prefix="defun-anchors-")
     if args.profile:
-        profile_whole_step(args.profile, args.profile_calls, top=25)
+        profile_whole_step(args.profile, args.profile_calls, top=25, backend=args.backend)
         return
     repeat = 7 if args.quick else 25
     trials = 1 if args.quick else 3
@@ -487,7 +546,7 @@ def main():
 
     f32_tol, f64_tol = (2e-4, 2e-6), (1e-9, 1e-12)
     workloads = {
-        name: measure_workload(kind, make(), f32_tol if kind in ("mlp", "conv") else f64_tol, repeat)
+        name: measure_workload(kind, make(), f32_tol if kind in ("mlp", "conv") else f64_tol, repeat, name)
         for name, (kind, make) in PROBLEMS.items()}
     names = list(dict.fromkeys(n for w in workloads.values() for n in w))
     floor = "numpy (hand-written)"
@@ -499,6 +558,15 @@ def main():
         rows.append(cells)
     print("## Loss + gradients: median us per step (ratio to hand-written numpy)\n")
     print(markdown_table(["implementation"] + [f"{k}" for k in workloads], rows))
+    if FIRST_CALL_S:
+        cached = cached_first_calls()
+        impls = ["numpy (hand-written)", "df defun(whole step)", NUMBA]
+        print("\n## The numba step: first call (trace + compile), and peak memory during a step\n")
+        print(markdown_table(
+            ["workload", "first call, cold cache (s)", "first call, 2nd process (s)"]
+            + [f"peak KiB: {i}" for i in impls],
+            [[w, f"{FIRST_CALL_S[w]:.2f}", f"{cached[w]:.2f}"]
+             + [f"{PEAK_KIB[w].get(i, float('nan')):,.0f}" for i in impls] for w in workloads]))
 
     call = measure_call(repeat)
     print("\n## Call overhead: add of two float32 (4,) arrays\n")
@@ -522,6 +590,15 @@ def main():
         ("one-op compiled call <= 3 us", call["df.defun(a + b)"], 3.0),
         ("trace + compile <= 50 us/op (largest N)", trace[("df.defun", trace_sizes[-1])], 50.0),
     ]
+    if FIRST_CALL_S:
+        def numba_ratio(workload):
+            return workloads[workload][NUMBA] / workloads[workload][floor]
+        checks += [("chain defun(whole step), numba <= 0.05x", numba_ratio("chain"), 0.05),
+                   ("mlp_small defun(whole step), numba <= 0.4x", numba_ratio("mlp_small"), 0.4)]
+        jax_name = "jax.jit(value_and_grad)"
+        if jax_name in workloads["chain"]:
+            checks.append(("chain numba / jax.jit (< 1: faster)",
+                           workloads["chain"][NUMBA] / workloads["chain"][jax_name], 0.999))
     print("\n## Targets\n")
     print(markdown_table(["target", "measured", "met"],
                          [[t, f"{v:.2f}", "yes" if v <= lim else "no"] for t, v, lim in checks]))

@@ -8,6 +8,9 @@ Prints microseconds per call (median over `repeat` timeit runs) for:
   eager+tape   df.add(x, y) inside a GradientTape that watches x (the op is recorded),
   number       df.add(x, 2.0) with no tape: a Python number operand (weakly typed, converted
                to x's dtype; the conversion is cached per value and dtype).
+and the cost of one compiled call of `x * y + 1.0` (two ops) per backend: numpy (two ufunc
+calls) and, with the `fast` extra, numba (one fused region: a Python wrapper and a numba
+dispatch), next to numpy's own `a * b + 1`.
 """
 import os
 
@@ -49,6 +52,12 @@ def measure(number=20000, repeat=15):
             taped.append(per_call_us(lambda: add(x, y), number, 1))
     rows.append(("df.add eager + tape", statistics.median(taped)))
     rows.append(("df.add(x, 2.0) eager", per_call_us(lambda: add(x, 2.0), number, repeat)))
+    one = np.float32(1.0)
+    rows.append(("numpy a * b + 1", per_call_us(lambda: a * b + one, number, repeat)))
+    for backend in df.backends():
+        fused = df.defun(lambda p, q: p * q + 1.0, backend=backend)
+        np.testing.assert_allclose(fused(x, y).numpy(), a * b + one)
+        rows.append((f"defun x*y+1, {backend}", per_call_us(lambda: fused(x, y), number, repeat)))
     return rows
 
 
@@ -61,9 +70,9 @@ def main():
     floor = rows[0][1]
     print(f"dispatch: add of two float32 (4,) tensors; median of {args.repeat} runs x "
           f"{args.number} calls; numpy {np.__version__}")
-    print(f"{'what':<22}{'us/call':>10}{'x numpy':>10}")
+    print(f"{'what':<26}{'us/call':>10}{'x numpy':>10}")
     for what, us in rows:
-        print(f"{what:<22}{us:>10.3f}{us / floor:>10.2f}")
+        print(f"{what:<26}{us:>10.3f}{us / floor:>10.2f}")
     print("targets: eager <= 1.2 us, eager + tape <= 2.5 us")
 
 
