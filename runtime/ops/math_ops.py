@@ -142,7 +142,7 @@ def _pow_kernel(x, y):
 
 
 pow = _binary("pow", _pow_kernel, _pow_grad, fused=Ew("np.power({0}, {1})", kinds="f"),  # noqa: A001
-              doc="x ** y elementwise.")  # noqa: A001
+              doc="x ** y elementwise.")
 
 
 def _select_grad(x_wins, y_wins):
