@@ -1,7 +1,7 @@
 """Static shape/dtype inference helpers shared by op declarations (sizes may be None)."""
 from runtime import dtypes, errors
-from runtime.shapes import (broadcast_shapes, merge_shapes, normalize_axis, num_elements,  # noqa: F401
-                            shape_fits, shape_str, shapes_compatible)
+from runtime.shapes import (broadcast_shapes, merge_shapes, normalize_axes, normalize_axis,  # noqa: F401
+                            num_elements, shape_fits, shape_str, shapes_compatible)
 
 float_kinds = "f"
 numeric_kinds = "fiu"
@@ -46,7 +46,7 @@ def reduced_shape(op_name, shape, axis, keepdims):
     if axis is None:
         axes = set(range(nd))
     else:
-        axes = {normalize_axis(op_name, a, nd) for a in (axis if isinstance(axis, tuple) else (axis,))}
+        axes = set(normalize_axes(op_name, axis if isinstance(axis, tuple) else (axis,), nd))
     if keepdims:
         return tuple(1 if i in axes else d for i, d in enumerate(shape))
     return tuple(d for i, d in enumerate(shape) if i not in axes)

@@ -10,7 +10,7 @@ import numpy as np
 from runtime import dtypes, errors
 from runtime.execute import run_op
 from runtime.indexed_slices import IndexedSlices
-from runtime.ops import _infer as inf
+from runtime.ops import _args, _infer as inf
 from runtime.ops.base_ops import reshape
 from runtime.registry import register
 from runtime.tensor import EagerTensor, Tensor
@@ -167,13 +167,16 @@ def gather(params, indices, axis=None, batch_dims=0, name=None):
     """
     rank = _rank(params)
     if rank == 0:
-        raise errors.InvalidArgumentError("gather: params must have rank >= 1, got a scalar")
-    batch_dims = operator.index(batch_dims)
+        raise _args.error("gather: params must have rank >= 1, got a scalar")
+    batch_dims = _args.int_arg("gather", batch_dims, "batch_dims")
     if batch_dims < 0:
         batch_dims += _rank(indices)
-    axis = _norm_axis("gather", batch_dims if axis is None else axis, rank)
+    axis = _args.axis_arg("gather", batch_dims if axis is None else axis, rank)
     if batch_dims:
-        _check_batch_dims(batch_dims, _rank(indices), axis)
+        try:
+            _check_batch_dims(batch_dims, _rank(indices), axis)
+        except errors.InvalidArgumentError as e:
+            raise _args.error(str(e)) from None
         return run_op(_BATCH_GATHER, (params, indices), {"axis": axis, "batch_dims": batch_dims}, name)
     return run_op(_GATHER, (params, indices), {"axis": axis}, name)
 
@@ -196,8 +199,21 @@ _TO_DENSE = register(
 
 
 # ------------------------------------------------------------------ one_hot
+def _number(op_name, v, what):
+    """A Python float from a number (or a scalar tensor known now); strings refused."""
+    if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)):
+        return float(v)
+    if _args._is_tensor(v):
+        arr = _args._value_now(op_name, v, what)
+        if arr.ndim == 0 and arr.dtype.kind in "iuf":
+            return float(arr)
+    raise _args.error(f"{op_name}: {what} must be a number, got {_args._describe(v)}", TypeError)
+
+
 def _one_hot_infer(shapes, dts, attrs):
     _check_int_dtype("one_hot", "indices", dts[0])
+    if attrs["depth"] < 0:
+        raise errors.InvalidArgumentError(f"one_hot: depth must be >= 0, got {attrs['depth']}")
     s = list(shapes[0])
     s.insert(attrs["axis"], attrs["depth"])
     return [(tuple(s), attrs["dtype"])]
@@ -222,11 +238,11 @@ def one_hot(indices, depth, on_value=1.0, off_value=0.0, axis=-1, dtype=dtypes.f
     >>> df.one_hot([0, 2], 3)   # [[1., 0., 0.], [0., 0., 1.]]  (not differentiable)
     """
     rank = _rank(indices)
-    axis = rank if axis == -1 else _norm_axis("one_hot", axis, rank + 1)
-    depth = int(depth)
-    if depth < 0:
-        raise errors.InvalidArgumentError(f"one_hot: depth must be non-negative, got {depth}")
-    attrs = {"depth": depth, "on_value": float(on_value), "off_value": float(off_value), "axis": axis,
+    axis = _args.int_arg("one_hot", axis, "axis")
+    axis = rank if axis == -1 else _args.axis_arg("one_hot", axis, rank + 1)
+    depth = _args.count_arg("one_hot", depth, "depth")
+    attrs = {"depth": depth, "on_value": _number("one_hot", on_value, "on_value"),
+             "off_value": _number("one_hot", off_value, "off_value"), "axis": axis,
              "dtype": dtypes.as_dtype(dtype)}
     return run_op(_ONE_HOT, (indices,), attrs, name)
 
@@ -303,15 +319,19 @@ _STRIDED_SLICE_GRAD = register("strided_slice_grad", _strided_slice_grad_kernel,
 def _index_value(k):
     """A static int from a key item (Python/numpy int or an eager integer scalar tensor)."""
     if isinstance(k, (bool, np.bool_)):
-        raise TypeError(f"strided_slice: boolean index {k!r} is not supported; use df.where or df.gather")
+        raise _args.error(f"strided_slice: boolean index {k!r} is not supported; use df.where or df.gather",
+                          TypeError)
     if isinstance(k, Tensor) and not isinstance(k, EagerTensor):
-        raise TypeError("strided_slice: indices must be static Python ints while tracing, got a symbolic "
-                        "tensor; use df.gather(t, index) for a data-dependent index")
+        known = k.static_value() if hasattr(k, "static_value") else None
+        if known is not None and np.ndim(known) == 0 and np.asarray(known).dtype.kind in "iu":
+            return int(known)
+        raise _args.error("strided_slice: indices must be static Python ints while tracing, got a symbolic "
+                          "tensor; use df.gather(t, index) for a data-dependent index", TypeError)
     try:
         return operator.index(k)
     except TypeError:
-        raise TypeError(f"strided_slice: index {k!r} is not an int, slice, ..., or None; use df.gather "
-                        f"for lists or tensors of indices") from None
+        raise _args.error(f"strided_slice: index {k!r:.60} is not an int, slice, ..., or None; use df.gather "
+                          f"for lists or tensors of indices", TypeError) from None
 
 
 def _slice_attrs(key, rank):
@@ -319,10 +339,9 @@ def _slice_attrs(key, rank):
     key = key if isinstance(key, tuple) else (key,)
     consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
     if sum(1 for k in key if k is Ellipsis) > 1:
-        raise errors.InvalidArgumentError("strided_slice: an index can hold only one ellipsis (...)")
+        raise _args.error("strided_slice: an index can hold only one ellipsis (...)")
     if consumed > rank:
-        raise errors.InvalidArgumentError(
-            f"strided_slice: too many indices ({consumed}) for a tensor of rank {rank}")
+        raise _args.error(f"strided_slice: too many indices ({consumed}) for a tensor of rank {rank}")
     if Ellipsis not in key:
         key = key + (Ellipsis,)
     begin, end, strides, new_axis = [], [], [], []
@@ -348,7 +367,7 @@ def _slice_attrs(key, rank):
         elif isinstance(k, slice):
             step = 1 if k.step is None else _index_value(k.step)
             if step == 0:
-                raise errors.InvalidArgumentError("strided_slice: slice step cannot be zero")
+                raise _args.error("strided_slice: slice step cannot be zero")
             begin.append(0 if k.start is None else _index_value(k.start))
             end.append(0 if k.stop is None else _index_value(k.stop))
             strides.append(step)

@@ -8,7 +8,7 @@ import numpy as np
 
 from runtime import dtypes, errors
 from runtime.execute import run_op
-from runtime.ops import _infer as inf
+from runtime.ops import _args, _infer as inf
 from runtime.ops.base_ops import (_broadcast_back, _keepdims_grad, _mask, cast,  # noqa: F401
                                   ones_like, reducer, reduce_sum, size, unbroadcast, where,
                                   zeros_like)
@@ -113,8 +113,22 @@ def _divide_grad(op, g):
 _DIVIDE = register("divide", _divide_kernel, _divide_infer, _divide_grad, same_dtype=(0, 1),
                    kinds=inf.numeric_kinds, num_inputs=2, attrs={}, defaults={})
 divide = _public(_DIVIDE, "x / y elementwise (true division; integers give float64).")
-floordiv = _binary("floordiv", np.floor_divide, None, doc="x // y elementwise (not differentiable).")
-mod = _binary("mod", np.mod, None, doc="x % y elementwise, sign of y as in Python (not differentiable).")
+def _int_division(name, ufunc):
+    """`ufunc` (floor_divide, remainder), refusing an integer division by zero as TensorFlow
+    does (numpy would warn and give 0); floats divide by zero to inf or nan as usual."""
+    def kernel(x, y):
+        if y.dtype.kind in "iu" and not np.all(y):
+            raise errors.InvalidArgumentError(
+                f"{name}: integer division by zero ({x.dtype.name} x {name} y with a 0 in y); "
+                f"guard the divisor, e.g. df.where(df.equal(y, 0), df.ones_like(y), y)")
+        return ufunc(x, y)
+    return kernel
+
+
+floordiv = _binary("floordiv", _int_division("floordiv", np.floor_divide), None,
+                   doc="x // y elementwise (not differentiable); an integer y of 0 raises.")
+mod = _binary("mod", _int_division("mod", np.mod), None,
+              doc="x % y elementwise, sign of y as in Python (not differentiable); an integer y of 0 raises.")
 
 
 def _pow_grad(op, g):
@@ -235,7 +249,7 @@ def add_n(inputs, name=None):
     """Sum of a list of tensors (used to aggregate gradients)."""
     inputs = list(inputs)
     if not inputs:
-        raise errors.InvalidArgumentError("add_n needs at least one input")
+        raise _args.error("add_n needs at least one input")
     if len(inputs) == 1:
         return inputs[0]
     return run_op(_ADD_N, inputs, _EMPTY, name)
@@ -478,7 +492,7 @@ def _arg(name, fn):
 
     def f(input, axis=None, output_type=dtypes.int64, name=None):
         # axis=None means axis 0, as in TensorFlow
-        axis = 0 if axis is None else int(axis)
+        axis = 0 if axis is None else _args.int_arg(name, axis, "axis")
         return run_op(op, (input,), {"axis": axis, "output_type": dtypes.as_dtype(output_type)}, name)
     f.__name__ = f.__qualname__ = name
     f.__doc__ = f"Index of the {name[3:]}imum along `axis` (int64; not differentiable)."
