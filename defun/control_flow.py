@@ -11,6 +11,7 @@ import numpy as np
 from runtime import dtypes, errors, sites
 from runtime.context import state
 from runtime.nest import flatten, pack_as, sorted_keys
+from runtime.ops._args import error
 from runtime.ops.array_ops import identity
 from runtime.shapes import shape_str, shapes_compatible
 from runtime.tensor import EagerTensor, Tensor, convert_to_tensor
@@ -158,10 +159,8 @@ def while_loop(cond, body, loop_vars, maximum_iterations=None, name=None):
     single = not isinstance(loop_vars, (list, tuple))
     vars_in = [loop_vars] if single else loop_vars
     if not flatten(vars_in):
-        raise errors.InvalidArgumentError(
-            f"while_loop: loop_vars {_describe(loop_vars)} holds no loop variable; a loop needs at least "
-            f"one (the state cond tests and body updates, e.g. a counter) "
-            f"(at {sites.format_site(sites.user_site(2))})")
+        raise error(f"while_loop: loop_vars {_describe(loop_vars)} holds no loop variable; a loop needs at "
+                    f"least one (the state cond tests and body updates, e.g. a counter)")
     max_iter = _max_iterations(maximum_iterations)
 
     def call_body(vs):

@@ -23,6 +23,22 @@ def check_same(op_name, dts):
                 f"{', '.join(d.name for d in dts)}; use df.cast to convert")
 
 
+def check_compatible(op_name, what_a, a, what_b, b):
+    """Refuse two static shapes no one tensor could have (ranks differ, or known sizes differ)."""
+    if not shapes_compatible(a, b):
+        raise errors.InvalidArgumentError(
+            f"{op_name}: {what_a} has shape {shape_str(a)} but {what_b} has shape {shape_str(b)}; they "
+            f"must agree")
+
+
+def check_broadcastable(op_name, frm, to):
+    """Refuse a static shape `frm` that numpy could not broadcast to `to`."""
+    out = broadcast_shapes(op_name, frm, to)
+    if len(frm) > len(to) or not shapes_compatible(out, to):
+        raise errors.InvalidArgumentError(
+            f"{op_name}: cannot broadcast shape {shape_str(frm)} to {shape_str(to)}")
+
+
 def unary_same(name, kinds=None):
     def infer(shapes, dts, attrs):
         if kinds:

@@ -149,7 +149,12 @@ def _split_like_kernel(g, *likes, axis):
 
 
 def _split_like_infer(shapes, dts, attrs):
-    axis = attrs["axis"]
+    axis = _norm_axis("split_like", attrs["axis"], len(shapes[0]))
+    sizes = [s[axis] if len(s) == len(shapes[0]) else -1 for s in shapes[1:]]
+    if -1 in sizes or (None not in sizes and shapes[0][axis] is not None and sum(sizes) != shapes[0][axis]):
+        raise errors.InvalidArgumentError(
+            f"split_like: the parts {', '.join(inf.shape_str(s) for s in shapes[1:])} do not split "
+            f"{inf.shape_str(shapes[0])} along axis {axis}")
     out = []
     for s in shapes[1:]:
         o = list(shapes[0])

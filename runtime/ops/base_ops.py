@@ -109,8 +109,16 @@ def _bind_reshape(shape):
     return lambda x: x.reshape(shape)
 
 
-_RESHAPE_LIKE = register("reshape_like", lambda x, like: np.reshape(x, np.shape(like)),
-                         lambda s, d, a: [(tuple(s[1]), d[0])],
+def _reshape_like_infer(shapes, dts, attrs):
+    n, m = inf.num_elements(shapes[0]), inf.num_elements(shapes[1])
+    if n is not None and m is not None and n != m:
+        raise errors.InvalidArgumentError(
+            f"reshape_like: cannot reshape {inf.shape_str(shapes[0])} ({n} elements) into "
+            f"{inf.shape_str(shapes[1])} ({m} elements)")
+    return [(tuple(shapes[1]), dts[0])]
+
+
+_RESHAPE_LIKE = register("reshape_like", lambda x, like: np.reshape(x, np.shape(like)), _reshape_like_infer,
                          lambda op, g: [run_op(_RESHAPE_LIKE, (g, op.inputs[0])), None],
                          num_inputs=2, attrs={}, defaults={})
 
@@ -141,10 +149,11 @@ def _dynamic_reshape_infer(shapes, dts, attrs):
     _shape_input_infer("reshape", shapes[1], dts[1], attrs["shape"])
     out, n = tuple(attrs["shape"]), inf.num_elements(shapes[0])
     m = inf.num_elements(out)
-    if n is not None and m is not None and n != m:
+    known = math.prod(d for d in out if d is not None)
+    if n is not None and (m is not None and n != m or m is None and known and n % known):
         raise errors.InvalidArgumentError(
             f"reshape: cannot reshape {inf.shape_str(shapes[0])} ({n} elements) into {inf.shape_str(out)} "
-            f"({m} elements)")
+            f"({m if m is not None else f'a multiple of {known}'} elements)")
     return [(out, dts[0])]
 
 
@@ -154,6 +163,8 @@ def _shape_input_infer(op_name, shape, dtype, static, what="shape"):
         raise errors.InvalidArgumentError(
             f"{op_name}: {what} must be a 1-D int32 or int64 tensor of length {len(static)}, got "
             f"{dtype.name}{inf.shape_str(shape)}")
+    if any(d is not None and d < 0 for d in static):
+        raise errors.InvalidArgumentError(f"{op_name}: negative size in the static {what} {inf.shape_str(static)}")
 
 
 def _dynamic_reshape_kernel(x, dims, shape):
@@ -442,7 +453,13 @@ def _sum_to(g, shape):
 
 
 def _infer_like(name):
+    """sum_to_like(g, like) sums g down to like's shape; broadcast_like(x, like) broadcasts x
+    up to it: one of the two broadcasts to the other."""
     def infer(shapes, dts, attrs):
+        if name == "sum_to_like":
+            inf.check_broadcastable(name, shapes[1], shapes[0])
+        else:
+            inf.check_broadcastable(name, shapes[0], shapes[1])
         return [(tuple(shapes[1]), dts[0])]
     return infer
 

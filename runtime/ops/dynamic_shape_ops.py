@@ -49,7 +49,7 @@ def dynamic_fill(dims, value, static, name=None):
 # ------------------------------------------------------------------ tile, tile_reduce
 def _tile_infer(shapes, dts, attrs):
     x, static = tuple(shapes[0]), tuple(attrs["shape"])
-    _shape_input_infer("tile", shapes[1], dts[1], x, "multiples")
+    _shape_input_infer("tile", shapes[1], dts[1], static, "multiples")
     if len(static) != len(x):
         raise errors.InvalidArgumentError(
             f"tile: multiples must hold one int per axis of shape {inf.shape_str(x)}, got {len(static)}")
@@ -67,6 +67,9 @@ def _tile_kernel(x, multiples, shape):
 def _tile_reduce_kernel(g, multiples, like, shape):
     """The sum of the tiles of `g` into the shape of `like`: the adjoint of tile."""
     m = _args.shape_value("tile_reduce", multiples, shape, "multiples")
+    if g.shape != tuple(d * k for d, k in zip(like.shape, m)):
+        raise errors.InvalidArgumentError(
+            f"tile_reduce: the gradient of shape {g.shape} is not {like.shape} tiled by {list(m)}")
     if 0 in m:  # an empty result: nothing flows back
         return np.zeros(like.shape, g.dtype)
     split = [n for d, k in zip(g.shape, m) for n in (k, d // k)]
@@ -74,8 +77,15 @@ def _tile_reduce_kernel(g, multiples, like, shape):
 
 
 def _tile_reduce_infer(shapes, dts, attrs):
-    _shape_input_infer("tile_reduce", shapes[1], dts[1], tuple(shapes[2]), "multiples")
-    return [(tuple(shapes[2]), dts[0])]
+    g, like, static = tuple(shapes[0]), tuple(shapes[2]), tuple(attrs["shape"])
+    _shape_input_infer("tile_reduce", shapes[1], dts[1], like, "multiples")
+    if len(g) != len(like) or len(static) != len(like) or any(
+            d is not None and n is not None and (d != n * k if k is not None else (d % n if n else d))
+            for d, n, k in zip(g, like, static)):
+        raise errors.InvalidArgumentError(
+            f"tile_reduce: the gradient of shape {inf.shape_str(g)} is not {inf.shape_str(like)} tiled by "
+            f"{inf.shape_str(static)}")
+    return [(like, dts[0])]
 
 
 _DYNAMIC_TILE = register(

@@ -453,7 +453,10 @@ def einsum(equation, *inputs, name=None):
 def _axes_list(name, axes, rank):
     out = []
     for a in axes:
-        out.append(_args.axis_arg("tensordot", a, rank, f"axis of {name}"))
+        a = _args.int_arg("tensordot", a, f"an axis of {name}")
+        if not -rank <= a < rank:
+            raise _args.error(f"tensordot: axis {a} is out of range for {name}, a tensor of rank {rank}")
+        out.append(a % rank)
     if len(set(out)) != len(out):
         raise _args.error(f"tensordot: axes {list(axes)} of {name} repeat an axis")
     return out

@@ -87,8 +87,19 @@ def _gather_grad_kernel(g, indices, params, axis):
 _GATHER = register("gather", _gather_kernel, _gather_infer, _gather_grad, attrs={"axis": "int"},
                    num_inputs=2, defaults={})
 # Internal: the dense gradient of gather (axis != 0, or sizes unknown while tracing).
-_GATHER_GRAD = register("gather_grad", _gather_grad_kernel,
-                        lambda s, d, a: [(tuple(s[2]), d[0])],
+def _adjoint_infer(name, forward_infer, forward_inputs):
+    """Inference of an op taking (g, ...) and giving the gradient of a forward op's input:
+    the forward op's inference on inputs `forward_inputs` (positions) must accept them and
+    give g's shape; the result has the shape of the last input (the forward input)."""
+    def infer(shapes, dts, attrs):
+        fwd = forward_infer([shapes[i] for i in forward_inputs], [dts[i] for i in forward_inputs], attrs)
+        inf.check_compatible(name, "the gradient", shapes[0], "the forward result", fwd[0][0])
+        return [(tuple(shapes[-1]), dts[0])]
+    return infer
+
+
+_GATHER_GRAD_INFER = _adjoint_infer("gather_grad", _gather_infer, (2, 1))
+_GATHER_GRAD = register("gather_grad", _gather_grad_kernel, _GATHER_GRAD_INFER,
                         lambda op, gg: [gather(gg, op.inputs[1], op.attrs["axis"]), None, None],
                         attrs={"axis": "int"}, num_inputs=3, defaults={})
 
@@ -151,8 +162,9 @@ _BATCH_GATHER = register(
     lambda op, g: [run_op(_BATCH_GATHER_GRAD, (g, op.inputs[1], op.inputs[0]), op.attrs), None],
     num_inputs=2, attrs=_BATCH_ATTRS, defaults={})
 # Internal: the (dense) gradient of batch_gather, whose own gradient is that gather.
+_BATCH_GATHER_GRAD_INFER = _adjoint_infer("batch_gather_grad", _batch_gather_infer, (2, 1))
 _BATCH_GATHER_GRAD = register(
-    "batch_gather_grad", _batch_gather_grad_kernel, lambda s, d, a: [(tuple(s[2]), d[0])],
+    "batch_gather_grad", _batch_gather_grad_kernel, _BATCH_GATHER_GRAD_INFER,
     lambda op, gg: [gather(gg, op.inputs[1], op.attrs["axis"], op.attrs["batch_dims"]), None, None],
     num_inputs=3, attrs=_BATCH_ATTRS, defaults={})
 
@@ -192,9 +204,17 @@ def _to_dense_grad(op, g):
     return [gather(g, op.inputs[1]), None]
 
 
+def _to_dense_infer(shapes, dts, attrs):
+    name, dense = "indexed_slices_to_dense", tuple(attrs["dense_shape"])
+    _check_int_dtype(name, "indices", dts[1])
+    if not dense or any(d is not None and d < 0 for d in dense):
+        raise errors.InvalidArgumentError(f"{name}: dense_shape {dense} must hold non-negative sizes, rank >= 1")
+    inf.check_compatible(name, "values", shapes[0], "indices.shape + dense_shape[1:]", tuple(shapes[1]) + dense[1:])
+    return [(dense, dts[0])]
+
+
 _TO_DENSE = register(
-    "indexed_slices_to_dense", _to_dense_kernel,
-    lambda shapes, dts, attrs: [(tuple(attrs["dense_shape"]), dts[0])], _to_dense_grad,
+    "indexed_slices_to_dense", _to_dense_kernel, _to_dense_infer, _to_dense_grad,
     attrs={"dense_shape": "shape"}, num_inputs=2, defaults={})
 
 
@@ -310,8 +330,8 @@ _STRIDED_SLICE = register("strided_slice", _strided_slice_kernel, _strided_slice
                           lambda op, g: [run_op(_STRIDED_SLICE_GRAD, (g, op.inputs[0]), op.attrs)],
                           attrs=_SLICE_ATTRS, num_inputs=1, defaults={})
 # Internal: the gradient of strided_slice, scattering `g` into zeros shaped like the input.
-_STRIDED_SLICE_GRAD = register("strided_slice_grad", _strided_slice_grad_kernel,
-                               lambda s, d, a: [(tuple(s[1]), d[0])],
+_STRIDED_SLICE_GRAD_INFER = _adjoint_infer("strided_slice_grad", _strided_slice_infer, (1,))
+_STRIDED_SLICE_GRAD = register("strided_slice_grad", _strided_slice_grad_kernel, _STRIDED_SLICE_GRAD_INFER,
                                lambda op, gg: [run_op(_STRIDED_SLICE, (gg,), op.attrs), None],
                                attrs=_SLICE_ATTRS, num_inputs=2, defaults={})
 

@@ -145,7 +145,8 @@ def _pow_grad(op, g):
 
 def _pow_kernel(x, y):
     if x.dtype.kind in "iu" and np.any(np.asarray(y) < 0):
-        raise errors.InvalidArgumentError("integers to negative integer powers are not allowed")
+        raise errors.InvalidArgumentError("pow: integers to negative integer powers are not allowed; cast the "
+                                          "base to a float dtype first")
     return np.power(x, y)
 
 
@@ -433,13 +434,22 @@ def _third_order_prod(op, g):
     return [run_op(_PROD_OTHERS_GRAD, (g, op.inputs[1]), op.attrs), None]
 
 
-_PROD_OTHERS = register("reduce_prod_others", _prod_others_kernel,
-                        lambda s, d, a: [(tuple(s[0]), d[0])],
+def _prod_others_infer(name):
+    def infer(shapes, dts, attrs):
+        if attrs["axis"] is not None:
+            inf.normalize_axes(name, attrs["axis"], len(shapes[-1]))
+        if len(shapes) == 2:
+            inf.check_compatible(name, "the gradient", shapes[0], "the input", shapes[1])
+        return [(tuple(shapes[-1]), dts[-1])]
+    return infer
+
+
+_PROD_OTHERS = register("reduce_prod_others", _prod_others_kernel, _prod_others_infer("reduce_prod_others"),
                         lambda op, g: [run_op(_PROD_OTHERS_GRAD, (g, op.inputs[0]), op.attrs)],
                         attrs={"axis": "opt_ints"}, num_inputs=1, defaults={"axis": None})
 # Internal: the gradient of reduce_prod_others (second derivative of reduce_prod).
 _PROD_OTHERS_GRAD = register(
-    "reduce_prod_others_grad", _prod_others_grad_kernel, lambda s, d, a: [(tuple(s[1]), d[1])],
+    "reduce_prod_others_grad", _prod_others_grad_kernel, _prod_others_infer("reduce_prod_others_grad"),
     _third_order_prod, attrs={"axis": "opt_ints"}, num_inputs=2, defaults={"axis": None})
 
 
@@ -492,7 +502,7 @@ def _arg(name, fn):
 
     def f(input, axis=None, output_type=dtypes.int64, name=None):
         # axis=None means axis 0, as in TensorFlow
-        axis = 0 if axis is None else _args.int_arg(name, axis, "axis")
+        axis = 0 if axis is None else _args.int_arg(op.name, axis, "axis")
         return run_op(op, (input,), {"axis": axis, "output_type": dtypes.as_dtype(output_type)}, name)
     f.__name__ = f.__qualname__ = name
     f.__doc__ = f"Index of the {name[3:]}imum along `axis` (int64; not differentiable)."

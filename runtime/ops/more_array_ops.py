@@ -104,8 +104,14 @@ _REPEAT = register("repeat", _repeat_kernel, _repeat_infer,
                    lambda op, g: [run_op(_REPEAT_GRAD, (g, op.inputs[0]), op.attrs)],
                    num_inputs=1, attrs=_REPEAT_ATTRS, defaults={"axis": None})
 # Internal: the gradient of repeat (the sum of each element's copies); its gradient is repeat.
-_REPEAT_GRAD = register("repeat_grad", _repeat_grad_kernel,
-                        lambda s, d, attrs: [(tuple(s[1]), d[0])],
+def _repeat_grad_infer(shapes, dts, attrs):
+    # (g, x): g has the shape repeat gives x
+    fwd = _repeat_infer([shapes[1]], [dts[1]], attrs)
+    inf.check_compatible("repeat_grad", "the gradient", shapes[0], "the repeated input", fwd[0][0])
+    return [(tuple(shapes[1]), dts[0])]
+
+
+_REPEAT_GRAD = register("repeat_grad", _repeat_grad_kernel, _repeat_grad_infer,
                         lambda op, gg: [run_op(_REPEAT, (gg,), op.attrs), None],
                         num_inputs=2, attrs=_REPEAT_ATTRS, defaults={"axis": None})
 

@@ -83,8 +83,11 @@ def _gather_nd_kernel(params, indices):
 
 
 def _gather_nd_grad_infer(shapes, dts, attrs):
+    # (g, indices, params): g has the shape gather_nd gives
     _check_int_dtype("gather_nd_grad", "indices", dts[1])
-    _index_depth("gather_nd_grad", tuple(shapes[1]), tuple(shapes[2]))
+    m = _index_depth("gather_nd_grad", tuple(shapes[1]), tuple(shapes[2]))
+    inf.check_compatible("gather_nd_grad", "the gradient", shapes[0], "the gathered slices",
+                         tuple(shapes[1])[:-1] + tuple(shapes[2])[m:])
     return [(tuple(shapes[2]), dts[0])]
 
 

@@ -162,6 +162,13 @@ def _along_infer(op_name, like):
                 f"{op_name}: the inputs must have one rank, got {', '.join(inf.shape_str(s) for s in shapes)}")
         axis = _norm_axis(op_name, attrs["axis"], len(shapes[1]))
         main, other = tuple(shapes[like]), tuple(shapes[1 if like == 2 else 0])
+        if like == 2:   # scatter_along_axis(updates, indices, like): one update per index
+            inf.check_compatible(op_name, "updates", shapes[0], "indices", shapes[1])
+        if any(a != axis and d is not None and o is not None and d != o
+               for a, (d, o) in enumerate(zip(main, other))):
+            raise errors.InvalidArgumentError(
+                f"{op_name}: off axis {axis}, {inf.shape_str(shapes[0])} and {inf.shape_str(shapes[1])} "
+                f"must have the same sizes")
         out = tuple(d if d is not None or a == axis else o for a, (d, o) in enumerate(zip(main, other)))
         return [(out, dts[0])]
     return infer

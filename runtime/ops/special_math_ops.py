@@ -556,7 +556,7 @@ def _linear_scan_kernel(b, a, axis, reverse):
 def _linear_scan_infer(shapes, dts, attrs):
     inf.check_same("linear_scan", dts)
     inf.check_kinds("linear_scan", dts[0], inf.float_kinds)
-    if len(shapes[0]) != len(shapes[1]):
+    if not inf.shapes_compatible(shapes[0], shapes[1]):
         raise errors.InvalidArgumentError(
             f"linear_scan: values and coefficients must have the same shape, got {inf.shape_str(shapes[0])} "
             f"and {inf.shape_str(shapes[1])}")
