@@ -146,8 +146,8 @@ def shape_arg(op_name, shape, what="shape", minus_one=False):
     return dims
 
 
-def _check_dims(op_name, dims, what, minus_one, shown=None):
-    shown = list(dims) if shown is None else shown
+def _check_dims(op_name, dims, what, minus_one):
+    shown = "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"   # ?: known at run time
     if minus_one:
         if sum(1 for d in dims if d == -1) > 1:
             raise error(f"{op_name}: {what} {shown} has more than one -1; at most one size may be "

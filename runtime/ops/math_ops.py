@@ -436,8 +436,9 @@ def _third_order_prod(op, g):
 
 def _prod_others_infer(name):
     def infer(shapes, dts, attrs):
-        if attrs["axis"] is not None:
-            inf.normalize_axes(name, attrs["axis"], len(shapes[-1]))
+        axis = attrs["axis"]
+        if axis is not None and len(shapes[-1]):
+            inf.normalize_axes(name, axis if isinstance(axis, tuple) else (axis,), len(shapes[-1]))
         if len(shapes) == 2:
             inf.check_compatible(name, "the gradient", shapes[0], "the input", shapes[1])
         return [(tuple(shapes[-1]), dts[-1])]
