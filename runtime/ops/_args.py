@@ -141,9 +141,28 @@ def rank_of(x):
 # ------------------------------------------------------------------ static shapes
 def shape_arg(op_name, shape, what="shape", minus_one=False):
     """A static shape as a tuple of ints: non-negative, or one -1 where `minus_one` (reshape)."""
+    dims = _plain_dims(shape, minus_one)
+    if dims is not None:
+        return dims
     dims = int_list_arg(op_name, shape, what)
     _check_dims(op_name, dims, what, minus_one)
     return dims
+
+
+def _plain_dims(shape, minus_one):
+    """The common case, checked fast (~0.3 us): a tuple or list of valid Python ints."""
+    t = type(shape)
+    if t is not tuple and t is not list:
+        return None
+    for d in shape:
+        if type(d) is not int:
+            return None
+    if not shape:
+        return ()
+    low = min(shape)
+    if low >= 0 or (minus_one and low == -1 and shape.count(-1) == 1):
+        return tuple(shape)
+    return None
 
 
 def _check_dims(op_name, dims, what, minus_one):
@@ -169,6 +188,9 @@ def shape_operand(op_name, shape, what="shape", minus_one=False):
     scalar tensors is stacked into one) and `static` holds the sizes known while tracing
     (None elsewhere, and for a -1), e.g. x's known sizes for `df.shape(x)`.
     """
+    dims = _plain_dims(shape, minus_one)
+    if dims is not None:
+        return dims, None
     if isinstance(shape, Tensor):
         if _known(shape) is None:
             return _dynamic_static(op_name, shape, what, minus_one), shape
