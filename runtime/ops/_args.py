@@ -21,8 +21,9 @@ from runtime.registry import get as get_op
 from runtime.shapes import shape_str
 from runtime.tensor import EagerTensor, Tensor
 
-__all__ = ["error", "int_arg", "count_arg", "int_list_arg", "axes_arg", "axis_arg", "rank_of", "shape_arg",
-           "shape_operand", "shape_value", "partial_shape", "partial_scalar"]
+__all__ = ["error", "describe", "value_now", "is_tensor_arg", "int_arg", "count_arg", "float_arg",
+           "int_list_arg", "axes_arg", "axis_arg", "shape_arg", "shape_operand", "shape_value",
+           "partial_shape", "partial_scalar"]
 
 
 def error(message, cls=errors.InvalidArgumentError):
@@ -34,7 +35,7 @@ def error(message, cls=errors.InvalidArgumentError):
     return cls(message)
 
 
-def _describe(v):
+def describe(v):
     """Words for a bad argument: "the str '0'", "the float 1.5", "a float32 tensor of shape (2,)"."""
     if isinstance(v, Tensor):
         return f"a {v.dtype.name} tensor of shape {shape_str(v.shape)}"
@@ -43,7 +44,7 @@ def _describe(v):
     return f"the {type(v).__name__} {v!r:.60}"
 
 
-def _value_now(op_name, x, what):
+def value_now(op_name, x, what):
     """The numpy value of a tensor argument, known now (eagerly, or while tracing from
     constants and static shapes); raises when it is known only when the graph runs."""
     if isinstance(x, EagerTensor):
@@ -61,7 +62,7 @@ def _value_now(op_name, x, what):
     return np.asarray(value)
 
 
-def _is_tensor(x):
+def is_tensor_arg(x):
     return isinstance(x, Tensor) or (hasattr(x, "_as_tensor") and not isinstance(x, (list, tuple)))
 
 
@@ -74,11 +75,23 @@ def int_arg(op_name, value, what):
         raise error(f"{op_name}: {what} must be an int, got the bool {value!r}", TypeError)
     if isinstance(value, np.integer):
         return int(value)
-    if _is_tensor(value) or isinstance(value, np.ndarray):
-        v = value if isinstance(value, np.ndarray) else _value_now(op_name, value, what)
+    if is_tensor_arg(value) or isinstance(value, np.ndarray):
+        v = value if isinstance(value, np.ndarray) else value_now(op_name, value, what)
         if v.ndim == 0 and v.dtype.kind in "iu":
             return int(v)
-    raise error(f"{op_name}: {what} must be an int, got {_describe(value)}", TypeError)
+    raise error(f"{op_name}: {what} must be an int, got {describe(value)}", TypeError)
+
+
+def float_arg(op_name, value, what):
+    """A Python float from a number (or a numeric scalar tensor known now); bools and strings
+    are refused."""
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+        return float(value)
+    if is_tensor_arg(value):
+        arr = value_now(op_name, value, what)
+        if arr.ndim == 0 and arr.dtype.kind in "iuf":
+            return float(arr)
+    raise error(f"{op_name}: {what} must be a number, got {describe(value)}", TypeError)
 
 
 def count_arg(op_name, value, what, minimum=0):
@@ -91,13 +104,13 @@ def count_arg(op_name, value, what, minimum=0):
 
 def int_list_arg(op_name, value, what):
     """A tuple of ints from a list/tuple/array/tensor of ints (each entry as `int_arg`)."""
-    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") and not _is_tensor(value):
-        raise error(f"{op_name}: {what} must be a list of ints, got {_describe(value)}", TypeError)
-    if _is_tensor(value) or isinstance(value, np.ndarray):
-        arr = value if isinstance(value, np.ndarray) else _value_now(op_name, value, what)
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") and not is_tensor_arg(value):
+        raise error(f"{op_name}: {what} must be a list of ints, got {describe(value)}", TypeError)
+    if is_tensor_arg(value) or isinstance(value, np.ndarray):
+        arr = value if isinstance(value, np.ndarray) else value_now(op_name, value, what)
         if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
             raise error(f"{op_name}: {what} must be a list of ints or a 1-D int tensor, got "
-                        f"{_describe(arr)}", TypeError)
+                        f"{describe(arr)}", TypeError)
         return tuple(int(d) for d in arr)
     return tuple(int_arg(op_name, d, f"{what}[{k}]") for k, d in enumerate(value))
 
@@ -110,8 +123,8 @@ def axes_arg(op_name, axis, what="axis"):
         return axis
     if isinstance(axis, (list, tuple)) or (isinstance(axis, np.ndarray) and axis.ndim == 1):
         return int_list_arg(op_name, axis, what)
-    if _is_tensor(axis):
-        v = _value_now(op_name, axis, what)
+    if is_tensor_arg(axis):
+        v = value_now(op_name, axis, what)
         if v.ndim == 1:
             return int_list_arg(op_name, v, what)
     return int_arg(op_name, axis, what)
@@ -126,16 +139,6 @@ def axis_arg(op_name, axis, rank, what="axis", scalar_axis=False):
         raise error(f"{op_name}: {what} {a} is out of range for a tensor of rank {rank} "
                     f"(expected {-rank} <= {what} < {rank})")
     return a % rank
-
-
-def rank_of(x):
-    """The static rank of a tensor, variable, array, or nested list (of tensors too)."""
-    s = getattr(x, "shape", None)
-    if s is not None:
-        return len(s)
-    if isinstance(x, (list, tuple)):
-        return 1 + (rank_of(x[0]) if x else 0)
-    return np.ndim(x)
 
 
 # ------------------------------------------------------------------ static shapes
@@ -202,7 +205,7 @@ def shape_operand(op_name, shape, what="shape", minus_one=False):
 
 def _dynamic_static(op_name, t, what, minus_one):
     if not t.dtype.is_integer or len(t.shape) != 1:
-        raise error(f"{op_name}: {what} must be a 1-D int32 or int64 tensor, got {_describe(t)}", TypeError)
+        raise error(f"{op_name}: {what} must be a 1-D int32 or int64 tensor, got {describe(t)}", TypeError)
     if t.shape[0] is None:
         raise error(f"{op_name}: {what} must have a length known while tracing (the result's rank), "
                     f"got a tensor of shape {shape_str(t.shape)}: its length is unknown")
@@ -217,7 +220,7 @@ def _mixed(op_name, entries, what, minus_one):
         if isinstance(d, Tensor):
             if not d.dtype.is_integer or len(d.shape):
                 raise error(f"{op_name}: {what}[{k}] must be an int or an int scalar tensor, got "
-                            f"{_describe(d)}", TypeError)
+                            f"{describe(d)}", TypeError)
             parts.append(d)
             static.append(partial_scalar(d))
         else:

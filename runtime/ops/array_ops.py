@@ -135,7 +135,7 @@ def _values_list(op_name, values):
     """The tensors of a variadic op's `values`: a list or tuple, not empty."""
     if not isinstance(values, (list, tuple)):
         if not isinstance(values, Tensor) or not len(values.shape) or values.shape[0] is None:
-            raise _args.error(f"{op_name}: values must be a list of tensors, got {_args._describe(values)}",
+            raise _args.error(f"{op_name}: values must be a list of tensors, got {_args.describe(values)}",
                               TypeError)
         values = unstack(values)
     if not values:
@@ -463,7 +463,7 @@ def pad(tensor, paddings, mode="CONSTANT", constant_values=0, name=None):
     if m not in _PAD_MODES:
         raise _args.error(f"pad: mode must be one of {', '.join(_PAD_MODES)}, got {mode!r}")
     try:
-        p = np.asarray(_args._value_now("pad", paddings, "paddings") if _args._is_tensor(paddings) else paddings)
+        p = np.asarray(_args.value_now("pad", paddings, "paddings") if _args.is_tensor_arg(paddings) else paddings)
     except ValueError:      # ragged
         p = np.asarray(None)
     if p.size == 0:  # a scalar has no axes to pad
@@ -569,11 +569,11 @@ def _range_arg(x):
     """(Python number or None, its default dtype, the tensor when known only at run time)."""
     if isinstance(x, Tensor) and not isinstance(x, EagerTensor):
         if len(x.shape):
-            raise _args.error(f"range: arguments must be scalars, got {_args._describe(x)}")
+            raise _args.error(f"range: arguments must be scalars, got {_args.describe(x)}")
         known = x.static_value() if hasattr(x, "static_value") else None
         if known is None:
             if not x.dtype.is_numeric:
-                raise _args.error(f"range: arguments must be numbers, got {_args._describe(x)}", TypeError)
+                raise _args.error(f"range: arguments must be numbers, got {_args.describe(x)}", TypeError)
             return None, x.dtype, x
         x = np.asarray(known)
     if isinstance(x, (EagerTensor, np.ndarray, np.generic)):
@@ -581,10 +581,10 @@ def _range_arg(x):
         if arr.ndim:
             raise _args.error(f"range: arguments must be scalars, got shape {arr.shape}")
         if arr.dtype.kind not in "iuf":
-            raise _args.error(f"range: arguments must be numbers, got {_args._describe(arr)}", TypeError)
+            raise _args.error(f"range: arguments must be numbers, got {_args.describe(arr)}", TypeError)
         return arr.item(), dtypes.from_numpy(arr.dtype), None
     if isinstance(x, bool) or not isinstance(x, (int, float)):
-        raise _args.error(f"range: arguments must be numbers, got {_args._describe(x)}", TypeError)
+        raise _args.error(f"range: arguments must be numbers, got {_args.describe(x)}", TypeError)
     return x, dtypes.int32 if isinstance(x, int) else dtypes.float32, None
 
 

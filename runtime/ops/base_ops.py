@@ -136,7 +136,8 @@ def _reshaped(x, static):
     """The static sizes of a reshape to `static` (None: unknown or -1), filling in the one
     size a -1 stands for when every other size is known."""
     unknown = [i for i, d in enumerate(static) if d is None]
-    n = inf.num_elements(tuple(getattr(x, "shape", np.shape(x))))
+    s = getattr(x, "shape", None)
+    n = inf.num_elements(tuple(s)) if s is not None else None
     if len(unknown) == 1 and n is not None:
         known = math.prod(d for d in static if d is not None)
         if known and n % known == 0:

@@ -219,17 +219,6 @@ _TO_DENSE = register(
 
 
 # ------------------------------------------------------------------ one_hot
-def _number(op_name, v, what):
-    """A Python float from a number (or a scalar tensor known now); strings refused."""
-    if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)):
-        return float(v)
-    if _args._is_tensor(v):
-        arr = _args._value_now(op_name, v, what)
-        if arr.ndim == 0 and arr.dtype.kind in "iuf":
-            return float(arr)
-    raise _args.error(f"{op_name}: {what} must be a number, got {_args._describe(v)}", TypeError)
-
-
 def _one_hot_infer(shapes, dts, attrs):
     _check_int_dtype("one_hot", "indices", dts[0])
     if attrs["depth"] < 0:
@@ -261,8 +250,8 @@ def one_hot(indices, depth, on_value=1.0, off_value=0.0, axis=-1, dtype=dtypes.f
     axis = _args.int_arg("one_hot", axis, "axis")
     axis = rank if axis == -1 else _args.axis_arg("one_hot", axis, rank + 1)
     depth = _args.count_arg("one_hot", depth, "depth")
-    attrs = {"depth": depth, "on_value": _number("one_hot", on_value, "on_value"),
-             "off_value": _number("one_hot", off_value, "off_value"), "axis": axis,
+    attrs = {"depth": depth, "on_value": _args.float_arg("one_hot", on_value, "on_value"),
+             "off_value": _args.float_arg("one_hot", off_value, "off_value"), "axis": axis,
              "dtype": dtypes.as_dtype(dtype)}
     return run_op(_ONE_HOT, (indices,), attrs, name)
 

@@ -28,7 +28,7 @@ def static_ints(value, op_name, what):
     if isinstance(value, (list, tuple)):
         return _args.int_list_arg(op_name, value, what), False
     if isinstance(value, (Tensor, np.ndarray)) or hasattr(value, "_as_tensor"):
-        arr = value if isinstance(value, np.ndarray) else _args._value_now(op_name, value, what)
+        arr = value if isinstance(value, np.ndarray) else _args.value_now(op_name, value, what)
         if arr.ndim == 1:
             return _args.int_list_arg(op_name, arr, what), False
     return (_args.int_arg(op_name, value, what),), True
