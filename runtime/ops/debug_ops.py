@@ -177,5 +177,5 @@ def check_numerics(tensor, message, name=None):
     >>> y = df.debugging.check_numerics(df.log(x), "log of x")
     """
     if not isinstance(message, str):
-        raise errors.InvalidArgumentError(f"check_numerics: message must be a str, got {message!r}")
+        raise _args.error(f"check_numerics: message must be a str, got {message!r}")
     return run_op(_CHECK_NUMERICS, (tensor,), {"message": message}, name)
