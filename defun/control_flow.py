@@ -10,7 +10,8 @@ import numpy as np
 
 from runtime import dtypes, errors, sites
 from runtime.context import state
-from runtime.nest import flatten, pack_as
+from runtime.nest import flatten, pack_as, sorted_keys
+from runtime.ops._args import error
 from runtime.ops.array_ops import identity
 from runtime.shapes import shape_str, shapes_compatible
 from runtime.tensor import EagerTensor, Tensor, convert_to_tensor
@@ -30,7 +31,7 @@ def _type_text(t):
 def _structure(s):
     """A comparable description of a nest's shape (leaves are '*'; list and tuple agree)."""
     if isinstance(s, dict):
-        return ("dict", tuple((k, _structure(s[k])) for k in sorted(s)))
+        return ("dict", tuple((k, _structure(s[k])) for k in sorted_keys(s)))
     if isinstance(s, tuple) and hasattr(s, "_fields"):
         return (type(s).__name__, tuple(_structure(v) for v in s))
     if isinstance(s, (list, tuple)):
@@ -133,7 +134,7 @@ def _weak(value, like):
 
 def _describe(s):
     if isinstance(s, dict):
-        return "{" + ", ".join(f"{k!r}: {_describe(s[k])}" for k in sorted(s)) + "}"
+        return "{" + ", ".join(f"{k!r}: {_describe(s[k])}" for k in sorted_keys(s)) + "}"
     if isinstance(s, (list, tuple)):
         inner = ", ".join(_describe(v) for v in s)
         return f"[{inner}]" if isinstance(s, list) else f"({inner}{',' if len(s) == 1 else ''})"
@@ -157,6 +158,9 @@ def while_loop(cond, body, loop_vars, maximum_iterations=None, name=None):
                         f"and {type(body).__name__}")
     single = not isinstance(loop_vars, (list, tuple))
     vars_in = [loop_vars] if single else loop_vars
+    if not flatten(vars_in):
+        raise error(f"while_loop: loop_vars {_describe(loop_vars)} holds no loop variable; a loop needs at "
+                    f"least one (the state cond tests and body updates, e.g. a counter)")
     max_iter = _max_iterations(maximum_iterations)
 
     def call_body(vs):

@@ -55,6 +55,7 @@ class Function:
         self._cache = {}
         self._fast_cache = {}   # tuple of (shape, np dtype) per plain eager argument -> concrete
         self._last_key = None
+        self._tracing = set()   # keys being traced (by the thread holding the lock): recursion
         self.trace_count = 0
         try:
             self._signature = inspect.signature(python_function)
@@ -184,7 +185,7 @@ class Function:
             concrete = self._cache.get(key)
             if concrete is not None:
                 return concrete
-            concrete = self._trace(args, kwargs)
+            concrete = self._trace_once(key, args, kwargs)
             concrete._key = key
             self._cache[key] = concrete
             self.trace_count += 1
@@ -197,6 +198,28 @@ class Function:
                     f"input_signature with None sizes.", RetracingWarning, stacklevel=3)
             self._last_key = key
             return concrete
+
+    def _trace_once(self, key, args, kwargs):
+        """`_trace`, refusing a function that calls itself with the same key while being
+        traced (its graph would hold itself forever) and runaway recursion through new keys."""
+        if key in self._tracing:
+            raise errors.TracingError(
+                f"defun {self.name!r} calls itself with the same argument types while being traced "
+                f"(through {key!r:.120}); its graph would contain itself without end. Stop the "
+                f"recursion on a Python value (an int argument), or loop with df.while_loop")
+        outermost = not self._tracing
+        self._tracing.add(key)
+        try:
+            return self._trace(args, kwargs)
+        except RecursionError:
+            if not outermost:
+                raise
+            raise errors.TracingError(
+                f"defun {self.name!r}: Python's recursion limit was reached while tracing it (it calls "
+                f"itself, or other defuns, too deeply); stop the recursion earlier, or loop with "
+                f"df.while_loop") from None
+        finally:
+            self._tracing.discard(key)
 
     def _trace(self, args, kwargs):
         graph = Graph(unique_name(self.name), outer=state.graph, base_name=self.name)

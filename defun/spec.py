@@ -1,4 +1,6 @@
 """TensorSpec: the shape (None for any size) and dtype a function argument must have."""
+import numpy as np
+
 from runtime import dtypes
 from runtime.shapes import shape_fits
 
@@ -13,7 +15,7 @@ class TensorSpec:
     def __init__(self, shape, dtype=dtypes.float32, name=None):
         if shape is None:
             raise ValueError("TensorSpec needs a shape (use None for unknown sizes, not for the rank)")
-        self.shape = tuple(None if d is None else int(d) for d in shape)
+        self.shape = _spec_shape(shape)
         self.dtype = dtypes.as_dtype(dtype)
         self.name = name
 
@@ -34,3 +36,19 @@ class TensorSpec:
 
     def __repr__(self):
         return f"TensorSpec(shape={self.shape}, dtype={self.dtype!r}{', name=%r' % self.name if self.name else ''})"
+
+
+def _spec_shape(shape):
+    """`shape` as a tuple of sizes: non-negative ints, or None for a size known only at run time."""
+    if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
+        raise TypeError(f"TensorSpec: shape must be a list of ints or None (unknown sizes), got {shape!r:.60}")
+    out = []
+    for k, d in enumerate(shape):
+        if d is not None and (isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer))):
+            raise TypeError(f"TensorSpec: shape[{k}] must be an int or None (an unknown size), got "
+                            f"{type(d).__name__} {d!r:.40} in shape {list(shape)!r:.80}")
+        if d is not None and d < 0:
+            raise ValueError(f"TensorSpec: shape[{k}] is {d}; sizes must be >= 0, or None for an "
+                             f"unknown size (not -1)")
+        out.append(None if d is None else int(d))
+    return tuple(out)

@@ -2,11 +2,12 @@
 import functools
 import inspect
 
-from runtime import tape as tape_mod
+from runtime import errors, tape as tape_mod
 from runtime.autodiff import imperative_grad
 from runtime.context import state
 from runtime.jacobian import batch_jacobian, jacobian, unconnected_mode
 from runtime.nest import flatten, pack_as
+from runtime.shapes import shape_str, shapes_compatible
 from runtime.ops.array_ops import identity, zeros, zeros_like
 from runtime.tensor import Tensor, _a, convert_to_tensor
 from runtime.variables import Variable, handle_in_context, watch_variable
@@ -112,6 +113,12 @@ class GradientTape:
             seeds = [None if g is None else
                      convert_to_tensor(g, None if isinstance(g, Tensor) else t.dtype)
                      for g, t in zip(given, targets)]
+            for k, (g, t) in enumerate(zip(seeds, targets)):
+                if g is not None and not shapes_compatible(tuple(g.shape), tuple(t.shape)):
+                    raise errors.InvalidArgumentError(
+                        f"GradientTape.gradient: output_gradients[{k}] has shape {shape_str(g.shape)}, "
+                        f"but target {k} has shape {shape_str(t.shape)}; each output gradient must "
+                        f"have the shape of its target")
         # The tape must not record its own backward pass (other active tapes still do). It
         # may be off the stack already, e.g. when asked inside its own stop_recording().
         saved = state.tapes

@@ -16,13 +16,26 @@ def flatten(structure):
 
 def _flatten_into(s, out):
     if isinstance(s, dict):
-        for k in sorted(s):
+        for k in sorted_keys(s):
             _flatten_into(s[k], out)
     elif isinstance(s, (list, tuple)):
         for v in s:
             _flatten_into(v, out)
     else:
         out.append(s)
+
+
+def sorted_keys(d):
+    """The keys of dict `d` in the order its leaves are flattened (sorted); keys that do
+    not sort together (`{'a': x, 1: y}`) are refused, naming them."""
+    try:
+        return sorted(d)
+    except TypeError:
+        kinds = sorted({type(k).__name__ for k in d})
+        raise TypeError(
+            f"a dict in a nested structure must have keys of one sortable kind (its leaves are "
+            f"ordered by sorted key), got keys {', '.join(repr(k) for k in list(d)[:6])} of types "
+            f"{', '.join(kinds)}; use str keys throughout") from None
 
 
 def pack_as(structure, flat):
@@ -36,7 +49,7 @@ def pack_as(structure, flat):
 
 def _pack(s, it):
     if isinstance(s, dict):
-        return {k: _pack(s[k], it) for k in sorted(s)}
+        return {k: _pack(s[k], it) for k in sorted_keys(s)}
     if isinstance(s, tuple) and hasattr(s, "_fields"):
         return type(s)(*[_pack(v, it) for v in s])
     if isinstance(s, (list, tuple)):
@@ -56,7 +69,7 @@ def make_packer(structure, sources):
 
     def expr(s):
         if isinstance(s, dict):
-            keys = sorted(s)
+            keys = sorted_keys(s)
             parts = []
             for k in keys:
                 consts.append(k)

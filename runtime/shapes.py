@@ -8,7 +8,7 @@ import operator
 from runtime import errors
 
 __all__ = ["shape_str", "shape_fits", "shapes_compatible", "merge_shapes", "broadcast_shapes",
-           "normalize_axis", "num_elements"]
+           "normalize_axis", "normalize_axes", "num_elements"]
 
 
 def shape_str(s):
@@ -71,6 +71,18 @@ def normalize_axis(op_name, axis, ndim, scalar_axis=True):
             f"{op_name}: axis {axis} is out of range for a tensor of rank {ndim} "
             f"(expected {-ndim} <= axis < {ndim})")
     return axis % ndim
+
+
+def normalize_axes(op_name, axes, ndim):
+    """A tuple of axes (each as `normalize_axis`), refusing one named twice (`(1, -1)` of a
+    matrix): numpy would reject it only when the kernel runs."""
+    out = tuple(normalize_axis(op_name, a, ndim) for a in axes)
+    if len(set(out)) != len(out):
+        twice = next(a for a in out if out.count(a) > 1)
+        raise errors.InvalidArgumentError(
+            f"{op_name}: axis {tuple(axes)} names axis {twice} twice (for a tensor of rank {ndim}); "
+            f"the axes must differ: list each axis once")
+    return out
 
 
 def num_elements(shape):

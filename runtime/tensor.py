@@ -4,7 +4,7 @@ import numbers
 
 import numpy as np
 
-from runtime import dtypes, errors
+from runtime import convert, dtypes, errors
 from runtime.context import DEVICE, state
 
 __all__ = ["Tensor", "EagerTensor", "ResourceHandle", "HandleData", "tensor_id",
@@ -368,6 +368,9 @@ def convert_to_tensor(value, dtype=None, name=None):
         t = value
     elif hasattr(value, "_as_tensor"):
         t = value._as_tensor()
+    elif isinstance(value, (list, tuple)) and convert.holds_tensor(value, _is_tensor):
+        # packed with df.stack (differentiable), as operand lists are
+        t = convert.pack_list(value, want.np if want is not None else None, _is_tensor, _constant_of)
     else:
         arr = to_array(value, want.np if want is not None else None)
         g = state.graph
@@ -376,6 +379,17 @@ def convert_to_tensor(value, dtype=None, name=None):
         raise errors.InvalidArgumentError(
             f"tensor has dtype {t.dtype.name}, expected {want.name}; use df.cast")
     return t
+
+
+def _is_tensor(x):
+    return isinstance(x, Tensor)
+
+
+def _constant_of(value, np_dtype):
+    """A constant tensor (of the graph being built, if any) of `value` adopting `np_dtype`."""
+    arr = to_array(value, np_dtype)
+    g = state.graph
+    return g.constant(arr) if g is not None else EagerTensor(arr)
 
 
 def _a(word):

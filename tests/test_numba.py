@@ -254,3 +254,13 @@ def test_a_second_process_reuses_the_compiled_regions(tmp_path):
     assert first[1] == second[1]
     files = os.listdir(tmp_path / "numba")
     assert any(f.endswith(".py") for f in files) and "__pycache__" in files
+
+
+def test_integer_division_by_zero_raises_on_numba_too():
+    """Integer floordiv/mod are not fused (a fused loop would give 0), so they raise as on numpy."""
+    f = df.defun(lambda x, y: (x // y) + (x % y) * 2, backend="numba")
+    x, y = df.constant(np.arange(6, dtype=np.int32)), df.constant(np.array([1, 2, 0, 1, 2, 3], np.int32))
+    with pytest.raises(df.errors.InvalidArgumentError, match="integer division by zero"):
+        f(x, y)
+    ok = df.constant(np.array([1, 2, 4, 1, 2, 3], np.int32))
+    np.testing.assert_array_equal(f(x, ok).numpy(), (x.numpy() // ok.numpy()) + (x.numpy() % ok.numpy()) * 2)

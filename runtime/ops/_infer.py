@@ -1,7 +1,7 @@
 """Static shape/dtype inference helpers shared by op declarations (sizes may be None)."""
 from runtime import dtypes, errors
-from runtime.shapes import (broadcast_shapes, merge_shapes, normalize_axis, num_elements,  # noqa: F401
-                            shape_fits, shape_str, shapes_compatible)
+from runtime.shapes import (broadcast_shapes, merge_shapes, normalize_axes, normalize_axis,  # noqa: F401
+                            num_elements, shape_fits, shape_str, shapes_compatible)
 
 float_kinds = "f"
 numeric_kinds = "fiu"
@@ -21,6 +21,22 @@ def check_same(op_name, dts):
             raise errors.InvalidArgumentError(
                 f"{op_name}: inputs must have the same dtype, got "
                 f"{', '.join(d.name for d in dts)}; use df.cast to convert")
+
+
+def check_compatible(op_name, what_a, a, what_b, b):
+    """Refuse two static shapes no one tensor could have (ranks differ, or known sizes differ)."""
+    if not shapes_compatible(a, b):
+        raise errors.InvalidArgumentError(
+            f"{op_name}: {what_a} has shape {shape_str(a)} but {what_b} has shape {shape_str(b)}; they "
+            f"must agree")
+
+
+def check_broadcastable(op_name, frm, to):
+    """Refuse a static shape `frm` that numpy could not broadcast to `to`."""
+    out = broadcast_shapes(op_name, frm, to)
+    if len(frm) > len(to) or not shapes_compatible(out, to):
+        raise errors.InvalidArgumentError(
+            f"{op_name}: cannot broadcast shape {shape_str(frm)} to {shape_str(to)}")
 
 
 def unary_same(name, kinds=None):
@@ -46,7 +62,7 @@ def reduced_shape(op_name, shape, axis, keepdims):
     if axis is None:
         axes = set(range(nd))
     else:
-        axes = {normalize_axis(op_name, a, nd) for a in (axis if isinstance(axis, tuple) else (axis,))}
+        axes = set(normalize_axes(op_name, axis if isinstance(axis, tuple) else (axis,), nd))
     if keepdims:
         return tuple(1 if i in axes else d for i, d in enumerate(shape))
     return tuple(d for i, d in enumerate(shape) if i not in axes)

@@ -7,12 +7,14 @@ import builtins
 
 import numpy as np
 
-from runtime import dtypes, errors
+from runtime import convert, dtypes, errors
 from runtime.execute import run_op
-from runtime.ops import _infer as inf
-from runtime.ops.base_ops import (_static_shape, broadcast_to, expand_dims, identity,  # noqa: F401
-                                  ones_like, reduce_sum, reshape, shape, size, squeeze,
-                                  stop_gradient, where, zeros_like)
+from runtime.ops import _args, _infer as inf
+from runtime.ops.base_ops import (broadcast_to, cast, expand_dims, identity, ones_like,  # noqa: F401
+                                  reduce_sum, reshape, shape, size, squeeze, stop_gradient, where,
+                                  zeros_like)
+from runtime.ops.dynamic_shape_ops import dynamic_fill, dynamic_range, dynamic_tile
+from runtime.ops.dynamic_shape_ops import range_length as _range_length
 from runtime.ops.index_ops import (_norm_axis, _rank, gather, one_hot, slice_helper,  # noqa: F401
                                    strided_slice)
 from runtime.ops.math_ops import subtract
@@ -79,7 +81,7 @@ def transpose(x, perm=None, name=None):
     if perm is None:
         perm = tuple(_pyrange(rank - 1, -1, -1))
     else:
-        perm = tuple(p % rank if -rank <= p < rank else p for p in _static_shape(perm, "transpose"))
+        perm = tuple(p % rank if -rank <= p < rank else p for p in _args.int_list_arg("transpose", perm, "perm"))
     return run_op(_TRANSPOSE, (x,), {"perm": perm}, name)
 
 
@@ -123,13 +125,22 @@ _CONCAT = register("concat", _concat_kernel, _concat_infer, _concat_grad, attrs=
 
 def concat(values, axis, name=None):
     """Join tensors along an existing `axis`: `df.concat([a, b], 0)`."""
-    values = list(values)
-    if not values:
-        raise errors.InvalidArgumentError("concat: needs at least one input tensor")
+    values = _values_list("concat", values)
     rank = _rank(values[0])
-    if rank:
-        axis = _norm_axis("concat", axis, rank)
-    return run_op(_CONCAT, values, {"axis": int(axis)}, name)
+    axis = _args.axis_arg("concat", axis, rank) if rank else _args.int_arg("concat", axis, "axis")
+    return run_op(_CONCAT, values, {"axis": axis}, name)
+
+
+def _values_list(op_name, values):
+    """The tensors of a variadic op's `values`: a list or tuple, not empty."""
+    if not isinstance(values, (list, tuple)):
+        if not isinstance(values, Tensor) or not len(values.shape) or values.shape[0] is None:
+            raise _args.error(f"{op_name}: values must be a list of tensors, got {_args.describe(values)}",
+                              TypeError)
+        values = unstack(values)
+    if not values:
+        raise _args.error(f"{op_name}: needs at least one input tensor")
+    return list(values)
 
 
 def _split_like_kernel(g, *likes, axis):
@@ -138,7 +149,12 @@ def _split_like_kernel(g, *likes, axis):
 
 
 def _split_like_infer(shapes, dts, attrs):
-    axis = attrs["axis"]
+    axis = _norm_axis("split_like", attrs["axis"], len(shapes[0]))
+    sizes = [s[axis] if len(s) == len(shapes[0]) else -1 for s in shapes[1:]]
+    if -1 in sizes or (None not in sizes and shapes[0][axis] is not None and sum(sizes) != shapes[0][axis]):
+        raise errors.InvalidArgumentError(
+            f"split_like: the parts {', '.join(inf.shape_str(s) for s in shapes[1:])} do not split "
+            f"{inf.shape_str(shapes[0])} along axis {axis}")
     out = []
     for s in shapes[1:]:
         o = list(shapes[0])
@@ -180,11 +196,12 @@ _STACK = register("stack", _stack_kernel, _stack_infer,
 
 def stack(values, axis=0, name=None):
     """Join same-shaped tensors along a new `axis`: `df.stack([a, b])` has shape (2,) + a.shape."""
-    values = list(values)
-    if not values:
-        raise errors.InvalidArgumentError("stack: needs at least one input tensor")
-    axis = _norm_axis("stack", axis, _rank(values[0]) + 1)
+    values = _values_list("stack", values)
+    axis = _args.axis_arg("stack", axis, _rank(values[0]) + 1)
     return run_op(_STACK, values, {"axis": axis}, name)
+
+
+convert.install_stack(stack)   # lists of tensors given to any op are packed with it
 
 
 def _unstack_infer(shapes, dts, attrs):
@@ -213,14 +230,13 @@ def unstack(value, num=None, axis=0, name=None):
     """The slices of `value` along `axis`, as a tuple (the inverse of `stack`)."""
     rank = _rank(value)
     if rank == 0:
-        raise errors.InvalidArgumentError("unstack: cannot unstack a scalar")
-    axis = _norm_axis("unstack", axis, rank)
+        raise _args.error("unstack: cannot unstack a scalar")
+    axis = _args.axis_arg("unstack", axis, rank)
     if num is None:
         num = value.shape[axis] if hasattr(value, "shape") else np.shape(value)[axis]
         if num is None:
-            raise errors.InvalidArgumentError(
-                f"unstack: the size of axis {axis} is unknown while tracing; pass num=")
-    return run_op(_UNSTACK, (value,), {"num": int(num), "axis": axis}, name)
+            raise _args.error(f"unstack: the size of axis {axis} is unknown while tracing; pass num=")
+    return run_op(_UNSTACK, (value,), {"num": _args.count_arg("unstack", num, "num"), "axis": axis}, name)
 
 
 # ------------------------------------------------------------------ split
@@ -284,15 +300,13 @@ def split(value, num_or_size_splits, axis=0, name=None):
 
     >>> a, b = df.split(df.range(5), [2, 3])   # [0, 1] and [2, 3, 4]
     """
-    axis = _norm_axis("split", axis, _rank(value))
-    if isinstance(num_or_size_splits, (int, np.integer)) or (
-            isinstance(num_or_size_splits, EagerTensor) and num_or_size_splits.ndim == 0):
-        num = int(num_or_size_splits)
-        if num <= 0:
-            raise errors.InvalidArgumentError(f"split: the number of splits must be positive, got {num}")
+    axis = _args.axis_arg("split", axis, _rank(value))
+    n = num_or_size_splits
+    if isinstance(n, (int, np.integer, bool, np.bool_, float, str)) or (isinstance(n, Tensor) and not n.shape):
+        num = _args.count_arg("split", n, "the number of splits", minimum=1)
         attrs = {"num_split": num, "size_splits": None, "axis": axis}
     else:
-        sizes = _static_shape(num_or_size_splits, "split")
+        sizes = _args.int_list_arg("split", n, "size_splits")
         attrs = {"num_split": len(sizes), "size_splits": sizes, "axis": axis}
     return run_op(_SPLIT, (value,), attrs, name)
 
@@ -345,8 +359,12 @@ _TILE_REDUCE = register("tile_reduce", _tile_reduce_kernel, _tile_reduce_infer,
 
 
 def tile(input, multiples, name=None):
-    """Repeat `input` `multiples[i]` times along axis i: `df.tile([1, 2], [2]) -> [1, 2, 1, 2]`."""
-    return run_op(_TILE, (input,), {"multiples": _static_shape(multiples, "tile")}, name)
+    """Repeat `input` `multiples[i]` times along axis i: `df.tile([1, 2], [2]) -> [1, 2, 1, 2]`;
+    `multiples` may be a tensor computed when the graph runs."""
+    static, operand = _args.shape_operand("tile", multiples, "multiples")
+    if operand is None:
+        return run_op(_TILE, (input,), {"multiples": static}, name)
+    return dynamic_tile(input, operand, static, name)
 
 
 # ------------------------------------------------------------------ pad, pad_grad
@@ -441,15 +459,18 @@ def pad(tensor, paddings, mode="CONSTANT", constant_values=0, name=None):
 
     >>> df.pad([[1, 2]], [[0, 0], [1, 1]])   # [[0, 1, 2, 0]]
     """
-    m = str(mode).upper()
+    m = mode.upper() if isinstance(mode, str) else mode
     if m not in _PAD_MODES:
-        raise errors.InvalidArgumentError(f"pad: mode must be one of {', '.join(_PAD_MODES)}, got {mode!r}")
-    p = np.asarray(paddings)
+        raise _args.error(f"pad: mode must be one of {', '.join(_PAD_MODES)}, got {mode!r}")
+    try:
+        p = np.asarray(_args.value_now("pad", paddings, "paddings") if _args.is_tensor_arg(paddings) else paddings)
+    except ValueError:      # ragged
+        p = np.asarray(None)
     if p.size == 0:  # a scalar has no axes to pad
         p = p.reshape(0, 2)
-    if p.ndim != 2 or p.shape[1:] != (2,):
-        raise errors.InvalidArgumentError(
-            f"pad: paddings must have shape [rank, 2], got {p.tolist()!r}")
+    if p.ndim != 2 or p.shape[1:] != (2,) or (p.size and p.dtype.kind not in "iu"):
+        raise _args.error(f"pad: paddings must be a [rank, 2] list of ints ([before, after] per axis), "
+                          f"got {paddings!r:.80}")
     flat = tuple(int(v) for v in p.reshape(-1))
     if not isinstance(tensor, Tensor) and not hasattr(tensor, "_as_tensor"):
         tensor = convert_to_tensor(tensor)  # so a Python constant_values adopts its dtype
@@ -473,13 +494,29 @@ _ONES = register("ones", lambda shape, dtype: np.ones(shape, dtype.np), _shape_a
 
 
 def zeros(shape, dtype=dtypes.float32, name=None):
-    """A tensor of zeros: `df.zeros([2, 3])` (float32 unless `dtype` says otherwise)."""
-    return run_op(_ZEROS, (), {"shape": _static_shape(shape, "zeros"), "dtype": dtypes.as_dtype(dtype)}, name)
+    """A tensor of zeros: `df.zeros([2, 3])` (float32 unless `dtype` says otherwise); the shape
+    may be a tensor computed when the graph runs (`df.zeros(df.shape(x))`)."""
+    return _filled(_ZEROS, 0, shape, dtype, name)
 
 
 def ones(shape, dtype=dtypes.float32, name=None):
     """A tensor of ones: `df.ones([2, 3], df.int32)`."""
-    return run_op(_ONES, (), {"shape": _static_shape(shape, "ones"), "dtype": dtypes.as_dtype(dtype)}, name)
+    return _filled(_ONES, 1, shape, dtype, name)
+
+
+def _filled(op, value, shape, dtype, name):
+    dtype = _values_dtype(op.name, dtype)
+    static, operand = _args.shape_operand(op.name, shape)
+    if operand is None:
+        return run_op(op, (), {"shape": static, "dtype": dtype}, name)
+    return dynamic_fill(operand, np.asarray(value, dtype.np), static, name)
+
+
+def _values_dtype(op_name, dtype):
+    dt = dtypes.as_dtype(dtype)
+    if dt is dtypes.resource:
+        raise _args.error(f"{op_name}: dtype resource has no values; pass a numeric or bool dtype", TypeError)
+    return dt
 
 
 def _fill_infer(shapes, dts, attrs):
@@ -502,18 +539,10 @@ _FILL = register("fill", _fill_kernel, _fill_infer, lambda op, g: [reduce_sum(g)
 
 def fill(dims, value, name=None):
     """A tensor of shape `dims` filled with scalar `value` (its dtype): `df.fill([2], 7) -> [7, 7]`."""
-    return run_op(_FILL, (value,), {"dims": _static_shape(dims, "fill")}, name)
-
-
-def _range_length(start, limit, delta, dtype):
-    if delta == 0:
-        raise errors.InvalidArgumentError("range: delta must not be 0")
-    if (delta > 0 and start > limit) or (delta < 0 and start < limit):
-        raise errors.InvalidArgumentError(
-            f"range: start={start} must be {'<=' if delta > 0 else '>='} limit={limit} when delta={delta}")
-    if dtype.is_integer:
-        return len(_pyrange(int(start), int(limit), int(delta)))
-    return int(np.ceil((limit - start) / delta))
+    static, operand = _args.shape_operand("fill", dims, "dims")
+    if operand is None:
+        return run_op(_FILL, (value,), {"dims": static}, name)
+    return dynamic_fill(operand, value, static, name)
 
 
 def _range_kernel(start, limit, delta, dtype):
@@ -537,34 +566,48 @@ _RANGE = register("range", _range_kernel, _range_infer, None,
 
 
 def _range_arg(x):
-    """(Python number, its default dtype) for one range argument."""
+    """(Python number or None, its default dtype, the tensor when known only at run time)."""
     if isinstance(x, Tensor) and not isinstance(x, EagerTensor):
-        raise TypeError("range: start, limit and delta must be static numbers while tracing")
+        if len(x.shape):
+            raise _args.error(f"range: arguments must be scalars, got {_args.describe(x)}")
+        known = x.static_value() if hasattr(x, "static_value") else None
+        if known is None:
+            if not x.dtype.is_numeric:
+                raise _args.error(f"range: arguments must be numbers, got {_args.describe(x)}", TypeError)
+            return None, x.dtype, x
+        x = np.asarray(known)
     if isinstance(x, (EagerTensor, np.ndarray, np.generic)):
         arr = np.asarray(x)
         if arr.ndim:
-            raise errors.InvalidArgumentError(f"range: arguments must be scalars, got shape {arr.shape}")
-        return arr.item(), dtypes.from_numpy(arr.dtype)
+            raise _args.error(f"range: arguments must be scalars, got shape {arr.shape}")
+        if arr.dtype.kind not in "iuf":
+            raise _args.error(f"range: arguments must be numbers, got {_args.describe(arr)}", TypeError)
+        return arr.item(), dtypes.from_numpy(arr.dtype), None
     if isinstance(x, bool) or not isinstance(x, (int, float)):
-        raise TypeError(f"range: arguments must be numbers, got {x!r}")
-    return x, dtypes.int32 if isinstance(x, int) else dtypes.float32
+        raise _args.error(f"range: arguments must be numbers, got {_args.describe(x)}", TypeError)
+    return x, dtypes.int32 if isinstance(x, int) else dtypes.float32, None
 
 
 def range(start, limit=None, delta=1, dtype=None, name=None):  # noqa: A001 - df.range, as in TF
     """`[start, start + delta, ...)` up to `limit` (one argument: `[0, start)`).
 
     Integers give int32, any float gives float32 (or pass `dtype`): `df.range(3) -> [0, 1, 2]`.
+    While tracing the bounds may be scalar tensors computed when the graph runs
+    (`df.range(df.size(x))`); the length is then unknown while tracing.
     """
     if limit is None:
         start, limit = 0, start
     args = [_range_arg(v) for v in (start, limit, delta)]
     if dtype is None:
-        kinds = [d for _, d in args]
+        kinds = [d for _, d, _ in args]
         floats = [d for d in kinds if d.is_floating]
         pool = floats or kinds
         dtype = max(pool, key=lambda d: d.np.itemsize)
     dtype = dtypes.as_dtype(dtype)
     if not dtype.is_numeric:
-        raise errors.InvalidArgumentError(f"range: dtype must be numeric, got {dtype.name}")
-    s, l, d = (float(v) for v, _ in args)
+        raise _args.error(f"range: dtype must be numeric, got {dtype.name}")
+    if any(t is not None for _, _, t in args):
+        return dynamic_range(*[np.asarray(v, dtype.np) if t is None else
+                               (t if t.dtype is dtype else cast(t, dtype)) for v, _, t in args], name=name)
+    s, l, d = (float(v) for v, _, _ in args)
     return run_op(_RANGE, (), {"start": s, "limit": l, "delta": d, "dtype": dtype}, name)

@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 
-from runtime import dtypes, errors, sites
+from runtime import dtypes, errors
 from runtime.execute import run_op
 from runtime.fused import Elementwise as Ew, Reduction
-from runtime.ops import _infer as inf
+from runtime.ops import _args, _infer as inf
 from runtime.registry import register
 from runtime.tensor import EagerTensor
 
@@ -17,36 +17,6 @@ __all__ = ["identity", "stop_gradient", "zeros_like", "ones_like", "reshape", "e
            "broadcast_to", "shape", "size", "where", "cast", "reduce_sum", "unbroadcast"]
 
 _EMPTY = {}
-
-def _static_shape(shape, op_name):
-    """A static shape argument (tuple/list/array/eager tensor) as a tuple of ints.
-
-    While tracing, a symbolic tensor (or list entry) counts when its value is known then
-    (`df.zeros(df.shape(x))` with x's shape static); otherwise the error says so.
-    """
-    shape = _known(shape, op_name)
-    if hasattr(shape, "numpy"):
-        shape = np.asarray(shape)
-    try:
-        return tuple(int(_known(d, op_name)) for d in
-                     (shape.tolist() if isinstance(shape, np.ndarray) else shape))
-    except TypeError:
-        raise TypeError(f"{op_name}: shape must be a list of ints, got {shape!r}") from None
-
-
-def _known(x, op_name):
-    static = getattr(x, "static_value", None)
-    if static is None:
-        return x
-    value = static()
-    if value is None:
-        raise errors.InvalidArgumentError(
-            f"{op_name}: the shape argument {x.name} is only known when the graph runs (it "
-            f"depends on sizes unknown while tracing); pass a static shape (e.g. an "
-            f"input_signature without None there), or use -1 / an op sized like a tensor "
-            f"(df.zeros_like, df.ones_like) (while tracing, at {sites.format_site(sites.user_site())})")
-    return value
-
 
 # ------------------------------------------------------------------ identity, stop_gradient
 _IDENTITY = register("identity", lambda x: x, inf.unary_same("identity"), lambda op, g: [g],
@@ -142,15 +112,78 @@ def _bind_reshape(shape):
     return lambda x: x.reshape(shape)
 
 
-_RESHAPE_LIKE = register("reshape_like", lambda x, like: np.reshape(x, np.shape(like)),
-                         lambda s, d, a: [(tuple(s[1]), d[0])],
+def _reshape_like_infer(shapes, dts, attrs):
+    n, m = inf.num_elements(shapes[0]), inf.num_elements(shapes[1])
+    if n is not None and m is not None and n != m:
+        raise errors.InvalidArgumentError(
+            f"reshape_like: cannot reshape {inf.shape_str(shapes[0])} ({n} elements) into "
+            f"{inf.shape_str(shapes[1])} ({m} elements)")
+    return [(tuple(shapes[1]), dts[0])]
+
+
+_RESHAPE_LIKE = register("reshape_like", lambda x, like: np.reshape(x, np.shape(like)), _reshape_like_infer,
                          lambda op, g: [run_op(_RESHAPE_LIKE, (g, op.inputs[0])), None],
                          num_inputs=2, attrs={}, defaults={})
 
 
 def reshape(tensor, shape, name=None):
-    """`tensor` with a new shape (one size may be -1): `df.reshape(x, [2, -1])`."""
-    return run_op(_RESHAPE, (tensor,), {"shape": _static_shape(shape, "reshape")}, name)
+    """`tensor` with a new shape (one size may be -1): `df.reshape(x, [2, -1])`. While tracing
+    the shape may be a tensor computed when the graph runs: `df.reshape(y, df.shape(x))`."""
+    static, operand = _args.shape_operand("reshape", shape, minus_one=True)
+    if operand is None:
+        return run_op(_RESHAPE, (tensor,), {"shape": static}, name)
+    return run_op(_DYNAMIC_RESHAPE, (tensor, operand), {"shape": _reshaped(tensor, static)}, name)
+
+
+def _reshaped(x, static):
+    """The static sizes of a reshape to `static` (None: unknown or -1), filling in the one
+    size a -1 stands for when every other size is known."""
+    unknown = [i for i, d in enumerate(static) if d is None]
+    s = getattr(x, "shape", None)
+    n = inf.num_elements(tuple(s)) if s is not None else None
+    if len(unknown) == 1 and n is not None:
+        known = math.prod(d for d in static if d is not None)
+        if known and n % known == 0:
+            return static[:unknown[0]] + (n // known,) + static[unknown[0] + 1:]
+    return static
+
+
+# reshape with the shape an input: a tensor computed when the graph runs (one size may be -1)
+def _dynamic_reshape_infer(shapes, dts, attrs):
+    _shape_input_infer("reshape", shapes[1], dts[1], attrs["shape"])
+    out, n = tuple(attrs["shape"]), inf.num_elements(shapes[0])
+    m = inf.num_elements(out)
+    known = math.prod(d for d in out if d is not None)
+    if n is not None and (m is not None and n != m or m is None and known and n % known):
+        raise errors.InvalidArgumentError(
+            f"reshape: cannot reshape {inf.shape_str(shapes[0])} ({n} elements) into {inf.shape_str(out)} "
+            f"({m if m is not None else f'a multiple of {known}'} elements)")
+    return [(out, dts[0])]
+
+
+def _shape_input_infer(op_name, shape, dtype, static, what="shape"):
+    """The checks of a shape given as an input tensor: 1-D int, as long as the static shape."""
+    if not dtype.is_integer or len(shape) != 1 or shape[0] not in (None, len(static)):
+        raise errors.InvalidArgumentError(
+            f"{op_name}: {what} must be a 1-D int32 or int64 tensor of length {len(static)}, got "
+            f"{dtype.name}{inf.shape_str(shape)}")
+    if any(d is not None and d < 0 for d in static):
+        raise errors.InvalidArgumentError(f"{op_name}: negative size in the static {what} {inf.shape_str(static)}")
+
+
+def _dynamic_reshape_kernel(x, dims, shape):
+    out = _args.shape_value("reshape", dims, shape)
+    try:
+        return x.reshape(out)
+    except ValueError:
+        raise errors.InvalidArgumentError(
+            f"reshape: cannot reshape {inf.shape_str(x.shape)} ({x.size} elements) into {list(out)}"
+        ) from None
+
+
+_DYNAMIC_RESHAPE = register("dynamic_reshape", _dynamic_reshape_kernel, _dynamic_reshape_infer,
+                            lambda op, g: [run_op(_RESHAPE_LIKE, (g, op.inputs[0])), None],
+                            num_inputs=2, attrs={"shape": "shape"}, defaults={})
 
 
 # ------------------------------------------------------------------ expand_dims
@@ -192,7 +225,7 @@ _EXPAND_DIMS = register("expand_dims", _expand_dims_kernel, _expand_infer,
 
 def expand_dims(input, axis, name=None):
     """Insert a size-1 dimension at `axis`."""
-    return run_op(_EXPAND_DIMS, (input,), {"axis": int(axis)}, name)
+    return run_op(_EXPAND_DIMS, (input,), {"axis": _args.int_arg("expand_dims", axis, "axis")}, name)
 
 
 # ------------------------------------------------------------------ squeeze
@@ -204,7 +237,7 @@ def _squeeze_axes(shape, axis):
                 f"squeeze: axis=None on shape {inf.shape_str(shape)} with unknown sizes leaves the rank "
                 f"unknown; pass the axes to squeeze explicitly")
         return tuple(i for i, d in enumerate(shape) if d == 1)
-    axes = tuple(sorted(inf.normalize_axis("squeeze", a, nd) for a in axis))
+    axes = tuple(sorted(inf.normalize_axes("squeeze", axis, nd)))
     for a in axes:
         if shape[a] is not None and shape[a] != 1:
             raise errors.InvalidArgumentError(
@@ -228,8 +261,9 @@ _SQUEEZE = register("squeeze", _squeeze_kernel, _squeeze_infer,
 
 def squeeze(input, axis=None, name=None):
     """Remove size-1 dimensions (all, or those in `axis`)."""
-    if axis is not None:
-        axis = (int(axis),) if isinstance(axis, (int, np.integer)) else tuple(int(a) for a in axis)
+    axis = _args.axes_arg("squeeze", axis)
+    if isinstance(axis, int):
+        axis = (axis,)
     return run_op(_SQUEEZE, (input,), {"axis": axis}, name)
 
 
@@ -276,8 +310,39 @@ _BROADCAST_TO = register("broadcast_to", _broadcast_to_kernel, _broadcast_to_inf
 
 
 def broadcast_to(input, shape, name=None):
-    """`input` broadcast to `shape` (numpy rules)."""
-    return run_op(_BROADCAST_TO, (input,), {"shape": _static_shape(shape, "broadcast_to")}, name)
+    """`input` broadcast to `shape` (numpy rules); the shape may be a tensor computed when the
+    graph runs (`df.broadcast_to(b, df.shape(x))`)."""
+    static, operand = _args.shape_operand("broadcast_to", shape)
+    if operand is None:
+        return run_op(_BROADCAST_TO, (input,), {"shape": static}, name)
+    return run_op(_DYNAMIC_BROADCAST_TO, (input, operand), {"shape": static}, name)
+
+
+def _dynamic_broadcast_to_infer(shapes, dts, attrs):
+    target = tuple(attrs["shape"])
+    _shape_input_infer("broadcast_to", shapes[1], dts[1], target)
+    out = inf.broadcast_shapes("broadcast_to", shapes[0], target)
+    if len(out) != len(target) or any(t is not None and o != t for o, t in zip(out, target)):
+        raise errors.InvalidArgumentError(
+            f"broadcast_to: cannot broadcast {inf.shape_str(shapes[0])} to {inf.shape_str(target)}")
+    # a size known in neither: the input's when it is not 1 (numpy's rule), else unknown
+    return [(tuple(t if t is not None else (d if d != 1 else None) for t, d in
+                   zip(target, (None,) * (len(target) - len(shapes[0])) + tuple(shapes[0]))), dts[0])]
+
+
+def _dynamic_broadcast_to_kernel(x, dims, shape):
+    out = _args.shape_value("broadcast_to", dims, shape)
+    try:
+        return np.broadcast_to(x, out)
+    except ValueError:
+        raise errors.InvalidArgumentError(
+            f"broadcast_to: cannot broadcast {inf.shape_str(x.shape)} to {inf.shape_str(out)}") from None
+
+
+_DYNAMIC_BROADCAST_TO = register(
+    "dynamic_broadcast_to", _dynamic_broadcast_to_kernel, _dynamic_broadcast_to_infer,
+    lambda op, g: [unbroadcast(g, op.inputs[0]), None], num_inputs=2, attrs={"shape": "shape"},
+    defaults={})
 
 
 # ------------------------------------------------------------------ shape, size
@@ -291,12 +356,19 @@ _SIZE = register("size", lambda x, out_type: np.asarray(np.size(x), out_type.np)
 
 def shape(input, out_type=dtypes.int32, name=None):
     """The shape of `input` as a 1-D int tensor (dynamic while tracing)."""
-    return run_op(_SHAPE, (input,), {"out_type": dtypes.as_dtype(out_type)}, name)
+    return run_op(_SHAPE, (input,), {"out_type": _int_type("shape", out_type)}, name)
 
 
 def size(input, out_type=dtypes.int32, name=None):
     """The number of elements of `input` as a scalar int tensor."""
-    return run_op(_SIZE, (input,), {"out_type": dtypes.as_dtype(out_type)}, name)
+    return run_op(_SIZE, (input,), {"out_type": _int_type("size", out_type)}, name)
+
+
+def _int_type(op_name, out_type):
+    dt = dtypes.as_dtype(out_type)
+    if not dt.is_integer:
+        raise _args.error(f"{op_name}: out_type must be int32 or int64, got {dt.name}")
+    return dt
 
 
 # ------------------------------------------------------------------ where
@@ -386,7 +458,13 @@ def _sum_to(g, shape):
 
 
 def _infer_like(name):
+    """sum_to_like(g, like) sums g down to like's shape; broadcast_like(x, like) broadcasts x
+    up to it: one of the two broadcasts to the other."""
     def infer(shapes, dts, attrs):
+        if name == "sum_to_like":
+            inf.check_broadcastable(name, shapes[1], shapes[0])
+        else:
+            inf.check_broadcastable(name, shapes[0], shapes[1])
         return [(tuple(shapes[1]), dts[0])]
     return infer
 
@@ -406,7 +484,15 @@ def _mask(cond, like):
 
 
 def _cast_infer(shapes, dts, attrs):
+    _check_cast("cast", dts[0], attrs["dtype"])
     return [(tuple(shapes[0]), attrs["dtype"])]
+
+
+def _check_cast(op_name, src, dtype):
+    if dtype is dtypes.resource or src is dtypes.resource:
+        raise errors.InvalidArgumentError(
+            f"{op_name}: cannot cast {src.name} to {dtype.name}; a resource (variable handle) has no "
+            f"values to convert: read the variable (v.read_value()) and cast that")
 
 
 def _cast_grad(op, g):
@@ -423,21 +509,13 @@ _CAST = register("cast", lambda x, dtype: np.asarray(x).astype(dtype.np, copy=Fa
 def cast(x, dtype, name=None):
     """x converted to `dtype`: `df.cast(df.constant([1.7]), df.int32) -> [1]`."""
     dtype = dtypes.as_dtype(dtype)
+    if dtype is dtypes.resource:
+        raise _args.error("cast: cannot cast to resource; a resource is a variable handle, not a dtype "
+                          "of values (use df.Variable to make one)")
     return run_op(_CAST, (x,), {"dtype": dtype}, name)
 
 
 # ------------------------------------------------------------------ reductions
-def _axis_attr(axis):
-    if axis is None:
-        return None
-    if isinstance(axis, (list, tuple)):
-        return tuple(int(a) for a in axis)
-    if hasattr(axis, "numpy"):
-        v = np.asarray(axis)
-        return tuple(int(a) for a in v) if v.ndim else int(v)
-    return int(axis)
-
-
 def _reduce_infer(name, kinds=inf.numeric_kinds, out=None):
     def infer(shapes, dts, attrs):
         inf.check_kinds(name, dts[0], kinds)
@@ -497,9 +575,11 @@ def reducer(name, kernel, grad, kinds=inf.numeric_kinds, out=None, doc="", ufunc
         return lambda x: ufunc(x, axis, None, None, keepdims)
     op = register(name, kernel, _reduce_infer(name, kinds, out), grad, num_inputs=1,
                   attrs=_RED_ATTRS, defaults=_RED_DEFAULTS, kinds=kinds, bind=bind, fused=fused)
+    name_ = name
 
     def f(input_tensor, axis=None, keepdims=False, name=None):
-        return run_op(op, (input_tensor,), {"axis": _axis_attr(axis), "keepdims": bool(keepdims)}, name)
+        return run_op(op, (input_tensor,), {"axis": _args.axes_arg(name_, axis), "keepdims": bool(keepdims)},
+                      name)
     f.__name__ = f.__qualname__ = op.name
     f.op = op
     f.__doc__ = doc or f"{name} over `axis` (None = all), keeping reduced dims if `keepdims`."

@@ -23,7 +23,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from runtime import errors
 from runtime.execute import run_op
-from runtime.ops import _infer as inf
+from runtime.ops import _args, _infer as inf
 from runtime.registry import register
 from runtime.tape import skip_input_indices
 
@@ -46,36 +46,36 @@ def _pair(op_name, what, value):
         value = [int(v) for v in value]
         if len(value) == 4:
             if value[0] != 1 or value[3] != 1:
-                raise errors.InvalidArgumentError(
+                raise _args.error(
                     f"{op_name}: {what} {value} step along the batch or channel dimension; only "
                     f"[1, height, width, 1] is supported (NHWC)")
             value = value[1:3]
         elif len(value) == 1:
             value = value * 2
         if len(value) != 2:
-            raise errors.InvalidArgumentError(
+            raise _args.error(
                 f"{op_name}: {what} must be an int, a pair or a list of 4, got {value}")
         pair = tuple(value)
     else:
-        raise errors.InvalidArgumentError(
+        raise _args.error(
             f"{op_name}: {what} must be an int, a pair or a list of 4 ints, got {value!r}")
     if min(pair) < 1:
-        raise errors.InvalidArgumentError(f"{op_name}: {what} must be positive, got {list(pair)}")
+        raise _args.error(f"{op_name}: {what} must be positive, got {list(pair)}")
     return pair
 
 
 def _padding(op_name, padding):
     p = padding.upper() if isinstance(padding, str) else padding
     if p not in _PADDINGS:
-        raise errors.InvalidArgumentError(f"{op_name}: padding must be 'SAME' or 'VALID', got {padding!r}")
+        raise _args.error(f"{op_name}: padding must be 'SAME' or 'VALID', got {padding!r}")
     return p
 
 
 def _check_format(op_name, data_format):
     if data_format != "NHWC":
-        raise errors.UnimplementedError(
+        raise _args.error(
             f"{op_name}: data_format {data_format!r} is not supported; only 'NHWC' (batch, height, "
-            f"width, channels): transpose the input with df.transpose(x, [0, 2, 3, 1])")
+            f"width, channels): transpose the input with df.transpose(x, [0, 2, 3, 1])", errors.UnimplementedError)
 
 
 def _window(op_name, axis, size, k, s, d, padding):

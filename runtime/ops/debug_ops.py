@@ -14,7 +14,7 @@ import numpy as np
 
 from runtime import errors
 from runtime.execute import run_op
-from runtime.ops import _infer as inf
+from runtime.ops import _args, _infer as inf
 from runtime.registry import register
 from runtime.tensor import Tensor
 
@@ -123,7 +123,7 @@ def print(*values, summarize=3, output_stream=None, sep=" ", end="\n", name=None
     >>> df.print("x:", df.constant([1, 2, 3]))
     x: [1 2 3]
     """
-    summarize = -1 if summarize is None else int(summarize)
+    summarize = -1 if summarize is None else _args.int_arg("print", summarize, "summarize")
     tensors = []
 
     def place(v):
@@ -177,5 +177,5 @@ def check_numerics(tensor, message, name=None):
     >>> y = df.debugging.check_numerics(df.log(x), "log of x")
     """
     if not isinstance(message, str):
-        raise errors.InvalidArgumentError(f"check_numerics: message must be a str, got {message!r}")
+        raise _args.error(f"check_numerics: message must be a str, got {message!r}")
     return run_op(_CHECK_NUMERICS, (tensor,), {"message": message}, name)

@@ -15,7 +15,7 @@ import numpy as np
 
 from runtime import errors
 from runtime.execute import run_op
-from runtime.ops import _infer as inf
+from runtime.ops import _args, _infer as inf
 from runtime.ops.array_ops import ones_like
 from runtime.ops.index_ops import _rank
 from runtime.ops.math_ops import reduce_sum, unbroadcast
@@ -440,23 +440,25 @@ def einsum(equation, *inputs, name=None):
     >>> df.einsum("ii", m)                   # trace
     """
     if not isinstance(equation, str):
-        raise TypeError(f"einsum: the equation must be a string, got {type(equation).__name__}")
+        raise _args.error(f"einsum: the equation must be a string, got {type(equation).__name__}", TypeError)
     if not inputs:
-        raise errors.InvalidArgumentError(f"einsum: equation {equation!r} needs at least one operand")
-    eq = _canonical(equation, tuple(_rank(x) for x in inputs))
+        raise _args.error(f"einsum: equation {equation!r} needs at least one operand")
+    try:
+        eq = _canonical(equation, tuple(_rank(x) for x in inputs))
+    except errors.InvalidArgumentError as e:
+        raise _args.error(str(e)) from None
     return run_op(_EINSUM, inputs, {"equation": eq}, name)
 
 
 def _axes_list(name, axes, rank):
     out = []
     for a in axes:
-        a = int(a)
+        a = _args.int_arg("tensordot", a, f"an axis of {name}")
         if not -rank <= a < rank:
-            raise errors.InvalidArgumentError(
-                f"tensordot: axis {a} is out of range for {name}, a tensor of rank {rank}")
+            raise _args.error(f"tensordot: axis {a} is out of range for {name}, a tensor of rank {rank}")
         out.append(a % rank)
     if len(set(out)) != len(out):
-        raise errors.InvalidArgumentError(f"tensordot: axes {list(axes)} of {name} repeat an axis")
+        raise _args.error(f"tensordot: axes {list(axes)} of {name} repeat an axis")
     return out
 
 
@@ -468,27 +470,27 @@ def tensordot(a, b, axes, name=None):
     ra, rb = _rank(a), _rank(b)
     if hasattr(axes, "numpy"):  # an eager tensor
         axes = axes.numpy()
-    if isinstance(axes, (int, np.integer)) or (isinstance(axes, np.ndarray) and axes.ndim == 0):
-        n = int(axes)
+    if not isinstance(axes, (list, tuple)) and not (isinstance(axes, np.ndarray) and axes.ndim):
+        n = _args.int_arg("tensordot", axes, "axes")
         if not 0 <= n <= min(ra, rb):
-            raise errors.InvalidArgumentError(
+            raise _args.error(
                 f"tensordot: axes={n} must be between 0 and the smaller rank ({ra} and {rb})")
         axes_a, axes_b = list(range(ra - n, ra)), list(range(n))
     else:
         pair = axes.tolist() if isinstance(axes, np.ndarray) else list(axes)
         if len(pair) != 2:
-            raise errors.InvalidArgumentError(f"tensordot: axes must be an int or a pair of lists, got {axes!r}")
+            raise _args.error(f"tensordot: axes must be an int or a pair of lists, got {axes!r}")
         axes_a, axes_b = [[p] if isinstance(p, (int, np.integer)) else list(p) for p in pair]
         if len(axes_a) != len(axes_b):
-            raise errors.InvalidArgumentError(
+            raise _args.error(
                 f"tensordot: {len(axes_a)} axes of a but {len(axes_b)} of b in axes={axes!r}")
         axes_a, axes_b = _axes_list("a", axes_a, ra), _axes_list("b", axes_b, rb)
     if ra + rb - len(axes_a) > len(string.ascii_letters):
-        raise errors.InvalidArgumentError(f"tensordot: ranks {ra} and {rb} are too large")
+        raise _args.error(f"tensordot: ranks {ra} and {rb} are too large")
     sa, sb = tuple(getattr(a, "shape", np.shape(a))), tuple(getattr(b, "shape", np.shape(b)))
     for i, j in zip(axes_a, axes_b):
         if sa[i] is not None and sb[j] is not None and sa[i] != sb[j]:
-            raise errors.InvalidArgumentError(
+            raise _args.error(
                 f"tensordot: axis {i} of a (shape {inf.shape_str(sa)}) has size {sa[i]} but axis {j} of b "
                 f"(shape {inf.shape_str(sb)}) has size {sb[j]}")
     letters = iter(string.ascii_letters)

@@ -10,7 +10,7 @@ import numpy as np
 from runtime import dtypes, errors
 from runtime.execute import run_op
 from runtime.indexed_slices import IndexedSlices
-from runtime.ops import _infer as inf
+from runtime.ops import _args, _infer as inf
 from runtime.ops.base_ops import reshape
 from runtime.registry import register
 from runtime.tensor import EagerTensor, Tensor
@@ -87,8 +87,19 @@ def _gather_grad_kernel(g, indices, params, axis):
 _GATHER = register("gather", _gather_kernel, _gather_infer, _gather_grad, attrs={"axis": "int"},
                    num_inputs=2, defaults={})
 # Internal: the dense gradient of gather (axis != 0, or sizes unknown while tracing).
-_GATHER_GRAD = register("gather_grad", _gather_grad_kernel,
-                        lambda s, d, a: [(tuple(s[2]), d[0])],
+def _adjoint_infer(name, forward_infer, forward_inputs):
+    """Inference of an op taking (g, ...) and giving the gradient of a forward op's input:
+    the forward op's inference on inputs `forward_inputs` (positions) must accept them and
+    give g's shape; the result has the shape of the last input (the forward input)."""
+    def infer(shapes, dts, attrs):
+        fwd = forward_infer([shapes[i] for i in forward_inputs], [dts[i] for i in forward_inputs], attrs)
+        inf.check_compatible(name, "the gradient", shapes[0], "the forward result", fwd[0][0])
+        return [(tuple(shapes[-1]), dts[0])]
+    return infer
+
+
+_GATHER_GRAD_INFER = _adjoint_infer("gather_grad", _gather_infer, (2, 1))
+_GATHER_GRAD = register("gather_grad", _gather_grad_kernel, _GATHER_GRAD_INFER,
                         lambda op, gg: [gather(gg, op.inputs[1], op.attrs["axis"]), None, None],
                         attrs={"axis": "int"}, num_inputs=3, defaults={})
 
@@ -151,8 +162,9 @@ _BATCH_GATHER = register(
     lambda op, g: [run_op(_BATCH_GATHER_GRAD, (g, op.inputs[1], op.inputs[0]), op.attrs), None],
     num_inputs=2, attrs=_BATCH_ATTRS, defaults={})
 # Internal: the (dense) gradient of batch_gather, whose own gradient is that gather.
+_BATCH_GATHER_GRAD_INFER = _adjoint_infer("batch_gather_grad", _batch_gather_infer, (2, 1))
 _BATCH_GATHER_GRAD = register(
-    "batch_gather_grad", _batch_gather_grad_kernel, lambda s, d, a: [(tuple(s[2]), d[0])],
+    "batch_gather_grad", _batch_gather_grad_kernel, _BATCH_GATHER_GRAD_INFER,
     lambda op, gg: [gather(gg, op.inputs[1], op.attrs["axis"], op.attrs["batch_dims"]), None, None],
     num_inputs=3, attrs=_BATCH_ATTRS, defaults={})
 
@@ -167,13 +179,16 @@ def gather(params, indices, axis=None, batch_dims=0, name=None):
     """
     rank = _rank(params)
     if rank == 0:
-        raise errors.InvalidArgumentError("gather: params must have rank >= 1, got a scalar")
-    batch_dims = operator.index(batch_dims)
+        raise _args.error("gather: params must have rank >= 1, got a scalar")
+    batch_dims = _args.int_arg("gather", batch_dims, "batch_dims")
     if batch_dims < 0:
         batch_dims += _rank(indices)
-    axis = _norm_axis("gather", batch_dims if axis is None else axis, rank)
+    axis = _args.axis_arg("gather", batch_dims if axis is None else axis, rank)
     if batch_dims:
-        _check_batch_dims(batch_dims, _rank(indices), axis)
+        try:
+            _check_batch_dims(batch_dims, _rank(indices), axis)
+        except errors.InvalidArgumentError as e:
+            raise _args.error(str(e)) from None
         return run_op(_BATCH_GATHER, (params, indices), {"axis": axis, "batch_dims": batch_dims}, name)
     return run_op(_GATHER, (params, indices), {"axis": axis}, name)
 
@@ -189,15 +204,25 @@ def _to_dense_grad(op, g):
     return [gather(g, op.inputs[1]), None]
 
 
+def _to_dense_infer(shapes, dts, attrs):
+    name, dense = "indexed_slices_to_dense", tuple(attrs["dense_shape"])
+    _check_int_dtype(name, "indices", dts[1])
+    if not dense or any(d is not None and d < 0 for d in dense):
+        raise errors.InvalidArgumentError(f"{name}: dense_shape {dense} must hold non-negative sizes, rank >= 1")
+    inf.check_compatible(name, "values", shapes[0], "indices.shape + dense_shape[1:]", tuple(shapes[1]) + dense[1:])
+    return [(dense, dts[0])]
+
+
 _TO_DENSE = register(
-    "indexed_slices_to_dense", _to_dense_kernel,
-    lambda shapes, dts, attrs: [(tuple(attrs["dense_shape"]), dts[0])], _to_dense_grad,
+    "indexed_slices_to_dense", _to_dense_kernel, _to_dense_infer, _to_dense_grad,
     attrs={"dense_shape": "shape"}, num_inputs=2, defaults={})
 
 
 # ------------------------------------------------------------------ one_hot
 def _one_hot_infer(shapes, dts, attrs):
     _check_int_dtype("one_hot", "indices", dts[0])
+    if attrs["depth"] < 0:
+        raise errors.InvalidArgumentError(f"one_hot: depth must be >= 0, got {attrs['depth']}")
     s = list(shapes[0])
     s.insert(attrs["axis"], attrs["depth"])
     return [(tuple(s), attrs["dtype"])]
@@ -222,11 +247,11 @@ def one_hot(indices, depth, on_value=1.0, off_value=0.0, axis=-1, dtype=dtypes.f
     >>> df.one_hot([0, 2], 3)   # [[1., 0., 0.], [0., 0., 1.]]  (not differentiable)
     """
     rank = _rank(indices)
-    axis = rank if axis == -1 else _norm_axis("one_hot", axis, rank + 1)
-    depth = int(depth)
-    if depth < 0:
-        raise errors.InvalidArgumentError(f"one_hot: depth must be non-negative, got {depth}")
-    attrs = {"depth": depth, "on_value": float(on_value), "off_value": float(off_value), "axis": axis,
+    axis = _args.int_arg("one_hot", axis, "axis")
+    axis = rank if axis == -1 else _args.axis_arg("one_hot", axis, rank + 1)
+    depth = _args.count_arg("one_hot", depth, "depth")
+    attrs = {"depth": depth, "on_value": _args.float_arg("one_hot", on_value, "on_value"),
+             "off_value": _args.float_arg("one_hot", off_value, "off_value"), "axis": axis,
              "dtype": dtypes.as_dtype(dtype)}
     return run_op(_ONE_HOT, (indices,), attrs, name)
 
@@ -294,8 +319,8 @@ _STRIDED_SLICE = register("strided_slice", _strided_slice_kernel, _strided_slice
                           lambda op, g: [run_op(_STRIDED_SLICE_GRAD, (g, op.inputs[0]), op.attrs)],
                           attrs=_SLICE_ATTRS, num_inputs=1, defaults={})
 # Internal: the gradient of strided_slice, scattering `g` into zeros shaped like the input.
-_STRIDED_SLICE_GRAD = register("strided_slice_grad", _strided_slice_grad_kernel,
-                               lambda s, d, a: [(tuple(s[1]), d[0])],
+_STRIDED_SLICE_GRAD_INFER = _adjoint_infer("strided_slice_grad", _strided_slice_infer, (1,))
+_STRIDED_SLICE_GRAD = register("strided_slice_grad", _strided_slice_grad_kernel, _STRIDED_SLICE_GRAD_INFER,
                                lambda op, gg: [run_op(_STRIDED_SLICE, (gg,), op.attrs), None],
                                attrs=_SLICE_ATTRS, num_inputs=2, defaults={})
 
@@ -303,15 +328,19 @@ _STRIDED_SLICE_GRAD = register("strided_slice_grad", _strided_slice_grad_kernel,
 def _index_value(k):
     """A static int from a key item (Python/numpy int or an eager integer scalar tensor)."""
     if isinstance(k, (bool, np.bool_)):
-        raise TypeError(f"strided_slice: boolean index {k!r} is not supported; use df.where or df.gather")
+        raise _args.error(f"strided_slice: boolean index {k!r} is not supported; use df.where or df.gather",
+                          TypeError)
     if isinstance(k, Tensor) and not isinstance(k, EagerTensor):
-        raise TypeError("strided_slice: indices must be static Python ints while tracing, got a symbolic "
-                        "tensor; use df.gather(t, index) for a data-dependent index")
+        known = k.static_value() if hasattr(k, "static_value") else None
+        if known is not None and np.ndim(known) == 0 and np.asarray(known).dtype.kind in "iu":
+            return int(known)
+        raise _args.error("strided_slice: indices must be static Python ints while tracing, got a symbolic "
+                          "tensor; use df.gather(t, index) for a data-dependent index", TypeError)
     try:
         return operator.index(k)
     except TypeError:
-        raise TypeError(f"strided_slice: index {k!r} is not an int, slice, ..., or None; use df.gather "
-                        f"for lists or tensors of indices") from None
+        raise _args.error(f"strided_slice: index {k!r:.60} is not an int, slice, ..., or None; use df.gather "
+                          f"for lists or tensors of indices", TypeError) from None
 
 
 def _slice_attrs(key, rank):
@@ -319,10 +348,9 @@ def _slice_attrs(key, rank):
     key = key if isinstance(key, tuple) else (key,)
     consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
     if sum(1 for k in key if k is Ellipsis) > 1:
-        raise errors.InvalidArgumentError("strided_slice: an index can hold only one ellipsis (...)")
+        raise _args.error("strided_slice: an index can hold only one ellipsis (...)")
     if consumed > rank:
-        raise errors.InvalidArgumentError(
-            f"strided_slice: too many indices ({consumed}) for a tensor of rank {rank}")
+        raise _args.error(f"strided_slice: too many indices ({consumed}) for a tensor of rank {rank}")
     if Ellipsis not in key:
         key = key + (Ellipsis,)
     begin, end, strides, new_axis = [], [], [], []
@@ -348,7 +376,7 @@ def _slice_attrs(key, rank):
         elif isinstance(k, slice):
             step = 1 if k.step is None else _index_value(k.step)
             if step == 0:
-                raise errors.InvalidArgumentError("strided_slice: slice step cannot be zero")
+                raise _args.error("strided_slice: slice step cannot be zero")
             begin.append(0 if k.start is None else _index_value(k.start))
             end.append(0 if k.stop is None else _index_value(k.stop))
             strides.append(step)

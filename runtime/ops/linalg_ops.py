@@ -26,7 +26,7 @@ import numpy as np
 
 from runtime import dtypes, errors
 from runtime.execute import run_op
-from runtime.ops import _infer as inf
+from runtime.ops import _args, _infer as inf
 from runtime.ops import array_ops as arr
 from runtime.ops import math_ops as m
 from runtime.ops.more_array_ops import rank_of
@@ -636,4 +636,6 @@ def band_part(input, num_lower, num_upper, name=None):
     """Each matrix with everything outside a band set to zero: keeps entry (i, j) when
     i - j <= num_lower and j - i <= num_upper, a negative count keeping that whole triangle.
     `band_part(x, -1, 0)` is the lower triangle, `band_part(x, 0, 0)` the diagonal."""
-    return run_op(_BAND_PART, (input,), {"num_lower": int(num_lower), "num_upper": int(num_upper)}, name)
+    attrs = {"num_lower": _args.int_arg("band_part", num_lower, "num_lower"),
+             "num_upper": _args.int_arg("band_part", num_upper, "num_upper")}
+    return run_op(_BAND_PART, (input,), attrs, name)

@@ -9,7 +9,7 @@ import numpy as np
 from runtime import dtypes, errors
 from runtime.execute import run_op
 from runtime.fused import Elementwise as Ew, Kernel, Reduction
-from runtime.ops import _infer as inf
+from runtime.ops import _args, _infer as inf
 from runtime.ops.base_ops import (_broadcast_back, _keepdims_grad, _mask, cast,  # noqa: F401
                                   ones_like, reducer, reduce_sum, size, unbroadcast, where,
                                   zeros_like)
@@ -117,10 +117,24 @@ _DIVIDE = register("divide", _divide_kernel, _divide_infer, _divide_grad, same_d
                    kinds=inf.numeric_kinds, num_inputs=2, attrs={}, defaults={},
                    fused=Ew("{0} / {1}"))
 divide = _public(_DIVIDE, "x / y elementwise (true division; integers give float64).")
-floordiv = _binary("floordiv", np.floor_divide, None, fused=Ew("np.floor_divide({0}, {1})"),
-                   doc="x // y elementwise (not differentiable).")
-mod = _binary("mod", np.mod, None, fused=Ew("np.remainder({0}, {1})"),
-              doc="x % y elementwise, sign of y as in Python (not differentiable).")
+def _int_division(name, ufunc):
+    """`ufunc` (floor_divide, remainder), refusing an integer division by zero as TensorFlow
+    does (numpy would warn and give 0); floats divide by zero to inf or nan as usual."""
+    def kernel(x, y):
+        if y.dtype.kind in "iu" and not np.all(y):
+            raise errors.InvalidArgumentError(
+                f"{name}: integer division by zero ({x.dtype.name} x {name} y with a 0 in y); "
+                f"guard the divisor, e.g. df.where(df.equal(y, 0), df.ones_like(y), y)")
+        return ufunc(x, y)
+    return kernel
+
+
+# Fused only for floats: an integer division by zero must raise, which a fused loop cannot.
+floordiv = _binary("floordiv", _int_division("floordiv", np.floor_divide), None,
+                   fused=Ew("np.floor_divide({0}, {1})", kinds="f"),
+                   doc="x // y elementwise (not differentiable); an integer y of 0 raises.")
+mod = _binary("mod", _int_division("mod", np.mod), None, fused=Ew("np.remainder({0}, {1})", kinds="f"),
+              doc="x % y elementwise, sign of y as in Python (not differentiable); an integer y of 0 raises.")
 
 
 def _pow_grad(op, g):
@@ -137,7 +151,8 @@ def _pow_grad(op, g):
 
 def _pow_kernel(x, y):
     if x.dtype.kind in "iu" and np.any(np.asarray(y) < 0):
-        raise errors.InvalidArgumentError("integers to negative integer powers are not allowed")
+        raise errors.InvalidArgumentError("pow: integers to negative integer powers are not allowed; cast the "
+                                          "base to a float dtype first")
     return np.power(x, y)
 
 
@@ -258,7 +273,7 @@ def add_n(inputs, name=None):
     """Sum of a list of tensors (used to aggregate gradients)."""
     inputs = list(inputs)
     if not inputs:
-        raise errors.InvalidArgumentError("add_n needs at least one input")
+        raise _args.error("add_n needs at least one input")
     if len(inputs) == 1:
         return inputs[0]
     return run_op(_ADD_N, inputs, _EMPTY, name)
@@ -473,13 +488,23 @@ def _third_order_prod(op, g):
     return [run_op(_PROD_OTHERS_GRAD, (g, op.inputs[1]), op.attrs), None]
 
 
-_PROD_OTHERS = register("reduce_prod_others", _prod_others_kernel,
-                        lambda s, d, a: [(tuple(s[0]), d[0])],
+def _prod_others_infer(name):
+    def infer(shapes, dts, attrs):
+        axis = attrs["axis"]
+        if axis is not None and len(shapes[-1]):
+            inf.normalize_axes(name, axis if isinstance(axis, tuple) else (axis,), len(shapes[-1]))
+        if len(shapes) == 2:
+            inf.check_compatible(name, "the gradient", shapes[0], "the input", shapes[1])
+        return [(tuple(shapes[-1]), dts[-1])]
+    return infer
+
+
+_PROD_OTHERS = register("reduce_prod_others", _prod_others_kernel, _prod_others_infer("reduce_prod_others"),
                         lambda op, g: [run_op(_PROD_OTHERS_GRAD, (g, op.inputs[0]), op.attrs)],
                         attrs={"axis": "opt_ints"}, num_inputs=1, defaults={"axis": None})
 # Internal: the gradient of reduce_prod_others (second derivative of reduce_prod).
 _PROD_OTHERS_GRAD = register(
-    "reduce_prod_others_grad", _prod_others_grad_kernel, lambda s, d, a: [(tuple(s[1]), d[1])],
+    "reduce_prod_others_grad", _prod_others_grad_kernel, _prod_others_infer("reduce_prod_others_grad"),
     _third_order_prod, attrs={"axis": "opt_ints"}, num_inputs=2, defaults={"axis": None})
 
 
@@ -536,7 +561,7 @@ def _arg(name, fn):
 
     def f(input, axis=None, output_type=dtypes.int64, name=None):
         # axis=None means axis 0, as in TensorFlow
-        axis = 0 if axis is None else int(axis)
+        axis = 0 if axis is None else _args.int_arg(op.name, axis, "axis")
         return run_op(op, (input,), {"axis": axis, "output_type": dtypes.as_dtype(output_type)}, name)
     f.__name__ = f.__qualname__ = name
     f.__doc__ = f"Index of the {name[3:]}imum along `axis` (int64; not differentiable)."

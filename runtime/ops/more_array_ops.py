@@ -5,17 +5,16 @@ TensorFlow's names and semantics (`tf.repeat`, `tf.roll`, `tf.reverse`, `tf.lins
 attrs; gradients are written with ops, and the linear ops pair with their adjoints
 (`repeat` with the internal `repeat_grad`) so every order of gradient exists.
 """
-import operator
 
 import numpy as np
 
 from runtime import dtypes, errors
 from runtime.execute import run_op
-from runtime.ops import _infer as inf
+from runtime.ops import _args, _infer as inf
 from runtime.ops import math_ops as m
 from runtime.ops import array_ops as arr
 from runtime.registry import register
-from runtime.tensor import EagerTensor, Tensor
+from runtime.tensor import Tensor
 
 __all__ = ["repeat", "roll", "reverse", "linspace", "meshgrid", "outer"]
 
@@ -26,20 +25,13 @@ __all__ = ["repeat", "roll", "reverse", "linspace", "meshgrid", "outer"]
 def static_ints(value, op_name, what):
     """`value` (int, list, array, eager tensor, or a traced tensor known while tracing) as
     a tuple of Python ints, and whether it was a scalar."""
-    if isinstance(value, Tensor) and not isinstance(value, EagerTensor):
-        known = getattr(value, "static_value", lambda: None)()
-        if known is None:
-            raise errors.InvalidArgumentError(
-                f"{op_name}: {what} must be known while tracing, got the symbolic tensor "
-                f"{value.name}; pass Python ints")
-        value = known
-    values = np.asarray(value)
-    if values.ndim == 1 and values.size == 0:
-        return (), False
-    if values.dtype.kind not in "iu" or values.ndim > 1:
-        raise errors.InvalidArgumentError(
-            f"{op_name}: {what} must be an int or a 1-D list of ints, got {value!r}")
-    return tuple(int(v) for v in values.reshape(-1)), values.ndim == 0
+    if isinstance(value, (list, tuple)):
+        return _args.int_list_arg(op_name, value, what), False
+    if isinstance(value, (Tensor, np.ndarray)) or hasattr(value, "_as_tensor"):
+        arr = value if isinstance(value, np.ndarray) else _args.value_now(op_name, value, what)
+        if arr.ndim == 1:
+            return _args.int_list_arg(op_name, arr, what), False
+    return (_args.int_arg(op_name, value, what),), True
 
 
 def rank_of(x):
@@ -50,12 +42,7 @@ def rank_of(x):
 def _axes(op_name, axis, rank):
     """Axes (ints or a list) normalized to non-negative ints, each in range."""
     axes, _ = static_ints(axis, op_name, "axis")
-    return tuple(inf.normalize_axis(op_name, ax, rank) if rank else _no_axes(op_name, ax)
-                 for ax in axes)
-
-
-def _no_axes(op_name, ax):
-    raise errors.InvalidArgumentError(f"{op_name}: axis {ax} is out of range for a scalar (rank 0)")
+    return tuple(_args.axis_arg(op_name, ax, rank) for ax in axes)
 
 
 # ------------------------------------------------------------------ repeat
@@ -117,8 +104,14 @@ _REPEAT = register("repeat", _repeat_kernel, _repeat_infer,
                    lambda op, g: [run_op(_REPEAT_GRAD, (g, op.inputs[0]), op.attrs)],
                    num_inputs=1, attrs=_REPEAT_ATTRS, defaults={"axis": None})
 # Internal: the gradient of repeat (the sum of each element's copies); its gradient is repeat.
-_REPEAT_GRAD = register("repeat_grad", _repeat_grad_kernel,
-                        lambda s, d, attrs: [(tuple(s[1]), d[0])],
+def _repeat_grad_infer(shapes, dts, attrs):
+    # (g, x): g has the shape repeat gives x
+    fwd = _repeat_infer([shapes[1]], [dts[1]], attrs)
+    inf.check_compatible("repeat_grad", "the gradient", shapes[0], "the repeated input", fwd[0][0])
+    return [(tuple(shapes[1]), dts[0])]
+
+
+_REPEAT_GRAD = register("repeat_grad", _repeat_grad_kernel, _repeat_grad_infer,
                         lambda op, gg: [run_op(_REPEAT, (gg,), op.attrs), None],
                         num_inputs=2, attrs=_REPEAT_ATTRS, defaults={"axis": None})
 
@@ -131,12 +124,14 @@ def repeat(x, repeats, axis=None, name=None):
     """
     counts, _ = static_ints(repeats, "repeat", "repeats")
     if not counts:
-        raise errors.InvalidArgumentError("repeat: repeats is empty; pass a count")
+        raise _args.error("repeat: repeats is empty; pass a count")
+    if min(counts) < 0:
+        raise _args.error(f"repeat: repeats must be >= 0, got {list(counts)}")
     if axis is not None:
         rank = rank_of(x)
         if rank == 0:
-            raise errors.InvalidArgumentError("repeat: a scalar has no axis to repeat along; pass axis=None")
-        axis = inf.normalize_axis("repeat", operator.index(axis), rank)
+            raise _args.error("repeat: a scalar has no axis to repeat along; pass axis=None")
+        axis = _args.axis_arg("repeat", axis, rank)
     return run_op(_REPEAT, (x,), {"repeats": counts, "axis": axis}, name)
 
 
@@ -169,8 +164,7 @@ def roll(input, shift, axis, name=None):
     shifts, _ = static_ints(shift, "roll", "shift")
     axes = _axes("roll", axis, rank_of(input))
     if len(shifts) != len(axes):
-        raise errors.InvalidArgumentError(
-            f"roll: shift {shifts} and axis {axes} must have the same length")
+        raise _args.error(f"roll: shift {shifts} and axis {axes} must have the same length")
     return run_op(_ROLL, (input,), {"shift": shifts, "axis": axes}, name)
 
 
@@ -212,7 +206,8 @@ def reverse(tensor, axis, name=None):
     """`tensor` with the order of its elements along each of `axis` reversed (TF's
     `tf.reverse`; numpy's `np.flip`): `df.reverse([[1, 2], [3, 4]], [1]) -> [[2, 1], [4, 3]]`."""
     axes = _axes("reverse", axis, rank_of(tensor))
-    _distinct_axes(axes)
+    if len(set(axes)) != len(axes):
+        raise _args.error(f"reverse: axis {axes} names an axis twice")
     return run_op(_REVERSE, (tensor,), {"axis": axes}, name)
 
 
@@ -266,11 +261,9 @@ def linspace(start, stop, num, axis=0, name=None):
     `start`/`stop` may be tensors (broadcast together): `df.linspace(0., 1., 5)`."""
     if _is_number(start) and _is_number(stop):  # a range of Python numbers is float32
         start, stop = np.float32(start), np.float32(stop)
-    (num,), scalar = static_ints(num, "linspace", "num")
-    if not scalar:
-        raise errors.InvalidArgumentError(f"linspace: num must be one int, got {num!r}")
+    num = _args.count_arg("linspace", num, "num")
     rank = max(rank_of(start), rank_of(stop)) + 1
-    axis = inf.normalize_axis("linspace", operator.index(axis), rank)
+    axis = _args.axis_arg("linspace", axis, rank)
     return run_op(_LINSPACE, (start, stop), {"num": num, "axis": axis}, name)
 
 
@@ -323,8 +316,10 @@ def meshgrid(*args, indexing="xy", name=None):
     """Coordinate grids from 1-D tensors, one output per input (numpy's and TF's meshgrid):
     with `indexing="xy"` outputs have shape (len(y), len(x), ...), with "ij" (len(x), len(y), ...)."""
     if not args:
-        raise errors.InvalidArgumentError("meshgrid: needs at least one input")
-    return list(run_op(_MESHGRID, args, {"indexing": str(indexing)}, name))
+        raise _args.error("meshgrid: needs at least one input")
+    if indexing not in ("xy", "ij"):
+        raise _args.error(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+    return list(run_op(_MESHGRID, args, {"indexing": indexing}, name))
 
 
 # ------------------------------------------------------------------ outer

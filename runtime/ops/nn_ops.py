@@ -13,7 +13,7 @@ import numpy as np
 from runtime import errors
 from runtime.execute import run_op
 from runtime.fused import Kernel
-from runtime.ops import _infer as inf
+from runtime.ops import _args, _infer as inf
 from runtime.ops.array_ops import _norm_axis, _rank, expand_dims
 from runtime.ops.math_ops import add, exp, multiply, negative, reduce_sum, subtract
 from runtime.registry import register
@@ -44,8 +44,8 @@ def _shifted(x, axis):
 def _axis_attr(op_name, x, axis):
     rank = _rank(x)
     if rank == 0:
-        raise errors.InvalidArgumentError(f"{op_name}: logits must have rank >= 1, got a scalar")
-    return {"axis": _norm_axis(op_name, axis, rank)}
+        raise _args.error(f"{op_name}: logits must have rank >= 1, got a scalar")
+    return {"axis": _args.axis_arg(op_name, axis, rank)}
 
 
 # ------------------------------------------------------------------ softmax, log_softmax
@@ -269,6 +269,6 @@ def sparse_softmax_cross_entropy_with_logits(labels, logits, name=None):
     >>> df.sparse_softmax_cross_entropy_with_logits([1], [[0., 0.]])   # [0.6931]
     """
     if _rank(logits) == 0:
-        raise errors.InvalidArgumentError(f"{_SPARSE}: logits must have rank >= 1, got a scalar")
+        raise _args.error(f"{_SPARSE}: logits must have rank >= 1, got a scalar")
     return run_op(_SPARSE_XENT, (labels, logits), _EMPTY, name)[0]
 

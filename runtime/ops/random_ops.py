@@ -20,9 +20,8 @@ import numpy as np
 
 from runtime import dtypes, errors
 from runtime.execute import run_op
-from runtime.ops import _infer as inf
-from runtime.ops.array_ops import stack
-from runtime.ops.math_ops import add, cast, multiply, subtract
+from runtime.ops import _args, _infer as inf
+from runtime.ops.math_ops import add, multiply, subtract
 from runtime.registry import register
 from runtime.tensor import Tensor
 
@@ -73,9 +72,9 @@ def _seed_arg(op_name, seed):
     """A tensor/variable as is; a Python pair (or array) as an int64 array of shape [2]."""
     if isinstance(seed, Tensor) or hasattr(seed, "_as_tensor"):
         return seed
-    bad = errors.InvalidArgumentError(
+    bad = _args.error(
         f"{op_name}: seed must be a pair of ints (e.g. seed=(1, 2)) or an int32/int64 tensor of "
-        f"shape [2], got {seed!r}")
+        f"shape [2], got {seed!r:.60}")
     try:
         arr = np.asarray(seed)
     except (TypeError, ValueError, OverflowError):
@@ -83,66 +82,18 @@ def _seed_arg(op_name, seed):
     if arr.shape != (2,) or arr.dtype.kind not in "iu":
         raise bad
     if arr.dtype.kind == "u" and arr.max() > np.iinfo(np.int64).max:
-        raise errors.InvalidArgumentError(f"{op_name}: seed {seed!r} does not fit in int64")
+        raise _args.error(f"{op_name}: seed {seed!r} does not fit in int64")
     return arr.astype(np.int64)
 
 
 def _dims_arg(op_name, shape):
-    """(value for the shape input, static shape attr) for a shape argument.
-
-    A list of ints (or a tensor whose value is known now) is static. While tracing, a
-    tensor known only when the graph runs is passed as is (its sizes are None in the static
-    shape, except for `df.shape(x)`, which has x's static sizes); a list may mix ints and
-    scalar tensors.
-    """
-    static_value = getattr(shape, "static_value", None)
-    if static_value is not None:                       # a symbolic tensor
-        value = static_value()
-        if value is not None:
-            shape = value
-        else:
-            return shape, _static_dims(op_name, shape)
-    if isinstance(shape, Tensor) or hasattr(shape, "_as_tensor"):
-        shape = np.asarray(shape._as_tensor() if not isinstance(shape, Tensor) else shape)
-    if isinstance(shape, (list, tuple)) and any(isinstance(d, Tensor) for d in shape):
-        return _mixed_dims(op_name, shape)
-    arr = np.asarray(shape)
-    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
-        raise errors.InvalidArgumentError(
-            f"{op_name}: shape must be a list of non-negative ints or a 1-D int tensor, got {shape!r}")
-    dims = tuple(int(d) for d in arr)
-    if min(dims, default=0) < 0:
-        raise errors.InvalidArgumentError(f"{op_name}: negative size in shape {list(dims)}")
-    return np.asarray(dims, np.int64 if max(dims, default=0) > np.iinfo(np.int32).max else np.int32), dims
-
-
-def _static_dims(op_name, t):
-    if len(t.shape) != 1:
-        raise errors.InvalidArgumentError(
-            f"{op_name}: the shape tensor must be 1-D, got one of shape {inf.shape_str(t.shape)}")
-    if t.shape[0] is None:
-        raise errors.InvalidArgumentError(
-            f"{op_name}: the shape tensor must be 1-D with a length known while tracing (the "
-            f"result's rank), got one of shape {inf.shape_str(t.shape)}: its length is unknown")
-    node = getattr(t, "node", None)
-    if node is not None and node.op.name == "shape" and len(node.inputs[0].shape) == t.shape[0]:
-        return tuple(node.inputs[0].shape)       # df.shape(x): x's known sizes
-    return (None,) * t.shape[0]
-
-
-def _mixed_dims(op_name, entries):
-    static, parts = [], []
-    for d in entries:
-        if isinstance(d, Tensor):
-            v = d.static_value() if hasattr(d, "static_value") else np.asarray(d)
-            static.append(None if v is None else int(v))
-            parts.append(cast(d, dtypes.int64))
-        else:
-            static.append(int(d))
-            parts.append(np.int64(d))
-    if any(d is not None and d < 0 for d in static):
-        raise errors.InvalidArgumentError(f"{op_name}: negative size in shape {static}")
-    return stack(parts), tuple(static)
+    """(value for the shape input, static shape attr) for a shape argument: the one shape
+    mechanism of the ops (`_args.shape_operand`); a static shape becomes an int array."""
+    static, operand = _args.shape_operand(op_name, shape)
+    if operand is None:
+        wide = max(static, default=0) > np.iinfo(np.int32).max
+        operand = np.asarray(static, np.int64 if wide else np.int32)
+    return operand, static
 
 
 # ------------------------------------------------------------------ inference and kernels
@@ -180,12 +131,7 @@ def _check_seed_value(op_name, seed):
 
 def _out_shape(op_name, dims, seed, shape):
     _check_seed_value(op_name, seed)
-    if dims.ndim != 1:
-        raise errors.InvalidArgumentError(f"{op_name}: shape must be 1-D, got an array of shape {dims.shape}")
-    out = tuple(int(d) for d in dims)
-    if len(out) != len(shape) or any(s is not None and s != d for s, d in zip(shape, out)):
-        raise errors.InvalidArgumentError(
-            f"{op_name}: the shape value {list(out)} does not match the static shape {inf.shape_str(shape)}")
+    out = _args.shape_value(op_name, dims, shape)
     if min(out, default=0) < 0:
         raise errors.InvalidArgumentError(f"{op_name}: negative size in shape {list(out)}")
     return out
@@ -225,8 +171,7 @@ def _affine(x, scale, offset, scale_is_one, offset_is_zero):
 def _float_dtype(op_name, dtype):
     dt = dtypes.as_dtype(dtype)
     if not dt.is_floating:
-        raise errors.InvalidArgumentError(
-            f"{op_name}: dtype must be floating (float16, float32, float64), got {dt.name}")
+        raise _args.error(f"{op_name}: dtype must be floating (float16, float32, float64), got {dt.name}")
     return dt
 
 
@@ -316,20 +261,20 @@ def dropout(x, rate, seed, noise_shape=None, name=None):
     >>> df.dropout(df.ones([4]), rate=0.5, seed=(1, 2))      # entries 0 or 2
     """
     rate = _static_rate(rate)
-    _check_rate(rate)
+    if not 0.0 <= rate < 1.0:
+        raise _args.error(f"dropout: rate must be in [0, 1) (the fraction of entries dropped), got {rate}")
     rank = len(x.shape) if hasattr(x, "shape") else np.ndim(x)
     if noise_shape is None:
         ns = (None,) * rank
     else:
         if hasattr(noise_shape, "numpy"):
             noise_shape = noise_shape.numpy().tolist()
-        try:
-            ns = tuple(None if d is None else int(d) for d in noise_shape)
-        except TypeError:
-            raise errors.InvalidArgumentError(
-                f"dropout: noise_shape must be a list of ints or None, got {noise_shape!r}") from None
+        if isinstance(noise_shape, (str, bytes)) or not hasattr(noise_shape, "__iter__"):
+            raise _args.error(f"dropout: noise_shape must be a list of ints or None, got {noise_shape!r}",
+                              TypeError)
+        ns = tuple(None if d is None else _args.int_arg("dropout", d, "noise_shape entry") for d in noise_shape)
         if any(d is not None and d < 0 for d in ns):
-            raise errors.InvalidArgumentError(f"dropout: negative size in noise_shape {list(ns)}")
+            raise _args.error(f"dropout: negative size in noise_shape {list(ns)}")
     return run_op(_DROPOUT, (x, _seed_arg("dropout", seed)), {"rate": rate, "noise_shape": ns}, name)
 
 
@@ -340,6 +285,6 @@ def _static_rate(rate):
     value = static_value() if static_value is not None else (
         np.asarray(rate) if isinstance(rate, Tensor) else None)
     if value is None or np.ndim(value) != 0:
-        raise errors.InvalidArgumentError(
-            f"dropout: rate must be a Python float (or a scalar tensor known while tracing), got {rate!r}")
+        raise _args.error(
+            f"dropout: rate must be a Python float (or a scalar tensor known while tracing), got {rate!r:.60}")
     return float(value)

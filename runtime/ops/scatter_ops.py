@@ -11,9 +11,8 @@ import numpy as np
 from runtime import errors
 from runtime.dtypes import from_numpy
 from runtime.execute import run_op
-from runtime.ops import _infer as inf
+from runtime.ops import _args, _infer as inf
 from runtime.ops.array_ops import expand_dims, gather, where, zeros_like
-from runtime.ops.base_ops import _static_shape
 from runtime.ops.index_ops import _check_int_dtype
 from runtime.ops.math_ops import cast, greater_equal, multiply
 from runtime.registry import register
@@ -84,8 +83,11 @@ def _gather_nd_kernel(params, indices):
 
 
 def _gather_nd_grad_infer(shapes, dts, attrs):
+    # (g, indices, params): g has the shape gather_nd gives
     _check_int_dtype("gather_nd_grad", "indices", dts[1])
-    _index_depth("gather_nd_grad", tuple(shapes[1]), tuple(shapes[2]))
+    m = _index_depth("gather_nd_grad", tuple(shapes[1]), tuple(shapes[2]))
+    inf.check_compatible("gather_nd_grad", "the gradient", shapes[0], "the gathered slices",
+                         tuple(shapes[1])[:-1] + tuple(shapes[2])[m:])
     return [(tuple(shapes[2]), dts[0])]
 
 
@@ -143,7 +145,7 @@ def scatter_nd(indices, updates, shape, name=None):
 
     >>> df.scatter_nd([[1], [3], [1]], [1., 2., 5.], [4])   # [0., 6., 0., 2.]
     """
-    return run_op(_SCATTER_ND, (indices, updates), {"shape": _static_shape(shape, "scatter_nd")}, name)
+    return run_op(_SCATTER_ND, (indices, updates), {"shape": _args.shape_arg("scatter_nd", shape)}, name)
 
 
 # ------------------------------------------------------------------ segment sums
@@ -252,6 +254,5 @@ def unsorted_segment_sum(data, segment_ids, num_segments, name=None):
 
     >>> df.unsorted_segment_sum([1., 2., 3.], [2, 0, 2], 3)   # [2., 0., 4.]
     """
-    if hasattr(num_segments, "static_value"):
-        num_segments = _static_shape([num_segments], "unsorted_segment_sum")[0]
-    return run_op(_UNSORTED, (data, segment_ids), {"num_segments": int(num_segments)}, name)
+    n = _args.count_arg("unsorted_segment_sum", num_segments, "num_segments")
+    return run_op(_UNSORTED, (data, segment_ids), {"num_segments": n}, name)

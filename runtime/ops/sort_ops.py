@@ -9,7 +9,7 @@ import numpy as np
 
 from runtime import dtypes, errors
 from runtime.execute import run_op
-from runtime.ops import _infer as inf
+from runtime.ops import _args, _infer as inf
 from runtime.ops.index_ops import _norm_axis, _rank
 from runtime.registry import register
 
@@ -75,10 +75,11 @@ _ARGSORT = register("argsort", _argsort_kernel, _sort_infer("argsort", dtypes.in
 def _sort_attrs(op_name, values, axis, direction):
     rank = _rank(values)
     if rank == 0:
-        raise errors.InvalidArgumentError(f"{op_name}: input must have rank >= 1, got a scalar")
-    direction = str(direction).upper()
-    _check_direction(op_name, direction)
-    return {"axis": _norm_axis(op_name, axis, rank), "direction": direction}
+        raise _args.error(f"{op_name}: input must have rank >= 1, got a scalar")
+    d = direction.upper() if isinstance(direction, str) else direction
+    if d not in _DIRECTIONS:
+        raise _args.error(f"{op_name}: direction must be 'ASCENDING' or 'DESCENDING', got {direction!r}")
+    return {"axis": _args.axis_arg(op_name, axis, rank), "direction": d}
 
 
 def sort(values, axis=-1, direction="ASCENDING", name=None):
@@ -132,7 +133,7 @@ def top_k(input, k=1, sorted=True, name=None):
 
     >>> values, indices = df.top_k([1., 3., 2., 3.], 2)   # [3., 3.], [1, 3]
     """
-    return run_op(_TOP_K, (input,), {"k": int(k)}, name)
+    return run_op(_TOP_K, (input,), {"k": _args.count_arg("top_k", k, "k")}, name)
 
 
 # ------------------------------------------------------------------ internal: along an axis
@@ -161,6 +162,13 @@ def _along_infer(op_name, like):
                 f"{op_name}: the inputs must have one rank, got {', '.join(inf.shape_str(s) for s in shapes)}")
         axis = _norm_axis(op_name, attrs["axis"], len(shapes[1]))
         main, other = tuple(shapes[like]), tuple(shapes[1 if like == 2 else 0])
+        if like == 2:   # scatter_along_axis(updates, indices, like): one update per index
+            inf.check_compatible(op_name, "updates", shapes[0], "indices", shapes[1])
+        if any(a != axis and d is not None and o is not None and d != o
+               for a, (d, o) in enumerate(zip(main, other))):
+            raise errors.InvalidArgumentError(
+                f"{op_name}: off axis {axis}, {inf.shape_str(shapes[0])} and {inf.shape_str(shapes[1])} "
+                f"must have the same sizes")
         out = tuple(d if d is not None or a == axis else o for a, (d, o) in enumerate(zip(main, other)))
         return [(out, dts[0])]
     return infer

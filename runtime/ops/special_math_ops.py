@@ -8,9 +8,9 @@ import numpy as np
 
 from runtime import dtypes, errors
 from runtime.execute import run_op
-from runtime.ops import _infer as inf
+from runtime.ops import _args, _infer as inf
 from runtime.ops.array_ops import concat, ones_like, strided_slice, where, zeros_like
-from runtime.ops.base_ops import _axis_attr as _axis_arg, _keepdims_grad, _reduce_infer
+from runtime.ops.base_ops import _keepdims_grad, _reduce_infer
 from runtime.ops.index_ops import _norm_axis, _rank
 from runtime.ops.math_ops import (abs, add, cast,
                                   divide, equal, exp, greater, less, less_equal, logical_and, logical_not,
@@ -266,15 +266,15 @@ _RED_ATTRS = {"axis": "opt_ints", "keepdims": "bool"}
 _RED_DEFAULTS = {"axis": None, "keepdims": False}
 
 
-def _axes(ndim, axis):
+def _axes(ndim, axis, op_name="reduction"):
     """The reduced axes, non-negative (a scalar has none to reduce, whatever `axis` says)."""
     if axis is None or not ndim:
         return tuple(range(ndim))
-    return tuple(a % ndim for a in axis)
+    return inf.normalize_axes(op_name, axis, ndim)
 
 
 def _logsumexp_kernel(x, axis, keepdims):
-    axes = _axes(x.ndim, axis)
+    axes = _axes(x.ndim, axis, "reduce_logsumexp")
     m = np.max(x, axis=axes, keepdims=True, initial=-np.inf)
     m = np.where(np.isfinite(m), m, x.dtype.type(0))  # all -inf (or an inf): nothing to shift
     with np.errstate(divide="ignore"):  # log(0) = -inf for an empty or all -inf group
@@ -293,14 +293,15 @@ def _reduction(name, kernel, grad, kinds, doc):
                   defaults=_RED_DEFAULTS, kinds=kinds)
 
     def f(input_tensor, axis=None, keepdims=False, name=None):
-        return run_op(op, (input_tensor,), {"axis": _axis_tuple(axis), "keepdims": bool(keepdims)}, name)
+        return run_op(op, (input_tensor,), {"axis": _axis_tuple(op.name, axis), "keepdims": bool(keepdims)},
+                      name)
     f.__name__ = f.__qualname__ = op.name
     f.__doc__ = doc
     return f
 
 
-def _axis_tuple(axis):
-    a = _axis_arg(axis)
+def _axis_tuple(op_name, axis):
+    a = _args.axes_arg(op_name, axis)
     return (a,) if isinstance(a, int) else a
 
 
@@ -308,10 +309,12 @@ reduce_logsumexp = _reduction(
     "reduce_logsumexp", _logsumexp_kernel, _logsumexp_grad, inf.float_kinds,
     "log(sum(exp(x))) over `axis`, without overflow: `df.reduce_logsumexp([1000., 1000.]) -> 1000.6931`.")
 reduce_any = _reduction(
-    "reduce_any", lambda x, axis, keepdims: np.logical_or.reduce(x, axis=_axes(x.ndim, axis), keepdims=keepdims),
+    "reduce_any", lambda x, axis, keepdims: np.logical_or.reduce(x, axis=_axes(x.ndim, axis, "reduce_any"),
+                                                               keepdims=keepdims),
     None, "b", "Logical or over `axis` of a bool tensor (not differentiable).")
 reduce_all = _reduction(
-    "reduce_all", lambda x, axis, keepdims: np.logical_and.reduce(x, axis=_axes(x.ndim, axis), keepdims=keepdims),
+    "reduce_all", lambda x, axis, keepdims: np.logical_and.reduce(x, axis=_axes(x.ndim, axis, "reduce_all"),
+                                                                keepdims=keepdims),
     None, "b", "Logical and over `axis` of a bool tensor (not differentiable).")
 
 
@@ -328,27 +331,27 @@ def _ord_attr(ord, matrix):
         if key in ("inf", "np.inf"):
             return "inf"
         choices = "'euclidean' ('fro'), 1 or np.inf" if matrix else "'euclidean', 1, np.inf or a positive number"
-        raise errors.InvalidArgumentError(
+        raise _args.error(
             f"norm: ord={ord!r} is not supported for {'matrices' if matrix else 'vectors'}; use {choices}")
     try:
         p = float(ord)
     except (TypeError, ValueError):
-        raise errors.InvalidArgumentError(f"norm: ord must be a number or 'euclidean', got {ord!r}") from None
+        raise _args.error(f"norm: ord must be a number or 'euclidean', got {ord!r}") from None
     if p == np.inf:
         return "inf"
     if p == 1:
         return "1"
     if matrix:
         if p == 2:
-            raise errors.UnimplementedError(
+            raise _args.error(
                 "norm: ord=2 of a matrix (its largest singular value) is not implemented; use "
-                "ord='fro', 1 or np.inf, or the singular values of df.linalg.svd")
-        raise errors.InvalidArgumentError(
+                "ord='fro', 1 or np.inf, or the singular values of df.linalg.svd", errors.UnimplementedError)
+        raise _args.error(
             f"norm: ord={ord!r} is not supported for matrices; use 'euclidean' ('fro'), 1 or np.inf")
     if p == 2:
         return "euclidean"
     if not p > 0:
-        raise errors.InvalidArgumentError(f"norm: ord must be positive, got {ord!r}")
+        raise _args.error(f"norm: ord must be positive, got {ord!r}")
     return repr(p)
 
 
@@ -374,7 +377,7 @@ def _norm_infer(shapes, dts, attrs):
 
 
 def _norm_kernel(x, ord, axis, keepdims):
-    axes = _axes(x.ndim, axis)
+    axes = _axes(x.ndim, axis, "norm")
     t = x.dtype.type
     if ord == "euclidean":  # also the Frobenius norm of matrices
         out = np.sqrt(np.sum(x * x, axis=axes, keepdims=True))
@@ -431,9 +434,9 @@ def norm(tensor, ord="euclidean", axis=None, keepdims=False, name=None):
     >>> df.norm([3., 4.])   # 5.
     >>> df.norm([[1., -2.], [3., 4.]], ord=1, axis=(0, 1))   # 6. (largest column sum)
     """
-    axis = _axis_tuple(axis)
+    axis = _axis_tuple("norm", axis)
     if axis is not None and len(axis) not in (1, 2):
-        raise errors.InvalidArgumentError(f"norm: axis must be None, an int or a pair of ints, got {axis}")
+        raise _args.error(f"norm: axis must be None, an int or a pair of ints, got {axis}")
     matrix = axis is not None and len(axis) == 2
     return run_op(_NORM, (tensor,), {"ord": _ord_attr(ord, matrix), "axis": axis, "keepdims": bool(keepdims)},
                   name)
@@ -513,8 +516,8 @@ _CUMPROD = register("cumprod", _cum_kernel("cumprod", np.multiply, 1), _cum_infe
 def _cum_attrs(name, x, axis, exclusive, reverse):
     rank = _rank(x)
     if rank == 0:
-        raise errors.InvalidArgumentError(f"{name}: input must have rank >= 1, got a scalar")
-    return {"axis": _norm_axis(name, axis, rank), "exclusive": bool(exclusive), "reverse": bool(reverse)}
+        raise _args.error(f"{name}: input must have rank >= 1, got a scalar")
+    return {"axis": _args.axis_arg(name, axis, rank), "exclusive": bool(exclusive), "reverse": bool(reverse)}
 
 
 def cumsum(x, axis=0, exclusive=False, reverse=False, name=None):
@@ -553,7 +556,7 @@ def _linear_scan_kernel(b, a, axis, reverse):
 def _linear_scan_infer(shapes, dts, attrs):
     inf.check_same("linear_scan", dts)
     inf.check_kinds("linear_scan", dts[0], inf.float_kinds)
-    if len(shapes[0]) != len(shapes[1]):
+    if not inf.shapes_compatible(shapes[0], shapes[1]):
         raise errors.InvalidArgumentError(
             f"linear_scan: values and coefficients must have the same shape, got {inf.shape_str(shapes[0])} "
             f"and {inf.shape_str(shapes[1])}")
@@ -590,8 +593,8 @@ _EYE = register("eye", lambda num_rows, num_columns, dtype: np.eye(num_rows, num
 
 def eye(num_rows, num_columns=None, dtype=dtypes.float32, name=None):
     """The identity matrix (ones on the diagonal): `df.eye(2) -> [[1., 0.], [0., 1.]]`."""
-    n = int(num_rows)
-    m = n if num_columns is None else int(num_columns)
+    n = _args.count_arg("eye", num_rows, "num_rows")
+    m = n if num_columns is None else _args.count_arg("eye", num_columns, "num_columns")
     attrs = {"num_rows": n, "num_columns": m, "dtype": dtypes.as_dtype(dtype)}
     _eye_infer((), (), attrs)
     return run_op(_EYE, (), attrs, name)

@@ -1,0 +1,151 @@
+"""Creation and tiling ops whose shape is an input tensor computed when the graph runs.
+
+`df.fill`, `df.zeros`, `df.ones`, `df.tile` and `df.range` build these when, while tracing,
+their shape argument (or range's bounds) is known only at run time (`df.shape(x)` of an x
+with None sizes); a known shape keeps the ops with shape attrs (array_ops). Each node
+carries the sizes known while tracing (`shape`: None where unknown) and its kernel checks
+the run-time value against them (`_args.shape_value`), as the random ops do.
+`dynamic_reshape` and `dynamic_broadcast_to` live with their static forms in base_ops.
+"""
+import numpy as np
+
+from runtime import dtypes, errors
+from runtime.execute import run_op
+from runtime.ops import _args, _infer as inf
+from runtime.ops.base_ops import _shape_input_infer, reduce_sum
+from runtime.registry import register
+
+__all__ = ["dynamic_fill", "dynamic_tile", "dynamic_range", "range_length"]
+
+
+# ------------------------------------------------------------------ fill (zeros, ones)
+def _fill_infer(shapes, dts, attrs):
+    static = tuple(attrs["shape"])
+    _shape_input_infer("fill", shapes[0], dts[0], static, "dims")
+    if len(shapes[1]):
+        raise errors.InvalidArgumentError(f"fill: value must be a scalar, got shape {inf.shape_str(shapes[1])}")
+    return [(static, dts[1])]
+
+
+def _fill_kernel(dims, value, shape):
+    out = _args.shape_value("fill", dims, shape, "dims")
+    if min(out, default=0) < 0:
+        raise errors.InvalidArgumentError(f"fill: negative size in dims {list(out)}; sizes must be >= 0")
+    if value.ndim:
+        raise errors.InvalidArgumentError(f"fill: value must be a scalar, got shape {value.shape}")
+    return np.full(out, value, value.dtype)
+
+
+_DYNAMIC_FILL = register("dynamic_fill", _fill_kernel, _fill_infer,
+                         lambda op, g: [None, reduce_sum(g)], num_inputs=2, attrs={"shape": "shape"},
+                         defaults={}, kinds=inf.int_kinds)
+
+
+def dynamic_fill(dims, value, static, name=None):
+    """A tensor of run-time shape `dims` (static sizes `static`) filled with scalar `value`."""
+    return run_op(_DYNAMIC_FILL, (dims, value), {"shape": tuple(static)}, name)
+
+
+# ------------------------------------------------------------------ tile, tile_reduce
+def _tile_infer(shapes, dts, attrs):
+    x, static = tuple(shapes[0]), tuple(attrs["shape"])
+    _shape_input_infer("tile", shapes[1], dts[1], static, "multiples")
+    if len(static) != len(x):
+        raise errors.InvalidArgumentError(
+            f"tile: multiples must hold one int per axis of shape {inf.shape_str(x)}, got {len(static)}")
+    return [(tuple(None if d is None or k is None else d * k for d, k in zip(x, static)), dts[0])]
+
+
+def _tile_kernel(x, multiples, shape):
+    m = _args.shape_value("tile", multiples, shape, "multiples")
+    if len(m) != x.ndim or min(m, default=0) < 0:
+        raise errors.InvalidArgumentError(
+            f"tile: multiples {list(m)} must hold one non-negative int per axis of shape {x.shape}")
+    return np.tile(x, m)
+
+
+def _tile_reduce_kernel(g, multiples, like, shape):
+    """The sum of the tiles of `g` into the shape of `like`: the adjoint of tile."""
+    m = _args.shape_value("tile_reduce", multiples, shape, "multiples")
+    if g.shape != tuple(d * k for d, k in zip(like.shape, m)):
+        raise errors.InvalidArgumentError(
+            f"tile_reduce: the gradient of shape {g.shape} is not {like.shape} tiled by {list(m)}")
+    if 0 in m:  # an empty result: nothing flows back
+        return np.zeros(like.shape, g.dtype)
+    split = [n for d, k in zip(g.shape, m) for n in (k, d // k)]
+    return np.add.reduce(g.reshape(split), tuple(range(0, 2 * g.ndim, 2)), g.dtype)
+
+
+def _tile_reduce_infer(shapes, dts, attrs):
+    g, like, static = tuple(shapes[0]), tuple(shapes[2]), tuple(attrs["shape"])
+    _shape_input_infer("tile_reduce", shapes[1], dts[1], like, "multiples")
+    if len(g) != len(like) or len(static) != len(like) or any(
+            d is not None and n is not None and (d != n * k if k is not None else (d % n if n else d))
+            for d, n, k in zip(g, like, static)):
+        raise errors.InvalidArgumentError(
+            f"tile_reduce: the gradient of shape {inf.shape_str(g)} is not {inf.shape_str(like)} tiled by "
+            f"{inf.shape_str(static)}")
+    return [(like, dts[0])]
+
+
+_DYNAMIC_TILE = register(
+    "dynamic_tile", _tile_kernel, _tile_infer,
+    lambda op, g: [run_op(_DYNAMIC_TILE_REDUCE, (g, op.inputs[1], op.inputs[0]), op.attrs), None],
+    num_inputs=2, attrs={"shape": "shape"}, defaults={})
+# Internal: the gradient of dynamic_tile (`like`: the tiled input, for its shape); its own
+# gradient is dynamic_tile again.
+def _tile_reduce_grad(op, g):
+    # tile back with the multiples made as static as the shapes allow: g's size / like's
+    grad, like = op.inputs[0], op.inputs[2]
+    static = tuple(k if k is not None else (a // b if a is not None and b else None)
+                   for k, a, b in zip(op.attrs["shape"], tuple(grad.shape), tuple(like.shape)))
+    return [run_op(_DYNAMIC_TILE, (g, op.inputs[1]), {"shape": static}), None, None]
+
+
+_DYNAMIC_TILE_REDUCE = register(
+    "dynamic_tile_reduce", _tile_reduce_kernel, _tile_reduce_infer, _tile_reduce_grad, num_inputs=3,
+    attrs={"shape": "shape"}, defaults={})
+
+
+def dynamic_tile(x, multiples, static, name=None):
+    """`x` tiled by the run-time `multiples` (static entries `static`)."""
+    return run_op(_DYNAMIC_TILE, (x, multiples), {"shape": tuple(static)}, name)
+
+
+# ------------------------------------------------------------------ range
+def range_length(start, limit, delta, dtype):
+    """The number of values of range(start, limit, delta) in `dtype` (static or dynamic)."""
+    if delta == 0:
+        raise errors.InvalidArgumentError("range: delta must not be 0")
+    if (delta > 0 and start > limit) or (delta < 0 and start < limit):
+        raise errors.InvalidArgumentError(
+            f"range: start={start} must be {'<=' if delta > 0 else '>='} limit={limit} when delta={delta}")
+    if dtype.is_integer:
+        return len(range(int(start), int(limit), int(delta)))
+    return int(np.ceil((limit - start) / delta))
+
+
+def _range_infer(shapes, dts, attrs):
+    inf.check_same("range", dts)
+    inf.check_kinds("range", dts[0], inf.numeric_kinds)
+    for what, s in zip(("start", "limit", "delta"), shapes):
+        if len(s):
+            raise errors.InvalidArgumentError(f"range: {what} must be a scalar, got shape {inf.shape_str(s)}")
+    return [((None,), dts[0])]
+
+
+def _range_kernel(start, limit, delta):
+    dtype = dtypes.from_numpy(start.dtype)
+    n = range_length(start.item(), limit.item(), delta.item(), dtype)
+    if dtype.is_integer:
+        return np.arange(start, limit, delta, dtype=start.dtype)
+    return (float(start) + np.arange(n, dtype=np.float64) * float(delta)).astype(start.dtype)
+
+
+_DYNAMIC_RANGE = register("dynamic_range", _range_kernel, _range_infer, None, num_inputs=3, attrs={},
+                          defaults={}, same_dtype=(0, 1, 2), kinds=inf.numeric_kinds)
+
+
+def dynamic_range(start, limit, delta, name=None):
+    """`range` of scalar tensors known only when the graph runs (one dtype)."""
+    return run_op(_DYNAMIC_RANGE, (start, limit, delta), {}, name)
