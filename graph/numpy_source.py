@@ -112,11 +112,14 @@ class _ModuleWriter:
                 raise errors.UnimplementedError(f"numpy source: {where} captures a resource "
                                                 f"that is not a variable")
             cls = self.src.ref(VariableStore, "VariableStore", where)
-            if id(store) not in self.src._named:
-                text = self.src.array_text(store.value)
-                self.src.instance(store, _sanitize(store.name).replace("/", "_").replace(".", "_")
-                                  .replace("-", "_"), f"{cls}({text}, {store.name!r})")
-            return self.src._named[id(store)]
+            name = self.src.name_of(store)
+            if name is None:
+                comment = (f"# variable {_sanitize(store.name)}: its value when exported; the "
+                           f"functions' assignments replace .value\n")
+                name = self.src.instance(store, re.sub(r"\W", "_", _sanitize(store.name)),
+                                         f"{cls}({self.src.array_text(store.value)}, {store.name!r})",
+                                         comment)
+            return name
         return self.src.ref(value._value, "captured", where)
 
     # ------------------------------------------------------------------ functions
@@ -225,7 +228,7 @@ class _FunctionBody:
         nv = len(attrs["body"].outputs)
         args = self.args(n)
         loop, consts = args[:nv], args[nv:]
-        w, c, h = f"w{n.id}", f"n{n.id}", f"h{n.id}"
+        w, c, h = f"loop{n.id}", f"count{n.id}", f"kept{n.id}"
         extra = "".join(f", {x}" for x in consts)
         keep = attrs["history"]
         limit = attrs["maximum_iterations"]
@@ -278,7 +281,7 @@ def module_source(graph, input_names, backward=None):
                f'{_BODY}"""The outputs of @{_sanitize(graph.base_name)}, as a list."""',
                *checks, f"{_BODY}return list({w.function(graph)}({feed}))"]
     if backward is not None:
-        entries += [""] + _backward_entries(w, graph, backward, params, checks, captures)
+        entries += ["", ""] + _backward_entries(w, graph, backward, params, checks, captures)
     outputs = graph.outputs
     inputs_doc = "".join(f"\n    {_sanitize(n)}: {type_str(t.shape, t.dtype)}"
                          for n, t in zip(input_names, graph.inputs)) or " none"

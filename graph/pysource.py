@@ -45,7 +45,7 @@ _LIBRARY_ONLY = ("runtime.execute", "runtime.context", "runtime.tape", "runtime.
 _MAX_LITERAL = 32     # arrays up to this many (finite) elements are written as literals
 _MAX_INLINE = 60      # longer literal constants in code get a module-level name
 # local names of the emitted graph and entry functions (inputs, values, loop state)
-_GENERATED = re.compile(r"^[avwnhx]\d+(_\d+)?$")
+_GENERATED = re.compile(r"^(a|v|x|loop|count|kept)\d+(_\d+)?$")
 _DTYPE_CLASS = '''\
 class DType:
     """A tensor element type as the kernels see it: its name and numpy dtype."""
@@ -77,6 +77,7 @@ class SourceWriter:
         self._named = {}       # id(value) -> name
         self._keep = []        # the values named, so their ids stay theirs
         self._literals = {}    # literal text -> its module-level name
+        self._arrays = {}      # (dtype, shape, bytes) -> the name of a constant array
 
     # ------------------------------------------------------------------ names
     def claim(self, preferred, prefix="def"):
@@ -93,6 +94,10 @@ class SourceWriter:
                     return c
             candidates = [f"{base}_{k}"]
             k += 1
+
+    def name_of(self, value):
+        """The module-level name given to `value`, or None."""
+        return self._named.get(id(value))
 
     def _name_for(self, value, preferred, prefix):
         name = self.claim(preferred, prefix)
@@ -154,7 +159,10 @@ class SourceWriter:
         if mod in STDLIB and getattr(sys.modules[mod], getattr(value, "__name__", ""), None) is value:
             self.imports.add(mod)
             return f"{mod}.{value.__name__}"
-        refuse(f"{hint} ({type(value).__module__}.{type(value).__qualname__})", where)
+        owner = getattr(value, "__module__", None)
+        if isinstance(owner, str) and isinstance(getattr(value, "__qualname__", None), str):
+            refuse(f"{owner}.{value.__qualname__} (not this library's code)", where)
+        refuse(f"{hint}, a {type(value).__module__}.{type(value).__qualname__}", where)
 
     def _long(self, text, hint, inline):
         """`text`, or a module-level name bound to it when it is long (read once, not inlined
@@ -171,21 +179,24 @@ class SourceWriter:
             self.blocks.append(f"{name} = {text}")
         return name
 
-    def array(self, value, hint="const", frozen=True):
-        """A module-level array equal to `value` bit for bit (read-only unless not `frozen`)."""
-        name = self._name_for(value, hint, "const")
-        text = _array_text(value)
-        self.blocks.append(f"{name} = _frozen({text})" if frozen else f"{name} = {text}")
+    def array(self, value, hint="const"):
+        """A module-level read-only array equal to `value` bit for bit (one name per distinct
+        contents: the optimized copies of a graph hold equal constants)."""
+        key = (value.dtype.str, value.shape, value.tobytes())
+        name = self._arrays.get(key)
+        if name is None:
+            name = self._arrays[key] = self._name_for(value, hint, "const")
+            self.blocks.append(f"{name} = _frozen({_array_text(value)})")
         return name
 
     def array_text(self, value):
         """Source building an array equal to `value` bit for bit (a literal, or hex bytes)."""
         return _array_text(value)
 
-    def instance(self, value, preferred, constructor_text):
+    def instance(self, value, preferred, constructor_text, comment=""):
         """A module-level object made by `constructor_text` (e.g. a variable's cell)."""
         name = self._name_for(value, preferred, "var")
-        self.blocks.append(f"{name} = {constructor_text}")
+        self.blocks.append(f"{comment}{name} = {constructor_text}")
         return name
 
     def _numpy(self, value, where):
