@@ -28,7 +28,7 @@ from graph.executor import live_nodes
 from graph.functions import plan_of
 from graph.ir import CONST, PLACEHOLDER
 from graph.printer import type_str
-from graph.pysource import SourceWriter
+from graph.pysource import SourceWriter, numpy_type
 
 __all__ = ["module_source"]
 
@@ -146,10 +146,21 @@ class _FunctionBody:
         self.var = {id(t): f"a{i}" for i, t in enumerate(graph.all_inputs)}
         self.lines = []
         inputs = {id(t.node) for t in graph.all_inputs}
-        for node in live_nodes(graph):
-            if id(node) in inputs:
-                continue
+        nodes = [n for n in live_nodes(graph) if id(n) not in inputs]
+        # as the plan does, each value is dropped after its last use (peak memory: the
+        # fewer arrays alive, the more the allocator reuses instead of faulting in pages)
+        last_use = {}
+        for pos, node in enumerate(nodes):
+            for t in node.inputs:
+                last_use[id(t)] = pos
+        for t in graph.outputs:
+            last_use[id(t)] = None
+        for pos, node in enumerate(nodes):
             self.node(node)
+            dead = sorted({self.var[id(t)] for t in node.inputs if last_use.get(id(t)) == pos
+                           and self.var[id(t)].startswith("v")})
+            if dead:
+                self.emit(f"del {', '.join(dead)}")
 
     def text(self):
         g = self.graph
@@ -274,7 +285,7 @@ def module_source(graph, input_names, backward=None):
     n_args = len(graph.inputs)
     captures = [w.captured(v, where) for v in graph.captured_values]
     params = [f"x{i}" for i in range(n_args)]
-    checks = [f"{_BODY}{p} = _argument({p}, {'input ' + repr(name)!r}, np.{t.dtype.name}, "
+    checks = [f"{_BODY}{p} = _argument({p}, {'input ' + repr(name)!r}, {numpy_type(t.dtype.np)}, "
               f"{tuple(t.shape)!r})" for p, name, t in zip(params, input_names, graph.inputs)]
     feed = ", ".join(params + captures)
     entries = [f"def forward({', '.join(params)}):",
@@ -331,7 +342,7 @@ def _backward_entries(w, graph, backward, params, checks, captures):
     fwd_name = w.function(fwd)
     bwd_name = w.function(bw.graph)
     n_saved = n_side + len(saved_inputs)
-    seeds = ", ".join(f"_seed(output_gradients[{k}], {k}, np.{t.dtype.name}, {tuple(t.shape)!r})"
+    seeds = ", ".join(f"_seed(output_gradients[{k}], {k}, {numpy_type(t.dtype.np)}, {tuple(t.shape)!r})"
                       if t.dtype.is_floating else "None"
                       for k, t in enumerate(graph.outputs))
     results = []

@@ -36,7 +36,7 @@ from graph.pycode import (STDLIB, Lookup, apply_edits, base_spans, bound_names, 
                           header_lines, is_builtin, is_project, module_source, numpy_path,
                           references, refuse, shift)
 
-__all__ = ["SourceWriter"]
+__all__ = ["SourceWriter", "numpy_type"]
 
 # Modules whose functions need the library at run time (dispatch, tensors, tapes): a kernel
 # reaching one cannot stand alone.
@@ -205,11 +205,11 @@ class SourceWriter:
                 refuse(f"the structured dtype {value}", where)
             return f"np.dtype({value.str!r})" if value.byteorder not in "=|" else f"np.dtype({value.name!r})"
         if isinstance(value, np.generic):
-            kind = type(value).__name__
+            kind = numpy_type(value.dtype)
             if isinstance(value, np.floating) and not np.isfinite(value):
-                return f"np.{kind}({_float_literal(float(value))})"
+                return f"{kind}({_float_literal(float(value))})"
             if isinstance(value, (np.floating, np.integer, np.bool_)):
-                return f"np.{kind}({value.item()!r})"
+                return f"{kind}({value.item()!r})"
             refuse(f"the numpy scalar {value!r}", where)
         path = numpy_path(value)
         if path is None:
@@ -218,14 +218,13 @@ class SourceWriter:
 
     def _dtype(self, value):
         if id(DType) not in self._named:
-            self._named[id(DType)] = "DType"
-            self._keep.append(DType)
-            self._taken.add("DType")
-            self.blocks.append(_DTYPE_CLASS)
+            cls = self._name_for(DType, "DType", "defun")
+            self.blocks.append(_DTYPE_CLASS.replace("class DType:", f"class {cls}:"))
         flags = "".join(f", {f}=True" for f in ("is_floating", "is_integer", "is_bool")
                         if getattr(value, f))
         name = self._name_for(value, value.name, "dtype")
-        self.blocks.append(f"{name} = DType({value.name!r}, {self._numpy(value.np, '')}{flags})")
+        self.blocks.append(f"{name} = {self._named[id(DType)]}({value.name!r}, "
+                           f"{self._numpy(value.np, '')}{flags})")
         return name
 
     def _container(self, value, hint, where, mutated):
@@ -325,6 +324,12 @@ class SourceWriter:
 # ---------------------------------------------------------------------------------------
 # Literals
 
+def numpy_type(dtype):
+    """`np.float32`: the numpy scalar type of `dtype` by a name every numpy 1.24+ has."""
+    dtype = np.dtype(dtype)
+    return "np.bool_" if dtype.kind == "b" else f"np.{dtype.name}"
+
+
 def _float_literal(x):
     if x != x:
         return "float('nan')"
@@ -341,14 +346,14 @@ def _array_text(a):
         raise errors.UnimplementedError(f"numpy source: arrays of dtype {dt} cannot be written")
     shape = tuple(int(d) for d in a.shape)
     if a.size == 0:
-        return f"np.zeros({shape!r}, dtype=np.{dt.name})"
+        return f"np.zeros({shape!r}, dtype={numpy_type(dt)})"
     if a.size <= _MAX_LITERAL and (dt.kind != "f" or np.isfinite(a).all()):
         values = _nested(a.tolist(), dt.kind)
-        return f"np.array({values}, dtype=np.{dt.name})"
+        return f"np.array({values}, dtype={numpy_type(dt)})"
     data = np.ascontiguousarray(a, dtype=dt.newbyteorder("<")).tobytes().hex()
     chunks = [data[i:i + 96] for i in range(0, len(data), 96)] or [""]
     body = "\n    ".join(f'"{c}"' for c in chunks)
-    return f"_from_hex(np.{dt.name}, {shape!r},\n    {body})"
+    return f"_from_hex({numpy_type(dt)}, {shape!r},\n    {body})"
 
 
 def _nested(v, kind):
