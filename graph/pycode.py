@@ -117,7 +117,12 @@ class _ModuleSource:
     globals its functions change in place, the names it imports."""
 
     def __init__(self, module_name):
-        self.src = inspect.getsource(sys.modules[module_name])
+        try:
+            self.src = inspect.getsource(sys.modules[module_name])
+        except (OSError, TypeError):
+            raise errors.UnimplementedError(
+                f"numpy source: the source of module {module_name} is not available (an "
+                f"installation without .py files?); kernels are written out from it") from None
         self.lines = self.src.splitlines(keepends=True)
         self.tree = ast.parse(self.src)
         self.by_line = {}
@@ -206,6 +211,7 @@ def _assigned_in_body(node):
 
 
 def base_spans(node):
+    """(line, col, end line, end col) of the names in a class's bases (written separately)."""
     for b in node.bases:
         for n in ast.walk(b):
             if isinstance(n, (ast.Name, ast.Attribute)):
@@ -224,6 +230,7 @@ _CODE_NODES = {}    # code object -> its def or lambda node (checked once)
 
 
 def find_code_node(info, code, fn, where):
+    """The def or lambda of `info`'s module whose text compiles to `code` (function `fn`)."""
     node = _CODE_NODES.get(code)
     if node is not None:
         return node
@@ -241,6 +248,7 @@ def find_code_node(info, code, fn, where):
 
 
 def find_class_node(tree, cls, where):
+    """The class statement defining `cls` in its module's `tree` (by qualified name)."""
     path = cls.__qualname__.split(".")
     body = tree.body
     node = None
@@ -252,9 +260,9 @@ def find_class_node(tree, cls, where):
     return node
 
 
-def _segment(src, node):
-    """The source lines of a def (from `def`, without decorators)."""
-    lines = (src if isinstance(src, list) else src.splitlines(keepends=True))[node.lineno - 1:node.end_lineno]
+def _segment(lines, node):
+    """The source of a def (from `def`, without decorators) from its module's `lines`."""
+    lines = lines[node.lineno - 1:node.end_lineno]
     lines[-1] = _cut(lines[-1], node.end_col_offset)
     return "".join(lines)
 
