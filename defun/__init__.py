@@ -42,3 +42,4 @@ from runtime.ops import debug_ops as _debug_ops  # noqa: E402
 from defun import debugging, random  # noqa: E402,F401
 print = _debug_ops.print  # noqa: A001,E402  (df.print, as tf.print)
 from defun import dask  # noqa: E402,F401  (df.dask: the optional [dask] extra, imported lazily)
+from defun.numpy_export import export_numpy_source  # noqa: E402,F401

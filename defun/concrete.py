@@ -3,6 +3,7 @@ from runtime.nest import flatten, make_packer, pack_as
 from runtime.shapes import shape_fits, shape_str
 from runtime.variables import _BY_HANDLE
 from graph.ir import SymbolicTensor
+from graph.printer import render_dot, to_dot
 from graph.backends import DEFAULT_BACKEND
 from defun.cache_key import CacheKey
 from defun.graph_function import GraphFunction
@@ -111,6 +112,13 @@ class ConcreteFunction:
 
     def __str__(self):
         return str(self.graph)
+
+    def _repr_svg_(self):
+        """The graph drawn as SVG, for notebooks; None when Graphviz is not installed."""
+        try:
+            return render_dot(to_dot(self.graph), "svg").decode("utf-8")
+        except RuntimeError:    # no graphviz package or no `dot` program: show the text
+            return None
 
     def __repr__(self):
         return f"<ConcreteFunction {self.name} inputs={[(t.shape, t.dtype.name) for t in self.graph.inputs]}>"

@@ -1,7 +1,7 @@
 """Fit a Gaussian process's kernel hyperparameters on scikit-learn's bundled diabetes data.
 
 usage: pip install -e ".[examples]" && python examples/gaussian_process.py [--steps N] [--quick]
-                                                                             [--out PATH.png]
+                                                                             [--out PATH.png] [--quiet]
 
 A GP regression model with a squared-exponential kernel (one length scale per feature,
 a signal variance, a noise variance) is fitted by gradient descent on the negative log
@@ -13,7 +13,9 @@ computed with `df.linalg.cholesky`, `df.linalg.triangular_solve` and `df.linalg.
 The whole step (likelihood, gradients through the linear algebra, a hand-written Adam
 update with `assign`) is one `df.defun` graph. Afterwards the posterior predicts the
 held-out patients; the script reports its error next to predicting the training mean and
-draws the posterior (matplotlib, Agg backend) into a PNG.
+draws the training loss and the posterior (matplotlib, Agg backend) into a PNG (default
+./gaussian_process.png). A progress bar runs over the steps (off with --quiet or when not
+on a terminal).
 """
 import argparse
 import math
@@ -24,7 +26,9 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import defun as df  # noqa: E402
+from reporting import progress  # noqa: E402  (the examples' progress bar)
 
 JITTER = 1e-6
 
@@ -166,8 +170,6 @@ def main(steps=150, learning_rate=0.05, out="gaussian_process.png", quick=False,
 
     `quick`: at most 30 steps on the first 200 training patients (a smoke run of a few seconds).
     """
-    from tqdm import tqdm
-
     say = print if verbose else (lambda *a, **k: None)
     x_train, y_train, x_test, y_test, names = load_data(seed=seed)
     if quick:
@@ -182,7 +184,7 @@ def main(steps=150, learning_rate=0.05, out="gaussian_process.png", quick=False,
     initial_rmse = rmse(model.predict(df.constant(x_test))[0], y_test[:, 0])
     losses = []
     start = time.perf_counter()
-    with tqdm(range(steps), desc="fitting", disable=not verbose, leave=False) as bar:
+    with progress(range(steps), desc="fitting", quiet=not verbose) as bar:
         for _ in bar:
             losses.append(float(step()))
             bar.set_postfix(nll=f"{losses[-1]:.2f}")
@@ -217,6 +219,8 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true",
                         help="at most 30 steps on 200 training patients (a smoke run)")
     parser.add_argument("--out", default="gaussian_process.png", help="where to write the posterior plot")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar and no output lines")
     args = parser.parse_args()
-    result = main(steps=args.steps, learning_rate=args.learning_rate, out=args.out, quick=args.quick)
+    result = main(steps=args.steps, learning_rate=args.learning_rate, out=args.out, quick=args.quick,
+                  verbose=not args.quiet)
     sys.exit(0 if result["final_nll"] < result["initial_nll"] else 1)

@@ -1,6 +1,7 @@
 """Train the digits MLP data-parallel on a Dask cluster: gradients are computed where the data is.
 
 usage: pip install -e ".[examples,dask]" && python examples/train_dask.py [--epochs N] [--workers N]
+                                                                          [--plot PATH] [--quiet]
        python examples/train_dask.py --scheduler tcp://scheduler:8786     (an existing cluster)
 
 What it shows, in order:
@@ -10,8 +11,9 @@ What it shows, in order:
      pure step (a JSON document, no pickled code) to the workers; every step then sends only
      the variables' current values, each worker runs forward + backward on its blocks of the
      batch, and the partial sums come back through a tree reduction;
-  3. a progress bar per epoch, then the loss and accuracies (the same model, data, batch size
-     and learning rate as examples/train_mlp.py, and the same accuracy);
+  3. a progress bar per epoch (off with --quiet or when not on a terminal), then the loss and
+     accuracies (the same model, data, batch size and learning rate as examples/train_mlp.py,
+     and the same accuracy); `train_dask.png` plots them per epoch;
   4. test predictions computed blockwise on the cluster by `df.dask.map_blocks`, checked
      against the local predictions. Exits non-zero when they differ.
 """
@@ -26,18 +28,8 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(_HERE))
 sys.path.insert(0, _HERE)
 import defun as df  # noqa: E402
+from reporting import plot_history, progress, say  # noqa: E402  (the examples' bar and plot)
 from train_mlp import MLP, accuracy, load_data  # noqa: E402  (the single-process example)
-
-
-def _progress(iterable, total, desc, enabled):
-    """A tqdm progress bar when tqdm is installed and `enabled`; the bare iterable otherwise."""
-    if enabled:
-        try:
-            from tqdm import tqdm
-        except ImportError:
-            return iterable
-        return tqdm(iterable, total=total, desc=desc, leave=False, unit="step")
-    return iterable
 
 
 def make_loss_sum(model):
@@ -53,7 +45,7 @@ def train(client, epochs=20, batch_size=32, learning_rate=0.5, hidden=64, seed=0
     """Data-parallel SGD on `client`'s cluster; returns a dict of results (used by the tests)."""
     import dask.array as da
 
-    say = print if verbose else (lambda *a, **k: None)
+    quiet = not verbose
     x_train, y_train, x_test, y_test = load_data(seed)
     model = MLP([x_train.shape[1], hidden, 10], seed)
     loss_sum = make_loss_sum(model)
@@ -67,11 +59,13 @@ def train(client, epochs=20, batch_size=32, learning_rate=0.5, hidden=64, seed=0
     y_shards = client.persist(da.from_array(y_train, chunks=shard))
     shard_rows = x_shards.chunks[0]
     say(f"digits: {len(x_train)} train / {len(x_test)} test, MLP {x_train.shape[1]}-{hidden}-10, "
-        f"{n_workers} shards, batch {block * n_workers} ({block} rows per shard), SGD lr {learning_rate}")
+        f"{n_workers} shards, batch {block * n_workers} ({block} rows per shard), SGD lr {learning_rate}",
+        quiet)
 
     rng = np.random.default_rng(seed)
     n_batches = min(shard_rows) // block
     step_times = []
+    history = {"loss": [], "train": [], "test": []}
     for epoch in range(1, epochs + 1):
         # Each shard is reshuffled where it lives (only the permutations travel), and the
         # epoch's batches are cut there in one go: batch i is block i of every shard.
@@ -82,7 +76,7 @@ def train(client, epochs=20, batch_size=32, learning_rate=0.5, hidden=64, seed=0
                                                   for k in range(n_workers)])
                                   for i in range(n_batches) for a in (x_epoch, y_epoch)])
         losses = []
-        for i in _progress(range(n_batches), n_batches, f"epoch {epoch}", verbose):
+        for i in progress(range(n_batches), n_batches, f"epoch {epoch}", quiet):
             start = time.perf_counter()
             xb, yb = batches[2 * i], batches[2 * i + 1]
             total, grads = df.dask.value_and_gradients(loss_sum, model.variables, xb, yb, client=client)
@@ -90,13 +84,15 @@ def train(client, epochs=20, batch_size=32, learning_rate=0.5, hidden=64, seed=0
                 var.assign_sub(grad * (learning_rate / (block * n_workers)))
             step_times.append(time.perf_counter() - start)
             losses.append(float(total) / (block * n_workers))
-        say(f"epoch {epoch:3d}  loss {np.mean(losses):.4f}  "
-            f"train acc {accuracy(predict, x_train, y_train):.3f}  "
-            f"test acc {accuracy(predict, x_test, y_test):.3f}")
+        history["loss"].append(float(np.mean(losses)))
+        history["train"].append(accuracy(predict, x_train, y_train))
+        history["test"].append(accuracy(predict, x_test, y_test))
+        say(f"epoch {epoch:3d}  loss {history['loss'][-1]:.4f}  train acc {history['train'][-1]:.3f}  "
+            f"test acc {history['test'][-1]:.3f}", quiet)
     test_accuracy = accuracy(predict, x_test, y_test)
     step_ms = float(np.median(step_times)) * 1e3 if step_times else float("nan")
     say(f"final test accuracy: {test_accuracy:.4f}  (median step {step_ms:.1f} ms, "
-        f"traces of the loss: {loss_sum.trace_count})")
+        f"traces of the loss: {loss_sum.trace_count})", quiet)
 
     # Inference where the data is: blockwise on the cluster, from the exported graph.
     x_test_blocks = da.from_array(x_test, chunks=(64, -1))
@@ -104,23 +100,32 @@ def train(client, epochs=20, batch_size=32, learning_rate=0.5, hidden=64, seed=0
     local = predict(df.constant(x_test)).numpy()
     predictions_match = bool(np.allclose(on_cluster, local, rtol=1e-5, atol=1e-6))
     say(f"map_blocks predictions on the cluster {'match' if predictions_match else 'DIFFER from'} "
-        f"the local ones (max |diff| {float(np.max(np.abs(on_cluster - local))):.2e})")
-    return {"test_accuracy": test_accuracy, "predictions_match": predictions_match,
+        f"the local ones (max |diff| {float(np.max(np.abs(on_cluster - local))):.2e})", quiet)
+    return {"test_accuracy": test_accuracy, "predictions_match": predictions_match, "history": history,
+            "n_workers": n_workers, "batch_size": block * n_workers,
             "step_ms": step_ms, "loss_trace_count": loss_sum.trace_count,
             "variables": [v.numpy() for v in model.variables]}
 
 
 def main(epochs=20, batch_size=32, learning_rate=0.5, hidden=64, workers=2, scheduler=None,
-         verbose=True):
-    """Start a LocalCluster (or connect to `scheduler`), train, shut down."""
+         verbose=True, plot="train_dask.png"):
+    """Start a LocalCluster (or connect to `scheduler`), train, shut down; plot to `plot`."""
     from distributed import Client, LocalCluster
 
     if scheduler is not None:
         with Client(scheduler) as client:
-            return train(client, epochs, batch_size, learning_rate, hidden, verbose=verbose)
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
-        return train(client, epochs, batch_size, learning_rate, hidden, verbose=verbose)
+            result = train(client, epochs, batch_size, learning_rate, hidden, verbose=verbose)
+    else:
+        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                          dashboard_address=None) as cluster, Client(cluster) as client:
+            result = train(client, epochs, batch_size, learning_rate, hidden, verbose=verbose)
+    if plot:
+        h = result["history"]
+        plot_history(plot, {"training loss": h["loss"]}, {"training": h["train"], "test": h["test"]},
+                     f"MLP on digits, data-parallel on {result['n_workers']} Dask workers "
+                     f"(batch {result['batch_size']})")
+        say(f"loss and accuracy plot: {plot}", not verbose)
+    return result
 
 
 def cli():
@@ -131,8 +136,11 @@ def cli():
     parser.add_argument("--hidden", type=int, default=64, help="hidden layer width")
     parser.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes")
     parser.add_argument("--scheduler", help="address of a running scheduler (default: a LocalCluster)")
+    parser.add_argument("--plot", default="train_dask.png", help="where to write the loss/accuracy plot")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar and no output lines")
     args = parser.parse_args()
-    result = main(args.epochs, args.batch_size, args.lr, args.hidden, args.workers, args.scheduler)
+    result = main(args.epochs, args.batch_size, args.lr, args.hidden, args.workers, args.scheduler,
+                  verbose=not args.quiet, plot=args.plot)
     if not result["predictions_match"]:
         print("error: blockwise predictions on the cluster differ from the local ones", file=sys.stderr)
         return 1

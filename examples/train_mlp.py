@@ -1,27 +1,35 @@
 """Train a small MLP on scikit-learn's bundled digits with a defun'd training step.
 
-usage: pip install -e ".[examples]" && python examples/train_mlp.py [--epochs N] [--out PATH]
+usage: pip install -e ".[examples]" && python examples/train_mlp.py [--epochs N] [--out PATH.json]
+                                                                     [--quiet]
 
 What it shows, in order:
   1. a whole training step (forward, backward, SGD update with `assign_sub`) compiled
      into one graph function by `df.defun`;
-  2. progress per epoch (mean training loss, training and test accuracy);
+  2. a progress bar over the steps (tqdm; off with --quiet or when not on a terminal) and
+     per epoch the mean training loss and the training and test accuracy;
   3. the time of one step run eagerly next to the same step run through `df.defun`;
   4. the trained prediction function exported to JSON with `df.export_json`, loaded
      back with `df.load_json` (no Python code of this file needed) and checked to give
      the same predictions. Exits non-zero when they differ.
+
+It writes, next to the JSON (default ./digits_mlp.json): the test images and labels as
+`<name>_x.npy` and `<name>_y.npy` (inputs for `defun run`), and `train_mlp.png`, the loss
+and accuracy per epoch.
 """
 import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(_HERE))
+sys.path.insert(0, _HERE)
 import defun as df  # noqa: E402
+from reporting import plot_history, progress, say  # noqa: E402  (the examples' shared bar and plot)
 
 
 def load_data(seed=0, test_fraction=0.2):
@@ -91,10 +99,14 @@ def median_step_us(step, x, y, repeat):
     return statistics.median(times) * 1e6
 
 
-def main(epochs=20, batch_size=32, learning_rate=0.5, hidden=64, out=None, timing_repeat=200,
-         seed=0, verbose=True):
-    """Train, time, export, reload; returns a dict of results (used by the tests)."""
-    say = print if verbose else (lambda *a, **k: None)
+def main(epochs=20, batch_size=32, learning_rate=0.5, hidden=64, out="digits_mlp.json",
+         timing_repeat=200, seed=0, verbose=True):
+    """Train, time, export, reload; returns a dict of results (used by the tests).
+
+    Writes `out` (the exported prediction function), `<out>_x.npy` / `<out>_y.npy` (the test
+    set) and `train_mlp.png` (loss and accuracy per epoch) in the directory of `out`.
+    """
+    quiet = not verbose
     x_train, y_train, x_test, y_test = load_data(seed)
     model = MLP([x_train.shape[1], hidden, 10], seed)
     eager_step = make_train_step(model, learning_rate)
@@ -102,44 +114,55 @@ def main(epochs=20, batch_size=32, learning_rate=0.5, hidden=64, out=None, timin
     predict = df.defun(model.logits)
 
     say(f"digits: {len(x_train)} train / {len(x_test)} test, MLP {x_train.shape[1]}-{hidden}-10, "
-        f"batch {batch_size}, SGD lr {learning_rate}")
+        f"batch {batch_size}, SGD lr {learning_rate}", quiet)
     rng = np.random.default_rng(seed)
     n_batches = len(x_train) // batch_size   # full batches only: one signature, one trace
-    for epoch in range(1, epochs + 1):
-        order = rng.permutation(len(x_train))
-        losses = []
-        for i in range(n_batches):
-            idx = order[i * batch_size:(i + 1) * batch_size]
-            losses.append(float(compiled_step(df.constant(x_train[idx]), df.constant(y_train[idx]))))
-        say(f"epoch {epoch:3d}  loss {np.mean(losses):.4f}  "
-            f"train acc {accuracy(predict, x_train, y_train):.3f}  "
-            f"test acc {accuracy(predict, x_test, y_test):.3f}")
+    history = {"loss": [], "train": [], "test": []}
+    with progress(None, total=epochs * n_batches, desc="training", quiet=quiet) as bar:
+        for epoch in range(1, epochs + 1):
+            order = rng.permutation(len(x_train))
+            losses = []
+            for i in range(n_batches):
+                idx = order[i * batch_size:(i + 1) * batch_size]
+                losses.append(float(compiled_step(df.constant(x_train[idx]), df.constant(y_train[idx]))))
+                bar.update(1)
+                bar.set_postfix(epoch=epoch, loss=f"{losses[-1]:.3f}", refresh=False)
+            history["loss"].append(float(np.mean(losses)))
+            history["train"].append(accuracy(predict, x_train, y_train))
+            history["test"].append(accuracy(predict, x_test, y_test))
+            say(f"epoch {epoch:3d}  loss {history['loss'][-1]:.4f}  train acc {history['train'][-1]:.3f}  "
+                f"test acc {history['test'][-1]:.3f}", quiet)
     test_accuracy = accuracy(predict, x_test, y_test)
-    say(f"final test accuracy: {test_accuracy:.4f}  (traces of the step: {compiled_step.trace_count})")
+    say(f"final test accuracy: {test_accuracy:.4f}  (traces of the step: {compiled_step.trace_count})", quiet)
 
     # Eager vs defun step time, same batch, same Python code. The extra steps keep training.
     xb, yb = df.constant(x_train[:batch_size]), df.constant(y_train[:batch_size])
     eager_us = median_step_us(eager_step, xb, yb, timing_repeat)
     defun_us = median_step_us(compiled_step, xb, yb, timing_repeat)
     say(f"step time (median of {timing_repeat}): eager {eager_us:.0f} us, defun {defun_us:.0f} us "
-        f"({eager_us / defun_us:.1f}x faster)")
+        f"({eager_us / defun_us:.1f}x faster)", quiet)
 
     # Export the trained prediction function, reload it without this file's code, compare.
-    concrete = predict.get_concrete_function(df.constant(x_test))
-    with tempfile.TemporaryDirectory() as tmp:
-        path = out or os.path.join(tmp, "digits_mlp.json")
-        df.export_json(concrete, path)
-        size = os.path.getsize(path)
-        reloaded = df.load_json(path)
+    concrete = predict.get_concrete_function(df.TensorSpec([None, x_test.shape[1]], df.float32))
+    df.export_json(concrete, out)
+    stem = os.path.splitext(out)[0]
+    np.save(f"{stem}_x.npy", x_test)
+    np.save(f"{stem}_y.npy", y_test)
+    reloaded = df.load_json(out)
     expected = predict(df.constant(x_test)).numpy()
     got = np.asarray(reloaded(x_test).numpy())
     max_diff = float(np.max(np.abs(got - expected)))
     same_labels = bool(np.array_equal(np.argmax(got, axis=1), np.argmax(expected, axis=1)))
     round_trip_ok = same_labels and np.allclose(got, expected, rtol=1e-5, atol=1e-6)
-    say(f"exported to {path if out else 'a temporary file'} ({size} bytes); reloaded predictions "
-        f"{'match' if round_trip_ok else 'DIFFER'} (max |diff| {max_diff:.2e})")
+    say(f"exported to {out} ({os.path.getsize(out)} bytes; test set in {stem}_x.npy, {stem}_y.npy); "
+        f"reloaded predictions {'match' if round_trip_ok else 'DIFFER'} (max |diff| {max_diff:.2e})", quiet)
+    plot = plot_history(os.path.join(os.path.dirname(os.path.abspath(out)), "train_mlp.png"),
+                        {"training loss": history["loss"]},
+                        {"training": history["train"], "test": history["test"]},
+                        f"MLP {x_train.shape[1]}-{hidden}-10 on digits, SGD lr {learning_rate}")
+    say(f"loss and accuracy plot: {plot}", quiet)
     return {"test_accuracy": test_accuracy, "eager_step_us": eager_us, "defun_step_us": defun_us,
-            "round_trip_ok": round_trip_ok, "max_diff": max_diff,
+            "round_trip_ok": round_trip_ok, "max_diff": max_diff, "history": history, "plot": plot,
             "step_trace_count": compiled_step.trace_count}
 
 
@@ -149,9 +172,15 @@ def cli():
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=0.5, help="SGD learning rate")
     parser.add_argument("--hidden", type=int, default=64, help="hidden layer width")
-    parser.add_argument("--out", help="where to write the exported JSON (default: a temp dir)")
+    parser.add_argument("--out", default="digits_mlp.json",
+                        help="where to write the exported JSON (default ./digits_mlp.json); the "
+                             "test set .npy files and train_mlp.png go next to it")
+    parser.add_argument("--timing-repeat", type=int, default=200,
+                        help="steps timed eagerly and with defun (default 200)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar and no output lines")
     args = parser.parse_args()
-    result = main(args.epochs, args.batch_size, args.lr, args.hidden, args.out)
+    result = main(args.epochs, args.batch_size, args.lr, args.hidden, args.out, args.timing_repeat,
+                  verbose=not args.quiet)
     if not result["round_trip_ok"]:
         print("error: predictions of the reloaded JSON graph differ from the trained model",
               file=sys.stderr)

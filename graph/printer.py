@@ -3,7 +3,7 @@ import numpy as np
 
 from runtime.dtypes import DType
 
-__all__ = ["format_graph", "format_node", "format_attr", "to_dot", "to_networkx"]
+__all__ = ["format_graph", "format_node", "format_attr", "to_dot", "render_dot", "to_networkx"]
 
 
 def bracket_shape(shape):
@@ -113,20 +113,114 @@ def to_networkx(graph):
     return g
 
 
-def to_dot(graph):
-    """Graphviz DOT text; render with `dot -Tpng`."""
-    def q(s):
-        return '"' + str(s).replace("\\", "\\\\").replace('"', '\\"') + '"'
-    lines = [f"digraph {q(graph.name)} {{", "  rankdir=TB;", "  node [shape=box, fontname=monospace];"]
-    outputs = {id(t.node) for t in graph.outputs}
+def _q(s):
+    return '"' + str(s).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def _capture_text(value):
+    """What a captured value is, for a picture: a variable (by name) or a constant."""
+    if value.dtype.name == "resource":
+        store = getattr(value, "_value", None)
+        return f"captured variable {getattr(store, 'name', '?')}"
+    if getattr(value, "node", None) is not None:
+        return f"captured {value.name} of @{value.node.graph.name}"
+    return f"captured constant {_type(value)}"
+
+
+def _dot_body(graph, prefix, lines, marks, indent="  ", fed=frozenset()):
+    """Node and edge lines of `graph` (node ids prefixed); `marks`: id(tensor) -> note;
+    `fed`: ids of capture placeholders the forward feeds (their note says from what)."""
+    outputs = {id(t) for t in graph.outputs}
+    captured = {id(ph): value for value, ph in graph.captures.values() if id(ph) not in fed}
     for node in graph.nodes:
-        shape = "ellipse" if node.op.name == "placeholder" else "box"
-        style = ", style=bold" if id(node) in outputs else ""
-        lines.append(f"  {q(node.name)} [label={q(format_node(node))}, shape={shape}{style}];")
+        attrs = []
+        label = format_node(node)
+        notes = [marks[id(t)] for t in node.outputs if id(t) in marks]
+        if node.op.name == "placeholder":
+            attrs.append("shape=ellipse")
+            value = captured.get(id(node.outputs[0]))
+            if value is not None:
+                notes.insert(0, _capture_text(value))
+                attrs.append('style=dashed')
+        else:
+            attrs.append("shape=box")
+        styles = []
+        if any(id(t) in outputs for t in node.outputs):
+            styles.append("bold")
+        if notes and node.op.name != "placeholder":
+            styles.append("filled")
+            attrs.append('fillcolor="#fff2b3"')
+        if styles:
+            attrs.append(f"style={','.join(styles)}" if len(styles) == 1 else f'style="{",".join(styles)}"')
+        text = label + "".join("\n" + n for n in notes)
+        lines.append(f"{indent}{_q(prefix + node.name)} [label={_q(text)}, {', '.join(attrs)}];")
     for node in graph.nodes:
         for t in node.inputs:
-            lines.append(f"  {q(t.node.name)} -> {q(node.name)} [label={q(_type(t))}];")
+            lines.append(f"{indent}{_q(prefix + t.node.name)} -> {_q(prefix + node.name)} [label={_q(_type(t))}];")
         for c in node.control_inputs:
-            lines.append(f"  {q(c.name)} -> {q(node.name)} [style=dashed];")
+            lines.append(f"{indent}{_q(prefix + c.name)} -> {_q(prefix + node.name)} [style=dashed];")
+
+
+def to_dot(graph, backward=None):
+    """Graphviz DOT text of `graph`; render it with `render_dot` (or `dot -Tsvg`).
+
+    Captured values (variables, constants) are dashed ellipses saying what they capture.
+    With `backward` (a graph.gradients.Backward of `graph`), the forward and backward
+    functions are drawn side by side: forward tensors the backward reads (the side outputs)
+    are filled and joined by dotted edges to the backward inputs they feed; the backward's
+    inputs say which output's gradient they are.
+    """
+    lines = [f"digraph {_q(graph.name)} {{", "  rankdir=TB;", "  node [shape=box, fontname=monospace];"]
+    if backward is None:
+        _dot_body(graph, "", lines, {})
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+    bw = backward.graph
+    side = {id(t): k for k, t in enumerate(backward.side_outputs)}
+    marks = {tid: f"side output {k}" for tid, k in side.items()}
+    lines.append("  newrank=true;")
+    lines += ["  subgraph \"cluster_forward\" {", f"    label={_q('forward @' + graph.name)};"]
+    _dot_body(graph, "f", lines, marks, "    ")
+    lines.append("  }")
+    bmarks = {}
+    for k, (t, j) in enumerate(zip(bw.inputs, backward.grad_outputs)):
+        bmarks[id(t)] = f"gradient of output {j}"
+    feeds = []
+    for (kind, v), ph in zip(backward.capture_sources, bw.captured_placeholders):
+        if kind == "side":
+            t = backward.side_outputs[v]
+            bmarks[id(ph)] = f"side output {v}"
+            feeds.append((t.node.name, ph.node.name, f"side output {v}"))
+        elif kind == "input":
+            t = graph.all_inputs[v]
+            bmarks[id(ph)] = f"forward input {t.name}"
+            feeds.append((t.node.name, ph.node.name, "input"))
+    lines += ["  subgraph \"cluster_backward\" {", f"    label={_q('backward @' + bw.name)};"]
+    fed = {id(ph) for ph in bw.captured_placeholders if id(ph) in bmarks}   # fed by the forward
+    _dot_body(bw, "b", lines, bmarks, "    ", fed)
+    lines.append("  }")
+    for src, dst, label in feeds:    # both ends' notes say which side output: no edge label
+        lines.append(f"  {_q('f' + src)} -> {_q('b' + dst)} [style=dotted, color=\"#b08800\", "
+                     f"tooltip={_q(label)}, constraint=false];")
+    for t, j in zip(bw.inputs, backward.grad_outputs):   # lays the backward out after the forward
+        lines.append(f"  {_q('f' + graph.outputs[j].node.name)} -> {_q('b' + t.node.name)} [style=invis];")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def render_dot(dot, fmt="svg"):
+    """`dot` text rendered by Graphviz as bytes of format `fmt` ("svg", "png", ...).
+
+    Needs the `graphviz` Python package (the `[viz]` extra) and Graphviz's `dot` program;
+    raises RuntimeError saying what to install when either is missing.
+    """
+    try:
+        import graphviz
+    except ImportError:
+        raise RuntimeError("drawing graphs needs the graphviz package: pip install 'defun[viz]' "
+                           "(and Graphviz itself, e.g. apt-get install graphviz)") from None
+    try:
+        return graphviz.Source(dot).pipe(format=fmt)
+    except graphviz.ExecutableNotFound:
+        raise RuntimeError("Graphviz's `dot` program was not found on PATH: install Graphviz "
+                           "(e.g. apt-get install graphviz, brew install graphviz)") from None

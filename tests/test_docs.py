@@ -61,7 +61,7 @@ def _cases():
 
 # Runs in the child interpreter: executes the blocks, reports each block's stdout or error.
 _RUNNER = r"""
-import contextlib, io, json, linecache, sys, traceback, warnings
+import contextlib, importlib, io, json, linecache, sys, traceback, warnings
 sys.path.insert(0, sys.argv[1])
 warnings.simplefilter("default")
 blocks = json.loads(sys.stdin.read())
@@ -73,6 +73,7 @@ for source in blocks:
         results.append({"ok": False, "error": "not run: an earlier block failed", "stdout": ""})
         continue
     linecache.cache["example.py"] = (len(source), None, source.splitlines(True), "example.py")
+    importlib.invalidate_caches()   # a block may import a module an earlier one wrote
     out = io.StringIO()
     try:
         code = compile(source, "example.py", "exec")

@@ -28,6 +28,15 @@ def test_train_mlp_learns_and_round_trips(tmp_path):
     assert out.exists() and out.stat().st_size > 0
     assert result["round_trip_ok"], f"reloaded graph differs by {result['max_diff']}"
     assert result["max_diff"] < 1e-5
+    # next to the JSON: the test set (inputs for `defun run`) and the loss/accuracy plot
+    import numpy as np
+    x, y = np.load(tmp_path / "mlp_x.npy"), np.load(tmp_path / "mlp_y.npy")
+    assert x.shape == (len(y), 64) and x.dtype == np.float32 and y.dtype == np.int32
+    assert result["plot"] == str(tmp_path / "train_mlp.png")
+    assert (tmp_path / "train_mlp.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    history = result["history"]
+    assert [len(v) for v in history.values()] == [3, 3, 3]
+    assert history["loss"][-1] < history["loss"][0] and history["test"][-1] == result["test_accuracy"]
 
 
 def test_defun_step_matches_eager_step():
@@ -48,3 +57,34 @@ def test_defun_step_matches_eager_step():
     # The updates happened (the variables moved away from their initial values).
     fresh = example.MLP([64, 16, 10], seed=1)
     assert not np.allclose(graph_model.weights[0].numpy(), fresh.weights[0].numpy())
+
+
+def test_progress_bar_only_on_a_terminal_and_not_when_quiet(monkeypatch):
+    import io
+    import sys
+    sys.path.insert(0, os.path.dirname(_PATH))
+    from reporting import progress, say
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    for stream, quiet, shown in ((Terminal(), False, True), (Terminal(), True, False),
+                                 (io.StringIO(), False, False)):
+        monkeypatch.setattr(sys, "stderr", stream)
+        assert list(progress(range(3), desc="steps", quiet=quiet)) == [0, 1, 2]
+        assert ("steps" in stream.getvalue()) is shown, (quiet, stream.getvalue())
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    say("epoch 1", quiet=True)
+    say("epoch 2")
+    assert out.getvalue() == "epoch 2\n"
+
+
+def test_plot_history_writes_a_png(tmp_path):
+    import sys
+    sys.path.insert(0, os.path.dirname(_PATH))
+    from reporting import plot_history
+
+    path = plot_history(str(tmp_path / "h.png"), {"loss": [1.0, 0.5, 0.3]}, {"test": [0.5, 0.8, 0.9]}, "t")
+    assert open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"

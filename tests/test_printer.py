@@ -132,14 +132,52 @@ def test_dot_has_every_node_and_edge():
     dot = to_dot(g)
     assert dot.startswith('digraph "step" {\n') and dot.endswith("}\n")
     for node in g.nodes:
-        assert f'"{node.name}" [label="{format_node(node)}"' in dot
+        assert f'"{node.name}" [label="{format_node(node)}' in dot
     assert '"%0" [label="%0: f32[2] = placeholder() {dtype=float32, shape=(2,)}", shape=ellipse];' in dot
+    # captures are dashed and say what they capture
+    assert '"%1" [label="%1: resource[] = placeholder() {dtype=resource, shape=()}\\ncaptured variable ' \
+           'Variable' in dot
+    assert '\\ncaptured constant f32[2]", shape=ellipse, style=dashed];' in dot
     assert '"%7" [label="%7: f32[2] = add(%2, %6)", shape=box, style=bold];' in dot   # an output
     data = [line for line in dot.splitlines() if "->" in line and "dashed" not in line]
     control = [line for line in dot.splitlines() if "->" in line and "dashed" in line]
     assert len(data) == sum(len(n.inputs) for n in g.nodes) == 8
     assert '  "%0" -> "%4" [label="f32[2]"];' in data
     assert control == ['  "%2" -> "%5" [style=dashed];', '  "%5" -> "%6" [style=dashed];']
+
+
+def test_dot_draws_forward_and_backward_with_side_outputs_and_captures():
+    from defun.graph_function import GraphFunction
+    w = df.Variable(np.ones((3, 2), np.float32), name="w")
+
+    @df.defun
+    def loss(x):
+        return df.reduce_sum(df.tanh(x @ w))
+    cf = loss.get_concrete_function(df.TensorSpec([None, 3], F32))
+    bw = GraphFunction.of(cf.graph).backward()
+    dot = to_dot(cf.graph, bw)
+    lines = dot.splitlines()
+    assert 'subgraph "cluster_forward" {' in dot and 'subgraph "cluster_backward" {' in dot
+    side = [ln for ln in lines if "side output" in ln and "fillcolor" in ln]
+    assert len(side) == len(bw.side_outputs) == 2          # forward tensors the backward reads
+    assert any("tanh(%3)\\nside output" in ln for ln in side)
+    assert any("captured variable w" in ln and "style=dashed" in ln for ln in lines)
+    feeds = [ln for ln in lines if "style=dotted" in ln]
+    # each side output and the forward input the backward reads: an edge into the backward
+    assert len(feeds) == 3 and all('-> "b%' in ln for ln in feeds)
+    assert any("gradient of output 0" in ln for ln in lines)
+    # every node of both functions, once
+    for prefix, g in (("f", cf.graph), ("b", bw.graph)):
+        for node in g.nodes:
+            assert sum(ln.strip().startswith(f'"{prefix}{node.name}" [') for ln in lines) == 1
+
+
+def test_dot_renders_to_svg_and_png():
+    from graph.printer import render_dot    # the [viz] extra (in the test extra) and Graphviz
+    g = _step_graph()
+    svg = render_dot(to_dot(g), "svg").decode()
+    assert svg.lstrip().startswith("<?xml") and "<svg" in svg and "assign_add_variable" in svg
+    assert render_dot(to_dot(g), "png")[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_dot_quotes_names_and_labels():

@@ -1,0 +1,384 @@
+"""A function graph as one Python module that needs only numpy: forward, optionally backward.
+
+    text = module_source(graph, ["x"], backward=(bw, forward_with_side_outputs_view))
+
+Each graph function (the entry, the functions it calls, branch and loop bodies) becomes
+one Python function over what its compiled plan runs (the optimized graph's live nodes, in
+program order), one line per node:
+
+    def fn0(a0, a1, a2):
+        v3 = _matmul_kernel(a0, a1, transpose_a=False, transpose_b=False)
+        v4 = np.add(v3, a2)
+        return (v4,)
+
+The kernels are the ops' own (graph/pysource.py writes them and what they use from their
+source), so results equal the plan's bit for bit. A `call` node is a call, a `cond` an
+`if`, a `while` a `while` loop kept as the while kernel keeps it. Captured tensors are
+module-level constants; variables are module-level cells (`VariableStore`) whose values
+the assignments replace. Names in the module are made here, never taken from a graph:
+graph and input names appear only sanitized in docstrings and as string data.
+"""
+import re
+
+from runtime import errors, registry
+from runtime.dtypes import from_numpy
+from runtime.ops.resource_ops import VariableStore
+from runtime.tensor import ResourceHandle
+from graph.executor import live_nodes
+from graph.functions import plan_of
+from graph.ir import CONST, PLACEHOLDER
+from graph.printer import type_str
+from graph.pysource import SourceWriter, numpy_type
+
+__all__ = ["module_source"]
+
+# Names the module's own code uses: never given to a kernel, helper or constant.
+_ENTRY_NAMES = ("forward", "forward_with_side_outputs", "backward", "INPUTS", "OUTPUTS",
+                "_frozen", "_from_hex", "_argument", "_seed", "_shape_text")
+_WHILE_ATTRS = frozenset(["cond", "body", "maximum_iterations", "history"])
+_BODY = "    "
+
+_SUPPORT = '''\
+def _frozen(array):
+    """A constant: read-only, as the graph's constants are."""
+    array.flags.writeable = False
+    return array
+
+
+def _from_hex(dtype, shape, data):
+    """An array from its little-endian bytes written in hex."""
+    little = np.dtype(dtype).newbyteorder("<")
+    return np.frombuffer(bytes.fromhex(data), little).astype(dtype).reshape(shape)
+
+
+def _shape_text(shape):
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def _argument(value, what, dtype, shape):
+    """`value` as the graph takes it: an array of `dtype` whose shape fits `shape`."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        array = np.asarray(value)
+        if array.dtype != dtype:
+            raise TypeError(f"{what} has dtype {array.dtype.name}, expected "
+                            f"{np.dtype(dtype).name}; convert it with .astype")
+    else:
+        array = np.asarray(value, dtype)
+    if len(array.shape) != len(shape) or any(s is not None and s != d
+                                             for s, d in zip(shape, array.shape)):
+        raise ValueError(f"{what} has shape {list(array.shape)}, expected "
+                         f"{_shape_text(shape)} (? is any size)")
+    return array
+'''
+
+_SEED = '''
+
+def _seed(gradient, k, dtype, shape):
+    """The gradient of output `k` (zeros for None, when its shape is known)."""
+    if gradient is None:
+        if None in shape:
+            raise ValueError(f"backward: output {k} has shape {_shape_text(shape)}, unknown "
+                             f"until the function runs; pass its gradient instead of None")
+        return np.zeros(shape, dtype)
+    return _argument(gradient, f"the gradient of output {k}", dtype, shape)
+'''
+
+
+def _sanitize(name):
+    """A name fit for a docstring or comment (letters, digits, _ . / - only)."""
+    return re.sub(r"[^A-Za-z0-9_./-]", "_", str(name))[:80] or "_"
+
+
+def _types(tensors):
+    return ", ".join(type_str(t.shape, t.dtype) for t in tensors)
+
+
+class _ModuleWriter:
+    """The graph functions of one module and the values they share (kernels, constants,
+    variables)."""
+
+    def __init__(self):
+        self.src = SourceWriter(reserved=_ENTRY_NAMES)
+        self.functions = []   # source blocks of graph functions, in the order written
+        self._names = {}      # id(graph) -> its Python function's name
+        self._keep = []
+
+    # ------------------------------------------------------------------ values
+    def captured(self, value, where):
+        """The module-level name of a captured value: a constant array, or a variable."""
+        if isinstance(value, ResourceHandle):
+            store = value._value
+            if not isinstance(store, VariableStore):
+                raise errors.UnimplementedError(f"numpy source: {where} captures a resource "
+                                                f"that is not a variable")
+            cls = self.src.ref(VariableStore, "VariableStore", where)
+            name = self.src.name_of(store)
+            if name is None:
+                comment = (f"# variable {_sanitize(store.name)}: its value when exported; the "
+                           f"functions' assignments replace .value\n")
+                name = self.src.instance(store, re.sub(r"\W", "_", _sanitize(store.name)),
+                                         f"{cls}({self.src.array_text(store.value)}, {store.name!r})",
+                                         comment)
+            return name
+        return self.src.ref(value._value, "captured", where)
+
+    # ------------------------------------------------------------------ functions
+    def function(self, graph):
+        """The name of the Python function running `graph` (written on first use)."""
+        name = self._names.get(id(graph))
+        if name is not None:
+            return name
+        name = self._names[id(graph)] = self.src.claim(f"fn{len(self._names)}", "fn")
+        self._keep.append(graph)
+        plan = plan_of(graph)          # the graph its plan runs: optimized, verified
+        g = plan.graph
+        body = _FunctionBody(self, g, name)
+        self.functions.append(body.text())
+        return name
+
+
+class _FunctionBody:
+    """The Python source of one graph function (names: a<k> inputs, v<id> values)."""
+
+    def __init__(self, writer, graph, name):
+        self.w, self.graph, self.name = writer, graph, name
+        self.where = f"function @{_sanitize(graph.base_name)}"
+        self.var = {id(t): f"a{i}" for i, t in enumerate(graph.all_inputs)}
+        self.lines = []
+        inputs = {id(t.node) for t in graph.all_inputs}
+        nodes = [n for n in live_nodes(graph) if id(n) not in inputs]
+        # as the plan does, each value is dropped after its last use (peak memory: the
+        # fewer arrays alive, the more the allocator reuses instead of faulting in pages)
+        last_use = {}
+        for pos, node in enumerate(nodes):
+            for t in node.inputs:
+                last_use[id(t)] = pos
+        for t in graph.outputs:
+            last_use[id(t)] = None
+        for pos, node in enumerate(nodes):
+            self.node(node)
+            dead = sorted({self.var[id(t)] for t in node.inputs if last_use.get(id(t)) == pos
+                           and self.var[id(t)].startswith("v")})
+            if dead:
+                self.emit(f"del {', '.join(dead)}")
+
+    def text(self):
+        g = self.graph
+        params = ", ".join(f"a{i}" for i in range(len(g.all_inputs)))
+        rets = [self.var[id(t)] for t in g.outputs]
+        ret = "(" + ", ".join(rets) + ("," if len(rets) == 1 else "") + ")"
+        doc = f'{_BODY}"""@{_sanitize(g.base_name)}: ({_types(g.all_inputs)}) -> ({_types(g.outputs)})"""'
+        return "\n".join([f"def {self.name}({params}):", doc] + self.lines + [f"{_BODY}return {ret}"])
+
+    def emit(self, line, depth=1):
+        self.lines.append(_BODY * depth + line)
+
+    def args(self, node):
+        return [self.var[id(t)] for t in node.inputs]
+
+    def outputs(self, node):
+        """The left-hand side naming `node`'s outputs ("" when it has none)."""
+        outs = node.outputs
+        if not outs:
+            return ""
+        if node.op.single:
+            self.var[id(outs[0])] = f"v{node.id}"
+            return f"v{node.id} = "
+        names = [f"v{node.id}_{k}" for k in range(len(outs))]
+        for t, v in zip(outs, names):
+            self.var[id(t)] = v
+        return ", ".join(names) + ("," if len(names) == 1 else "") + " = "
+
+    def node(self, n):
+        op = n.op
+        where = f"op {op.name!r} (node {n.name} of {self.where})"
+        if op is PLACEHOLDER:
+            raise errors.InvalidArgumentError(f"numpy source: {self.where}: placeholder {n.name} "
+                                              f"is not one of its inputs")
+        if op is CONST:
+            self.var[id(n.outputs[0])] = self.w.src.array(n.attrs["value"], f"c{n.id}")
+            return
+        if op.function_attrs:
+            handler = _CONTROL.get(op.name)
+            if handler is None:
+                raise errors.UnimplementedError(
+                    f"numpy source: {where}: an op running functions has no numpy form here "
+                    f"(call, cond and while have)")
+            handler(self, n, where)
+            return
+        src = self.w.src
+        kernel = src.ref(op.kernel, op.name, where)
+        args = self.args(n)
+        for k in sorted(n.attrs):
+            value = None if op.attrs.get(k) == "transient" else n.attrs[k]
+            args.append(f"{k}={src.ref(value, k, where, inline=True)}")
+        self.emit(f"{self.outputs(n)}{kernel}({', '.join(args)})")
+
+    # ------------------------------------------------------------------ control flow
+    def call(self, n, where):
+        f = self.w.function(n.attrs["f"])
+        self.emit(f"{self.outputs(n)}{f}({', '.join(self.args(n))})")
+
+    def cond(self, n, where):
+        then_f = self.w.function(n.attrs["then_branch"])
+        else_f = self.w.function(n.attrs["else_branch"])
+        args = self.args(n)
+        lhs = self.outputs(n)
+        self.emit(f"if {args[0]}:")
+        self.emit(f"{lhs}{then_f}({', '.join(args[1:])})", 2)
+        self.emit("else:")
+        self.emit(f"{lhs}{else_f}({', '.join(args[1:])})", 2)
+
+    def while_(self, n, where):
+        attrs = n.attrs
+        if set(attrs) != _WHILE_ATTRS:
+            raise errors.UnimplementedError(
+                f"numpy source: {where}: a while node with attrs {sorted(attrs)} (this writer "
+                f"knows {sorted(_WHILE_ATTRS)})")
+        cond_f, body_f = self.w.function(attrs["cond"]), self.w.function(attrs["body"])
+        nv = len(attrs["body"].outputs)
+        args = self.args(n)
+        loop, consts = args[:nv], args[nv:]
+        w, c, h = f"loop{n.id}", f"count{n.id}", f"kept{n.id}"
+        extra = "".join(f", {x}" for x in consts)
+        keep = attrs["history"]
+        limit = attrs["maximum_iterations"]
+        self.emit(f"# while %{n.id}: loop {body_f} while {cond_f} holds"
+                  + (" (keeping the values entering each iteration)" if keep else ""))
+        self.emit(f"{w} = ({', '.join(loop)}{',' if len(loop) == 1 else ''})")
+        self.emit(f"{c} = 0")
+        if keep:
+            self.emit(f"{h} = [{', '.join('[]' for _ in loop)}]")
+        test = f"{cond_f}(*{w}{extra})[0]"
+        self.emit(f"while {test}:" if limit is None else f"while {c} < {int(limit)} and {test}:")
+        if keep:
+            for k in range(nv):
+                self.emit(f"{h}[{k}].append({w}[{k}])", 2)
+        self.emit(f"{w} = {body_f}(*{w}{extra})", 2)
+        self.emit(f"{c} += 1", 2)
+        names = [f"v{n.id}_{k}" for k in range(len(n.outputs))]
+        for t, v in zip(n.outputs, names):
+            self.var[id(t)] = v
+        self.emit(f"{', '.join(names[:nv])}{',' if nv == 1 else ''} = {w}")
+        if keep:
+            self.emit(f"{names[nv]} = np.asarray({c}, np.int32)")
+            for k in range(nv):
+                self.emit(f"{names[nv + 1 + k]} = np.stack({h}[{k}]) if {h}[{k}] else "
+                          f"np.zeros((0,) + np.shape({w}[{k}]), np.asarray({w}[{k}]).dtype)")
+
+
+_CONTROL = {"call": _FunctionBody.call, "cond": _FunctionBody.cond, "while": _FunctionBody.while_}
+
+
+# ---------------------------------------------------------------------------------------
+def module_source(graph, input_names, backward=None):
+    """The module's text for function `graph` whose argument placeholders are named
+    `input_names`; with `backward` = (Backward, forward-with-side-outputs view), also
+    `forward_with_side_outputs` and `backward`."""
+    where = f"function @{_sanitize(graph.base_name)}"
+    for name, t in zip(input_names, graph.inputs):
+        if t.dtype.name == "resource":
+            raise errors.InvalidArgumentError(
+                f"numpy source: argument {_sanitize(name)!r} of {where} is a variable; an "
+                f"exported function takes arrays only (capture the variable instead)")
+    w = _ModuleWriter()
+    n_args = len(graph.inputs)
+    captures = [w.captured(v, where) for v in graph.captured_values]
+    params = [f"x{i}" for i in range(n_args)]
+    checks = [f"{_BODY}{p} = _argument({p}, {'input ' + repr(name)!r}, {numpy_type(t.dtype.np)}, "
+              f"{tuple(t.shape)!r})" for p, name, t in zip(params, input_names, graph.inputs)]
+    feed = ", ".join(params + captures)
+    entries = [f"def forward({', '.join(params)}):",
+               f'{_BODY}"""The outputs of @{_sanitize(graph.base_name)}, as a list."""',
+               *checks, f"{_BODY}return list({w.function(graph)}({feed}))"]
+    if backward is not None:
+        entries += ["", ""] + _backward_entries(w, graph, backward, params, checks, captures)
+    outputs = graph.outputs
+    inputs_doc = "".join(f"\n    {_sanitize(n)}: {type_str(t.shape, t.dtype)}"
+                         for n, t in zip(input_names, graph.inputs)) or " none"
+    doc = [f'"""@{_sanitize(graph.base_name)} as numpy code, written by defun\'s '
+           f'export_numpy_source: it needs only numpy.', "",
+           f"    outputs = forward({', '.join(params)})          # a list of arrays"]
+    if backward is not None:
+        doc += ["    outputs, saved = forward_with_side_outputs(...)",
+                "    input_gradients = backward(output_gradients, saved)   # None: unconnected"]
+    doc += ["", f"Inputs:{inputs_doc}", f"Outputs: {_types(outputs) or 'none'}"]
+    stores = [v._value for v in graph.captured_values if isinstance(v, ResourceHandle)]
+    if stores:
+        doc += ["Variables (their values when exported; assignments replace them): " +
+                ", ".join(f"{_sanitize(s.name)} {type_str(s.value.shape, from_numpy(s.value.dtype))}" for s in stores)]
+    doc += ['"""']
+    imports = ["import numpy as np"] + [f"import {m}" for m in sorted(w.src.imports)]
+    signature = [f"INPUTS = {[(str(n), t.dtype.name, tuple(t.shape)) for n, t in zip(input_names, graph.inputs)]!r}",
+                 f"OUTPUTS = {[(t.dtype.name, tuple(t.shape)) for t in outputs]!r}"]
+    support = _SUPPORT + (_SEED if backward is not None else "")
+    parts = ["\n".join(doc), "\n".join(imports), "\n".join(signature), support.rstrip("\n"),
+             "# " + "-" * 86 + "\n# The ops' kernels and what they use, from this library's source",
+             *w.src.blocks,
+             "# " + "-" * 86 + "\n# The graph functions: one line per node",
+             *w.functions,
+             "# " + "-" * 86 + "\n# Entry points", "\n".join(entries)]
+    return "\n\n\n".join(p.rstrip("\n") for p in parts) + "\n"
+
+
+def _backward_entries(w, graph, backward, params, checks, captures):
+    bw, fwd = backward
+    n_args, n_out = len(params), len(graph.outputs)
+    where = f"function @{_sanitize(graph.base_name)}"
+    saved_inputs = []          # argument positions the backward reads, in its order
+    feed = [f"g[{k}]" for k in bw.grad_outputs]
+    n_side = len(bw.side_outputs)
+    for kind, v in bw.capture_sources:
+        if kind == "side":
+            feed.append(f"saved[{v}]")
+        elif kind == "input" and v < n_args:
+            if v not in saved_inputs:
+                saved_inputs.append(v)
+            feed.append(f"saved[{n_side + saved_inputs.index(v)}]")
+        elif kind == "input":
+            feed.append(captures[v - n_args])
+        else:
+            feed.append(w.captured(v, where))
+    fwd_name = w.function(fwd)
+    bwd_name = w.function(bw.graph)
+    n_saved = n_side + len(saved_inputs)
+    seeds = ", ".join(f"_seed(output_gradients[{k}], {k}, {numpy_type(t.dtype.np)}, {tuple(t.shape)!r})"
+                      if t.dtype.is_floating else "None"
+                      for k, t in enumerate(graph.outputs))
+    results = []
+    to_dense = None
+    for spec in bw.input_grads[:n_args]:
+        if spec is None:
+            results.append("None")
+        elif spec[0] == "dense":
+            results.append(f"results[{spec[1]}]")
+        else:
+            if to_dense is None:
+                to_dense = w.src.ref(registry.get("indexed_slices_to_dense").kernel,
+                                     "indexed_slices_to_dense", where)
+            results.append(f"{to_dense}(results[{spec[1]}], results[{spec[2]}], "
+                           f"dense_shape={tuple(spec[3])!r})")
+    saved_list = " + [" + ", ".join(params[k] for k in saved_inputs) + "]" if saved_inputs else ""
+    return [
+        f"def forward_with_side_outputs({', '.join(params)}):",
+        f'{_BODY}"""(outputs, side outputs): the outputs and the {n_saved} values `backward` needs."""',
+        *checks,
+        f"{_BODY}results = {fwd_name}({', '.join(params + captures)})",
+        f"{_BODY}return list(results[:{n_out}]), list(results[{n_out}:]){saved_list}",
+        "",
+        "",
+        "def backward(output_gradients, side_outputs):",
+        f'{_BODY}"""One gradient per input (None where an input does not reach a float output),',
+        f"{_BODY}given one gradient per output (None: zeros) and forward_with_side_outputs' side",
+        f'{_BODY}outputs."""',
+        f"{_BODY}if len(output_gradients) != {n_out}:",
+        f'{_BODY * 2}raise ValueError(f"backward: expected {n_out} output gradients, got '
+        f'{{len(output_gradients)}}")',
+        f"{_BODY}saved = list(side_outputs)",
+        f"{_BODY}if len(saved) != {n_saved}:",
+        f'{_BODY * 2}raise ValueError(f"backward: expected the {n_saved} side outputs of '
+        f'forward_with_side_outputs, got {{len(saved)}}")',
+        f"{_BODY}g = [{seeds}]",
+        f"{_BODY}results = {bwd_name}({', '.join(feed)})",
+        f"{_BODY}return [{', '.join(results)}]",
+    ]

@@ -1,0 +1,311 @@
+"""The `defun` command: the README's "Ways out" story step by step, run as the installed
+console script in a subprocess (looked up next to sys.executable, where `pip install -e .`
+puts it), as is `python -m defun`, --help and a bad file; every subcommand, its --help, bad
+files and bad inputs through `defun.cli.main` in this process (the same code, without
+a second of interpreter start-up per case)."""
+import contextlib
+import io
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import defun as df
+from isolated import run_without_defun, same_bits
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(os.path.dirname(sys.executable), "defun.exe" if os.name == "nt" else "defun")
+COMMANDS = ["show", "validate", "run", "dot", "onnx", "numpy", "bench"]
+LOADING = ["show", "validate", "run", "dot", "numpy", "bench"]     # commands that load a file
+
+
+def defun_cmd(*args, cwd):
+    if not os.path.exists(SCRIPT):
+        pytest.fail(f"the `defun` console script is not installed next to {sys.executable}; "
+                    f"install the package first: pip install -e .")
+    return subprocess.run([SCRIPT, *map(str, args)], capture_output=True, text=True, cwd=cwd,
+                          timeout=300)
+
+
+class _Result:
+    def __init__(self, returncode, stdout, stderr):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def cli(*args, cwd):
+    """`defun args...` run by defun.cli.main in this process, in directory `cwd`."""
+    from defun.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main([str(a) for a in args])
+            except SystemExit as e:        # argparse: --help, or a bad command line
+                code = e.code
+    finally:
+        os.chdir(here)
+    return _Result(code, out.getvalue(), err.getvalue())
+
+
+def _ok(proc):
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+# ---------------------------------------------------------------------------------------
+# The README's story: train and export the digits model, then each command of the section
+
+def _story_commands():
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    section = text[text.index("## Ways out"):]
+    block = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+    return [shlex.split(line, comments=True) for line in block.splitlines() if line.strip()]
+
+
+def _story_command(word):
+    """The story's command whose program or subcommand is `word`."""
+    for argv in _story_commands():
+        if argv[0] == "defun" and argv[1] == word or argv[0] == "python" and word in argv[1]:
+            return argv
+    raise AssertionError(f"the README's Ways out section has no {word!r} command")
+
+
+@pytest.fixture(scope="module")
+def story(tmp_path_factory):
+    """A directory where the README's training command ran (two quick epochs)."""
+    pytest.importorskip("sklearn")
+    where = tmp_path_factory.mktemp("story")
+    argv = _story_command("train_mlp.py")
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, argv[1]), *argv[2:], "--epochs", "1",
+                           "--timing-repeat", "3", "--quiet"], capture_output=True, text=True,
+                          cwd=where, timeout=600)
+    _ok(proc)
+    doc = where / argv[argv.index("--out") + 1]
+    return where, doc, df.load_json(str(doc))
+
+
+def _run_story(word, where):
+    argv = _story_command(word)
+    assert argv[0] == "defun"
+    return _ok(defun_cmd(*argv[1:], cwd=where))
+
+
+def test_story_trains_and_exports(story):
+    where, doc, loaded = story
+    assert doc.exists() and (where / "digits_x.npy").exists() and (where / "train_mlp.png").exists()
+    x, y = np.load(where / "digits_x.npy"), np.load(where / "digits_y.npy")
+    assert np.mean(np.argmax(loaded(x).numpy(), 1) == y) > 0.8
+
+
+def test_story_show(story):
+    where, _, loaded = story
+    out = _run_story("show", where).stdout
+    assert out.startswith("# @logits(x: float32[?, 64]) -> (float32[?, 10])\nfunc @logits(")
+    assert out.count("matmul(") == 2 and out.count("read_variable(") == 4
+
+
+def test_story_dot(story):
+    where, _, _ = story
+    argv = _story_command("dot")
+    _run_story("dot", where)
+    svg = (where / argv[argv.index("-o") + 1]).read_text()
+    assert "<svg" in svg
+    assert "backward @" in svg and "side output 0" in svg and "captured variable w0" in svg
+
+
+def test_story_run(story):
+    where, _, loaded = story
+    argv = _story_command("run")
+    _run_story("run", where)
+    with np.load(where / argv[argv.index("-o") + 1]) as out:
+        assert list(out) == ["output_0"]
+        predictions = out["output_0"]
+    x = np.load(where / "digits_x.npy")
+    assert same_bits(predictions, loaded(x).numpy()) is None
+
+
+@pytest.mark.skipif(not hasattr(df, "export_onnx"), reason="df.export_onnx lands with the onnx branch")
+def test_story_onnx_predicts_the_same_in_onnxruntime(story):
+    import onnxruntime as ort
+    where, _, loaded = story
+    argv = _story_command("onnx")
+    _run_story("onnx", where)
+    session = ort.InferenceSession(str(where / argv[argv.index("-o") + 1]))
+    x = np.load(where / "digits_x.npy")
+    logits, = session.run(None, {session.get_inputs()[0].name: x})
+    expected = loaded(x).numpy()
+    np.testing.assert_allclose(logits, expected, rtol=1e-5, atol=1e-5)
+    assert np.array_equal(np.argmax(logits, 1), np.argmax(expected, 1))
+
+
+def test_story_numpy_module_predicts_the_same_without_defun(story, tmp_path):
+    where, _, loaded = story
+    argv = _story_command("numpy")
+    _run_story("numpy", where)
+    path = where / argv[argv.index("-o") + 1]
+    x = np.load(where / "digits_x.npy")
+    got, = run_without_defun({path.stem: path.read_text()},
+                             [{"module": path.stem, "call": "forward", "inputs": [x]}], tmp_path)
+    assert "error" not in got, got
+    assert same_bits(got["outputs"][0], loaded(x).numpy()) is None
+    # and the README's one-liner, in the directory it wrote the module to
+    line = next(a for a in _story_commands() if a[0] == "python" and a[1] == "-c")
+    proc = _ok(subprocess.run([sys.executable, *line[1:]], capture_output=True, text=True, cwd=where,
+                              timeout=120))
+    assert proc.stdout.strip() == str(np.argmax(loaded(x).numpy(), 1)[:10])
+
+
+# ---------------------------------------------------------------------------------------
+# Each command
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """A small document with a variable: f(x, n) = (tanh(x @ w) * n summed per row, x * 2)."""
+    where = tmp_path_factory.mktemp("small")
+    w = df.Variable(np.arange(6, dtype=np.float32).reshape(3, 2) / 10, name="w")
+
+    @df.defun
+    def f(x, scale):
+        return df.reduce_sum(df.tanh(x @ w) * scale, axis=1), x * 2.0
+    cf = f.get_concrete_function(df.TensorSpec([None, 3], df.float32), df.TensorSpec([], df.float32))
+    df.export_json(cf, str(where / "f.json"))
+    np.save(where / "x.npy", np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3))
+    np.save(where / "scale.npy", np.float32(1.5))
+    return where, df.load_json(str(where / "f.json"))
+
+
+def test_the_installed_script_helps_and_refuses_a_bad_file(tmp_path):
+    proc = _ok(defun_cmd("--help", cwd=tmp_path))
+    assert proc.stdout.startswith("usage: defun") and all(c in proc.stdout for c in COMMANDS)
+    (tmp_path / "bad.json").write_text('{"format": "defun.graph", "version": 99}')
+    proc = defun_cmd("show", "bad.json", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.startswith("defun show: bad.json: version")
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("command", [None] + COMMANDS)
+def test_every_command_has_help(command, tmp_path):
+    proc = _ok(cli(*([command] if command else []), "--help", cwd=tmp_path))
+    assert proc.stdout.startswith(f"usage: defun{' ' + command if command else ''}")
+    if command is None:
+        for c in COMMANDS:
+            assert c in proc.stdout
+
+
+def test_python_dash_m_defun_is_the_same_command(small):
+    where, _ = small
+    by_module = subprocess.run([sys.executable, "-m", "defun", "validate", "f.json"], capture_output=True,
+                               text=True, cwd=where, timeout=120)
+    assert by_module.returncode == 0, by_module.stderr
+    assert by_module.stdout == _ok(defun_cmd("validate", "f.json", cwd=where)).stdout
+
+
+def test_validate_reports_the_signature(small):
+    where, _ = small
+    out = _ok(cli("validate", "f.json", cwd=where)).stdout.splitlines()
+    assert out[0] == "f.json: valid (defun.graph version 2)"
+    assert out[1] == "# @f(x: float32[?, 3], scale: float32[]) -> (float32[?], float32[?, 3])"
+    assert out[2] == "1 function, 7 nodes, 1 variable (24 bytes)"
+
+
+def test_show_prints_the_backward_too(small):
+    where, _ = small
+    out = _ok(cli("show", "f.json", "--backward", cwd=where)).stdout
+    assert "func @f(" in out and "# backward: inputs are the gradients of outputs [0, 1]" in out
+    assert "func @f_grad(" in out
+
+
+def test_run_prints_or_writes_the_outputs(small):
+    where, loaded = small
+    expected = loaded(np.load(where / "x.npy"), np.load(where / "scale.npy"))
+    out = _ok(cli("run", "f.json", "x=x.npy", "scale=scale.npy", cwd=where)).stdout
+    assert out.startswith("output_0: float32[4]\n") and "output_1: float32[4, 3]" in out
+    _ok(cli("run", "f.json", "scale=scale.npy", "x=x.npy", "-o", "out.npz", cwd=where))
+    with np.load(where / "out.npz") as got:
+        assert same_bits(got["output_0"], expected[0].numpy()) is None
+        assert same_bits(got["output_1"], expected[1].numpy()) is None
+
+
+@pytest.mark.parametrize("args, message", [
+    (["x=x.npy"], "missing input 'scale': pass NAME=file.npy for each of x (float32[?, 3]), scale (float32[])"),
+    (["x=x.npy", "scale=scale.npy", "y=x.npy"], "no input named 'y'; the function's inputs are x"),
+    (["x=scale.npy", "scale=scale.npy"], "input 'x': scale.npy holds float32[], the function takes float32[?, 3]"),
+    (["x=x64.npy", "scale=scale.npy"], "input 'x': x64.npy holds float64[4, 3], the function takes "
+                                       "float32[?, 3]; convert it with .astype(np.float32)"),
+    (["x=f.json", "scale=scale.npy"], "input 'x': f.json is not a .npy array file"),
+    (["x=nothere.npy", "scale=scale.npy"], "nothere.npy: No such file or directory"),
+    (["x=x.npy", "x=x.npy"], "input 'x' is given twice"),
+    (["x", "scale=scale.npy"], "inputs are given as NAME=file.npy, got 'x'"),
+    (["x=x.npy", "scale=scale.npy", "-o", "out.txt"], "outputs are written as .npz"),
+])
+def test_run_names_the_bad_input(small, args, message):
+    where, _ = small
+    np.save(where / "x64.npy", np.zeros((4, 3)))
+    proc = cli("run", "f.json", *args, cwd=where)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_dot_writes_svg_png_and_dot_text(small):
+    where, _ = small
+    _ok(cli("dot", "f.json", "-o", "f.dot", cwd=where))
+    assert (where / "f.dot").read_text().startswith('digraph "f" {')
+    _ok(cli("dot", "f.json", "-o", "f.png", "--backward", cwd=where))
+    assert (where / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    _ok(cli("dot", "f.json", "-o", "f.svg", cwd=where))
+    assert "captured variable w" in (where / "f.svg").read_text()
+    proc = cli("dot", "f.json", "-o", "f.bmp", cwd=where)
+    assert proc.returncode == 2 and "name the picture .svg, .png or .pdf" in proc.stderr
+
+
+def test_numpy_prints_or_writes_the_module(small):
+    where, _ = small
+    text = _ok(cli("numpy", "f.json", "--backward", cwd=where)).stdout
+    assert "def forward(x0, x1):" in text and "def backward(output_gradients, side_outputs):" in text
+    _ok(cli("numpy", "f.json", "-o", "f_numpy.py", cwd=where))
+    assert (where / "f_numpy.py").read_text() == df.export_numpy_source(df.load_json(str(where / "f.json")))
+
+
+def test_bench_prints_median_and_p90(small):
+    where, _ = small
+    out = _ok(cli("bench", "f.json", "--size", "8", "--repeat", "5", "--warmup", "1", cwd=where)).stdout
+    assert out.splitlines()[0] == "@f on x float32[8, 3], scale float32[]"
+    assert re.match(r"median [\d.]+ (us|ms|s), p90 [\d.]+ (us|ms|s), min [\d.]+ (us|ms|s) over 5 calls "
+                    r"\(1 warm-up\)$", out.splitlines()[1]), out
+
+
+@pytest.mark.parametrize("content", ["not json at all", '{"format": "something else"}', "",
+                                     '{"format": "defun.graph", "version": 99}'])
+@pytest.mark.parametrize("command", LOADING)
+def test_a_bad_file_prints_the_loader_message_and_exits_2(command, content, tmp_path):
+    (tmp_path / "bad.json").write_text(content)
+    with pytest.raises(df.errors.GraphFormatError) as caught:
+        df.load_json(str(tmp_path / "bad.json"))
+    extra = ["-o", "out.svg"] if command == "dot" else []
+    proc = cli(command, "bad.json", *extra, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr == f"defun {command}: bad.json: {caught.value}\n"
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("command", LOADING)
+def test_a_missing_file_or_a_directory_exits_2(command, tmp_path):
+    extra = ["-o", "out.svg"] if command == "dot" else []
+    proc = cli(command, "nothere.json", *extra, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr == f"defun {command}: nothere.json: No such file or directory\n"
+    proc = cli(command, ".", *extra, cwd=tmp_path)
+    assert proc.returncode == 2 and "is a directory" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_bad_command_line_exits_2_with_usage(tmp_path):
+    proc = cli("frobnicate", cwd=tmp_path)
+    assert proc.returncode == 2 and "usage: defun" in proc.stderr and "invalid choice" in proc.stderr
+    proc = cli("dot", "f.json", cwd=tmp_path)          # -o is required
+    assert proc.returncode == 2 and "-o/--output" in proc.stderr
