@@ -23,11 +23,11 @@ class OpDef:
 
     __slots__ = ("name", "kernel", "infer", "grad", "num_outputs", "stateful", "none_grads",
                  "same_dtype", "attrs", "single", "kinds", "bind", "prune_outputs",
-                 "num_inputs", "required_attrs", "defaults", "function_attrs")
+                 "num_inputs", "required_attrs", "defaults", "function_attrs", "onnx")
 
     def __init__(self, name, kernel, infer, grad=None, num_inputs=None, attrs=None, defaults=None,
                  num_outputs=1, stateful=False, none_grads=False, same_dtype=None, kinds=None,
-                 bind=None, prune_outputs=None):
+                 bind=None, prune_outputs=None, onnx=None):
         self.name = name
         self.kernel = kernel
         self.infer = infer
@@ -67,6 +67,12 @@ class OpDef:
         # the outputs when the rest are unused (`used`: one bool per output). A pass uses it,
         # e.g. a while loop drops its per-iteration history when no gradient reads it.
         self.prune_outputs = prune_outputs
+        # The op's ONNX form (graph/onnx_export.py): the name of the ONNX op computing it from
+        # the same inputs and attrs, or form(emitter, node, inputs) -> output name(s) written
+        # with the emitter's methods (so no runtime module imports onnx); None: no form.
+        if onnx is not None and not (isinstance(onnx, str) or callable(onnx)):
+            raise ValueError(f"op {name!r}: onnx must be an ONNX op name or a form function, got {onnx!r}")
+        self.onnx = onnx
 
     @property
     def differentiable(self):

@@ -9,6 +9,7 @@ import numpy as np
 from runtime import dtypes, errors
 from runtime.execute import run_op
 from runtime.ops import _infer as inf
+from runtime.ops._onnx import chain, reduce_form, reduced_axes
 from runtime.ops.base_ops import (_broadcast_back, _keepdims_grad, _mask, cast,  # noqa: F401
                                   ones_like, reducer, reduce_sum, size, unbroadcast, where,
                                   zeros_like)
@@ -42,16 +43,16 @@ def _public(op, doc):
 _UNARY = set()
 
 
-def _unary(name, kernel, grad, kinds=inf.numeric_kinds, doc=""):
+def _unary(name, kernel, grad, kinds=inf.numeric_kinds, doc="", onnx=None):
     _UNARY.add(name)
     op = register(name, kernel, inf.unary_same(name, kinds), grad, num_inputs=1, attrs={},
-                  defaults={}, kinds=kinds)
+                  defaults={}, kinds=kinds, onnx=onnx)
     return _public(op, doc or f"Elementwise {name}(x).")
 
 
-def _binary(name, kernel, grad, kinds=inf.numeric_kinds, out_dtype=None, doc=""):
+def _binary(name, kernel, grad, kinds=inf.numeric_kinds, out_dtype=None, doc="", onnx=None):
     op = register(name, kernel, inf.binary_broadcast(name, kinds, out_dtype), grad, num_inputs=2,
-                  attrs={}, defaults={}, same_dtype=(0, 1), kinds=kinds)
+                  attrs={}, defaults={}, same_dtype=(0, 1), kinds=kinds, onnx=onnx)
     return _public(op, doc or f"Elementwise {name}(x, y) with numpy broadcasting.")
 
 
@@ -82,10 +83,12 @@ def _multiply_grad(op, g):
             None if 1 in skip else unbroadcast(multiply(g, x), y)]
 
 
-add = _binary("add", np.add, _add_grad,
+add = _binary("add", np.add, _add_grad, onnx="Add",
               doc="x + y elementwise, with broadcasting. `df.add([1., 2.], 1.) -> [2., 3.]`")
-subtract = _binary("subtract", np.subtract, _subtract_grad, doc="x - y elementwise, with broadcasting.")
-multiply = _binary("multiply", np.multiply, _multiply_grad, doc="x * y elementwise, with broadcasting.")
+subtract = _binary("subtract", np.subtract, _subtract_grad, onnx="Sub",
+                   doc="x - y elementwise, with broadcasting.")
+multiply = _binary("multiply", np.multiply, _multiply_grad, onnx="Mul",
+                   doc="x * y elementwise, with broadcasting.")
 
 
 def _divide_kernel(x, y):
@@ -110,11 +113,37 @@ def _divide_grad(op, g):
             None if 1 in skip else unbroadcast(negative(divide(multiply(g, x), multiply(y, y))), y)]
 
 
+def _divide_onnx(e, node, ins):
+    if node.inputs[0].dtype.is_integer:
+        return e.op("Div", e.cast(ins[0], dtypes.float64), e.cast(ins[1], dtypes.float64))
+    return e.op("Div", *ins)
+
+
+def _floordiv_onnx(e, node, ins):
+    x, y = ins
+    if node.inputs[0].dtype.is_integer:   # x - x mod y is a multiple of y: Div is exact on it
+        return e.op("Div", e.op("Sub", x, e.op("Mod", x, y)), y)
+    return e.op("Floor", e.op("Div", x, y))
+
+
+def _mod_onnx(e, node, ins):
+    x, y = ins
+    if node.inputs[0].dtype.is_integer:
+        return e.op("Mod", x, y)          # fmod=0: the sign of the divisor, as Python's %
+    r = e.op("Mod", x, y, fmod=1)         # C's fmod (sign of x), moved into y's sign as numpy
+    zero = e.scalar(0, node.inputs[0].dtype)
+    fix = e.op("And", e.op("Not", e.op("Equal", r, zero)),
+               e.op("Xor", e.op("Less", r, zero), e.op("Less", y, zero)))
+    return e.op("Where", fix, e.op("Add", r, y), r)
+
+
 _DIVIDE = register("divide", _divide_kernel, _divide_infer, _divide_grad, same_dtype=(0, 1),
-                   kinds=inf.numeric_kinds, num_inputs=2, attrs={}, defaults={})
+                   kinds=inf.numeric_kinds, num_inputs=2, attrs={}, defaults={}, onnx=_divide_onnx)
 divide = _public(_DIVIDE, "x / y elementwise (true division; integers give float64).")
-floordiv = _binary("floordiv", np.floor_divide, None, doc="x // y elementwise (not differentiable).")
-mod = _binary("mod", np.mod, None, doc="x % y elementwise, sign of y as in Python (not differentiable).")
+floordiv = _binary("floordiv", np.floor_divide, None, onnx=_floordiv_onnx,
+                   doc="x // y elementwise (not differentiable).")
+mod = _binary("mod", np.mod, None, onnx=_mod_onnx,
+              doc="x % y elementwise, sign of y as in Python (not differentiable).")
 
 
 def _pow_grad(op, g):
@@ -135,7 +164,7 @@ def _pow_kernel(x, y):
     return np.power(x, y)
 
 
-pow = _binary("pow", _pow_kernel, _pow_grad, doc="x ** y elementwise.")  # noqa: A001
+pow = _binary("pow", _pow_kernel, _pow_grad, onnx="Pow", doc="x ** y elementwise.")  # noqa: A001
 
 
 def _select_grad(x_wins, y_wins):
@@ -150,22 +179,25 @@ def _select_grad(x_wins, y_wins):
 
 # (the comparison functions are defined below; the lambdas look them up when called)
 maximum = _binary("maximum", np.maximum, _select_grad(lambda x, y: greater_equal(x, y), lambda x, y: less(x, y)),
-                  doc="Elementwise maximum; ties send the gradient to x.")
+                  onnx="Max", doc="Elementwise maximum; ties send the gradient to x.")
 minimum = _binary("minimum", np.minimum, _select_grad(lambda x, y: less_equal(x, y), lambda x, y: greater(x, y)),
-                  doc="Elementwise minimum; ties send the gradient to x.")
+                  onnx="Min", doc="Elementwise minimum; ties send the gradient to x.")
 
 # ------------------------------------------------------------------ unary
-negative = _unary("negative", np.negative, lambda op, g: [negative(g)], doc="-x elementwise.")
-square = _unary("square", np.square, lambda op, g: [multiply(g, multiply(op.inputs[0], 2))])
-sqrt = _unary("sqrt", np.sqrt, lambda op, g: [divide(multiply(g, 0.5), op.outputs[0])], kinds="f")
+negative = _unary("negative", np.negative, lambda op, g: [negative(g)], doc="-x elementwise.", onnx="Neg")
+square = _unary("square", np.square, lambda op, g: [multiply(g, multiply(op.inputs[0], 2))],
+                onnx=lambda e, node, ins: e.op("Mul", ins[0], ins[0]))
+sqrt = _unary("sqrt", np.sqrt, lambda op, g: [divide(multiply(g, 0.5), op.outputs[0])], kinds="f",
+              onnx="Sqrt")
 rsqrt = _unary("rsqrt", lambda x: 1 / np.sqrt(x),
                lambda op, g: [multiply(multiply(g, -0.5), pow(op.outputs[0], 3))], kinds="f",
-               doc="1 / sqrt(x) elementwise.")
-exp = _unary("exp", np.exp, lambda op, g: [multiply(g, op.outputs[0])], kinds="f")
-log = _unary("log", np.log, lambda op, g: [divide(g, op.inputs[0])], kinds="f")
-log1p = _unary("log1p", np.log1p, lambda op, g: [divide(g, add(op.inputs[0], 1))], kinds="f")
+               doc="1 / sqrt(x) elementwise.", onnx=chain("Sqrt", "Reciprocal"))
+exp = _unary("exp", np.exp, lambda op, g: [multiply(g, op.outputs[0])], kinds="f", onnx="Exp")
+log = _unary("log", np.log, lambda op, g: [divide(g, op.inputs[0])], kinds="f", onnx="Log")
+log1p = _unary("log1p", np.log1p, lambda op, g: [divide(g, add(op.inputs[0], 1))], kinds="f",
+               onnx=lambda e, node, ins: e.op("Log", e.op("Add", ins[0], e.scalar(1, node.inputs[0].dtype))))
 tanh = _unary("tanh", np.tanh,
-              lambda op, g: [multiply(g, subtract(1, square(op.outputs[0])))], kinds="f")
+              lambda op, g: [multiply(g, subtract(1, square(op.outputs[0])))], kinds="f", onnx="Tanh")
 
 
 def _sigmoid(x):
@@ -174,35 +206,37 @@ def _sigmoid(x):
 
 
 sigmoid = _unary("sigmoid", _sigmoid,
-                 lambda op, g: [multiply(g, multiply(op.outputs[0], subtract(1, op.outputs[0])))], kinds="f")
+                 lambda op, g: [multiply(g, multiply(op.outputs[0], subtract(1, op.outputs[0])))], kinds="f",
+                 onnx="Sigmoid")
 relu = _unary("relu", lambda x: np.maximum(x, x.dtype.type(0)),
-              lambda op, g: [multiply(g, _mask(greater(op.inputs[0], 0), g))], doc="max(x, 0) elementwise.")
-abs = _unary("abs", np.abs, lambda op, g: [multiply(g, sign(op.inputs[0]))])  # noqa: A001
-sign = _unary("sign", np.sign, None, doc="Sign of x (-1, 0, 1); not differentiable.")
-sin = _unary("sin", np.sin, lambda op, g: [multiply(g, cos(op.inputs[0]))], kinds="f")
-cos = _unary("cos", np.cos, lambda op, g: [negative(multiply(g, sin(op.inputs[0])))], kinds="f")
-floor = _unary("floor", np.floor, None, kinds="f", doc="Floor of x; not differentiable.")
+              lambda op, g: [multiply(g, _mask(greater(op.inputs[0], 0), g))], doc="max(x, 0) elementwise.",
+              onnx=lambda e, node, ins: e.op("Max", ins[0], e.scalar(0, node.inputs[0].dtype)))
+abs = _unary("abs", np.abs, lambda op, g: [multiply(g, sign(op.inputs[0]))], onnx="Abs")  # noqa: A001
+sign = _unary("sign", np.sign, None, doc="Sign of x (-1, 0, 1); not differentiable.", onnx="Sign")
+sin = _unary("sin", np.sin, lambda op, g: [multiply(g, cos(op.inputs[0]))], kinds="f", onnx="Sin")
+cos = _unary("cos", np.cos, lambda op, g: [negative(multiply(g, sin(op.inputs[0])))], kinds="f", onnx="Cos")
+floor = _unary("floor", np.floor, None, kinds="f", doc="Floor of x; not differentiable.", onnx="Floor")
 round = _unary("round", np.round, None, kinds="f",  # noqa: A001
-               doc="Round half to even, as numpy and TensorFlow; not differentiable.")
+               doc="Round half to even, as numpy and TensorFlow; not differentiable.", onnx="Round")
 
 # ------------------------------------------------------------------ comparison and logic
 
 
-def _compare(name, kernel):
+def _compare(name, kernel, onnx):
     op = register(name, kernel, inf.binary_broadcast(name, None, dtypes.bool), None, num_inputs=2,
-                  attrs={}, defaults={}, same_dtype=(0, 1))
+                  attrs={}, defaults={}, same_dtype=(0, 1), onnx=onnx)
     return _public(op, f"Elementwise {name}(x, y) -> bool (not differentiable).")
 
 
-equal = _compare("equal", np.equal)
-not_equal = _compare("not_equal", np.not_equal)
-less = _compare("less", np.less)
-less_equal = _compare("less_equal", np.less_equal)
-greater = _compare("greater", np.greater)
-greater_equal = _compare("greater_equal", np.greater_equal)
-logical_and = _binary("logical_and", np.logical_and, None, kinds="b")
-logical_or = _binary("logical_or", np.logical_or, None, kinds="b")
-logical_not = _unary("logical_not", np.logical_not, None, kinds="b")
+equal = _compare("equal", np.equal, "Equal")
+not_equal = _compare("not_equal", np.not_equal, lambda e, node, ins: e.op("Not", e.op("Equal", *ins)))
+less = _compare("less", np.less, "Less")
+less_equal = _compare("less_equal", np.less_equal, "LessOrEqual")
+greater = _compare("greater", np.greater, "Greater")
+greater_equal = _compare("greater_equal", np.greater_equal, "GreaterOrEqual")
+logical_and = _binary("logical_and", np.logical_and, None, kinds="b", onnx="And")
+logical_or = _binary("logical_or", np.logical_or, None, kinds="b", onnx="Or")
+logical_not = _unary("logical_not", np.logical_not, None, kinds="b", onnx="Not")
 
 
 
@@ -226,9 +260,16 @@ def _add_n_kernel(*xs):
     return acc
 
 
+def _add_n_onnx(e, node, ins):
+    acc = ins[0]
+    for x in ins[1:]:
+        acc = e.op("Add", acc, x)   # (ONNX Sum takes floats only)
+    return acc
+
+
 _ADD_N = register("add_n", _add_n_kernel, _add_n_infer,
                   lambda op, g: [unbroadcast(g, x) for x in op.inputs], kinds=inf.numeric_kinds,
-                  num_inputs=None, attrs={}, defaults={})
+                  num_inputs=None, attrs={}, defaults={}, onnx=_add_n_onnx)
 
 
 def add_n(inputs, name=None):
@@ -315,10 +356,20 @@ def _matmul_grad(op, g):
     return [None if da is None else unbroadcast(da, a), None if db is None else unbroadcast(db, b)]
 
 
+def _matmul_onnx(e, node, ins):
+    ins = list(ins)
+    for k, flag in enumerate(("transpose_a", "transpose_b")):
+        if node.attrs.get(flag):
+            perm = list(range(len(node.inputs[k].shape)))
+            perm[-2:] = perm[-1], perm[-2]
+            ins[k] = e.op("Transpose", ins[k], perm=perm)
+    return e.op("MatMul", *ins)
+
+
 _MATMUL = register("matmul", _matmul_kernel, _matmul_infer, _matmul_grad, same_dtype=(0, 1),
                    attrs={"transpose_a": "bool", "transpose_b": "bool"}, kinds=inf.numeric_kinds,
                    bind=_bind_matmul, num_inputs=2,
-                   defaults={"transpose_a": False, "transpose_b": False})
+                   defaults={"transpose_a": False, "transpose_b": False}, onnx=_matmul_onnx)
 _MM_ATTRS = {(False, False): _EMPTY}
 
 
@@ -455,10 +506,27 @@ def _k_prod(x, axis, keepdims):
     return _mul_reduce(x, axis, x.dtype, None, keepdims)
 
 
-reduce_mean = reducer("reduce_mean", _k_mean, _mean_grad)
-reduce_max = reducer("reduce_max", _k_max, _extreme_grad, ufunc=_max_reduce)
-reduce_min = reducer("reduce_min", _k_min, _extreme_grad, ufunc=_min_reduce)
-reduce_prod = reducer("reduce_prod", _k_prod, _prod_grad, ufunc=_mul_reduce, keep_dtype=True)
+def _mean_onnx(e, node, ins):
+    x = node.inputs[0]
+    axes, keep = reduced_axes(node), node.attrs.get("keepdims", False)
+    if x.dtype.is_floating:
+        return e.reduce("ReduceMean", ins[0], axes, keep)
+    # integers: the int64 sum divided by the count, truncating toward zero as the kernel
+    s = e.reduce("ReduceSum", e.cast(ins[0], dtypes.int64), axes, keep)
+    one = e.scalar(1, dtypes.int64)
+    dims = [x.shape[a] for a in axes]
+    if None not in dims:
+        n = e.scalar(max(int(np.prod(dims)), 1), dtypes.int64)
+    else:
+        n = e.op("Max", e.op("Div", e.op("Size", ins[0]), e.op("Max", e.op("Size", s), one)), one)
+    return e.cast(e.op("Div", s, n), x.dtype)
+
+
+reduce_mean = reducer("reduce_mean", _k_mean, _mean_grad, onnx=_mean_onnx)
+reduce_max = reducer("reduce_max", _k_max, _extreme_grad, ufunc=_max_reduce, onnx=reduce_form("ReduceMax"))
+reduce_min = reducer("reduce_min", _k_min, _extreme_grad, ufunc=_min_reduce, onnx=reduce_form("ReduceMin"))
+reduce_prod = reducer("reduce_prod", _k_prod, _prod_grad, ufunc=_mul_reduce, keep_dtype=True,
+                      onnx=reduce_form("ReduceProd"))
 
 
 def _arg_infer(name):
@@ -469,12 +537,19 @@ def _arg_infer(name):
     return infer
 
 
-def _arg(name, fn):
+def _arg_onnx(onnx_type):
+    def form(e, node, ins):
+        axis = node.attrs["axis"] % max(len(node.inputs[0].shape), 1)
+        return e.cast(e.op(onnx_type, ins[0], axis=axis, keepdims=0), node.attrs["output_type"])
+    return form
+
+
+def _arg(name, fn, onnx):
     op = register(name,
                   lambda x, axis, output_type: fn(x, axis=axis).astype(output_type.np),
                   _arg_infer(name), None, num_inputs=1,
                   attrs={"axis": "int", "output_type": "dtype"},
-                  defaults={"output_type": dtypes.int64}, kinds=inf.numeric_kinds)
+                  defaults={"output_type": dtypes.int64}, kinds=inf.numeric_kinds, onnx=onnx)
 
     def f(input, axis=None, output_type=dtypes.int64, name=None):
         # axis=None means axis 0, as in TensorFlow
@@ -485,5 +560,5 @@ def _arg(name, fn):
     return f
 
 
-argmax = _arg("argmax", np.argmax)
-argmin = _arg("argmin", np.argmin)
+argmax = _arg("argmax", np.argmax, _arg_onnx("ArgMax"))
+argmin = _arg("argmin", np.argmin, _arg_onnx("ArgMin"))

@@ -1,0 +1,53 @@
+"""Helpers the ops' ONNX forms share (the `onnx=` of their registry rows).
+
+A form is `form(e, node, inputs) -> output name(s)`: `e` is the exporter's emitter
+(graph/onnx_export.py, `Emitter`: op, const, ints, scalar, cast, reduce, ...), `node` has
+`.attrs` and `.inputs` / `.outputs` (each with a static `.shape` and `.dtype`), `inputs` are
+the ONNX names of the node's inputs. Nothing here imports onnx or the graph layer.
+"""
+
+__all__ = ["chain", "reduced_axes", "reduce_form", "shape_of", "float_math"]
+
+
+def chain(*onnx_types):
+    """The form applying one-input ONNX ops in turn: chain("Sqrt", "Reciprocal") is 1/sqrt(x)."""
+    def form(e, node, ins):
+        x = ins[0]
+        for t in onnx_types:
+            x = e.op(t, x)
+        return x
+    return form
+
+
+def reduced_axes(node, attr="axis"):
+    """The sorted non-negative axes a reduction node reduces (a scalar reduces none)."""
+    nd = len(node.inputs[0].shape)
+    axis = node.attrs.get(attr)
+    if axis is None or not nd:
+        return tuple(range(nd))
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    return tuple(sorted({a % nd for a in axes}))
+
+
+def reduce_form(onnx_type):
+    """The form of a df reduction (attrs axis, keepdims) by the ONNX reduction `onnx_type`."""
+    def form(e, node, ins):
+        return e.reduce(onnx_type, ins[0], reduced_axes(node), node.attrs.get("keepdims", False))
+    return form
+
+
+def shape_of(e, name, t):
+    """The shape of tensor `t` (named `name`) as int64: a constant when static."""
+    return e.shape(name, t.shape)
+
+
+def float_math(form):
+    """`form` for float inputs; integer inputs go through float64 and back (ONNX's math
+    ops take floats only): used where numpy computes in the input's integer dtype."""
+    def wrapped(e, node, ins):
+        dt = node.outputs[0].dtype
+        if dt.is_floating:
+            return form(e, node, ins)
+        f = [e.cast(x, "float64") for x in ins]
+        return e.cast(form(e, node, f), dt)
+    return wrapped
