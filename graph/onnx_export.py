@@ -85,6 +85,7 @@ class Emitter:
     const(array) -> name of an initializer; ints([...]) int64 vector; scalar(v, dtype)
     onnx_type(dtype) -> the TensorProto element type of a df DType; cast(x, dtype)
     reduce(type, x, axes, keepdims) with axes None for all (the opset decides attr or input)
+    where(cond, x, y, dtype): Where for every dtype
     unsqueeze / squeeze(x, axes); shape(x, static) -> int64 vector (a constant when static)
     dim(x, axis) -> int64 [size of axis]; variable(handle) -> the variable's initializer
     inline(graph, inputs) -> outputs; subgraph(input types, build, output types) -> GraphProto
@@ -150,6 +151,13 @@ class Emitter:
 
     def cast(self, x, dtype):
         return self.op("Cast", x, to=self.onnx_type(dtype))
+
+    def where(self, cond, x, y, dtype):
+        """Where(cond, x, y) of `dtype` (onnxruntime has no bool Where: through int32)."""
+        if dtypes.as_dtype(dtype) is not dtypes.bool:
+            return self.op("Where", cond, x, y)
+        ints = self.op("Where", cond, self.cast(x, dtypes.int32), self.cast(y, dtypes.int32))
+        return self.cast(ints, dtypes.bool)
 
     def reduce(self, op_type, x, axes, keepdims):
         """ONNX reduction `op_type` of `x` over `axes` (None: all; () reduces nothing)."""

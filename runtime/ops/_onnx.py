@@ -6,7 +6,7 @@ A form is `form(e, node, inputs) -> output name(s)`: `e` is the exporter's emitt
 the ONNX names of the node's inputs. Nothing here imports onnx or the graph layer.
 """
 
-__all__ = ["chain", "reduced_axes", "reduce_form", "shape_of", "float_math"]
+__all__ = ["chain", "reduced_axes", "reduce_form", "shape_of", "float_math", "iota", "scatter_adjoint", "BIG"]
 
 
 def chain(*onnx_types):
@@ -51,3 +51,27 @@ def float_math(form):
         f = [e.cast(x, "float64") for x in ins]
         return e.cast(form(e, node, f), dt)
     return wrapped
+
+
+BIG = 2 ** 63 - 1     # a Slice bound past either end of any axis
+
+
+def iota(e, shape):
+    """int64 0, 1, 2, ... shaped by the int64 vector `shape`: each element's flat position."""
+    n = e.reduce("ReduceProd", shape, None, False)
+    flat = e.op("Range", e.scalar(0, "int64"), n, e.scalar(1, "int64"))
+    return e.op("Reshape", flat, shape)
+
+
+def scatter_adjoint(e, g, shape, dtype, positions):
+    """The adjoint of an op that only moves elements (slicing, gathering, padding, tiling)
+    of an input of shape `shape` (an int64 vector): `positions(idx)` applies the op to `idx`,
+    the flat positions of the input's elements, so each output element names the input
+    element it came from; the gradient `g` is added into zeros of `shape` there (repeats
+    add up)."""
+    where = positions(iota(e, shape))
+    flat_where = e.op("Unsqueeze", e.op("Reshape", where, e.ints([-1])), e.ints([1]))
+    size = e.reduce("ReduceProd", shape, None, True)
+    zeros = e.op("Expand", e.scalar(0, dtype), size)
+    out = e.op("ScatterND", zeros, flat_where, e.op("Reshape", g, e.ints([-1])), reduction="add")
+    return e.op("Reshape", out, shape)

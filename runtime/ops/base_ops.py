@@ -338,7 +338,8 @@ def _where_kernel(c, x, y):
 
 
 _WHERE = register("where", _where_kernel, _where_infer, _where_grad, same_dtype=(1, 2),
-                  num_inputs=3, attrs={}, defaults={}, onnx="Where")
+                  num_inputs=3, attrs={}, defaults={},
+                  onnx=lambda e, node, ins: e.where(*ins, node.outputs[0].dtype))
 
 
 def where(condition, x, y, name=None):
