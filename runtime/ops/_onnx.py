@@ -6,7 +6,8 @@ A form is `form(e, node, inputs) -> output name(s)`: `e` is the exporter's emitt
 the ONNX names of the node's inputs. Nothing here imports onnx or the graph layer.
 """
 
-__all__ = ["chain", "reduced_axes", "reduce_form", "shape_of", "float_math", "iota", "scatter_adjoint", "BIG"]
+__all__ = ["chain", "reduced_axes", "reduce_form", "shape_of", "float_math", "iota", "scatter_adjoint", "BIG",
+           "with_float64", "newton_float64"]
 
 
 def chain(*onnx_types):
@@ -39,6 +40,26 @@ def reduce_form(onnx_type):
 def shape_of(e, name, t):
     """The shape of tensor `t` (named `name`) as int64: a constant when static."""
     return e.shape(name, t.shape)
+
+
+def with_float64(onnx_type, float64_form):
+    """The form `onnx_type(x)`, or `float64_form(e, x)` for float64 `x`: onnxruntime has no
+    double kernel for some ONNX math ops, so those are written with ones it has."""
+    def form(e, node, ins):
+        if node.inputs[0].dtype.name == "float64":
+            return float64_form(e, ins[0])
+        return e.op(onnx_type, *ins)
+    return form
+
+
+def newton_float64(e, x, seed_type, residual):
+    """A float64 value from onnxruntime's float32 `seed_type(x)` and two Newton steps on
+    `residual(y) -> (r, dr/dy)` (each step doubles the correct digits: 7 -> 14 -> 16)."""
+    y = e.cast(e.op(seed_type, e.cast(x, "float32")), "float64")
+    for _ in range(2):
+        r, dr = residual(y)
+        y = e.op("Sub", y, e.op("Div", r, dr))
+    return y
 
 
 def float_math(form):
