@@ -131,6 +131,8 @@ class Emitter:
     def op(self, op_type, *inputs, n=1, **attrs):
         outs = [self.fresh(f"{op_type}_{len(self._taken)}") for _ in range(n)]
         attrs = {k: v for k, v in attrs.items() if v is not None}
+        if op_type == "Reshape":
+            attrs.setdefault("allowzero", 1)   # a 0 in a shape is a size, as numpy's, not "copy"
         self._scopes[-1].append(self._helper.make_node(op_type, list(inputs), outs, **attrs))
         return outs[0] if n == 1 else outs
 

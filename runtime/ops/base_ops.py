@@ -143,8 +143,7 @@ def _reshape_grad(op, g):
 _RESHAPE = register("reshape", lambda x, shape: x.reshape(shape), _reshape_infer, _reshape_grad,
                     attrs={"shape": "ints"}, bind=lambda attrs: _bind_reshape(attrs["shape"]),
                     num_inputs=1, defaults={},
-                    onnx=lambda e, node, ins: e.op("Reshape", ins[0], e.ints(node.attrs["shape"]),
-                                                   allowzero=int(0 in node.attrs["shape"])))
+                    onnx=lambda e, node, ins: e.op("Reshape", ins[0], e.ints(node.attrs["shape"])))
 
 
 def _bind_reshape(shape):
@@ -155,8 +154,7 @@ _RESHAPE_LIKE = register("reshape_like", lambda x, like: np.reshape(x, np.shape(
                          lambda s, d, a: [(tuple(s[1]), d[0])],
                          lambda op, g: [run_op(_RESHAPE_LIKE, (g, op.inputs[0])), None],
                          num_inputs=2, attrs={}, defaults={},
-                         onnx=lambda e, node, ins: e.op("Reshape", ins[0], shape_of(e, ins[1], node.inputs[1]),
-                                                        allowzero=1))
+                         onnx=lambda e, node, ins: e.op("Reshape", ins[0], shape_of(e, ins[1], node.inputs[1])))
 
 
 def reshape(tensor, shape, name=None):
