@@ -315,11 +315,135 @@ def _backprop_filter_grad(op, g):
             None if 2 in skip else run_op(_CONV, (x, g), op.attrs)]
 
 
+# ------------------------------------------------------------------ ONNX forms
+# ONNX convolves and pools NCHW: transposes around Conv / MaxPool / AveragePool. TensorFlow's
+# SAME padding becomes explicit pads when the spatial sizes are static, else auto_pad
+# SAME_UPPER (the same rule: the odd pixel at the end).
+def _onnx_window_attrs(op_name, x_shape, kh, kw, strides, dilations, padding):
+    if padding == "VALID":
+        return {}
+    if None in (x_shape[1], x_shape[2], kh, kw):
+        return {"auto_pad": "SAME_UPPER"}
+    g = _Geometry(op_name, x_shape[1], x_shape[2], kh, kw, strides, dilations, padding)
+    return {"pads": [g.pt, g.pl, g.pb, g.pr]}
+
+
+def _nchw(e, x):
+    return e.op("Transpose", x, perm=[0, 3, 1, 2])
+
+
+def _nhwc(e, x):
+    return e.op("Transpose", x, perm=[0, 2, 3, 1])
+
+
+def _i64(e, v):
+    return e.ints([v]) if isinstance(v, int) else v
+
+
+def _same_pads(e, n, k, s, d):
+    """(before, after) padding of one axis for SAME, as int64 [1] vectors (n, k may be names)."""
+    n, k = _i64(e, n), _i64(e, k)
+    out = e.op("Div", e.op("Add", n, e.ints([s - 1])), e.ints([s]))
+    span = e.op("Add", e.op("Mul", e.op("Sub", k, e.ints([1])), e.ints([d])), e.ints([1]))
+    total = e.op("Max", e.op("Sub", e.op("Add", e.op("Mul", e.op("Sub", out, e.ints([1])), e.ints([s])), span), n),
+                 e.ints([0]))
+    before = e.op("Div", total, e.ints([2]))
+    return before, e.op("Sub", total, before)
+
+
+def _windows_float64(e, x, x_shape, kh, kw, strides, dilations, padding, accs, step):
+    """Sum over the window offsets (i, j) of step(window_values, i, j) (onnxruntime has no
+    float64 Conv or AveragePool): x (NHWC) padded as TensorFlow pads it, one strided Slice
+    per offset, in an ONNX Loop over the kh * kw offsets (kh, kw: ints or int64 [1] names).
+    `accs(n, ho, wo)` gives the initial accumulators; returns their final values."""
+    (sh, sw), (dh, dw) = strides, dilations
+    dims = [e.dim(x, a, x_shape) for a in (1, 2)]
+    if padding == "SAME":
+        (pt, pb), (pl, pr) = _same_pads(e, dims[0], kh, sh, dh), _same_pads(e, dims[1], kw, sw, dw)
+        zero = e.ints([0])
+        x = e.op("Pad", x, e.op("Concat", zero, pt, pl, zero, zero, pb, pr, zero, axis=0))
+        dims = [e.op("Add", dims[0], e.op("Add", pt, pb)), e.op("Add", dims[1], e.op("Add", pl, pr))]
+    outs = []
+    for size, k, st, di in zip(dims, (kh, kw), (sh, sw), (dh, dw)):
+        span = e.op("Add", e.op("Mul", e.op("Sub", _i64(e, k), e.ints([1])), e.ints([di])), e.ints([1]))
+        outs.append(e.op("Add", e.op("Div", e.op("Sub", size, span), e.ints([st])), e.ints([1])))
+    init = accs(e.dim(x, 0, x_shape), *outs)
+    trips = e.op("Squeeze", e.op("Mul", _i64(e, kh), _i64(e, kw)), e.ints([0]))
+    width = e.op("Squeeze", _i64(e, kw), e.ints([0]))
+
+    def body(args):
+        it, _, *acc = args
+        i, j = e.op("Div", it, width), e.op("Mod", it, width)
+        starts = e.op("Concat", e.op("Mul", e.op("Unsqueeze", i, e.ints([0])), e.ints([dh])),
+                      e.op("Mul", e.op("Unsqueeze", j, e.ints([0])), e.ints([dw])), axis=0)
+        spans = e.op("Concat", *[e.op("Add", e.op("Mul", e.op("Sub", o, e.ints([1])), e.ints([st])), e.ints([1]))
+                                 for o, st in zip(outs, (sh, sw))], axis=0)
+        window = e.op("Slice", x, starts, e.op("Add", starts, spans), e.ints([1, 2]), e.ints([sh, sw]))
+        return [e.op("Identity", e.scalar(True, "bool"))] + [
+            e.op("Add", a, c) for a, c in zip(acc, step(window, i, j))]
+    types = [((), "int64"), ((), "bool")] + [((None,) * 4, dt) for _, dt in init]
+    loop_body = e.subgraph(types, body, types[1:], name="window")
+    final = e.op("Loop", trips, e.scalar(True, "bool"), *[a for a, _ in init], n=len(init), body=loop_body)
+    return [final] if len(init) == 1 else final
+
+
+def _conv2d_onnx(e, node, ins):
+    a = node.attrs
+    kh, kw = node.inputs[1].shape[:2]
+    if node.inputs[0].dtype.name == "float64":
+        f = node.inputs[1]
+        kdims = [e.dim(ins[1], a_, f.shape) for a_ in (0, 1)]
+        zero = e.scalar(0, "float64")
+
+        def accs(n, ho, wo):
+            return [(e.op("Expand", zero, e.op("Concat", n, ho, wo, e.dim(ins[1], 3, f.shape), axis=0)), "float64")]
+        return _windows_float64(e, ins[0], node.inputs[0].shape, *kdims, a["strides"], a["dilations"], a["padding"],
+                                accs, lambda w, i, j: [e.op("MatMul", w, e.op("Gather", e.op("Gather", ins[1], i), j))])[0]
+    window = _onnx_window_attrs("conv2d", node.inputs[0].shape, kh, kw, a["strides"], a["dilations"], a["padding"])
+    w = e.op("Transpose", ins[1], perm=[3, 2, 0, 1])   # HWIO -> OIHW
+    return _nhwc(e, e.op("Conv", _nchw(e, ins[0]), w, strides=list(a["strides"]),
+                         dilations=list(a["dilations"]), **window))
+
+
+def _avg_pool_float64(e, node, ins):
+    """Window sums of x and of ones (the count of what is inside, TF's SAME mean)."""
+    a, x = node.attrs, node.inputs[0]
+    kh, kw = a["ksize"]
+    ones = e.op("Expand", e.scalar(1, "float64"), e.op("Concat", e.ints([1]), e.op("Shape", ins[0], start=1, end=3),
+                                                        e.ints([1]), axis=0))
+    both = e.op("Concat", ins[0], ones if x.shape[0] == 1 else e.op("Expand", ones, e.op("Concat", e.dim(
+        ins[0], 0, x.shape), e.ints([1, 1, 1]), axis=0)), axis=3)
+    zero = e.scalar(0, "float64")
+
+    def accs(n, ho, wo):
+        return [(e.op("Expand", zero, e.op("Concat", n, ho, wo, e.op("Add", e.dim(ins[0], 3, x.shape), e.ints([1])),
+                                           axis=0)), "float64")]
+    sums = _windows_float64(e, both, (None,) * 4, kh, kw, a["strides"], (1, 1), a["padding"], accs,
+                            lambda w, i, j: [w])[0]
+    c = e.dim(ins[0], 3, x.shape)
+    total = e.op("Slice", sums, e.ints([0]), c, e.ints([3]))
+    count = e.op("Slice", sums, c, e.ints([2 ** 62]), e.ints([3]))
+    return e.op("Div", total, count)
+
+
+def _pool_onnx(onnx_type, float64=None, **extra):
+    def form(e, node, ins):
+        a = node.attrs
+        if float64 is not None and node.inputs[0].dtype.name == "float64":
+            return float64(e, node, ins)
+        kh, kw = a["ksize"]
+        window = _onnx_window_attrs(node.op.name, node.inputs[0].shape, kh, kw, a["strides"], (1, 1), a["padding"])
+        return _nhwc(e, e.op(onnx_type, _nchw(e, ins[0]), kernel_shape=[kh, kw], strides=list(a["strides"]),
+                             **window, **extra))
+    return form
+
+
 _CONV_ATTRS = {"strides": "ints", "padding": "str", "dilations": "ints"}
 _CONV_DEFAULTS = {"strides": (1, 1), "padding": "VALID", "dilations": (1, 1)}
 
 _CONV = register("conv2d", _conv2d_kernel, _conv2d_infer, _conv2d_grad, num_inputs=2,
-                 attrs=_CONV_ATTRS, defaults=_CONV_DEFAULTS, same_dtype=(0, 1), kinds=inf.float_kinds)
+                 attrs=_CONV_ATTRS, defaults=_CONV_DEFAULTS, same_dtype=(0, 1), kinds=inf.float_kinds,
+                 onnx=_conv2d_onnx)
 _BACKPROP_INPUT = register("conv2d_backprop_input", _backprop_input_kernel,
                            _backprop_infer("conv2d_backprop_input", 0), _backprop_input_grad, num_inputs=3,
                            attrs=_CONV_ATTRS, defaults=_CONV_DEFAULTS, same_dtype=(0, 1, 2),
@@ -508,7 +632,7 @@ def _avg_pool_grad_grad(op, gdx):
 _POOL_ATTRS = {"ksize": "ints", "strides": "ints", "padding": "str"}
 _F = inf.float_kinds
 _MAX_POOL = register("max_pool2d", _max_pool_kernel, _pool_infer("max_pool2d"), _max_pool_grad,
-                     num_inputs=1, attrs=_POOL_ATTRS, defaults={}, kinds=_F)
+                     num_inputs=1, attrs=_POOL_ATTRS, defaults={}, kinds=_F, onnx=_pool_onnx("MaxPool"))
 _MAX_POOL_GRAD = register("max_pool2d_grad", _max_pool_grad_kernel, _pool_grad_infer("max_pool2d_grad", ("pooled", "pooled")),
                           _max_pool_grad_grad_of, num_inputs=3, attrs=_POOL_ATTRS, defaults={},
                           same_dtype=(0, 1, 2), kinds=_F)
@@ -516,7 +640,8 @@ _MAX_POOL_GRAD_GRAD = register("max_pool2d_grad_grad", _max_pool_grad_grad_kerne
                                _pool_grad_infer("max_pool2d_grad_grad", ("pooled", "input")), _max_pool_grad_grad_grad,
                                num_inputs=3, attrs=_POOL_ATTRS, defaults={}, same_dtype=(0, 1, 2), kinds=_F)
 _AVG_POOL = register("avg_pool2d", _avg_pool_kernel, _pool_infer("avg_pool2d"), _avg_pool_grad,
-                     num_inputs=1, attrs=_POOL_ATTRS, defaults={}, kinds=_F)
+                     num_inputs=1, attrs=_POOL_ATTRS, defaults={}, kinds=_F,
+                     onnx=_pool_onnx("AveragePool", _avg_pool_float64, count_include_pad=0))   # TF: the mean of what is inside
 _AVG_POOL_GRAD = register("avg_pool2d_grad", _avg_pool_grad_kernel, _pool_grad_infer("avg_pool2d_grad", ("pooled",)),
                           _avg_pool_grad_grad, num_inputs=2, attrs=_POOL_ATTRS, defaults={},
                           same_dtype=(0, 1), kinds=_F)
