@@ -18,7 +18,7 @@ import numpy as np
 
 from runtime import dtypes, errors, sites
 from runtime.tensor import ResourceHandle
-from graph.ir import CONST, PLACEHOLDER
+from graph.ir import PLACEHOLDER
 from graph.passes import optimize
 
 __all__ = ["to_onnx", "Emitter", "NO_FORM", "import_onnx", "MIN_OPSET"]
@@ -47,6 +47,12 @@ NO_FORM = {
     "solve": "ONNX has no linear solver",
     "triangular_solve": "ONNX has no triangular solver",
     "slogdet": "ONNX has no log-determinant (Det of large matrices overflows)",
+    "conv2d_backprop_input": "a gradient of conv2d, not expressed in ONNX yet",
+    "conv2d_backprop_filter": "a gradient of conv2d, not expressed in ONNX yet",
+    "max_pool2d_grad": "a gradient of max_pool2d, not expressed in ONNX yet",
+    "max_pool2d_grad_grad": "a second-order gradient of max_pool2d, not expressed in ONNX yet",
+    "avg_pool2d_grad": "a gradient of avg_pool2d, not expressed in ONNX yet",
+    "reduce_prod_others_grad": "a second-order gradient of reduce_prod, not expressed in ONNX yet",
 }
 
 
@@ -246,20 +252,17 @@ class Emitter:
 
     def _emit(self, node, env):
         op = node.op
-        if op is CONST:
-            outs = [self.const(node.attrs["value"])]
+        form = op.onnx
+        if form is None:
+            raise _unimplemented(node, NO_FORM.get(op.name, "no ONNX equivalent is declared"))
+        inputs = [env[id(t)] for t in node.inputs]
+        if isinstance(form, str):
+            if any(isinstance(v, _Var) for v in inputs):
+                raise _unimplemented(node, "it takes a variable handle")
+            outs = self.op(form, *inputs, n=len(node.outputs), **node.attrs)
         else:
-            form = op.onnx
-            if form is None:
-                raise _unimplemented(node, NO_FORM.get(op.name, "no ONNX equivalent is declared"))
-            inputs = [env[id(t)] for t in node.inputs]
-            if isinstance(form, str):
-                if any(isinstance(v, _Var) for v in inputs):
-                    raise _unimplemented(node, "it takes a variable handle")
-                outs = self.op(form, *inputs, n=len(node.outputs), **node.attrs)
-            else:
-                outs = form(self, node, inputs)
-            outs = [outs] if isinstance(outs, (str, _Var)) else list(outs)
+            outs = form(self, node, inputs)
+        outs = [outs] if isinstance(outs, (str, _Var)) else list(outs)
         if len(outs) != len(node.outputs):
             raise errors.UnimplementedError(
                 f"export_onnx: the ONNX form of {op.name!r} gave {len(outs)} outputs for "

@@ -6,8 +6,8 @@ A form is `form(e, node, inputs) -> output name(s)`: `e` is the exporter's emitt
 the ONNX names of the node's inputs. Nothing here imports onnx or the graph layer.
 """
 
-__all__ = ["chain", "reduced_axes", "reduce_form", "shape_of", "float_math", "iota", "scatter_adjoint", "BIG",
-           "with_float64", "newton_float64"]
+__all__ = ["chain", "reduced_axes", "reduce_form", "shape_of", "iota", "scatter_adjoint", "BIG",
+           "with_float64", "running", "diag_part_of"]
 
 
 def chain(*onnx_types):
@@ -52,28 +52,6 @@ def with_float64(onnx_type, float64_form):
     return form
 
 
-def newton_float64(e, x, seed_type, residual):
-    """A float64 value from onnxruntime's float32 `seed_type(x)` and two Newton steps on
-    `residual(y) -> (r, dr/dy)` (each step doubles the correct digits: 7 -> 14 -> 16)."""
-    y = e.cast(e.op(seed_type, e.cast(x, "float32")), "float64")
-    for _ in range(2):
-        r, dr = residual(y)
-        y = e.op("Sub", y, e.op("Div", r, dr))
-    return y
-
-
-def float_math(form):
-    """`form` for float inputs; integer inputs go through float64 and back (ONNX's math
-    ops take floats only): used where numpy computes in the input's integer dtype."""
-    def wrapped(e, node, ins):
-        dt = node.outputs[0].dtype
-        if dt.is_floating:
-            return form(e, node, ins)
-        f = [e.cast(x, "float64") for x in ins]
-        return e.cast(form(e, node, f), dt)
-    return wrapped
-
-
 BIG = 2 ** 63 - 1     # a Slice bound past either end of any axis
 
 
@@ -96,3 +74,46 @@ def scatter_adjoint(e, g, shape, dtype, positions):
     zeros = e.op("Expand", e.scalar(0, dtype), size)
     out = e.op("ScatterND", zeros, flat_where, e.op("Reshape", g, e.ints([-1])), reduction="add")
     return e.op("Reshape", out, shape)
+
+
+def running(e, xs, axis, rank, dtype, init, step, exclusive=False, reverse=False):
+    """A running accumulation along `axis` of the inputs `xs` (names, one shape of `rank`,
+    the result's): s_i = step(s_(i-1), x_i...) from s = `init` (a scalar), in an ONNX Loop
+    over the axis whose scan outputs are s_i (s_(i-1) when `exclusive`); from the end when
+    `reverse`. An empty axis gives xs[0] itself (a Loop of no iterations loses the shape)."""
+    perm = [axis] + [d for d in range(rank) if d != axis]
+    n = e.op("Squeeze", e.op("Shape", xs[0], start=axis, end=axis + 1), e.ints([0]))
+
+    def scan(_):
+        front = [e.op("Transpose", x, perm=perm) if axis else x for x in xs]
+        if reverse:
+            front = [e.op("Slice", x, e.ints([-1]), e.ints([-BIG]), e.ints([0]), e.ints([-1])) for x in front]
+        s0 = e.op("Expand", e.scalar(init, dtype), e.op("Shape", front[0], start=1))
+
+        def body(args):
+            i, _, s = args
+            new = step(s, *[e.op("Gather", x, i, axis=0) for x in front])
+            return [e.op("Identity", e.scalar(True, "bool")), new, e.op("Identity", s if exclusive else new)]
+        rest = (None,) * (rank - 1)
+        types = [((), "int64"), ((), "bool"), (rest, dtype)]
+        _, out = e.op("Loop", n, e.scalar(True, "bool"), s0, n=2,
+                      body=e.subgraph(types, body, types[1:] + [(rest, dtype)], name="running"))
+        if reverse:
+            out = e.op("Slice", out, e.ints([-1]), e.ints([-BIG]), e.ints([0]), e.ints([-1]))
+        return [e.op("Transpose", out, perm=[perm.index(d) for d in range(rank)]) if axis else out]
+    types = [((None,) * rank, dtype)]
+    return e.op("If", e.op("Equal", n, e.scalar(0, "int64")),
+                then_branch=e.subgraph([], lambda _: [xs[0]], types, name="empty"),
+                else_branch=e.subgraph([], scan, types, name="scan"))
+
+
+def diag_part_of(e, x, shape):
+    """GatherND of the (i, i) pairs, i < min(M, N), with the leading axes as batch axes."""
+    r = len(shape)
+    k = e.op("Min", e.dim(x, r - 2, shape), e.dim(x, r - 1, shape))
+    i = e.op("Range", e.scalar(0, "int64"), e.op("Squeeze", k, e.ints([0])), e.scalar(1, "int64"))
+    pairs = e.op("Concat", e.op("Unsqueeze", i, e.ints([1])), e.op("Unsqueeze", i, e.ints([1])), axis=1)
+    if r > 2:
+        batch = e.op("Shape", x, start=0, end=r - 2)
+        pairs = e.op("Expand", pairs, e.op("Concat", batch, k, e.ints([2]), axis=0))
+    return e.op("GatherND", x, pairs, batch_dims=r - 2)

@@ -2,6 +2,8 @@
 and public functions; the indexing ops (gather, one_hot, slicing) are in index_ops, re-exported.
 
 This module defines `range` (the op), so Python's builtin is spelled `_pyrange` here.
+
+(This module is long because each op keeps its kernel, inference, gradient and ONNX form together.)
 """
 import builtins
 

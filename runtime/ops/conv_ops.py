@@ -17,6 +17,8 @@ shape ("like" inputs, as `reshape_like`); its gradient through them is None.
 Kernels: a convolution is one BLAS matmul over a patch matrix (im2col). Pooling and the
 scatter back to the input (col2im) loop over the kh*kw offsets of the window, each a
 strided slice of the whole batch, never over pixels; no np.add.at.
+
+(This module is long because each op keeps its kernel, inference, gradient and ONNX form together.)
 """
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -24,6 +26,7 @@ from numpy.lib.stride_tricks import as_strided
 from runtime import errors
 from runtime.execute import run_op
 from runtime.ops import _infer as inf
+from runtime.ops import _onnx_float64 as f64
 from runtime.registry import register
 from runtime.tape import skip_input_indices
 
@@ -336,57 +339,6 @@ def _nhwc(e, x):
     return e.op("Transpose", x, perm=[0, 2, 3, 1])
 
 
-def _i64(e, v):
-    return e.ints([v]) if isinstance(v, int) else v
-
-
-def _same_pads(e, n, k, s, d):
-    """(before, after) padding of one axis for SAME, as int64 [1] vectors (n, k may be names)."""
-    n, k = _i64(e, n), _i64(e, k)
-    out = e.op("Div", e.op("Add", n, e.ints([s - 1])), e.ints([s]))
-    span = e.op("Add", e.op("Mul", e.op("Sub", k, e.ints([1])), e.ints([d])), e.ints([1]))
-    total = e.op("Max", e.op("Sub", e.op("Add", e.op("Mul", e.op("Sub", out, e.ints([1])), e.ints([s])), span), n),
-                 e.ints([0]))
-    before = e.op("Div", total, e.ints([2]))
-    return before, e.op("Sub", total, before)
-
-
-def _windows_float64(e, x, x_shape, kh, kw, strides, dilations, padding, accs, step):
-    """Sum over the window offsets (i, j) of step(window_values, i, j) (onnxruntime has no
-    float64 Conv or AveragePool): x (NHWC) padded as TensorFlow pads it, one strided Slice
-    per offset, in an ONNX Loop over the kh * kw offsets (kh, kw: ints or int64 [1] names).
-    `accs(n, ho, wo)` gives the initial accumulators; returns their final values."""
-    (sh, sw), (dh, dw) = strides, dilations
-    dims = [e.dim(x, a, x_shape) for a in (1, 2)]
-    if padding == "SAME":
-        (pt, pb), (pl, pr) = _same_pads(e, dims[0], kh, sh, dh), _same_pads(e, dims[1], kw, sw, dw)
-        zero = e.ints([0])
-        x = e.op("Pad", x, e.op("Concat", zero, pt, pl, zero, zero, pb, pr, zero, axis=0))
-        dims = [e.op("Add", dims[0], e.op("Add", pt, pb)), e.op("Add", dims[1], e.op("Add", pl, pr))]
-    outs = []
-    for size, k, st, di in zip(dims, (kh, kw), (sh, sw), (dh, dw)):
-        span = e.op("Add", e.op("Mul", e.op("Sub", _i64(e, k), e.ints([1])), e.ints([di])), e.ints([1]))
-        outs.append(e.op("Add", e.op("Div", e.op("Sub", size, span), e.ints([st])), e.ints([1])))
-    init = accs(e.dim(x, 0, x_shape), *outs)
-    trips = e.op("Squeeze", e.op("Mul", _i64(e, kh), _i64(e, kw)), e.ints([0]))
-    width = e.op("Squeeze", _i64(e, kw), e.ints([0]))
-
-    def body(args):
-        it, _, *acc = args
-        i, j = e.op("Div", it, width), e.op("Mod", it, width)
-        starts = e.op("Concat", e.op("Mul", e.op("Unsqueeze", i, e.ints([0])), e.ints([dh])),
-                      e.op("Mul", e.op("Unsqueeze", j, e.ints([0])), e.ints([dw])), axis=0)
-        spans = e.op("Concat", *[e.op("Add", e.op("Mul", e.op("Sub", o, e.ints([1])), e.ints([st])), e.ints([1]))
-                                 for o, st in zip(outs, (sh, sw))], axis=0)
-        window = e.op("Slice", x, starts, e.op("Add", starts, spans), e.ints([1, 2]), e.ints([sh, sw]))
-        return [e.op("Identity", e.scalar(True, "bool"))] + [
-            e.op("Add", a, c) for a, c in zip(acc, step(window, i, j))]
-    types = [((), "int64"), ((), "bool")] + [((None,) * 4, dt) for _, dt in init]
-    loop_body = e.subgraph(types, body, types[1:], name="window")
-    final = e.op("Loop", trips, e.scalar(True, "bool"), *[a for a, _ in init], n=len(init), body=loop_body)
-    return [final] if len(init) == 1 else final
-
-
 def _conv2d_onnx(e, node, ins):
     a = node.attrs
     kh, kw = node.inputs[1].shape[:2]
@@ -397,7 +349,7 @@ def _conv2d_onnx(e, node, ins):
 
         def accs(n, ho, wo):
             return [(e.op("Expand", zero, e.op("Concat", n, ho, wo, e.dim(ins[1], 3, f.shape), axis=0)), "float64")]
-        return _windows_float64(e, ins[0], node.inputs[0].shape, *kdims, a["strides"], a["dilations"], a["padding"],
+        return f64.windows(e, ins[0], node.inputs[0].shape, *kdims, a["strides"], a["dilations"], a["padding"],
                                 accs, lambda w, i, j: [e.op("MatMul", w, e.op("Gather", e.op("Gather", ins[1], i), j))])[0]
     window = _onnx_window_attrs("conv2d", node.inputs[0].shape, kh, kw, a["strides"], a["dilations"], a["padding"])
     w = e.op("Transpose", ins[1], perm=[3, 2, 0, 1])   # HWIO -> OIHW
@@ -418,7 +370,7 @@ def _avg_pool_float64(e, node, ins):
     def accs(n, ho, wo):
         return [(e.op("Expand", zero, e.op("Concat", n, ho, wo, e.op("Add", e.dim(ins[0], 3, x.shape), e.ints([1])),
                                            axis=0)), "float64")]
-    sums = _windows_float64(e, both, (None,) * 4, kh, kw, a["strides"], (1, 1), a["padding"], accs,
+    sums = f64.windows(e, both, (None,) * 4, kh, kw, a["strides"], (1, 1), a["padding"], accs,
                             lambda w, i, j: [w])[0]
     c = e.dim(ins[0], 3, x.shape)
     total = e.op("Slice", sums, e.ints([0]), c, e.ints([3]))

@@ -27,7 +27,8 @@ import numpy as np
 from runtime import dtypes, errors
 from runtime.execute import run_op
 from runtime.ops import _infer as inf
-from runtime.ops._onnx import scatter_adjoint, shape_of
+from runtime.ops import _onnx_float64 as f64
+from runtime.ops._onnx import diag_part_of, scatter_adjoint, shape_of
 from runtime.ops import array_ops as arr
 from runtime.ops import math_ops as m
 from runtime.ops.more_array_ops import rank_of
@@ -326,43 +327,10 @@ def _times_inverse_transpose(g, a):
     return m.multiply(_col(_col(g)), _t(inv(a)))
 
 
-def _det_float64_onnx(e, x, shape):
-    """Gaussian elimination with partial pivoting in an ONNX Loop over the columns k
-    (onnxruntime has no float64 Det): swap the largest |a[i, k]|, i >= k, into row k, take
-    row k's multiples from the rows below; det = the row swaps' sign * the diagonal's product."""
-    r = len(shape)
-    n = e.op("Squeeze", e.dim(x, r - 1, shape), e.ints([0]))
-    zero64, one64 = e.scalar(0, "int64"), e.scalar(1, "int64")
-    rows = e.op("Range", zero64, n, one64)
-    f = lambda v: e.scalar(v, "float64")  # noqa: E731
-
-    def body(args):
-        k, _, a, sign = args
-        column = e.op("Abs", e.op("Gather", a, k, axis=-1))                       # (..., n)
-        column = e.op("Where", e.op("Less", rows, k), f(-1.0), column)
-        p = e.op("ArgMax", column, axis=-1, keepdims=1)                            # (..., 1)
-        order = e.op("Where", e.op("Equal", rows, k), p, e.op("Where", e.op("Equal", rows, p), k, rows))
-        at = e.op("Expand", e.op("Unsqueeze", order, e.ints([-1])), e.op("Shape", a))
-        a = e.op("GatherElements", a, at, axis=-2)
-        sign = e.op("Mul", sign, e.op("Where", e.op("Equal", e.op("Squeeze", p, e.ints([-1])), k), f(1.0), f(-1.0)))
-        pivot = e.op("Gather", e.op("Gather", a, k, axis=-1), k, axis=-1)          # (...)
-        pivot = e.op("Where", e.op("Equal", pivot, f(0.0)), f(1.0), pivot)        # a zero column: det 0 anyway
-        below = e.op("Where", e.op("Greater", rows, k), e.op("Div", e.op("Gather", a, k, axis=-1),
-                                                             e.op("Unsqueeze", pivot, e.ints([-1]))), f(0.0))
-        row_k = e.op("Gather", a, e.op("Unsqueeze", k, e.ints([0])), axis=-2)      # (..., 1, n)
-        a = e.op("Sub", a, e.op("Mul", e.op("Unsqueeze", below, e.ints([-1])), row_k))
-        return [e.op("Identity", e.scalar(True, "bool")), a, sign]
-    sign0 = e.op("Expand", f(1.0), e.op("Shape", x, start=0, end=r - 2))
-    types = [((), "int64"), ((), "bool"), ((None,) * r, "float64"), ((None,) * (r - 2), "float64")]
-    a, sign = e.op("Loop", n, e.scalar(True, "bool"), x, sign0, n=2,
-                   body=e.subgraph(types, body, types[1:], name="eliminate"))
-    return e.op("Mul", sign, e.reduce("ReduceProd", _diag_part_of(e, a, shape), (r - 2,), False))
-
-
 _DET = register("det", _det_kernel, _square_infer("det", lambda s: [s[:-2]]),
                 lambda op, g: [_times_inverse_transpose(m.multiply(g, op.outputs[0]), op.inputs[0])],
                 num_inputs=1, attrs={}, defaults={}, kinds="f",
-                onnx=lambda e, node, ins: _det_float64_onnx(e, ins[0], node.inputs[0].shape)
+                onnx=lambda e, node, ins: f64.det(e, ins[0], node.inputs[0].shape)
                 if node.inputs[0].dtype.name == "float64" else e.op("Det", ins[0]))
 
 
@@ -607,18 +575,6 @@ def _diag_onnx(e, node, ins):
     return e.where(_eye_mask_onnx(e, n, n), e.op("Unsqueeze", ins[0], e.ints([-1])), e.scalar(0, v.dtype), v.dtype)
 
 
-def _diag_part_of(e, x, shape):
-    """GatherND of the (i, i) pairs, i < min(M, N), with the leading axes as batch axes."""
-    r = len(shape)
-    k = e.op("Min", e.dim(x, r - 2, shape), e.dim(x, r - 1, shape))
-    i = e.op("Range", e.scalar(0, "int64"), e.op("Squeeze", k, e.ints([0])), e.scalar(1, "int64"))
-    pairs = e.op("Concat", e.op("Unsqueeze", i, e.ints([1])), e.op("Unsqueeze", i, e.ints([1])), axis=1)
-    if r > 2:
-        batch = e.op("Shape", x, start=0, end=r - 2)
-        pairs = e.op("Expand", pairs, e.op("Concat", batch, k, e.ints([2]), axis=0))
-    return e.op("GatherND", x, pairs, batch_dims=r - 2)
-
-
 _DIAG = register("diag", _diag_kernel, _diag_infer, lambda op, g: [diag_part(g)],
                  num_inputs=1, attrs={}, defaults={}, onnx=_diag_onnx)
 
@@ -648,7 +604,7 @@ def _diag_part_grad(op, g):
 
 _DIAG_PART = register("diag_part", _diag_part_kernel, _diag_part_infer, _diag_part_grad,
                       num_inputs=1, attrs={}, defaults={},
-                      onnx=lambda e, node, ins: _diag_part_of(e, ins[0], node.inputs[0].shape))
+                      onnx=lambda e, node, ins: diag_part_of(e, ins[0], node.inputs[0].shape))
 # Internal: the gradient of diag_part for non-square (or unknown-size) matrices: `g` on the
 # diagonal of zeros shaped like the input.
 _DIAG_PART_GRAD = register("diag_part_grad", lambda g, like: _with_diagonal(g, like.shape),
@@ -656,7 +612,7 @@ _DIAG_PART_GRAD = register("diag_part_grad", lambda g, like: _with_diagonal(g, l
                            lambda op, gg: [diag_part(gg), None], num_inputs=2, attrs={}, defaults={},
                            onnx=lambda e, node, ins: scatter_adjoint(
                                e, ins[0], shape_of(e, ins[1], node.inputs[1]), node.outputs[0].dtype,
-                               lambda idx: _diag_part_of(e, idx, node.inputs[1].shape)))
+                               lambda idx: diag_part_of(e, idx, node.inputs[1].shape)))
 
 
 def diag_part(input, name=None):

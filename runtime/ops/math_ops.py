@@ -9,7 +9,7 @@ import numpy as np
 from runtime import dtypes, errors
 from runtime.execute import run_op
 from runtime.ops import _infer as inf
-from runtime.ops._onnx import chain, reduce_form, reduced_axes
+from runtime.ops._onnx import chain, reduce_form, reduced_axes, running
 from runtime.ops.base_ops import (_broadcast_back, _keepdims_grad, _mask, cast,  # noqa: F401
                                   ones_like, reducer, reduce_sum, size, unbroadcast, where,
                                   zeros_like)
@@ -470,10 +470,29 @@ def _third_order_prod(op, g):
     return [run_op(_PROD_OTHERS_GRAD, (g, op.inputs[1]), op.attrs), None]
 
 
+def _prod_others_onnx(e, node, ins):
+    """The reduced axes moved last and flattened; the product of the others is the running
+    product before each element times the one after it (no division: zeros are exact)."""
+    x = node.inputs[0]
+    nd, dt = len(x.shape), x.dtype
+    if not nd:
+        return e.op("Expand", e.scalar(1, dt), e.ints([]))
+    axes = reduced_axes(node)
+    keep = [d for d in range(nd) if d not in axes]
+    moved = e.op("Transpose", ins[0], perm=keep + list(axes))
+    flat = e.op("Reshape", moved, e.op("Concat", e.op("Shape", moved, start=0, end=len(keep)), e.ints([-1]), axis=0))
+    r = len(keep) + 1
+    mul = lambda s, v: e.op("Mul", s, v)  # noqa: E731
+    others = e.op("Mul", running(e, [flat], r - 1, r, dt, 1, mul, exclusive=True),
+                  running(e, [flat], r - 1, r, dt, 1, mul, exclusive=True, reverse=True))
+    back = e.op("Reshape", others, e.op("Shape", moved))
+    return e.op("Transpose", back, perm=[(keep + list(axes)).index(d) for d in range(nd)])
+
+
 _PROD_OTHERS = register("reduce_prod_others", _prod_others_kernel,
                         lambda s, d, a: [(tuple(s[0]), d[0])],
                         lambda op, g: [run_op(_PROD_OTHERS_GRAD, (g, op.inputs[0]), op.attrs)],
-                        attrs={"axis": "opt_ints"}, num_inputs=1, defaults={"axis": None})
+                        attrs={"axis": "opt_ints"}, num_inputs=1, defaults={"axis": None}, onnx=_prod_others_onnx)
 # Internal: the gradient of reduce_prod_others (second derivative of reduce_prod).
 _PROD_OTHERS_GRAD = register(
     "reduce_prod_others_grad", _prod_others_grad_kernel, lambda s, d, a: [(tuple(s[1]), d[1])],

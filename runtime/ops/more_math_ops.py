@@ -9,7 +9,8 @@ import numpy as np
 from runtime.execute import run_op
 from runtime.ops import _infer as inf
 from runtime.ops import math_ops as m
-from runtime.ops._onnx import newton_float64, with_float64
+from runtime.ops import _onnx_float64 as f64
+from runtime.ops._onnx import with_float64
 from runtime.registry import register
 from runtime.tape import skip_input_indices
 
@@ -56,59 +57,14 @@ def _x(op):
     return op.inputs[0]
 
 
-# ------------------------------------------------------------------ float64 ONNX forms
-# onnxruntime computes these ONNX ops in float32 only; in float64 they are written with ops it
-# runs in double (exp, log, sqrt, sin, cos), or refined by Newton steps from a float32 seed.
-def _atan64(e, x):
-    # tan(y) = x: r = sin(y) - x cos(y), dr = cos(y) + x sin(y); +-pi/2 at +-inf
-    y = newton_float64(e, x, "Atan", lambda y: (
-        e.op("Sub", e.op("Sin", y), e.op("Mul", x, e.op("Cos", y))),
-        e.op("Add", e.op("Cos", y), e.op("Mul", x, e.op("Sin", y)))))
-    return e.op("Where", e.op("IsInf", x), e.op("Mul", e.op("Sign", x), e.scalar(np.pi / 2, "float64")), y)
-
-
-def _asin64(e, x):
-    return newton_float64(e, x, "Asin", lambda y: (e.op("Sub", e.op("Sin", y), x), e.op("Cos", y)))
-
-
-def _acos64(e, x):
-    return e.op("Sub", e.scalar(np.pi / 2, "float64"), _asin64(e, x))
-
-
-def _half(e, x):
-    return e.op("Mul", x, e.scalar(0.5, "float64"))
-
-
-def _sinh64(e, x):
-    return _half(e, e.op("Sub", e.op("Exp", x), e.op("Exp", e.op("Neg", x))))
-
-
-def _cosh64(e, x):
-    return _half(e, e.op("Add", e.op("Exp", x), e.op("Exp", e.op("Neg", x))))
-
-
-def _asinh64(e, x):   # sign(x) log(|x| + sqrt(x^2 + 1)): no cancellation for x < 0
-    root = e.op("Sqrt", e.op("Add", e.op("Mul", x, x), e.scalar(1, "float64")))
-    return e.op("Mul", e.op("Sign", x), e.op("Log", e.op("Add", e.op("Abs", x), root)))
-
-
-def _acosh64(e, x):
-    return e.op("Log", e.op("Add", x, e.op("Sqrt", e.op("Sub", e.op("Mul", x, x), e.scalar(1, "float64")))))
-
-
-def _atanh64(e, x):
-    one = e.scalar(1, "float64")
-    return _half(e, e.op("Log", e.op("Div", e.op("Add", one, x), e.op("Sub", one, x))))
-
-
 # ------------------------------------------------------------------ inverse trigonometric
 asin = _unary("asin", np.arcsin, lambda op, g: [m.divide(g, m.sqrt(m.subtract(1, m.square(_x(op)))))],
-              doc="Elementwise arcsine, in [-pi/2, pi/2]: `df.asin(1.) -> 1.5708`.", onnx=with_float64("Asin", _asin64))
+              doc="Elementwise arcsine, in [-pi/2, pi/2]: `df.asin(1.) -> 1.5708`.", onnx=with_float64("Asin", f64.asin))
 acos = _unary("acos", np.arccos,
               lambda op, g: [m.negative(m.divide(g, m.sqrt(m.subtract(1, m.square(_x(op))))))],
-              doc="Elementwise arccosine, in [0, pi]: `df.acos(1.) -> 0.`.", onnx=with_float64("Acos", _acos64))
+              doc="Elementwise arccosine, in [0, pi]: `df.acos(1.) -> 0.`.", onnx=with_float64("Acos", f64.acos))
 atan = _unary("atan", np.arctan, lambda op, g: [m.divide(g, m.add(1, m.square(_x(op))))],
-              doc="Elementwise arctangent, in (-pi/2, pi/2).", onnx=with_float64("Atan", _atan64))
+              doc="Elementwise arctangent, in (-pi/2, pi/2).", onnx=with_float64("Atan", f64.atan))
 
 
 def _atan2_partials(op, g, want_y, want_x):
@@ -123,7 +79,7 @@ def _atan2_onnx(e, node, ins):
     dt = node.inputs[0].dtype
     zero, pi = e.scalar(0, dt), e.scalar(np.pi, dt)
     ratio = e.op("Div", y, x)
-    r = _atan64(e, ratio) if dt.name == "float64" else e.op("Atan", ratio)
+    r = f64.atan(e, ratio) if dt.name == "float64" else e.op("Atan", ratio)
     left = e.op("Where", e.op("Less", y, zero), e.op("Sub", r, pi), e.op("Add", r, pi))
     r = e.op("Where", e.op("Less", x, zero), left, r)
     origin = e.op("And", e.op("Equal", x, zero), e.op("Equal", y, zero))
@@ -135,14 +91,14 @@ atan2 = _binary("atan2", np.arctan2, _pair_grad(_atan2_partials), onnx=_atan2_on
                     "(numpy's arctan2).")
 
 # ------------------------------------------------------------------ hyperbolic
-sinh = _unary("sinh", np.sinh, lambda op, g: [m.multiply(g, cosh(_x(op)))], doc="Elementwise sinh.", onnx=with_float64("Sinh", _sinh64))
-cosh = _unary("cosh", np.cosh, lambda op, g: [m.multiply(g, sinh(_x(op)))], doc="Elementwise cosh.", onnx=with_float64("Cosh", _cosh64))
+sinh = _unary("sinh", np.sinh, lambda op, g: [m.multiply(g, cosh(_x(op)))], doc="Elementwise sinh.", onnx=with_float64("Sinh", f64.sinh))
+cosh = _unary("cosh", np.cosh, lambda op, g: [m.multiply(g, sinh(_x(op)))], doc="Elementwise cosh.", onnx=with_float64("Cosh", f64.cosh))
 asinh = _unary("asinh", np.arcsinh, lambda op, g: [m.divide(g, m.sqrt(m.add(m.square(_x(op)), 1)))],
-               doc="Elementwise inverse hyperbolic sine.", onnx=with_float64("Asinh", _asinh64))
+               doc="Elementwise inverse hyperbolic sine.", onnx=with_float64("Asinh", f64.asinh))
 acosh = _unary("acosh", np.arccosh, lambda op, g: [m.divide(g, m.sqrt(m.subtract(m.square(_x(op)), 1)))],
-               doc="Elementwise inverse hyperbolic cosine (x >= 1; NaN below).", onnx=with_float64("Acosh", _acosh64))
+               doc="Elementwise inverse hyperbolic cosine (x >= 1; NaN below).", onnx=with_float64("Acosh", f64.acosh))
 atanh = _unary("atanh", np.arctanh, lambda op, g: [m.divide(g, m.subtract(1, m.square(_x(op))))],
-               doc="Elementwise inverse hyperbolic tangent (|x| < 1).", onnx=with_float64("Atanh", _atanh64))
+               doc="Elementwise inverse hyperbolic tangent (|x| < 1).", onnx=with_float64("Atanh", f64.atanh))
 
 # ------------------------------------------------------------------ logarithms, hypot, logaddexp
 _LN2, _LN10 = float(np.log(2.0)), float(np.log(10.0))

@@ -3,13 +3,16 @@ and products, and `eye`: declarations and public functions.
 
 Each op is declared once with its kernel, inference and gradient; gradients are written with
 the public functions, so they build graph nodes while tracing and differentiate again.
+
+(This module is long because each op keeps its kernel, inference, gradient and ONNX form together.)
 """
 import numpy as np
 
 from runtime import dtypes, errors
 from runtime.execute import run_op
 from runtime.ops import _infer as inf
-from runtime.ops._onnx import reduce_form, reduced_axes, with_float64
+from runtime.ops import _onnx_float64 as f64
+from runtime.ops._onnx import reduced_axes, running, with_float64
 from runtime.ops.array_ops import concat, ones_like, strided_slice, where, zeros_like
 from runtime.ops.base_ops import _axis_attr as _axis_arg, _keepdims_grad, _reduce_infer
 from runtime.ops.index_ops import _norm_axis, _rank
@@ -135,40 +138,10 @@ def _erfc(x):
     return np.where(x < 0, 1 + e, pos)
 
 
-# ONNX forms in float64 (onnxruntime's Erf is float32 only): below |x| = 2.5 the positive
-# series above (40 terms, Horner in x^2), beyond it erfc by the continued fraction (40
-# terms); both within ~1e-15 of the kernel (checked against it over 0..27).
-_SERIES = np.cumprod([1.0] + [2 / (2 * n + 1) for n in range(1, 40)])
-
-
-def _erf_parts64(e, x):
-    """(erf(x), erfc(x)) of a float64 ONNX value, erfc keeping its relative accuracy for x >= 2.5."""
-    f64 = "float64"
-    a = e.op("Abs", x)
-    a2 = e.op("Mul", a, a)
-    total = e.scalar(_SERIES[-1], f64)
-    for c in _SERIES[-2::-1]:
-        total = e.op("Add", e.op("Mul", total, a2), e.scalar(c, f64))
-    gauss = e.op("Exp", e.op("Neg", a2))
-    series = e.op("Mul", e.op("Mul", e.scalar(2 / _SQRT_PI, f64), gauss), e.op("Mul", a, total))
-    far = e.op("Max", a, e.scalar(2.5, f64))    # the fraction only where it converges fast
-    frac = far
-    for k in range(40, 0, -1):
-        frac = e.op("Add", far, e.op("Div", e.scalar(k / 2, f64), frac))
-    tail = e.op("Div", e.op("Exp", e.op("Neg", e.op("Mul", far, far))), e.op("Mul", e.scalar(_SQRT_PI, f64), frac))
-    near = e.op("Less", a, e.scalar(2.5, f64))
-    one = e.scalar(1, f64)
-    erf_a = e.op("Where", near, series, e.op("Sub", one, tail))
-    erfc_a = e.op("Where", near, e.op("Sub", one, series), tail)
-    negative = e.op("Less", x, e.scalar(0, f64))
-    return (e.op("Mul", e.op("Sign", x), erf_a),
-            e.op("Where", negative, e.op("Add", one, erf_a), erfc_a))
-
-
 erf = _unary("erf", _erf_kernel,
              lambda op, g: [multiply(g, multiply(exp(negative(square(op.inputs[0]))), 2 / _SQRT_PI))],
              doc="The error function: `df.erf(0.5) -> 0.5205`.",
-             onnx=with_float64("Erf", lambda e, x: _erf_parts64(e, x)[0]))
+             onnx=with_float64("Erf", lambda e, x: f64.erf_parts(e, x)[0]))
 
 
 def _expm1_onnx(e, x, dt):
@@ -266,7 +239,7 @@ def _gelu_onnx(e, node, ins):
         return e.op("Mul", half_x, e.op("Add", c(1), e.op("Tanh", inner)))
     z = e.op("Mul", x, c(-np.sqrt(0.5)))
     if dt.name == "float64":     # 0.5 x erfc(-x / sqrt(2)), keeping the tail where x << 0
-        return e.op("Mul", half_x, _erf_parts64(e, z)[1])
+        return e.op("Mul", half_x, f64.erf_parts(e, z)[1])
     return e.op("Mul", half_x, e.op("Sub", c(1), e.op("Erf", z)))
 
 
@@ -622,7 +595,11 @@ _CUMSUM = register("cumsum", _cum_kernel("cumsum", np.add, 0), _cum_infer("cumsu
                                                   exclusive=int(node.attrs["exclusive"]),
                                                   reverse=int(node.attrs["reverse"])))
 _CUMPROD = register("cumprod", _cum_kernel("cumprod", np.multiply, 1), _cum_infer("cumprod"), _cumprod_grad,
-                    num_inputs=1, attrs=_CUM_ATTRS, defaults=_CUM_DEFAULTS, kinds=inf.numeric_kinds)
+                    num_inputs=1, attrs=_CUM_ATTRS, defaults=_CUM_DEFAULTS, kinds=inf.numeric_kinds,
+                    # (ONNX has CumSum only: an exact running product in a Loop)
+                    onnx=lambda e, node, ins: running(
+                        e, ins, node.attrs["axis"], len(node.inputs[0].shape), node.inputs[0].dtype, 1,
+                        lambda s, x: e.op("Mul", s, x), node.attrs["exclusive"], node.attrs["reverse"]))
 
 
 def _cum_attrs(name, x, axis, exclusive, reverse):
@@ -687,7 +664,11 @@ def _linear_scan_grad(op, g):
 
 _LINEAR_SCAN = register("linear_scan", _linear_scan_kernel, _linear_scan_infer, _linear_scan_grad, num_inputs=2,
                         attrs={"axis": "int", "reverse": "bool"}, defaults={}, same_dtype=(0, 1),
-                        kinds=inf.float_kinds)
+                        kinds=inf.float_kinds,
+                        onnx=lambda e, node, ins: running(
+                            e, ins, node.attrs["axis"] % len(node.outputs[0].shape), len(node.outputs[0].shape),
+                            node.outputs[0].dtype, 0, lambda s, b, a: e.op("Add", b, e.op("Mul", a, s)),
+                            reverse=node.attrs["reverse"]))
 
 
 # ------------------------------------------------------------------ eye

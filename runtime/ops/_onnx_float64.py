@@ -1,0 +1,184 @@
+"""ONNX forms in float64 of ops whose ONNX op onnxruntime computes in float32 only
+(Atan, Asin, Sinh, Erf, Conv, AveragePool, Det, ...): written with ops it runs in double
+(exp, log, sqrt, sin, cos, MatMul, Slice), refined by Newton steps from a float32 seed,
+or as a Loop. Used by the ops' forms (runtime/ops/*: `onnx=` of their rows); nothing here
+imports onnx. Each is checked against the op's kernel by tests/test_onnx_ops.py.
+"""
+import numpy as np
+
+from runtime.ops._onnx import diag_part_of
+
+__all__ = ["newton", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "erf_parts",
+           "windows", "det"]
+
+_SQRT_PI = np.sqrt(np.pi)
+
+
+def newton(e, x, seed_type, residual):
+    """A float64 value from onnxruntime's float32 `seed_type(x)` and two Newton steps on
+    `residual(y) -> (r, dr/dy)` (each step doubles the correct digits: 7 -> 14 -> 16)."""
+    y = e.cast(e.op(seed_type, e.cast(x, "float32")), "float64")
+    for _ in range(2):
+        r, dr = residual(y)
+        y = e.op("Sub", y, e.op("Div", r, dr))
+    return y
+
+
+# ------------------------------------------------------------------ inverse trigonometric, hyperbolic
+def atan(e, x):
+    # tan(y) = x: r = sin(y) - x cos(y), dr = cos(y) + x sin(y); +-pi/2 at +-inf
+    y = newton(e, x, "Atan", lambda y: (
+        e.op("Sub", e.op("Sin", y), e.op("Mul", x, e.op("Cos", y))),
+        e.op("Add", e.op("Cos", y), e.op("Mul", x, e.op("Sin", y)))))
+    return e.op("Where", e.op("IsInf", x), e.op("Mul", e.op("Sign", x), e.scalar(np.pi / 2, "float64")), y)
+
+
+def asin(e, x):
+    return newton(e, x, "Asin", lambda y: (e.op("Sub", e.op("Sin", y), x), e.op("Cos", y)))
+
+
+def acos(e, x):
+    return e.op("Sub", e.scalar(np.pi / 2, "float64"), asin(e, x))
+
+
+def _half(e, x):
+    return e.op("Mul", x, e.scalar(0.5, "float64"))
+
+
+def sinh(e, x):
+    return _half(e, e.op("Sub", e.op("Exp", x), e.op("Exp", e.op("Neg", x))))
+
+
+def cosh(e, x):
+    return _half(e, e.op("Add", e.op("Exp", x), e.op("Exp", e.op("Neg", x))))
+
+
+def asinh(e, x):   # sign(x) log(|x| + sqrt(x^2 + 1)): no cancellation for x < 0
+    root = e.op("Sqrt", e.op("Add", e.op("Mul", x, x), e.scalar(1, "float64")))
+    return e.op("Mul", e.op("Sign", x), e.op("Log", e.op("Add", e.op("Abs", x), root)))
+
+
+def acosh(e, x):
+    return e.op("Log", e.op("Add", x, e.op("Sqrt", e.op("Sub", e.op("Mul", x, x), e.scalar(1, "float64")))))
+
+
+def atanh(e, x):
+    one = e.scalar(1, "float64")
+    return _half(e, e.op("Log", e.op("Div", e.op("Add", one, x), e.op("Sub", one, x))))
+
+
+# ------------------------------------------------------------------ erf
+# ONNX forms in float64 (onnxruntime's Erf is float32 only): below |x| = 2.5 the positive
+# series of the kernel (runtime/ops/special_math_ops.py; 40 terms, Horner in x^2), beyond it erfc by the continued fraction (40
+# terms); both within ~1e-15 of the kernel (checked against it over 0..27).
+_SERIES = np.cumprod([1.0] + [2 / (2 * n + 1) for n in range(1, 40)])
+
+
+def erf_parts(e, x):
+    """(erf(x), erfc(x)) of a float64 ONNX value, erfc keeping its relative accuracy for x >= 2.5."""
+    f64 = "float64"
+    a = e.op("Abs", x)
+    a2 = e.op("Mul", a, a)
+    total = e.scalar(_SERIES[-1], f64)
+    for c in _SERIES[-2::-1]:
+        total = e.op("Add", e.op("Mul", total, a2), e.scalar(c, f64))
+    gauss = e.op("Exp", e.op("Neg", a2))
+    series = e.op("Mul", e.op("Mul", e.scalar(2 / _SQRT_PI, f64), gauss), e.op("Mul", a, total))
+    far = e.op("Max", a, e.scalar(2.5, f64))    # the fraction only where it converges fast
+    frac = far
+    for k in range(40, 0, -1):
+        frac = e.op("Add", far, e.op("Div", e.scalar(k / 2, f64), frac))
+    tail = e.op("Div", e.op("Exp", e.op("Neg", e.op("Mul", far, far))), e.op("Mul", e.scalar(_SQRT_PI, f64), frac))
+    near = e.op("Less", a, e.scalar(2.5, f64))
+    one = e.scalar(1, f64)
+    erf_a = e.op("Where", near, series, e.op("Sub", one, tail))
+    erfc_a = e.op("Where", near, e.op("Sub", one, series), tail)
+    negative = e.op("Less", x, e.scalar(0, f64))
+    return (e.op("Mul", e.op("Sign", x), erf_a),
+            e.op("Where", negative, e.op("Add", one, erf_a), erfc_a))
+
+
+# ------------------------------------------------------------------ windows (conv2d, avg_pool2d)
+def _i64(e, v):
+    return e.ints([v]) if isinstance(v, int) else v
+
+
+def _same_pads(e, n, k, s, d):
+    """(before, after) padding of one axis for SAME, as int64 [1] vectors (n, k may be names)."""
+    n, k = _i64(e, n), _i64(e, k)
+    out = e.op("Div", e.op("Add", n, e.ints([s - 1])), e.ints([s]))
+    span = e.op("Add", e.op("Mul", e.op("Sub", k, e.ints([1])), e.ints([d])), e.ints([1]))
+    total = e.op("Max", e.op("Sub", e.op("Add", e.op("Mul", e.op("Sub", out, e.ints([1])), e.ints([s])), span), n),
+                 e.ints([0]))
+    before = e.op("Div", total, e.ints([2]))
+    return before, e.op("Sub", total, before)
+
+
+def windows(e, x, x_shape, kh, kw, strides, dilations, padding, accs, step):
+    """Sum over the window offsets (i, j) of step(window_values, i, j) (onnxruntime has no
+    float64 Conv or AveragePool): x (NHWC) padded as TensorFlow pads it, one strided Slice
+    per offset, in an ONNX Loop over the kh * kw offsets (kh, kw: ints or int64 [1] names).
+    `accs(n, ho, wo)` gives the initial accumulators; returns their final values."""
+    (sh, sw), (dh, dw) = strides, dilations
+    dims = [e.dim(x, a, x_shape) for a in (1, 2)]
+    if padding == "SAME":
+        (pt, pb), (pl, pr) = _same_pads(e, dims[0], kh, sh, dh), _same_pads(e, dims[1], kw, sw, dw)
+        zero = e.ints([0])
+        x = e.op("Pad", x, e.op("Concat", zero, pt, pl, zero, zero, pb, pr, zero, axis=0))
+        dims = [e.op("Add", dims[0], e.op("Add", pt, pb)), e.op("Add", dims[1], e.op("Add", pl, pr))]
+    outs = []
+    for size, k, st, di in zip(dims, (kh, kw), (sh, sw), (dh, dw)):
+        span = e.op("Add", e.op("Mul", e.op("Sub", _i64(e, k), e.ints([1])), e.ints([di])), e.ints([1]))
+        outs.append(e.op("Add", e.op("Div", e.op("Sub", size, span), e.ints([st])), e.ints([1])))
+    init = accs(e.dim(x, 0, x_shape), *outs)
+    trips = e.op("Squeeze", e.op("Mul", _i64(e, kh), _i64(e, kw)), e.ints([0]))
+    width = e.op("Squeeze", _i64(e, kw), e.ints([0]))
+
+    def body(args):
+        it, _, *acc = args
+        i, j = e.op("Div", it, width), e.op("Mod", it, width)
+        starts = e.op("Concat", e.op("Mul", e.op("Unsqueeze", i, e.ints([0])), e.ints([dh])),
+                      e.op("Mul", e.op("Unsqueeze", j, e.ints([0])), e.ints([dw])), axis=0)
+        spans = e.op("Concat", *[e.op("Add", e.op("Mul", e.op("Sub", o, e.ints([1])), e.ints([st])), e.ints([1]))
+                                 for o, st in zip(outs, (sh, sw))], axis=0)
+        window = e.op("Slice", x, starts, e.op("Add", starts, spans), e.ints([1, 2]), e.ints([sh, sw]))
+        return [e.op("Identity", e.scalar(True, "bool"))] + [
+            e.op("Add", a, c) for a, c in zip(acc, step(window, i, j))]
+    types = [((), "int64"), ((), "bool")] + [((None,) * 4, dt) for _, dt in init]
+    loop_body = e.subgraph(types, body, types[1:], name="window")
+    final = e.op("Loop", trips, e.scalar(True, "bool"), *[a for a, _ in init], n=len(init), body=loop_body)
+    return [final] if len(init) == 1 else final
+
+
+# ------------------------------------------------------------------ det
+def det(e, x, shape):
+    """Gaussian elimination with partial pivoting in an ONNX Loop over the columns k
+    (onnxruntime has no float64 Det): swap the largest |a[i, k]|, i >= k, into row k, take
+    row k's multiples from the rows below; det = the row swaps' sign * the diagonal's product."""
+    r = len(shape)
+    n = e.op("Squeeze", e.dim(x, r - 1, shape), e.ints([0]))
+    zero64, one64 = e.scalar(0, "int64"), e.scalar(1, "int64")
+    rows = e.op("Range", zero64, n, one64)
+    f = lambda v: e.scalar(v, "float64")  # noqa: E731
+
+    def body(args):
+        k, _, a, sign = args
+        column = e.op("Abs", e.op("Gather", a, k, axis=-1))                       # (..., n)
+        column = e.op("Where", e.op("Less", rows, k), f(-1.0), column)
+        p = e.op("ArgMax", column, axis=-1, keepdims=1)                            # (..., 1)
+        order = e.op("Where", e.op("Equal", rows, k), p, e.op("Where", e.op("Equal", rows, p), k, rows))
+        at = e.op("Expand", e.op("Unsqueeze", order, e.ints([-1])), e.op("Shape", a))
+        a = e.op("GatherElements", a, at, axis=-2)
+        sign = e.op("Mul", sign, e.op("Where", e.op("Equal", e.op("Squeeze", p, e.ints([-1])), k), f(1.0), f(-1.0)))
+        pivot = e.op("Gather", e.op("Gather", a, k, axis=-1), k, axis=-1)          # (...)
+        pivot = e.op("Where", e.op("Equal", pivot, f(0.0)), f(1.0), pivot)        # a zero column: det 0 anyway
+        below = e.op("Where", e.op("Greater", rows, k), e.op("Div", e.op("Gather", a, k, axis=-1),
+                                                             e.op("Unsqueeze", pivot, e.ints([-1]))), f(0.0))
+        row_k = e.op("Gather", a, e.op("Unsqueeze", k, e.ints([0])), axis=-2)      # (..., 1, n)
+        a = e.op("Sub", a, e.op("Mul", e.op("Unsqueeze", below, e.ints([-1])), row_k))
+        return [e.op("Identity", e.scalar(True, "bool")), a, sign]
+    sign0 = e.op("Expand", f(1.0), e.op("Shape", x, start=0, end=r - 2))
+    types = [((), "int64"), ((), "bool"), ((None,) * r, "float64"), ((None,) * (r - 2), "float64")]
+    a, sign = e.op("Loop", n, e.scalar(True, "bool"), x, sign0, n=2,
+                   body=e.subgraph(types, body, types[1:], name="eliminate"))
+    return e.op("Mul", sign, e.reduce("ReduceProd", diag_part_of(e, a, shape), (r - 2,), False))
