@@ -47,11 +47,6 @@ NO_FORM = {
     "solve": "ONNX has no linear solver",
     "triangular_solve": "ONNX has no triangular solver",
     "slogdet": "ONNX has no log-determinant (Det of large matrices overflows)",
-    "conv2d_backprop_input": "a gradient of conv2d, not expressed in ONNX yet",
-    "conv2d_backprop_filter": "a gradient of conv2d, not expressed in ONNX yet",
-    "max_pool2d_grad": "a gradient of max_pool2d, not expressed in ONNX yet",
-    "max_pool2d_grad_grad": "a second-order gradient of max_pool2d, not expressed in ONNX yet",
-    "avg_pool2d_grad": "a gradient of avg_pool2d, not expressed in ONNX yet",
     "reduce_prod_others_grad": "a second-order gradient of reduce_prod, not expressed in ONNX yet",
 }
 

@@ -1,5 +1,5 @@
 """ONNX forms in float64 of ops whose ONNX op onnxruntime computes in float32 only
-(Atan, Asin, Sinh, Erf, Conv, AveragePool, Det, ...): written with ops it runs in double
+(Atan, Asin, Sinh, Erf, Det, ...; Conv and AveragePool: runtime/ops/_onnx_windows.py): written with ops it runs in double
 (exp, log, sqrt, sin, cos, MatMul, Slice), refined by Newton steps from a float32 seed,
 or as a Loop. Used by the ops' forms (runtime/ops/*: `onnx=` of their rows); nothing here
 imports onnx. Each is checked against the op's kernel by tests/test_onnx_ops.py.
@@ -9,7 +9,7 @@ import numpy as np
 from runtime.ops._onnx import diag_part_of
 
 __all__ = ["newton", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "erf_parts",
-           "windows", "det"]
+           "det"]
 
 _SQRT_PI = np.sqrt(np.pi)
 
@@ -96,58 +96,6 @@ def erf_parts(e, x):
     negative = e.op("Less", x, e.scalar(0, f64))
     return (e.op("Mul", e.op("Sign", x), erf_a),
             e.op("Where", negative, e.op("Add", one, erf_a), erfc_a))
-
-
-# ------------------------------------------------------------------ windows (conv2d, avg_pool2d)
-def _i64(e, v):
-    return e.ints([v]) if isinstance(v, int) else v
-
-
-def _same_pads(e, n, k, s, d):
-    """(before, after) padding of one axis for SAME, as int64 [1] vectors (n, k may be names)."""
-    n, k = _i64(e, n), _i64(e, k)
-    out = e.op("Div", e.op("Add", n, e.ints([s - 1])), e.ints([s]))
-    span = e.op("Add", e.op("Mul", e.op("Sub", k, e.ints([1])), e.ints([d])), e.ints([1]))
-    total = e.op("Max", e.op("Sub", e.op("Add", e.op("Mul", e.op("Sub", out, e.ints([1])), e.ints([s])), span), n),
-                 e.ints([0]))
-    before = e.op("Div", total, e.ints([2]))
-    return before, e.op("Sub", total, before)
-
-
-def windows(e, x, x_shape, kh, kw, strides, dilations, padding, accs, step):
-    """Sum over the window offsets (i, j) of step(window_values, i, j) (onnxruntime has no
-    float64 Conv or AveragePool): x (NHWC) padded as TensorFlow pads it, one strided Slice
-    per offset, in an ONNX Loop over the kh * kw offsets (kh, kw: ints or int64 [1] names).
-    `accs(n, ho, wo)` gives the initial accumulators; returns their final values."""
-    (sh, sw), (dh, dw) = strides, dilations
-    dims = [e.dim(x, a, x_shape) for a in (1, 2)]
-    if padding == "SAME":
-        (pt, pb), (pl, pr) = _same_pads(e, dims[0], kh, sh, dh), _same_pads(e, dims[1], kw, sw, dw)
-        zero = e.ints([0])
-        x = e.op("Pad", x, e.op("Concat", zero, pt, pl, zero, zero, pb, pr, zero, axis=0))
-        dims = [e.op("Add", dims[0], e.op("Add", pt, pb)), e.op("Add", dims[1], e.op("Add", pl, pr))]
-    outs = []
-    for size, k, st, di in zip(dims, (kh, kw), (sh, sw), (dh, dw)):
-        span = e.op("Add", e.op("Mul", e.op("Sub", _i64(e, k), e.ints([1])), e.ints([di])), e.ints([1]))
-        outs.append(e.op("Add", e.op("Div", e.op("Sub", size, span), e.ints([st])), e.ints([1])))
-    init = accs(e.dim(x, 0, x_shape), *outs)
-    trips = e.op("Squeeze", e.op("Mul", _i64(e, kh), _i64(e, kw)), e.ints([0]))
-    width = e.op("Squeeze", _i64(e, kw), e.ints([0]))
-
-    def body(args):
-        it, _, *acc = args
-        i, j = e.op("Div", it, width), e.op("Mod", it, width)
-        starts = e.op("Concat", e.op("Mul", e.op("Unsqueeze", i, e.ints([0])), e.ints([dh])),
-                      e.op("Mul", e.op("Unsqueeze", j, e.ints([0])), e.ints([dw])), axis=0)
-        spans = e.op("Concat", *[e.op("Add", e.op("Mul", e.op("Sub", o, e.ints([1])), e.ints([st])), e.ints([1]))
-                                 for o, st in zip(outs, (sh, sw))], axis=0)
-        window = e.op("Slice", x, starts, e.op("Add", starts, spans), e.ints([1, 2]), e.ints([sh, sw]))
-        return [e.op("Identity", e.scalar(True, "bool"))] + [
-            e.op("Add", a, c) for a, c in zip(acc, step(window, i, j))]
-    types = [((), "int64"), ((), "bool")] + [((None,) * 4, dt) for _, dt in init]
-    loop_body = e.subgraph(types, body, types[1:], name="window")
-    final = e.op("Loop", trips, e.scalar(True, "bool"), *[a for a, _ in init], n=len(init), body=loop_body)
-    return [final] if len(init) == 1 else final
 
 
 # ------------------------------------------------------------------ det
