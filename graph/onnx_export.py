@@ -39,14 +39,9 @@ NO_FORM = {
     "stateless_random_normal": "ONNX's random ops are not seed-compatible with df's counter-based generator",
     "stateless_random_uniform": "ONNX's random ops are not seed-compatible with df's counter-based generator",
     "dropout": "draws its mask from df's counter-based generator (no seed-compatible ONNX op)",
-    "cholesky": "ONNX has no Cholesky decomposition",
     "qr": "ONNX has no QR decomposition",
     "svd": "ONNX has no singular value decomposition",
     "eigh": "ONNX has no eigendecomposition",
-    "inv": "ONNX has no matrix inverse",
-    "solve": "ONNX has no linear solver",
-    "triangular_solve": "ONNX has no triangular solver",
-    "slogdet": "ONNX has no log-determinant (Det of large matrices overflows)",
     "reduce_prod_others_grad": "a second-order gradient of reduce_prod, not expressed in ONNX yet",
 }
 

@@ -1,15 +1,13 @@
 """ONNX forms in float64 of ops whose ONNX op onnxruntime computes in float32 only
-(Atan, Asin, Sinh, Erf, Det, ...; Conv and AveragePool: runtime/ops/_onnx_windows.py): written with ops it runs in double
+(Atan, Asin, Sinh, Erf, ...; Conv and AveragePool: runtime/ops/_onnx_windows.py, Det:
+runtime/ops/_onnx_linalg.py): written with ops it runs in double
 (exp, log, sqrt, sin, cos, MatMul, Slice), refined by Newton steps from a float32 seed,
 or as a Loop. Used by the ops' forms (runtime/ops/*: `onnx=` of their rows); nothing here
 imports onnx. Each is checked against the op's kernel by tests/test_onnx_ops.py.
 """
 import numpy as np
 
-from runtime.ops._onnx import diag_part_of
-
-__all__ = ["newton", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "erf_parts",
-           "det"]
+__all__ = ["newton", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "erf_parts"]
 
 _SQRT_PI = np.sqrt(np.pi)
 
@@ -96,37 +94,3 @@ def erf_parts(e, x):
     negative = e.op("Less", x, e.scalar(0, f64))
     return (e.op("Mul", e.op("Sign", x), erf_a),
             e.op("Where", negative, e.op("Add", one, erf_a), erfc_a))
-
-
-# ------------------------------------------------------------------ det
-def det(e, x, shape):
-    """Gaussian elimination with partial pivoting in an ONNX Loop over the columns k
-    (onnxruntime has no float64 Det): swap the largest |a[i, k]|, i >= k, into row k, take
-    row k's multiples from the rows below; det = the row swaps' sign * the diagonal's product."""
-    r = len(shape)
-    n = e.op("Squeeze", e.dim(x, r - 1, shape), e.ints([0]))
-    zero64, one64 = e.scalar(0, "int64"), e.scalar(1, "int64")
-    rows = e.op("Range", zero64, n, one64)
-    f = lambda v: e.scalar(v, "float64")  # noqa: E731
-
-    def body(args):
-        k, _, a, sign = args
-        column = e.op("Abs", e.op("Gather", a, k, axis=-1))                       # (..., n)
-        column = e.op("Where", e.op("Less", rows, k), f(-1.0), column)
-        p = e.op("ArgMax", column, axis=-1, keepdims=1)                            # (..., 1)
-        order = e.op("Where", e.op("Equal", rows, k), p, e.op("Where", e.op("Equal", rows, p), k, rows))
-        at = e.op("Expand", e.op("Unsqueeze", order, e.ints([-1])), e.op("Shape", a))
-        a = e.op("GatherElements", a, at, axis=-2)
-        sign = e.op("Mul", sign, e.op("Where", e.op("Equal", e.op("Squeeze", p, e.ints([-1])), k), f(1.0), f(-1.0)))
-        pivot = e.op("Gather", e.op("Gather", a, k, axis=-1), k, axis=-1)          # (...)
-        pivot = e.op("Where", e.op("Equal", pivot, f(0.0)), f(1.0), pivot)        # a zero column: det 0 anyway
-        below = e.op("Where", e.op("Greater", rows, k), e.op("Div", e.op("Gather", a, k, axis=-1),
-                                                             e.op("Unsqueeze", pivot, e.ints([-1]))), f(0.0))
-        row_k = e.op("Gather", a, e.op("Unsqueeze", k, e.ints([0])), axis=-2)      # (..., 1, n)
-        a = e.op("Sub", a, e.op("Mul", e.op("Unsqueeze", below, e.ints([-1])), row_k))
-        return [e.op("Identity", e.scalar(True, "bool")), a, sign]
-    sign0 = e.op("Expand", f(1.0), e.op("Shape", x, start=0, end=r - 2))
-    types = [((), "int64"), ((), "bool"), ((None,) * r, "float64"), ((None,) * (r - 2), "float64")]
-    a, sign = e.op("Loop", n, e.scalar(True, "bool"), x, sign0, n=2,
-                   body=e.subgraph(types, body, types[1:], name="eliminate"))
-    return e.op("Mul", sign, e.reduce("ReduceProd", diag_part_of(e, a, shape), (r - 2,), False))
