@@ -42,7 +42,6 @@ NO_FORM = {
     "qr": "ONNX has no QR decomposition",
     "svd": "ONNX has no singular value decomposition",
     "eigh": "ONNX has no eigendecomposition",
-    "reduce_prod_others_grad": "a second-order gradient of reduce_prod, not expressed in ONNX yet",
 }
 
 

@@ -470,23 +470,56 @@ def _third_order_prod(op, g):
     return [run_op(_PROD_OTHERS_GRAD, (g, op.inputs[1]), op.attrs), None]
 
 
-def _prod_others_onnx(e, node, ins):
-    """The reduced axes moved last and flattened; the product of the others is the running
-    product before each element times the one after it (no division: zeros are exact)."""
-    x = node.inputs[0]
-    nd, dt = len(x.shape), x.dtype
-    if not nd:
-        return e.op("Expand", e.scalar(1, dt), e.ints([]))
+def _grouped_onnx(e, node, names, fn):
+    """fn(flat names, rank) on the inputs with the reduced axes moved last and flattened
+    (kept sizes..., n), its result put back in the input's layout."""
+    x = node.inputs[-1]
+    nd = len(x.shape)
     axes = reduced_axes(node)
     keep = [d for d in range(nd) if d not in axes]
-    moved = e.op("Transpose", ins[0], perm=keep + list(axes))
-    flat = e.op("Reshape", moved, e.op("Concat", e.op("Shape", moved, start=0, end=len(keep)), e.ints([-1]), axis=0))
-    r = len(keep) + 1
-    mul = lambda s, v: e.op("Mul", s, v)  # noqa: E731
-    others = e.op("Mul", running(e, [flat], r - 1, r, dt, 1, mul, exclusive=True),
-                  running(e, [flat], r - 1, r, dt, 1, mul, exclusive=True, reverse=True))
-    back = e.op("Reshape", others, e.op("Shape", moved))
+    moved = [e.op("Transpose", t, perm=keep + list(axes)) for t in names]
+    shape = e.op("Concat", e.op("Shape", moved[0], start=0, end=len(keep)), e.ints([-1]), axis=0)
+    out = fn([e.op("Reshape", t, shape) for t in moved], len(keep) + 1)
+    back = e.op("Reshape", out, e.op("Shape", moved[0]))
     return e.op("Transpose", back, perm=[(keep + list(axes)).index(d) for d in range(nd)])
+
+
+def _products_before_after(e, flat, r, dt):
+    """(product of the elements before each one, of those after it) along the last axis."""
+    mul = lambda s, v: e.op("Mul", s, v)  # noqa: E731
+    return (running(e, [flat], r - 1, r, dt, 1, mul, exclusive=True),
+            running(e, [flat], r - 1, r, dt, 1, mul, exclusive=True, reverse=True))
+
+
+def _prod_others_onnx(e, node, ins):
+    """The product of the others: the running product before each element times the one
+    after it (no division: zeros are exact)."""
+    x = node.inputs[0]
+    if not x.shape:
+        return e.op("Expand", e.scalar(1, x.dtype), e.ints([]))
+
+    def others(flats, r):
+        before, after = _products_before_after(e, flats[0], r, x.dtype)
+        return e.op("Mul", before, after)
+    return _grouped_onnx(e, node, ins, others)
+
+
+def _prod_others_grad_onnx(e, node, ins):
+    """out_j = sum over i != j of gg_i prod(x_k, k not i, j) = after_j S_j + before_j T_j, where
+    S_j = x_(j-1) S_(j-1) + gg_(j-1) before_(j-1) and T the same from the end with `after`:
+    two more linear scans."""
+    x = node.inputs[1]
+    if not x.shape:
+        return e.op("Expand", e.scalar(0, x.dtype), e.ints([]))
+
+    def grad(flats, r):
+        gg, v = flats
+        before, after = _products_before_after(e, v, r, x.dtype)
+        affine = lambda s, a, c: e.op("Add", e.op("Mul", s, a), c)  # noqa: E731
+        s_ = running(e, [v, e.op("Mul", gg, before)], r - 1, r, x.dtype, 0, affine, exclusive=True)
+        t_ = running(e, [v, e.op("Mul", gg, after)], r - 1, r, x.dtype, 0, affine, exclusive=True, reverse=True)
+        return e.op("Add", e.op("Mul", after, s_), e.op("Mul", before, t_))
+    return _grouped_onnx(e, node, ins, grad)
 
 
 _PROD_OTHERS = register("reduce_prod_others", _prod_others_kernel,
@@ -496,7 +529,8 @@ _PROD_OTHERS = register("reduce_prod_others", _prod_others_kernel,
 # Internal: the gradient of reduce_prod_others (second derivative of reduce_prod).
 _PROD_OTHERS_GRAD = register(
     "reduce_prod_others_grad", _prod_others_grad_kernel, lambda s, d, a: [(tuple(s[1]), d[1])],
-    _third_order_prod, attrs={"axis": "opt_ints"}, num_inputs=2, defaults={"axis": None})
+    _third_order_prod, attrs={"axis": "opt_ints"}, num_inputs=2, defaults={"axis": None},
+    onnx=_prod_others_grad_onnx)
 
 
 _max_reduce, _min_reduce, _mul_reduce = np.maximum.reduce, np.minimum.reduce, np.multiply.reduce
