@@ -39,9 +39,10 @@ NO_FORM = {
     "stateless_random_normal": "ONNX's random ops are not seed-compatible with df's counter-based generator",
     "stateless_random_uniform": "ONNX's random ops are not seed-compatible with df's counter-based generator",
     "dropout": "draws its mask from df's counter-based generator (no seed-compatible ONNX op)",
-    "qr": "ONNX has no QR decomposition",
-    "svd": "ONNX has no singular value decomposition",
-    "eigh": "ONNX has no eigendecomposition",
+    "svd": "ONNX has no singular value decomposition (an iterative one would not give LAPACK's signs, "
+           "which df's results carry)",
+    "eigh": "ONNX has no eigendecomposition (an iterative one would not give LAPACK's eigenvector "
+            "signs, which df's results carry)",
 }
 
 

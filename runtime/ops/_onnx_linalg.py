@@ -1,18 +1,19 @@
 """ONNX forms of the linear algebra ONNX has no op for (solve, inv, triangular_solve,
-cholesky, slogdet; det in float64, which onnxruntime's Det does not take), each an ONNX
+cholesky, slogdet, qr; det in float64, which onnxruntime's Det does not take), each an ONNX
 Loop over the matrix's columns, batched over the leading axes, any float dtype:
 
 - Gauss-Jordan elimination with partial pivoting: at column k the largest |a[i, k]|,
   i >= k, is swapped into row k (the right-hand sides follow), and row k's multiples are
   taken from every other row; then x = b / diag(a), det = the swaps' sign * prod(diag(a)).
 - Cholesky by columns: l[:, j] = (a[:, j] - l l[j, :]^T) / sqrt(that at j), below the diagonal.
+- QR by Householder reflections, with LAPACK's sign choices (so the factors agree with numpy's).
 
 A singular matrix gives inf/nan (the kernels raise instead). Used by runtime/ops/linalg_ops.py;
 nothing here imports onnx.
 """
 from runtime.ops._onnx import diag_part_of
 
-__all__ = ["eye_mask", "gauss_jordan", "det", "slogdet", "solve", "cholesky"]
+__all__ = ["eye_mask", "gauss_jordan", "det", "slogdet", "solve", "cholesky", "qr"]
 
 
 def eye_mask(e, rows, cols):
@@ -105,3 +106,44 @@ def cholesky(e, a, rank, dtype):
     zeros = e.op("Expand", e.scalar(0, dtype), e.op("Shape", a))
     types = [((), "int64"), ((), "bool"), ((None,) * rank, dtype)]
     return e.op("Loop", n, e.scalar(True, "bool"), zeros, body=e.subgraph(types, body, types[1:], name="cholesky"))
+
+
+def qr(e, a, rank, dtype, full_matrices):
+    """Householder QR as LAPACK's geqrf computes it (so signs agree with numpy's): at column
+    k, with alpha = r[k, k] and the entries below of norm s, beta = -sign(alpha) sqrt(alpha^2
+    + s^2), v = (1, r[k+1:, k] / (alpha - beta)), tau = (beta - alpha) / beta (no reflection
+    where s = 0); r <- (I - tau v v^T) r and q <- q (I - tau v v^T), for k < min(m, n)."""
+    c = lambda v: e.scalar(v, dtype)  # noqa: E731
+    m = _size(e, a, rank - 1)
+    cols = _size(e, a, rank)
+    rows = e.op("Range", e.scalar(0, "int64"), m, e.scalar(1, "int64"))
+    eye = e.where(eye_mask(e, m, m), c(1), c(0), dtype)
+    q0 = e.op("Expand", eye, e.op("Concat", e.op("Shape", a, start=0, end=rank - 2), e.op("Reshape", m, e.ints([1])),
+                                   e.op("Reshape", m, e.ints([1])), axis=0))
+
+    def body(args):
+        k, _, r, q = args
+        col = e.op("Gather", r, k, axis=-1)                                          # (..., m)
+        alpha = e.op("Gather", col, k, axis=-1)                                      # (...)
+        below = e.op("Where", e.op("Greater", rows, k), col, c(0))
+        s2 = e.reduce("ReduceSum", e.op("Mul", below, below), (rank - 2,), False)
+        norm = e.op("Sqrt", e.op("Add", e.op("Mul", alpha, alpha), s2))
+        beta = e.op("Where", e.op("Less", alpha, c(0)), norm, e.op("Neg", norm))
+        reflect = e.op("Greater", s2, c(0))
+        denominator = e.op("Where", reflect, e.op("Sub", alpha, beta), c(1))
+        v = e.op("Add", e.op("Div", below, e.op("Unsqueeze", denominator, e.ints([-1]))),
+                 e.op("Cast", e.op("Equal", rows, k), to=e.onnx_type(dtype)))
+        tau = e.op("Where", reflect, e.op("Div", e.op("Sub", beta, alpha), e.op("Where", reflect, beta, c(1))), c(0))
+        tau = e.op("Unsqueeze", tau, e.ints([-1, -2]))
+        column_v, row_v = e.op("Unsqueeze", v, e.ints([-1])), e.op("Unsqueeze", v, e.ints([-2]))
+        r = e.op("Sub", r, e.op("Mul", tau, e.op("Mul", column_v, e.op("MatMul", row_v, r))))
+        q = e.op("Sub", q, e.op("Mul", tau, e.op("Mul", e.op("MatMul", q, column_v), row_v)))
+        return [e.op("Identity", e.scalar(True, "bool")), r, q]
+    types = [((), "int64"), ((), "bool"), ((None,) * rank, dtype), ((None,) * rank, dtype)]
+    r, q = e.op("Loop", e.op("Min", m, cols), e.scalar(True, "bool"), a, q0, n=2,
+                body=e.subgraph(types, body, types[1:], name="householder"))
+    r = e.op("Trilu", r, upper=1)
+    if full_matrices:
+        return q, r
+    k = e.op("Reshape", e.op("Min", m, cols), e.ints([1]))
+    return (e.op("Slice", q, e.ints([0]), k, e.ints([-1])), e.op("Slice", r, e.ints([0]), k, e.ints([-2])))

@@ -549,6 +549,8 @@ def _qr_grad(op, gq, gr):
 
 
 _QR = register("qr", _qr_kernel, _qr_infer, _qr_grad, num_inputs=1, attrs={"full_matrices": "bool"},
+               onnx=lambda e, node, ins: la.qr(e, ins[0], len(node.inputs[0].shape), node.inputs[0].dtype,
+                                               node.attrs["full_matrices"]),
                defaults={"full_matrices": False}, kinds="f", num_outputs=2)
 
 
