@@ -43,3 +43,4 @@ from defun import debugging, random  # noqa: E402,F401
 print = _debug_ops.print  # noqa: A001,E402  (df.print, as tf.print)
 from defun import dask  # noqa: E402,F401  (df.dask: the optional [dask] extra, imported lazily)
 from defun.numpy_export import export_numpy_source  # noqa: E402,F401
+from defun.onnx_export import export_onnx  # noqa: E402,F401  (the optional [onnx] extra, imported lazily)

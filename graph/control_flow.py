@@ -164,9 +164,24 @@ def _cond_outputs(attrs, n):
     return len(attrs["then_branch"].outputs)
 
 
+def _cond_onnx(e, node, ins):
+    """ONNX If: each branch a subgraph emitting the branch function on the node's inputs,
+    which it reads from the enclosing graph."""
+    pred, vals = ins[0], list(ins[1:])
+    types = [(t.shape, t.dtype) for t in node.outputs]
+    if not types:       # only variable reads inside (assignments have no form): nothing to compute
+        return []
+
+    def branch(g, name):
+        return e.subgraph([], lambda _: e.inline(g, vals), types, name=name)
+    return e.op("If", pred, n=len(types), then_branch=branch(node.attrs["then_branch"], "then"),
+                else_branch=branch(node.attrs["else_branch"], "else"))
+
+
 _COND_ATTRS = {"then_branch": "func", "else_branch": "func"}
 COND = register("cond", _cond_kernel, _cond_infer, _cond_grad, num_outputs=_cond_outputs,
-                none_grads=True, attrs=_COND_ATTRS, bind=_cond_bind, num_inputs=None, defaults={})
+                none_grads=True, attrs=_COND_ATTRS, bind=_cond_bind, num_inputs=None, defaults={},
+                onnx=_cond_onnx)
 
 
 # ---------------------------------------------------------------------------------------
@@ -287,9 +302,38 @@ def _while_prune(attrs, used):
     return None
 
 
+def _while_onnx(e, node, ins):
+    """ONNX Loop: maximum_iterations is the trip count, the condition's first value an input;
+    the body runs the body function then the condition on its result. With history, the body
+    also counts (a loop variable) and emits the values entering each iteration (scan outputs)."""
+    cond_g, body_g = node.attrs["cond"], node.attrs["body"]
+    n = len(body_g.outputs)
+    init, consts = list(ins[:n]), list(ins[n:])
+    keep = node.attrs["history"]
+    loop_types = [(tuple(p.shape), p.dtype) for p in body_g.all_inputs[:n]]
+    counter = [((), dtypes.int32)] if keep else []
+    scans = [((None,) + s, d) for s, d in loop_types] if keep else []
+
+    def body(args):
+        values = list(args[2:2 + n])
+        new = e.inline(body_g, values + consts)
+        again = e.inline(cond_g, new + consts)[0]
+        extra = [e.op("Add", args[2 + n], e.scalar(1, dtypes.int32))] if keep else []
+        return [again] + new + extra + ([e.op("Identity", v) for v in values] if keep else [])
+    graph = e.subgraph([((), dtypes.int64), ((), dtypes.bool)] + loop_types + counter, body,
+                       [((), dtypes.bool)] + loop_types + counter + [(s[1:], d) for s, d in scans],
+                       name="loop")
+    trips = node.attrs["maximum_iterations"]
+    trips = "" if trips is None else e.scalar(trips, dtypes.int64)
+    first = e.inline(cond_g, init + consts)[0]
+    start = [e.scalar(0, dtypes.int32)] if keep else []
+    outs = e.op("Loop", trips, first, *init, *start, n=len(node.outputs), body=graph)
+    return [outs] if len(node.outputs) == 1 else outs
+
+
 WHILE = register("while", _while_kernel, _while_infer, _while_grad, num_outputs=_while_outputs,
                  none_grads=True, attrs=_WHILE_ATTRS, bind=_while_runner,
-                 prune_outputs=_while_prune, num_inputs=None, defaults={})
+                 prune_outputs=_while_prune, num_inputs=None, defaults={}, onnx=_while_onnx)
 
 
 def cond_node(pred, then_g, else_g, name=None):

@@ -82,7 +82,8 @@ def _call_grad(op, *grads):
 
 CALL = register("call", _call_kernel, _call_infer, _call_grad,
                 num_outputs=lambda attrs, n: len(attrs["f"].outputs), none_grads=True,
-                attrs={"f": "func"}, bind=_call_bind, num_inputs=None, defaults={})
+                attrs={"f": "func"}, bind=_call_bind, num_inputs=None, defaults={},
+                onnx=lambda e, node, ins: e.inline(node.attrs["f"], ins))   # (exports inline calls)
 def call_graph(graph, inputs):
     """Call function `graph` on `inputs` (all_inputs order): eagerly runs, or adds a call node."""
     out = run_op(CALL, list(inputs), {"f": graph})    # stateful when `graph` has effects

@@ -38,7 +38,7 @@ PLACEHOLDER = register("placeholder", _placeholder_kernel,
 CONST = register("const", lambda value: value,
                  lambda s, d, a: [(a["value"].shape, dtypes.from_numpy(a["value"].dtype))], None,
                  attrs={"value": "tensor"}, bind=lambda attrs: (lambda v=attrs["value"]: v),
-                 num_inputs=0, defaults={})
+                 num_inputs=0, defaults={}, onnx=lambda e, node, ins: e.const(node.attrs["value"]))
 
 
 class SymbolicTensor(Tensor):

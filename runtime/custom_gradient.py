@@ -58,7 +58,9 @@ _OP = register("custom_gradient", _kernel, _infer, _grad,
                num_outputs=lambda attrs, n: attrs["num_outputs"],
                attrs={"num_outputs": "int", "num_variables": "int", "grad_fn": "transient",
                       "variables": "transient"}, num_inputs=None,
-               defaults={"num_variables": 0})
+               defaults={"num_variables": 0},
+               # forward: the first num_outputs inputs pass through (the gradient is Python only)
+               onnx=lambda e, node, ins: [e.op("Identity", x) for x in ins[:node.attrs["num_outputs"]]])
 
 
 def custom_gradient(f):

@@ -23,11 +23,11 @@ class OpDef:
 
     __slots__ = ("name", "kernel", "infer", "grad", "num_outputs", "stateful", "none_grads",
                  "same_dtype", "attrs", "single", "kinds", "bind", "prune_outputs",
-                 "num_inputs", "required_attrs", "defaults", "function_attrs", "fused")
+                 "num_inputs", "required_attrs", "defaults", "function_attrs", "fused", "onnx")
 
     def __init__(self, name, kernel, infer, grad=None, num_inputs=None, attrs=None, defaults=None,
                  num_outputs=1, stateful=False, none_grads=False, same_dtype=None, kinds=None,
-                 bind=None, prune_outputs=None, fused=None):
+                 bind=None, prune_outputs=None, fused=None, onnx=None):
         self.name = name
         self.kernel = kernel
         self.infer = infer
@@ -70,6 +70,12 @@ class OpDef:
         # Optional fused form (runtime/fused.py): how a fusing backend (numba) computes the
         # op inside one loop; backends that do not fuse ignore it.
         self.fused = fused
+        # The op's ONNX form (graph/onnx_export.py): the name of the ONNX op computing it from
+        # the same inputs and attrs, or form(emitter, node, inputs) -> output name(s) written
+        # with the emitter's methods (so no runtime module imports onnx); None: no form.
+        if onnx is not None and not (isinstance(onnx, str) or callable(onnx)):
+            raise ValueError(f"op {name!r}: onnx must be an ONNX op name or a form function, got {onnx!r}")
+        self.onnx = onnx
 
     @property
     def differentiable(self):

@@ -2,6 +2,8 @@
 and public functions; the indexing ops (gather, one_hot, slicing) are in index_ops, re-exported.
 
 This module defines `range` (the op), so Python's builtin is spelled `_pyrange` here.
+
+(This module is long because each op keeps its kernel, inference, gradient and ONNX form together.)
 """
 import builtins
 
@@ -10,6 +12,7 @@ import numpy as np
 from runtime import convert, dtypes, errors
 from runtime.execute import run_op
 from runtime.ops import _args, _infer as inf
+from runtime.ops._onnx import BIG, scatter_adjoint, shape_of
 from runtime.ops.base_ops import (broadcast_to, cast, expand_dims, identity, ones_like,  # noqa: F401
                                   reduce_sum, reshape, shape, size, squeeze, stop_gradient, where,
                                   zeros_like)
@@ -68,7 +71,8 @@ def _transpose_grad(op, g):
 
 _TRANSPOSE = register("transpose", lambda x, perm: x.transpose(perm), _transpose_infer,
                       _transpose_grad, attrs={"perm": "ints"},
-                      bind=lambda attrs: _bind_transpose(attrs["perm"]), num_inputs=1, defaults={})
+                      bind=lambda attrs: _bind_transpose(attrs["perm"]), num_inputs=1, defaults={},
+                      onnx=lambda e, node, ins: e.op("Transpose", ins[0], perm=list(node.attrs["perm"])))
 
 
 def _bind_transpose(perm):
@@ -120,7 +124,7 @@ def _concat_grad(op, g):
 
 
 _CONCAT = register("concat", _concat_kernel, _concat_infer, _concat_grad, attrs={"axis": "int"},
-                   num_inputs=None, defaults={})
+                   num_inputs=None, defaults={}, onnx="Concat")
 
 
 def concat(values, axis, name=None):
@@ -163,11 +167,29 @@ def _split_like_infer(shapes, dts, attrs):
     return out
 
 
+def _split_onnx(e, x, axis, sizes, n):
+    """ONNX Split of `x` along `axis` into `n` parts of `sizes` (a list, None entries unknown;
+    or an int64 vector name), equal parts when `sizes` is None."""
+    if n == 1:
+        return [e.op("Identity", x)]
+    if sizes is None:
+        return e.op("Split", x, n=n, axis=axis, num_outputs=n if e.opset >= 18 else None)
+    return e.op("Split", x, sizes if isinstance(sizes, str) else e.ints(sizes), n=n, axis=axis)
+
+
+def _split_like_onnx(e, node, ins):
+    axis = node.attrs["axis"]
+    sizes = [t.shape[axis] for t in node.inputs[1:]]
+    if None in sizes:
+        sizes = e.op("Concat", *[e.dim(x, axis) for x in ins[1:]], axis=0)
+    return _split_onnx(e, ins[0], axis, sizes, len(node.outputs))
+
+
 # Internal: the gradient of a traced concat whose input sizes are unknown until run time.
 _SPLIT_LIKE = register("split_like", _split_like_kernel, _split_like_infer,
                        lambda op, *gs: [concat(gs, op.attrs["axis"])] + [None] * (len(op.inputs) - 1),
                        attrs={"axis": "int"}, num_outputs=lambda attrs, n: n - 1, num_inputs=None,
-                       defaults={})
+                       defaults={}, onnx=_split_like_onnx)
 
 
 # ------------------------------------------------------------------ stack, unstack
@@ -191,7 +213,9 @@ def _stack_kernel(*xs, axis):
 
 _STACK = register("stack", _stack_kernel, _stack_infer,
                   lambda op, g: list(unstack(g, len(op.inputs), op.attrs["axis"])),
-                  attrs={"axis": "int"}, num_inputs=None, defaults={})
+                  attrs={"axis": "int"}, num_inputs=None, defaults={},
+                  onnx=lambda e, node, ins: e.op("Concat", *[e.unsqueeze(x, [node.attrs["axis"]]) for x in ins],
+                                                 axis=node.attrs["axis"]))
 
 
 def stack(values, axis=0, name=None):
@@ -223,7 +247,9 @@ def _unstack_kernel(x, num, axis):
 _UNSTACK = register("unstack", _unstack_kernel, _unstack_infer,
                     lambda op, *gs: [stack(gs, op.attrs["axis"])],
                     attrs={"num": "int", "axis": "int"}, num_outputs=lambda attrs, n: attrs["num"],
-                    num_inputs=1, defaults={})
+                    num_inputs=1, defaults={},
+                    onnx=lambda e, node, ins: [e.op("Gather", ins[0], e.scalar(i, dtypes.int64), axis=node.attrs["axis"])
+                                               for i in _pyrange(node.attrs["num"])])
 
 
 def unstack(value, num=None, axis=0, name=None):
@@ -289,10 +315,22 @@ def _split_count(attrs, n):
     return attrs["num_split"]
 
 
+def _split_form(e, node, ins):
+    axis, n = node.attrs["axis"], len(node.outputs)
+    sizes = [t.shape[axis] for t in node.outputs]
+    if None in sizes and node.attrs["size_splits"] is not None:  # the -1 part, by run-time size
+        known = sum(d for d in sizes if d is not None)
+        rest = e.op("Sub", e.dim(ins[0], axis), e.ints([known]))
+        sizes = e.op("Concat", *[rest if d is None else e.ints([d]) for d in sizes], axis=0)
+    elif None in sizes:
+        sizes = None
+    return _split_onnx(e, ins[0], axis, sizes, n)
+
+
 _SPLIT = register("split", _split_kernel, _split_infer,
                   lambda op, *gs: [concat(gs, op.attrs["axis"])],
                   attrs={"num_split": "int", "size_splits": "opt_ints", "axis": "int"},
-                  num_outputs=_split_count, num_inputs=1, defaults={})
+                  num_outputs=_split_count, num_inputs=1, defaults={}, onnx=_split_form)
 
 
 def split(value, num_or_size_splits, axis=0, name=None):
@@ -350,12 +388,29 @@ def _tile_grad(op, g):
     return [run_op(_TILE_REDUCE, (g,), op.attrs)]
 
 
+def _tile_onnx(e, node, ins):
+    m = node.attrs["multiples"]
+    return e.op("Tile", ins[0], e.ints(m)) if m else e.op("Identity", ins[0])
+
+
+def _tile_reduce_onnx(e, node, ins):
+    """Reshape (d0 * k0, ...) into (k0, d0, k1, d1, ...) and sum the k axes."""
+    m = node.attrs["multiples"]
+    if not m:
+        return e.op("Identity", ins[0])
+    out = shape_of(e, None, node.outputs[0]) if None not in node.outputs[0].shape else \
+        e.op("Div", e.op("Shape", ins[0]), e.ints(m))
+    pairs = e.op("Concat", e.op("Unsqueeze", e.ints(m), e.ints([1])), e.op("Unsqueeze", out, e.ints([1])), axis=1)
+    split = e.op("Reshape", ins[0], e.op("Reshape", pairs, e.ints([-1])))
+    return e.reduce("ReduceSum", split, tuple(_pyrange(0, 2 * len(m), 2)), False)
+
+
 _TILE = register("tile", _tile_kernel, _tile_infer, _tile_grad, attrs={"multiples": "ints"},
-                 num_inputs=1, defaults={})
+                 num_inputs=1, defaults={}, onnx=_tile_onnx)
 # Internal: the gradient of tile for positive multiples (its own gradient is tile again).
 _TILE_REDUCE = register("tile_reduce", _tile_reduce_kernel, _tile_reduce_infer,
                         lambda op, g: [tile(g, op.attrs["multiples"])], attrs={"multiples": "ints"},
-                        num_inputs=1, defaults={})
+                        num_inputs=1, defaults={}, onnx=_tile_reduce_onnx)
 
 
 def tile(input, multiples, name=None):
@@ -446,12 +501,48 @@ def _pad_grad(op, g):
     return [dx, subtract(reduce_sum(g), reduce_sum(dx))]
 
 
+def _pad_onnx_of(e, x, paddings, mode, value=None):
+    """ONNX of pad: Pad for CONSTANT and REFLECT; SYMMETRIC (edge rows repeated, which ONNX
+    has no mode for) concatenates reversed slices of the borders, axis by axis."""
+    pairs = _pairs(paddings)
+    if not pairs:
+        return e.op("Identity", x)
+    if mode == "CONSTANT":
+        return e.op("Pad", x, e.ints([b for b, _ in pairs] + [a for _, a in pairs]), value)
+    if mode == "REFLECT":
+        return e.op("Pad", x, e.ints([b for b, _ in pairs] + [a for _, a in pairs]), mode="reflect")
+    for axis, (b, a) in enumerate(pairs):
+        parts = [x]
+        if b:
+            parts.insert(0, e.op("Slice", x, e.ints([b - 1]), e.ints([-BIG]), e.ints([axis]), e.ints([-1])))
+        if a:
+            parts.append(e.op("Slice", x, e.ints([-1]), e.ints([-a - 1]), e.ints([axis]), e.ints([-1])))
+        x = e.op("Concat", *parts, axis=axis) if len(parts) > 1 else x
+    return x
+
+
+def _pad_grad_onnx(e, node, ins):
+    pairs = _pairs(node.attrs["paddings"])
+    if not pairs:
+        return e.op("Identity", ins[0])
+    if node.attrs["mode"] == "CONSTANT":
+        return e.op("Slice", ins[0], e.ints([b for b, _ in pairs]), e.ints([-a if a else BIG for _, a in pairs]),
+                    e.ints(_pyrange(len(pairs))))
+    out = node.outputs[0]
+    shape = shape_of(e, None, out) if None not in out.shape else \
+        e.op("Sub", e.op("Shape", ins[0]), e.ints([b + a for b, a in pairs]))
+    return scatter_adjoint(e, ins[0], shape, out.dtype,
+                           lambda idx: _pad_onnx_of(e, idx, node.attrs["paddings"], node.attrs["mode"]))
+
+
 _PAD = register("pad", _pad_kernel, _pad_infer, _pad_grad, same_dtype=(0, 1),
-                attrs={"paddings": "ints", "mode": "str"}, num_inputs=2, defaults={})
+                attrs={"paddings": "ints", "mode": "str"}, num_inputs=2, defaults={},
+                onnx=lambda e, node, ins: _pad_onnx_of(e, ins[0], node.attrs["paddings"], node.attrs["mode"], ins[1]))
 # Internal: the gradient of pad (its own gradient is pad with zeros).
 _PAD_GRAD = register("pad_grad", _pad_grad_kernel, _pad_grad_infer,
                      lambda op, g: [pad(g, _pairs(op.attrs["paddings"]), op.attrs["mode"])],
-                     attrs={"paddings": "ints", "mode": "str"}, num_inputs=1, defaults={})
+                     attrs={"paddings": "ints", "mode": "str"}, num_inputs=1, defaults={},
+                     onnx=_pad_grad_onnx)
 
 
 def pad(tensor, paddings, mode="CONSTANT", constant_values=0, name=None):
@@ -486,11 +577,16 @@ def _shape_attr_infer(op_name):
     return infer
 
 
+def _filled_onnx(value):
+    return lambda e, node, ins: e.op("Expand", e.scalar(value, node.attrs["dtype"]), e.ints(node.attrs["shape"]))
+
+
 _ZEROS = register("zeros", lambda shape, dtype: np.zeros(shape, dtype.np),
                   _shape_attr_infer("zeros"), None, attrs={"shape": "ints", "dtype": "dtype"},
-                  num_inputs=0, defaults={})
+                  num_inputs=0, defaults={}, onnx=_filled_onnx(0))
 _ONES = register("ones", lambda shape, dtype: np.ones(shape, dtype.np), _shape_attr_infer("ones"),
-                 None, attrs={"shape": "ints", "dtype": "dtype"}, num_inputs=0, defaults={})
+                 None, attrs={"shape": "ints", "dtype": "dtype"}, num_inputs=0, defaults={},
+                 onnx=_filled_onnx(1))
 
 
 def zeros(shape, dtype=dtypes.float32, name=None):
@@ -534,7 +630,8 @@ def _fill_kernel(value, dims):
 
 
 _FILL = register("fill", _fill_kernel, _fill_infer, lambda op, g: [reduce_sum(g)],
-                 attrs={"dims": "ints"}, num_inputs=1, defaults={})
+                 attrs={"dims": "ints"}, num_inputs=1, defaults={},
+                 onnx=lambda e, node, ins: e.op("Expand", ins[0], e.ints(node.attrs["dims"])))
 
 
 def fill(dims, value, name=None):
@@ -560,9 +657,21 @@ def _range_infer(shapes, dts, attrs):
     return [((_range_length(a["start"], a["limit"], a["delta"], a["dtype"]),), a["dtype"])]
 
 
+def _range_onnx(e, node, ins):
+    a = node.attrs
+    if a["dtype"].is_integer:
+        args = [e.scalar(int(a[k]), a["dtype"]) for k in ("start", "limit", "delta")]
+        return e.op("Range", *args)
+    # start + i * delta in float64, rounded once to the dtype (as the kernel)
+    n = node.outputs[0].shape[0]
+    steps = e.op("Range", *[e.scalar(v, dtypes.float64) for v in (0, n, 1)])
+    values = e.op("Add", e.scalar(a["start"], dtypes.float64), e.op("Mul", steps, e.scalar(a["delta"], dtypes.float64)))
+    return e.cast(values, a["dtype"])
+
+
 _RANGE = register("range", _range_kernel, _range_infer, None,
                   attrs={"start": "float", "limit": "float", "delta": "float", "dtype": "dtype"},
-                  num_inputs=0, defaults={})
+                  num_inputs=0, defaults={}, onnx=_range_onnx)
 
 
 def _range_arg(x):

@@ -1,6 +1,8 @@
 """The ops every gradient is written with: shape plumbing, cast, where, reduce_sum, unbroadcast.
 
 Below `math_ops` and `array_ops` (both import it, it imports neither), so any gradient can use them.
+The module is long because each op keeps its whole row together: kernel, inference, gradient,
+and its fused (numba) and ONNX forms.
 """
 import math
 
@@ -10,6 +12,7 @@ from runtime import dtypes, errors
 from runtime.execute import run_op
 from runtime.fused import Elementwise as Ew, Reduction
 from runtime.ops import _args, _infer as inf
+from runtime.ops._onnx import reduce_form, shape_of
 from runtime.registry import register
 from runtime.tensor import EagerTensor
 
@@ -20,9 +23,9 @@ _EMPTY = {}
 
 # ------------------------------------------------------------------ identity, stop_gradient
 _IDENTITY = register("identity", lambda x: x, inf.unary_same("identity"), lambda op, g: [g],
-                     num_inputs=1, attrs={}, defaults={}, fused=Ew("{0}"))
+                     num_inputs=1, attrs={}, defaults={}, fused=Ew("{0}"), onnx="Identity")
 _STOP_GRADIENT = register("stop_gradient", lambda x: x, inf.unary_same("stop_gradient"), None,
-                          num_inputs=1, attrs={}, defaults={}, fused=Ew("{0}"))
+                          num_inputs=1, attrs={}, defaults={}, fused=Ew("{0}"), onnx="Identity")
 
 
 def identity(x, name=None):
@@ -46,13 +49,22 @@ def _filled_like(value):
     return kernel
 
 
+def _filled_like_onnx(value):
+    def form(e, node, ins):
+        t = node.outputs[0]
+        return e.op("Expand", e.scalar(value, t.dtype), shape_of(e, ins[0], node.inputs[0]))
+    return form
+
+
 _empty_like = np.empty_like
 _ZEROS_LIKE = register("zeros_like", _filled_like(0), inf.unary_same("zeros_like", None),
                        lambda op, g: [None], num_inputs=1, attrs={}, defaults={},
-                       fused=Ew("0", shape_of=0))
+                       fused=Ew("0", shape_of=0),
+                       onnx=_filled_like_onnx(0))
 _ONES_LIKE = register("ones_like", _filled_like(1), inf.unary_same("ones_like", None),
                       lambda op, g: [None], num_inputs=1, attrs={}, defaults={},
-                      fused=Ew("1", shape_of=0))
+                      fused=Ew("1", shape_of=0),
+                      onnx=_filled_like_onnx(1))
 
 
 def zeros_like(x, dtype=None, name=None):
@@ -105,7 +117,8 @@ def _reshape_grad(op, g):
 # The method x.reshape is what np.reshape calls, without its ~0.5 us of Python wrapping.
 _RESHAPE = register("reshape", lambda x, shape: x.reshape(shape), _reshape_infer, _reshape_grad,
                     attrs={"shape": "ints"}, bind=lambda attrs: _bind_reshape(attrs["shape"]),
-                    num_inputs=1, defaults={})
+                    num_inputs=1, defaults={},
+                    onnx=lambda e, node, ins: e.op("Reshape", ins[0], e.ints(node.attrs["shape"])))
 
 
 def _bind_reshape(shape):
@@ -123,7 +136,8 @@ def _reshape_like_infer(shapes, dts, attrs):
 
 _RESHAPE_LIKE = register("reshape_like", lambda x, like: np.reshape(x, np.shape(like)), _reshape_like_infer,
                          lambda op, g: [run_op(_RESHAPE_LIKE, (g, op.inputs[0])), None],
-                         num_inputs=2, attrs={}, defaults={})
+                         num_inputs=2, attrs={}, defaults={},
+                         onnx=lambda e, node, ins: e.op("Reshape", ins[0], shape_of(e, ins[1], node.inputs[1])))
 
 
 def reshape(tensor, shape, name=None):
@@ -183,7 +197,9 @@ def _dynamic_reshape_kernel(x, dims, shape):
 
 _DYNAMIC_RESHAPE = register("dynamic_reshape", _dynamic_reshape_kernel, _dynamic_reshape_infer,
                             lambda op, g: [run_op(_RESHAPE_LIKE, (g, op.inputs[0])), None],
-                            num_inputs=2, attrs={"shape": "shape"}, defaults={})
+                            num_inputs=2, attrs={"shape": "shape"}, defaults={},
+                            onnx=lambda e, node, ins: e.op("Reshape", ins[0], e.cast(ins[1], dtypes.int64),
+                                                           allowzero=1))
 
 
 # ------------------------------------------------------------------ expand_dims
@@ -220,7 +236,9 @@ def _bind_expand_dims(attrs):
 
 _EXPAND_DIMS = register("expand_dims", _expand_dims_kernel, _expand_infer,
                         lambda op, g: [squeeze(g, [op.attrs["axis"] % (len(op.inputs[0].shape) + 1)])],
-                        attrs={"axis": "int"}, bind=_bind_expand_dims, num_inputs=1, defaults={})
+                        attrs={"axis": "int"}, bind=_bind_expand_dims, num_inputs=1, defaults={},
+                        onnx=lambda e, node, ins: e.unsqueeze(
+                            ins[0], [node.attrs["axis"] % len(node.outputs[0].shape)]))
 
 
 def expand_dims(input, axis, name=None):
@@ -256,7 +274,9 @@ def _squeeze_kernel(x, axis):
 
 _SQUEEZE = register("squeeze", _squeeze_kernel, _squeeze_infer,
                     lambda op, g: [_reshape_grad(op, g)[0]], attrs={"axis": "opt_ints"},
-                    num_inputs=1, defaults={"axis": None})
+                    num_inputs=1, defaults={"axis": None},
+                    onnx=lambda e, node, ins: e.squeeze(
+                        ins[0], _squeeze_axes(node.inputs[0].shape, node.attrs.get("axis"))))
 
 
 def squeeze(input, axis=None, name=None):
@@ -306,7 +326,8 @@ _prod, _empty = math.prod, np.empty
 _BROADCAST_TO = register("broadcast_to", _broadcast_to_kernel, _broadcast_to_infer,
                          lambda op, g: [unbroadcast(g, op.inputs[0])], attrs={"shape": "ints"},
                          bind=_bind_broadcast_to, num_inputs=1, defaults={},
-                         fused=Ew("{0}", shape_of="attr"))
+                         fused=Ew("{0}", shape_of="attr"),
+                         onnx=lambda e, node, ins: e.op("Expand", ins[0], e.ints(node.attrs["shape"])))
 
 
 def broadcast_to(input, shape, name=None):
@@ -342,16 +363,18 @@ def _dynamic_broadcast_to_kernel(x, dims, shape):
 _DYNAMIC_BROADCAST_TO = register(
     "dynamic_broadcast_to", _dynamic_broadcast_to_kernel, _dynamic_broadcast_to_infer,
     lambda op, g: [unbroadcast(g, op.inputs[0]), None], num_inputs=2, attrs={"shape": "shape"},
-    defaults={})
+    defaults={}, onnx=lambda e, node, ins: e.op("Expand", ins[0], e.cast(ins[1], dtypes.int64)))
 
 
 # ------------------------------------------------------------------ shape, size
 _SHAPE = register("shape", lambda x, out_type: np.asarray(np.shape(x), out_type.np),
                   lambda s, d, a: [((len(s[0]),), a.get("out_type", dtypes.int32))], None,
-                  attrs={"out_type": "dtype"}, num_inputs=1, defaults={"out_type": dtypes.int32})
+                  attrs={"out_type": "dtype"}, num_inputs=1, defaults={"out_type": dtypes.int32},
+                  onnx=lambda e, node, ins: e.cast(e.op("Shape", ins[0]), node.outputs[0].dtype))
 _SIZE = register("size", lambda x, out_type: np.asarray(np.size(x), out_type.np),
                  lambda s, d, a: [((), a.get("out_type", dtypes.int32))], None,
-                 attrs={"out_type": "dtype"}, num_inputs=1, defaults={"out_type": dtypes.int32})
+                 attrs={"out_type": "dtype"}, num_inputs=1, defaults={"out_type": dtypes.int32},
+                 onnx=lambda e, node, ins: e.cast(e.op("Size", ins[0]), node.outputs[0].dtype))
 
 
 def shape(input, out_type=dtypes.int32, name=None):
@@ -393,7 +416,8 @@ def _where_kernel(c, x, y):
 
 
 _WHERE = register("where", _where_kernel, _where_infer, _where_grad, same_dtype=(1, 2),
-                  num_inputs=3, attrs={}, defaults={}, fused=Ew("{1} if {0} else {2}"))
+                  num_inputs=3, attrs={}, defaults={}, fused=Ew("{1} if {0} else {2}"),
+                  onnx=lambda e, node, ins: e.where(*ins, node.outputs[0].dtype))
 
 
 def where(condition, x, y, name=None):
@@ -457,6 +481,23 @@ def _sum_to(g, shape):
     return np.reshape(r, shape)
 
 
+def _sum_to_like_onnx(e, node, ins):
+    """ReduceSum over the leading axes, then (keeping dims) over the axes where `like` has
+    size 1; those are found when the graph runs if sizes are unknown."""
+    g, like = node.inputs
+    lead = len(g.shape) - len(like.shape)
+    y = e.reduce("ReduceSum", ins[0], tuple(range(lead)), False) if lead else ins[0]
+    rest = tuple(g.shape)[lead:]
+    if None not in rest and None not in tuple(like.shape):
+        axes = [i for i, (d, n) in enumerate(zip(like.shape, rest)) if d == 1 and n != 1]
+        y = e.reduce("ReduceSum", y, axes, True) if axes else y
+    elif like.shape:
+        ones = e.op("Equal", e.op("Shape", ins[1]), e.ints([1]))
+        axes = e.op("Compress", e.ints(range(len(like.shape))), ones)
+        y = e.op("ReduceSum", y, axes, keepdims=1, noop_with_empty_axes=1)
+    return e.op("Reshape", y, shape_of(e, ins[1], like))
+
+
 def _infer_like(name):
     """sum_to_like(g, like) sums g down to like's shape; broadcast_like(x, like) broadcasts x
     up to it: one of the two broadcasts to the other."""
@@ -472,11 +513,12 @@ def _infer_like(name):
 _SUM_TO_LIKE = register("sum_to_like", lambda g, like: _sum_to(g, np.shape(like)),
                         _infer_like("sum_to_like"),
                         lambda op, gg: [run_op(_BROADCAST_LIKE, (gg, op.inputs[0])), None],
-                        num_inputs=2, attrs={}, defaults={})
+                        num_inputs=2, attrs={}, defaults={}, onnx=_sum_to_like_onnx)
 _BROADCAST_LIKE = register("broadcast_like", lambda x, like: np.broadcast_to(x, np.shape(like)),
                            _infer_like("broadcast_like"),
                            lambda op, gg: [run_op(_SUM_TO_LIKE, (gg, op.inputs[0])), None],
-                           num_inputs=2, attrs={}, defaults={}, fused=Ew("{0}", shape_of=1))
+                           num_inputs=2, attrs={}, defaults={}, fused=Ew("{0}", shape_of=1),
+                           onnx=lambda e, node, ins: e.op("Expand", ins[0], shape_of(e, ins[1], node.inputs[1])))
 
 
 def _mask(cond, like):
@@ -503,7 +545,8 @@ def _cast_grad(op, g):
 
 
 _CAST = register("cast", lambda x, dtype: np.asarray(x).astype(dtype.np, copy=False), _cast_infer,
-                 _cast_grad, attrs={"dtype": "dtype"}, num_inputs=1, defaults={}, fused=Ew("{0}"))
+                 _cast_grad, attrs={"dtype": "dtype"}, num_inputs=1, defaults={}, fused=Ew("{0}"),
+                 onnx=lambda e, node, ins: e.cast(ins[0], node.attrs["dtype"]))
 
 
 def cast(x, dtype, name=None):
@@ -563,7 +606,8 @@ _RED_DEFAULTS = {"axis": None, "keepdims": False}
 
 
 def reducer(name, kernel, grad, kinds=inf.numeric_kinds, out=None, doc="", ufunc=None, keep_dtype=False,
-            fused=None):
+            fused=None,
+            onnx=None):
     """A reduction op. Its graph kernel has axis and keepdims bound once: a closure over
     `ufunc.reduce` itself when the kernel is just that call (one Python frame less)."""
     def bind(attrs):
@@ -574,7 +618,7 @@ def reducer(name, kernel, grad, kinds=inf.numeric_kinds, out=None, doc="", ufunc
             return lambda x: ufunc(x, axis, x.dtype, None, keepdims)
         return lambda x: ufunc(x, axis, None, None, keepdims)
     op = register(name, kernel, _reduce_infer(name, kinds, out), grad, num_inputs=1,
-                  attrs=_RED_ATTRS, defaults=_RED_DEFAULTS, kinds=kinds, bind=bind, fused=fused)
+                  attrs=_RED_ATTRS, defaults=_RED_DEFAULTS, kinds=kinds, bind=bind, fused=fused, onnx=onnx)
     name_ = name
 
     def f(input_tensor, axis=None, keepdims=False, name=None):
@@ -599,5 +643,6 @@ def _k_sum(x, axis, keepdims):
 
 reduce_sum = reducer("reduce_sum", _k_sum, _sum_grad, ufunc=_add_reduce, keep_dtype=True,
                      fused=Reduction("0", "{acc} + {x}"),
+                     onnx=reduce_form("ReduceSum"),
                      doc="Sum over `axis`: `df.reduce_sum([[1, 2], [3, 4]], axis=0) -> [4, 6]`.")
 _REDUCE_SUM = reduce_sum.op

@@ -17,6 +17,8 @@ shape ("like" inputs, as `reshape_like`); its gradient through them is None.
 Kernels: a convolution is one BLAS matmul over a patch matrix (im2col). Pooling and the
 scatter back to the input (col2im) loop over the kh*kw offsets of the window, each a
 strided slice of the whole batch, never over pixels; no np.add.at.
+
+(This module is long because each op keeps its kernel, inference, gradient and ONNX form together.)
 """
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -24,6 +26,7 @@ from numpy.lib.stride_tricks import as_strided
 from runtime import errors
 from runtime.execute import run_op
 from runtime.ops import _args, _infer as inf
+from runtime.ops._onnx_windows import Windows
 from runtime.registry import register
 from runtime.tape import skip_input_indices
 
@@ -315,19 +318,165 @@ def _backprop_filter_grad(op, g):
             None if 2 in skip else run_op(_CONV, (x, g), op.attrs)]
 
 
+# ------------------------------------------------------------------ ONNX forms
+# ONNX convolves and pools NCHW: transposes around Conv / MaxPool / AveragePool. TensorFlow's
+# SAME padding becomes explicit pads when the spatial sizes are static, else auto_pad
+# SAME_UPPER (the same rule: the odd pixel at the end).
+def _onnx_window_attrs(op_name, x_shape, kh, kw, strides, dilations, padding):
+    if padding == "VALID":
+        return {}
+    if None in (x_shape[1], x_shape[2], kh, kw):
+        return {"auto_pad": "SAME_UPPER"}
+    g = _Geometry(op_name, x_shape[1], x_shape[2], kh, kw, strides, dilations, padding)
+    return {"pads": [g.pt, g.pl, g.pb, g.pr]}
+
+
+def _nchw(e, x):
+    return e.op("Transpose", x, perm=[0, 3, 1, 2])
+
+
+def _nhwc(e, x):
+    return e.op("Transpose", x, perm=[0, 2, 3, 1])
+
+
+def _taps(e, f, i, j):
+    """filters[i, j]: (in channels, out channels)."""
+    return e.op("Gather", e.op("Gather", f, i), j)
+
+
+def _conv_windows(e, node, ins, x_at, f_at):
+    x, f, a = node.inputs[x_at], node.inputs[f_at], node.attrs
+    kh, kw = (e.dim(ins[f_at], k, f.shape) for k in (0, 1))
+    return Windows(e, ins[x_at], x.shape, kh, kw, a["strides"], a["dilations"], a["padding"])
+
+
+def _conv2d_onnx(e, node, ins):
+    a, dt = node.attrs, node.outputs[0].dtype
+    if dt.name == "float64":
+        w = _conv_windows(e, node, ins, 0, 1)
+        xp = w.pad(ins[0], 0, dt)
+        zeros = e.op("Expand", e.scalar(0, dt), w.shape(e.dim(ins[1], 3, node.inputs[1].shape)))
+        return w.loop([(zeros, dt, 4)], lambda window, i, j, acc: [
+            e.op("Add", acc[0], e.op("MatMul", window(xp), _taps(e, ins[1], i, j)))])[0]
+    kh, kw = node.inputs[1].shape[:2]
+    window = _onnx_window_attrs("conv2d", node.inputs[0].shape, kh, kw, a["strides"], a["dilations"], a["padding"])
+    w = e.op("Transpose", ins[1], perm=[3, 2, 0, 1])   # HWIO -> OIHW
+    return _nhwc(e, e.op("Conv", _nchw(e, ins[0]), w, strides=list(a["strides"]),
+                         dilations=list(a["dilations"]), **window))
+
+
+def _backprop_input_onnx(e, node, ins):
+    """dy @ filters[i, j]^T added back where window (i, j) read the input."""
+    w = _conv_windows(e, node, ins, 0, 1)
+    return w.scatter(node.outputs[0].dtype, lambda window, i, j, rest: (
+        e.op("MatMul", ins[2], e.op("Transpose", _taps(e, ins[1], i, j))), rest))
+
+
+def _backprop_filter_onnx(e, node, ins):
+    """filters'[i, j] = window (i, j) of x, (n ho wo, in)^T @ dy (n ho wo, out)."""
+    dt, f = node.outputs[0].dtype, node.inputs[1]
+    w = _conv_windows(e, node, ins, 0, 1)
+    xp = w.pad(ins[0], 0, dt)
+    rows = lambda t, c: e.op("Reshape", t, e.op("Concat", e.ints([-1]), c, axis=0))  # noqa: E731
+    dy = rows(ins[2], e.dim(ins[1], 3, f.shape))
+
+    def body(window, i, j, acc):
+        tap = e.op("MatMul", e.op("Transpose", rows(window(xp), e.dim(ins[1], 2, f.shape))), dy)
+        at = e.op("Reshape", e.op("Concat", e.op("Unsqueeze", i, e.ints([0])), e.op("Unsqueeze", j, e.ints([0])),
+                                  axis=0), e.ints([1, 2]))
+        return [e.op("ScatterND", acc[0], at, e.op("Unsqueeze", tap, e.ints([0])))]
+    zeros = e.op("Expand", e.scalar(0, dt), e.op("Shape", ins[1]))
+    return w.loop([(zeros, dt, 4)], body)[0]
+
+
+def _pool_windows(e, node, x_name, x_shape):
+    a = node.attrs
+    return Windows(e, x_name, x_shape, *a["ksize"], a["strides"], (1, 1), a["padding"])
+
+
+def _avg_counts(e, w, dt):
+    """How many input pixels each window holds (TF's SAME mean leaves the padding out)."""
+    ones = e.op("Expand", e.scalar(1, dt), e.op("Concat", e.ints([1]), w.h, w.w, e.ints([1]), axis=0))
+    zeros = e.op("Expand", e.scalar(0, dt), e.op("Concat", e.ints([1]), w.ho, w.wo, e.ints([1]), axis=0))
+    onesp = w.pad(ones, 0, dt)
+    return w.loop([(zeros, dt, 4)], lambda window, i, j, acc: [e.op("Add", acc[0], window(onesp))])[0]
+
+
+def _avg_pool_float64(e, node, ins):
+    dt = node.outputs[0].dtype
+    w = _pool_windows(e, node, ins[0], node.inputs[0].shape)
+    xp = w.pad(ins[0], 0, dt)
+    zeros = e.op("Expand", e.scalar(0, dt), w.shape())
+    total = w.loop([(zeros, dt, 4)], lambda window, i, j, acc: [e.op("Add", acc[0], window(xp))])[0]
+    return e.op("Div", total, _avg_counts(e, w, dt))
+
+
+def _avg_pool_grad_onnx(e, node, ins):
+    dt = node.outputs[0].dtype
+    w = _pool_windows(e, node, ins[0], node.inputs[0].shape)
+    share = e.op("Div", ins[1], _avg_counts(e, w, dt))
+    return w.scatter(dt, lambda window, i, j, rest: (share, rest))
+
+
+def _first_max(e, xp, y, rest):
+    """(this offset holds its window's first maximum, the offsets taken so far)."""
+    hit = e.op("And", e.op("Equal", xp, y), e.op("Not", rest[0]))
+    return hit, [e.op("Or", rest[0], hit)]
+
+
+def _max_pool_grad_onnx(e, node, ins):
+    x, y, dy = ins
+    dt = node.outputs[0].dtype
+    w = _pool_windows(e, node, x, node.inputs[0].shape)
+    xp = w.pad(x, -np.inf, dt)
+    taken = e.op("Expand", e.scalar(False, "bool"), w.shape())
+
+    def contribution(window, i, j, rest):
+        hit, rest = _first_max(e, window(xp), y, rest)
+        return e.op("Where", hit, dy, e.scalar(0, dt)), rest
+    return w.scatter(dt, contribution, extra=[(taken, "bool", 4)])
+
+
+def _max_pool_grad_grad_onnx(e, node, ins):
+    x, y, ddx = ins
+    dt = node.outputs[0].dtype
+    w = _pool_windows(e, node, x, node.inputs[0].shape)
+    xp, ddxp = w.pad(x, -np.inf, dt), w.pad(ddx, 0, dt)
+
+    def body(window, i, j, values):
+        hit, rest = _first_max(e, window(xp), y, values[1:])
+        return [e.op("Add", values[0], e.op("Where", hit, window(ddxp), e.scalar(0, dt)))] + rest
+    zeros = e.op("Expand", e.scalar(0, dt), e.op("Shape", y))
+    taken = e.op("Expand", e.scalar(False, "bool"), e.op("Shape", y))
+    return w.loop([(zeros, dt, 4), (taken, "bool", 4)], body)[0]
+
+
+def _pool_onnx(onnx_type, float64=None, **extra):
+    def form(e, node, ins):
+        a = node.attrs
+        if float64 is not None and node.inputs[0].dtype.name == "float64":
+            return float64(e, node, ins)
+        kh, kw = a["ksize"]
+        window = _onnx_window_attrs(node.op.name, node.inputs[0].shape, kh, kw, a["strides"], (1, 1), a["padding"])
+        return _nhwc(e, e.op(onnx_type, _nchw(e, ins[0]), kernel_shape=[kh, kw], strides=list(a["strides"]),
+                             **window, **extra))
+    return form
+
+
 _CONV_ATTRS = {"strides": "ints", "padding": "str", "dilations": "ints"}
 _CONV_DEFAULTS = {"strides": (1, 1), "padding": "VALID", "dilations": (1, 1)}
 
 _CONV = register("conv2d", _conv2d_kernel, _conv2d_infer, _conv2d_grad, num_inputs=2,
-                 attrs=_CONV_ATTRS, defaults=_CONV_DEFAULTS, same_dtype=(0, 1), kinds=inf.float_kinds)
+                 attrs=_CONV_ATTRS, defaults=_CONV_DEFAULTS, same_dtype=(0, 1), kinds=inf.float_kinds,
+                 onnx=_conv2d_onnx)
 _BACKPROP_INPUT = register("conv2d_backprop_input", _backprop_input_kernel,
                            _backprop_infer("conv2d_backprop_input", 0), _backprop_input_grad, num_inputs=3,
                            attrs=_CONV_ATTRS, defaults=_CONV_DEFAULTS, same_dtype=(0, 1, 2),
-                           kinds=inf.float_kinds)
+                           kinds=inf.float_kinds, onnx=_backprop_input_onnx)
 _BACKPROP_FILTER = register("conv2d_backprop_filter", _backprop_filter_kernel,
                             _backprop_infer("conv2d_backprop_filter", 1), _backprop_filter_grad, num_inputs=3,
                             attrs=_CONV_ATTRS, defaults=_CONV_DEFAULTS, same_dtype=(0, 1, 2),
-                            kinds=inf.float_kinds)
+                            kinds=inf.float_kinds, onnx=_backprop_filter_onnx)
 
 
 def conv2d(x, filters, strides=1, padding="VALID", dilations=1, data_format="NHWC", name=None):
@@ -508,18 +657,20 @@ def _avg_pool_grad_grad(op, gdx):
 _POOL_ATTRS = {"ksize": "ints", "strides": "ints", "padding": "str"}
 _F = inf.float_kinds
 _MAX_POOL = register("max_pool2d", _max_pool_kernel, _pool_infer("max_pool2d"), _max_pool_grad,
-                     num_inputs=1, attrs=_POOL_ATTRS, defaults={}, kinds=_F)
+                     num_inputs=1, attrs=_POOL_ATTRS, defaults={}, kinds=_F, onnx=_pool_onnx("MaxPool"))
 _MAX_POOL_GRAD = register("max_pool2d_grad", _max_pool_grad_kernel, _pool_grad_infer("max_pool2d_grad", ("pooled", "pooled")),
                           _max_pool_grad_grad_of, num_inputs=3, attrs=_POOL_ATTRS, defaults={},
-                          same_dtype=(0, 1, 2), kinds=_F)
+                          same_dtype=(0, 1, 2), kinds=_F, onnx=_max_pool_grad_onnx)
 _MAX_POOL_GRAD_GRAD = register("max_pool2d_grad_grad", _max_pool_grad_grad_kernel,
                                _pool_grad_infer("max_pool2d_grad_grad", ("pooled", "input")), _max_pool_grad_grad_grad,
-                               num_inputs=3, attrs=_POOL_ATTRS, defaults={}, same_dtype=(0, 1, 2), kinds=_F)
+                               num_inputs=3, attrs=_POOL_ATTRS, defaults={}, same_dtype=(0, 1, 2), kinds=_F,
+                               onnx=_max_pool_grad_grad_onnx)
 _AVG_POOL = register("avg_pool2d", _avg_pool_kernel, _pool_infer("avg_pool2d"), _avg_pool_grad,
-                     num_inputs=1, attrs=_POOL_ATTRS, defaults={}, kinds=_F)
+                     num_inputs=1, attrs=_POOL_ATTRS, defaults={}, kinds=_F,
+                     onnx=_pool_onnx("AveragePool", _avg_pool_float64, count_include_pad=0))   # TF: the mean of what is inside
 _AVG_POOL_GRAD = register("avg_pool2d_grad", _avg_pool_grad_kernel, _pool_grad_infer("avg_pool2d_grad", ("pooled",)),
                           _avg_pool_grad_grad, num_inputs=2, attrs=_POOL_ATTRS, defaults={},
-                          same_dtype=(0, 1), kinds=_F)
+                          same_dtype=(0, 1), kinds=_F, onnx=_avg_pool_grad_onnx)
 
 
 def _pool_attrs(op_name, ksize, strides, padding, data_format):

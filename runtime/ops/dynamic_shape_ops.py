@@ -38,7 +38,8 @@ def _fill_kernel(dims, value, shape):
 
 _DYNAMIC_FILL = register("dynamic_fill", _fill_kernel, _fill_infer,
                          lambda op, g: [None, reduce_sum(g)], num_inputs=2, attrs={"shape": "shape"},
-                         defaults={}, kinds=inf.int_kinds)
+                         defaults={}, kinds=inf.int_kinds,
+                         onnx=lambda e, node, ins: e.op("Expand", ins[1], e.cast(ins[0], dtypes.int64)))
 
 
 def dynamic_fill(dims, value, static, name=None):
@@ -91,7 +92,8 @@ def _tile_reduce_infer(shapes, dts, attrs):
 _DYNAMIC_TILE = register(
     "dynamic_tile", _tile_kernel, _tile_infer,
     lambda op, g: [run_op(_DYNAMIC_TILE_REDUCE, (g, op.inputs[1], op.inputs[0]), op.attrs), None],
-    num_inputs=2, attrs={"shape": "shape"}, defaults={})
+    num_inputs=2, attrs={"shape": "shape"}, defaults={},
+    onnx=lambda e, node, ins: e.op("Tile", ins[0], e.cast(ins[1], dtypes.int64)))
 # Internal: the gradient of dynamic_tile (`like`: the tiled input, for its shape); its own
 # gradient is dynamic_tile again.
 def _tile_reduce_grad(op, g):
@@ -102,9 +104,20 @@ def _tile_reduce_grad(op, g):
     return [run_op(_DYNAMIC_TILE, (g, op.inputs[1]), {"shape": static}), None, None]
 
 
+def _tile_reduce_onnx(e, node, ins):
+    """Reshape g (d0 * k0, ...) into (k0, d0, k1, d1, ...) and sum the k axes."""
+    rank = len(node.outputs[0].shape)
+    if not rank:
+        return e.op("Identity", ins[0])
+    m, like = e.cast(ins[1], dtypes.int64), e.op("Shape", ins[2])
+    pairs = e.op("Concat", e.op("Unsqueeze", m, e.ints([1])), e.op("Unsqueeze", like, e.ints([1])), axis=1)
+    split = e.op("Reshape", ins[0], e.op("Reshape", pairs, e.ints([-1])), allowzero=1)
+    return e.reduce("ReduceSum", split, tuple(range(0, 2 * rank, 2)), False)
+
+
 _DYNAMIC_TILE_REDUCE = register(
     "dynamic_tile_reduce", _tile_reduce_kernel, _tile_reduce_infer, _tile_reduce_grad, num_inputs=3,
-    attrs={"shape": "shape"}, defaults={})
+    attrs={"shape": "shape"}, defaults={}, onnx=_tile_reduce_onnx)
 
 
 def dynamic_tile(x, multiples, static, name=None):
@@ -142,8 +155,16 @@ def _range_kernel(start, limit, delta):
     return (float(start) + np.arange(n, dtype=np.float64) * float(delta)).astype(start.dtype)
 
 
+def _range_onnx(e, node, ins):
+    dtype = node.outputs[0].dtype
+    if dtype.is_integer:
+        return e.op("Range", *ins)
+    # start + i * delta in float64, rounded once to the dtype (as the kernel)
+    return e.cast(e.op("Range", *[e.cast(x, dtypes.float64) for x in ins]), dtype)
+
+
 _DYNAMIC_RANGE = register("dynamic_range", _range_kernel, _range_infer, None, num_inputs=3, attrs={},
-                          defaults={}, same_dtype=(0, 1, 2), kinds=inf.numeric_kinds)
+                          defaults={}, same_dtype=(0, 1, 2), kinds=inf.numeric_kinds, onnx=_range_onnx)
 
 
 def dynamic_range(start, limit, delta, name=None):

@@ -16,6 +16,7 @@ import numpy as np
 from runtime import errors
 from runtime.execute import run_op
 from runtime.ops import _args, _infer as inf
+from runtime.ops._onnx import scatter_adjoint
 from runtime.ops.array_ops import ones_like
 from runtime.ops.index_ops import _rank
 from runtime.ops.math_ops import reduce_sum, unbroadcast
@@ -386,8 +387,38 @@ def _ellipsis_of(term, shape):
     return shape[p:p + len(shape) - len(term) + 1]
 
 
+def _einsum_onnx(e, node, ins):
+    """ONNX Einsum, behind an If giving zeros when an operand is empty (onnxruntime's Einsum
+    divides by zero there). The zeros' shape: static, or each output label's size from an
+    operand having it (with '...' and unknown sizes, no guard)."""
+    eq = node.attrs["equation"]
+    out = node.outputs[0]
+    einsum_ = lambda: e.op("Einsum", *ins, equation=eq)  # noqa: E731
+    shapes = [tuple(t.shape) for t in node.inputs]
+    if all(None not in s and 0 not in s for s in shapes):
+        return einsum_()
+    lhs, _, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if None not in out.shape:
+        shape = e.ints(out.shape)
+    elif "." in eq:
+        return einsum_()
+    else:
+        sizes = []
+        for c in rhs:
+            k = next(k for k, t in enumerate(terms) if c in t)
+            sizes.append(e.dim(ins[k], terms[k].index(c), shapes[k]))
+        shape = e.op("Concat", *sizes, axis=0) if sizes else e.ints([])
+    counts = e.op("Concat", *[e.op("Reshape", e.op("Size", x), e.ints([1])) for x in ins], axis=0)
+    empty = e.op("Equal", e.reduce("ReduceMin", counts, None, False), e.scalar(0, "int64"))
+    types = [(out.shape, out.dtype)]
+    zeros = e.subgraph([], lambda _: [e.op("Expand", e.scalar(0, out.dtype), shape)], types, name="empty")
+    full = e.subgraph([], lambda _: [einsum_()], types, name="einsum")
+    return e.op("If", empty, then_branch=zeros, else_branch=full)
+
+
 _EINSUM = register("einsum", _einsum_kernel, _einsum_infer, _einsum_grad, num_inputs=None,
-                   attrs={"equation": "str"}, defaults={}, kinds=inf.numeric_kinds)
+                   attrs={"equation": "str"}, defaults={}, kinds=inf.numeric_kinds, onnx=_einsum_onnx)
 
 
 # Internal: the adjoint of a one-operand einsum that takes diagonals, "ij->iij" puts x[i, j]
@@ -422,9 +453,28 @@ def _expand_grad(op, g):
     return [einsum(_equation([dst], src), g)]
 
 
+def _expand_onnx(e, node, ins):
+    """Scatter x into zeros of the output's shape at the diagonal positions the reverse
+    einsum (out -> x) reads (the output's shape: static, or by label from x's)."""
+    src, dst = _expand_parts(node.attrs["equation"])
+    out = node.outputs[0]
+    if None not in out.shape:
+        shape = e.ints(out.shape)
+    else:
+        x = node.inputs[0]
+        dot = src.index(".") if "." in src else len(src)
+        n_ell = len(x.shape) - len(src) + 1 if "." in src else 0
+        parts = [e.op("Shape", ins[0], start=dot, end=dot + n_ell) if c == "." else
+                 e.dim(ins[0], src.index(c) + (n_ell - 1 if src.index(c) > dot else 0)) for c in dst]
+        shape = e.op("Concat", *parts, axis=0)
+    return scatter_adjoint(e, ins[0], shape, out.dtype, lambda idx: e.op(
+        "Einsum", idx, equation=_equation([dst], src)))
+
+
 _EXPAND = register("einsum_expand", _expand_kernel,
                    lambda shapes, dts, attrs: [(_expand_shape(attrs["equation"], tuple(shapes[0])), dts[0])],
-                   _expand_grad, num_inputs=1, attrs={"equation": "str"}, defaults={}, kinds=inf.numeric_kinds)
+                   _expand_grad, num_inputs=1, attrs={"equation": "str"}, defaults={}, kinds=inf.numeric_kinds,
+                   onnx=_expand_onnx)
 
 
 # ---------------------------------------------------------------------------------------

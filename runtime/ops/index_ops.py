@@ -11,6 +11,7 @@ from runtime import dtypes, errors
 from runtime.execute import run_op
 from runtime.indexed_slices import IndexedSlices
 from runtime.ops import _args, _infer as inf
+from runtime.ops._onnx import BIG, scatter_adjoint, shape_of
 from runtime.ops.base_ops import reshape
 from runtime.registry import register
 from runtime.tensor import EagerTensor, Tensor
@@ -84,8 +85,14 @@ def _gather_grad_kernel(g, indices, params, axis):
     return out
 
 
+def _gather_grad_onnx(e, node, ins):
+    g, indices, params = ins
+    return scatter_adjoint(e, g, shape_of(e, params, node.inputs[2]), node.outputs[0].dtype,
+                           lambda idx: e.op("Gather", idx, indices, axis=node.attrs["axis"]))
+
+
 _GATHER = register("gather", _gather_kernel, _gather_infer, _gather_grad, attrs={"axis": "int"},
-                   num_inputs=2, defaults={})
+                   num_inputs=2, defaults={}, onnx="Gather")
 # Internal: the dense gradient of gather (axis != 0, or sizes unknown while tracing).
 def _adjoint_infer(name, forward_infer, forward_inputs):
     """Inference of an op taking (g, ...) and giving the gradient of a forward op's input:
@@ -101,7 +108,7 @@ def _adjoint_infer(name, forward_infer, forward_inputs):
 _GATHER_GRAD_INFER = _adjoint_infer("gather_grad", _gather_infer, (2, 1))
 _GATHER_GRAD = register("gather_grad", _gather_grad_kernel, _GATHER_GRAD_INFER,
                         lambda op, gg: [gather(gg, op.inputs[1], op.attrs["axis"]), None, None],
-                        attrs={"axis": "int"}, num_inputs=3, defaults={})
+                        attrs={"axis": "int"}, num_inputs=3, defaults={}, onnx=_gather_grad_onnx)
 
 
 # gather with batch_dims=b: the first b axes of params and indices are matched one to one
@@ -156,17 +163,45 @@ def _batch_gather_grad_kernel(g, indices, params, axis, batch_dims):
     return out
 
 
+def _batch_gather_of(e, params, indices, p_rank, i_rank, axis, b):
+    """GatherND with b batch dims on params with `axis` moved to position b; the result's
+    axes are then put in gather's order (batch, params[b:axis], indices[b:], params[axis+1:])."""
+    if axis != b:
+        params = e.op("Transpose", params, perm=list(_pyrange(b)) + [axis] + [d for d in _pyrange(b, p_rank) if d != axis])
+    where = e.op("Unsqueeze", e.cast(indices, dtypes.int64), e.ints([-1]))
+    out = e.op("GatherND", params, where, batch_dims=b)
+    ki, mid = i_rank - b, axis - b
+    if not mid:
+        return out
+    perm = list(_pyrange(b)) + list(_pyrange(b + ki, b + ki + mid)) + list(_pyrange(b, b + ki)) + \
+        list(_pyrange(b + ki + mid, p_rank - 1 + ki))
+    return e.op("Transpose", out, perm=perm)
+
+
+def _batch_gather_onnx(e, node, ins):
+    p, i = node.inputs
+    return _batch_gather_of(e, ins[0], ins[1], len(p.shape), len(i.shape), node.attrs["axis"],
+                            node.attrs["batch_dims"])
+
+
+def _batch_gather_grad_onnx(e, node, ins):
+    g, indices, params = ins
+    i, p = node.inputs[1], node.inputs[2]
+    return scatter_adjoint(e, g, shape_of(e, params, p), node.outputs[0].dtype, lambda idx: _batch_gather_of(
+        e, idx, indices, len(p.shape), len(i.shape), node.attrs["axis"], node.attrs["batch_dims"]))
+
+
 _BATCH_ATTRS = {"axis": "int", "batch_dims": "int"}
 _BATCH_GATHER = register(
     "batch_gather", _batch_gather_kernel, _batch_gather_infer,
     lambda op, g: [run_op(_BATCH_GATHER_GRAD, (g, op.inputs[1], op.inputs[0]), op.attrs), None],
-    num_inputs=2, attrs=_BATCH_ATTRS, defaults={})
+    num_inputs=2, attrs=_BATCH_ATTRS, defaults={}, onnx=_batch_gather_onnx)
 # Internal: the (dense) gradient of batch_gather, whose own gradient is that gather.
 _BATCH_GATHER_GRAD_INFER = _adjoint_infer("batch_gather_grad", _batch_gather_infer, (2, 1))
 _BATCH_GATHER_GRAD = register(
     "batch_gather_grad", _batch_gather_grad_kernel, _BATCH_GATHER_GRAD_INFER,
     lambda op, gg: [gather(gg, op.inputs[1], op.attrs["axis"], op.attrs["batch_dims"]), None, None],
-    num_inputs=3, attrs=_BATCH_ATTRS, defaults={})
+    num_inputs=3, attrs=_BATCH_ATTRS, defaults={}, onnx=_batch_gather_grad_onnx)
 
 
 def gather(params, indices, axis=None, batch_dims=0, name=None):
@@ -213,9 +248,16 @@ def _to_dense_infer(shapes, dts, attrs):
     return [(dense, dts[0])]
 
 
+def _to_dense_onnx(e, node, ins):
+    out = node.outputs[0]
+    zeros = e.op("Expand", e.scalar(0, out.dtype), e.ints(node.attrs["dense_shape"]))
+    where = e.op("Unsqueeze", e.cast(ins[1], dtypes.int64), e.ints([-1]))
+    return e.op("ScatterND", zeros, where, ins[0], reduction="add")
+
+
 _TO_DENSE = register(
     "indexed_slices_to_dense", _to_dense_kernel, _to_dense_infer, _to_dense_grad,
-    attrs={"dense_shape": "shape"}, num_inputs=2, defaults={})
+    attrs={"dense_shape": "shape"}, num_inputs=2, defaults={}, onnx=_to_dense_onnx)
 
 
 # ------------------------------------------------------------------ one_hot
@@ -236,9 +278,19 @@ def _one_hot_kernel(indices, depth, on_value, off_value, axis, dtype):
     return np.moveaxis(out, -1, axis) if axis != indices.ndim else out
 
 
+def _one_hot_onnx(e, node, ins):
+    """Compare the indices, given a new axis, with 0..depth-1 laid along it (ONNX OneHot
+    counts negative indices from the end; here they are all off, as the kernel)."""
+    a, rank = node.attrs, len(node.inputs[0].shape)
+    depth = e.op("Range", *[e.scalar(v, node.inputs[0].dtype) for v in (0, a["depth"], 1)])
+    depth = e.op("Reshape", depth, e.ints([-1] + [1] * (rank - a["axis"])))
+    hot = e.op("Equal", e.unsqueeze(ins[0], [a["axis"]]), depth)
+    return e.where(hot, e.scalar(a["on_value"], a["dtype"]), e.scalar(a["off_value"], a["dtype"]), a["dtype"])
+
+
 _ONE_HOT = register("one_hot", _one_hot_kernel, _one_hot_infer, None,
                     attrs={"depth": "int", "on_value": "float", "off_value": "float", "axis": "int",
-                           "dtype": "dtype"}, num_inputs=1, defaults={})
+                           "dtype": "dtype"}, num_inputs=1, defaults={}, onnx=_one_hot_onnx)
 
 
 def one_hot(indices, depth, on_value=1.0, off_value=0.0, axis=-1, dtype=dtypes.float32, name=None):
@@ -315,14 +367,38 @@ def _strided_slice_grad_kernel(g, like, begin, end, strides, begin_mask, end_mas
     return out
 
 
+def _strided_slice_of(e, x, a):
+    """ONNX of strided_slice attrs `a` on `x`: one Slice (ONNX clamps bounds as Python does),
+    Squeeze of the int-indexed axes, Unsqueeze of the new ones."""
+    starts, ends, axes, steps, shrink = [], [], [], [], []
+    for d, (b, n, st) in enumerate(zip(a["begin"], a["end"], a["strides"])):
+        if a["shrink_axis_mask"] >> d & 1:
+            starts.append(b), ends.append(b + 1 if b != -1 else BIG), axes.append(d), steps.append(1)
+            shrink.append(d)
+            continue
+        b = (0 if st > 0 else BIG) if a["begin_mask"] >> d & 1 else b
+        n = (BIG if st > 0 else -BIG) if a["end_mask"] >> d & 1 else n
+        if (b, n, st) != (0, BIG, 1):
+            starts.append(b), ends.append(n), axes.append(d), steps.append(st)
+    if axes:
+        x = e.op("Slice", x, e.ints(starts), e.ints(ends), e.ints(axes), e.ints(steps))
+    x = e.squeeze(x, shrink)
+    x = e.unsqueeze(x, a["new_axis"])
+    return x if axes or shrink or a["new_axis"] else e.op("Identity", x)
+
+
 _STRIDED_SLICE = register("strided_slice", _strided_slice_kernel, _strided_slice_infer,
                           lambda op, g: [run_op(_STRIDED_SLICE_GRAD, (g, op.inputs[0]), op.attrs)],
-                          attrs=_SLICE_ATTRS, num_inputs=1, defaults={})
+                          attrs=_SLICE_ATTRS, num_inputs=1, defaults={},
+                          onnx=lambda e, node, ins: _strided_slice_of(e, ins[0], node.attrs))
 # Internal: the gradient of strided_slice, scattering `g` into zeros shaped like the input.
 _STRIDED_SLICE_GRAD_INFER = _adjoint_infer("strided_slice_grad", _strided_slice_infer, (1,))
 _STRIDED_SLICE_GRAD = register("strided_slice_grad", _strided_slice_grad_kernel, _STRIDED_SLICE_GRAD_INFER,
                                lambda op, gg: [run_op(_STRIDED_SLICE, (gg,), op.attrs), None],
-                               attrs=_SLICE_ATTRS, num_inputs=2, defaults={})
+                               attrs=_SLICE_ATTRS, num_inputs=2, defaults={},
+                               onnx=lambda e, node, ins: scatter_adjoint(
+                                   e, ins[0], shape_of(e, ins[1], node.inputs[1]), node.outputs[0].dtype,
+                                   lambda idx: _strided_slice_of(e, idx, node.attrs)))
 
 
 def _index_value(k):

@@ -27,6 +27,8 @@ import numpy as np
 from runtime import dtypes, errors
 from runtime.execute import run_op
 from runtime.ops import _args, _infer as inf
+from runtime.ops import _onnx_linalg as la
+from runtime.ops._onnx import diag_part_of, scatter_adjoint, shape_of
 from runtime.ops import array_ops as arr
 from runtime.ops import math_ops as m
 from runtime.ops.more_array_ops import rank_of
@@ -174,8 +176,16 @@ def _inv_grad(op, g):
     return [m.negative(m.matmul(y, m.matmul(g, y, transpose_b=True), transpose_a=True))]
 
 
+def _inv_onnx(e, node, ins):
+    a = node.inputs[0]
+    n = e.op("Squeeze", e.dim(ins[0], -1 % len(a.shape), a.shape), e.ints([0]))
+    eye = e.op("Expand", e.where(la.eye_mask(e, n, n), e.scalar(1, a.dtype), e.scalar(0, a.dtype), a.dtype),
+               e.op("Shape", ins[0]))
+    return la.solve(e, ins[0], eye, len(a.shape), len(a.shape), a.dtype)
+
+
 _INV = register("inv", _inv_kernel, _square_infer("inv", lambda s: [s]), _inv_grad,
-                num_inputs=1, attrs={}, defaults={}, kinds="f")
+                num_inputs=1, attrs={}, defaults={}, kinds="f", onnx=_inv_onnx)
 
 
 def inv(input, name=None):
@@ -207,7 +217,10 @@ def _solve_grad(op, g):
 
 
 _SOLVE = register("solve", _solve_kernel, _solve_infer("solve"), _solve_grad, num_inputs=2,
-                  attrs={"adjoint": "bool"}, defaults={"adjoint": False}, same_dtype=(0, 1), kinds="f")
+                  attrs={"adjoint": "bool"}, defaults={"adjoint": False}, same_dtype=(0, 1), kinds="f",
+                  onnx=lambda e, node, ins: la.solve(
+                      e, _t_onnx(e, ins[0], node.inputs[0]) if node.attrs["adjoint"] else ins[0], ins[1],
+                      len(node.inputs[0].shape), len(node.inputs[1].shape), node.outputs[0].dtype))
 
 
 def solve(matrix, rhs, adjoint=False, name=None):
@@ -240,7 +253,8 @@ def _cholesky_grad(op, g):
 
 
 _CHOLESKY = register("cholesky", _cholesky_kernel, _square_infer("cholesky", lambda s: [s]),
-                     _cholesky_grad, num_inputs=1, attrs={}, defaults={}, kinds="f")
+                     _cholesky_grad, num_inputs=1, attrs={}, defaults={}, kinds="f",
+                     onnx=lambda e, node, ins: la.cholesky(e, ins[0], len(node.inputs[0].shape), node.outputs[0].dtype))
 
 
 def cholesky(input, name=None):
@@ -300,10 +314,23 @@ def _triangular_solve_grad(op, g):
     return [m.unbroadcast(da, a), m.unbroadcast(db, b)]
 
 
+def _t_onnx(e, x, t):
+    perm = list(range(len(t.shape)))
+    perm[-2:] = perm[-1], perm[-2]
+    return e.op("Transpose", x, perm=perm)
+
+
+def _triangular_solve_onnx(e, node, ins):
+    a, lower = node.inputs[0], node.attrs["lower"]
+    t = e.op("Trilu", ins[0], upper=int(not lower))        # only that triangle is read
+    t = _t_onnx(e, t, a) if node.attrs["adjoint"] else t
+    return la.solve(e, t, ins[1], len(a.shape), len(node.inputs[1].shape), node.outputs[0].dtype)
+
+
 _TRIANGULAR_SOLVE = register(
     "triangular_solve", _triangular_solve_kernel, _solve_infer("triangular_solve"),
     _triangular_solve_grad, num_inputs=2, attrs={"lower": "bool", "adjoint": "bool"},
-    defaults={"lower": True, "adjoint": False}, same_dtype=(0, 1), kinds="f")
+    defaults={"lower": True, "adjoint": False}, same_dtype=(0, 1), kinds="f", onnx=_triangular_solve_onnx)
 
 
 def triangular_solve(matrix, rhs, lower=True, adjoint=False, name=None):
@@ -327,7 +354,10 @@ def _times_inverse_transpose(g, a):
 
 _DET = register("det", _det_kernel, _square_infer("det", lambda s: [s[:-2]]),
                 lambda op, g: [_times_inverse_transpose(m.multiply(g, op.outputs[0]), op.inputs[0])],
-                num_inputs=1, attrs={}, defaults={}, kinds="f")
+                num_inputs=1, attrs={}, defaults={}, kinds="f",
+                # (onnxruntime's Det takes float32 only: float64 by elimination)
+                onnx=lambda e, node, ins: la.det(e, ins[0], len(node.inputs[0].shape), node.inputs[0].dtype)
+                if node.inputs[0].dtype.name == "float64" else e.op("Det", ins[0]))
 
 
 def det(input, name=None):
@@ -344,7 +374,8 @@ def _slogdet_kernel(a):
 _SLOGDET = register("slogdet", _slogdet_kernel, _square_infer("slogdet", lambda s: [s[:-2], s[:-2]]),
                     lambda op, g_sign, g_log: [None if g_log is None
                                                else _times_inverse_transpose(g_log, op.inputs[0])],
-                    num_inputs=1, attrs={}, defaults={}, kinds="f", num_outputs=2, none_grads=True)
+                    num_inputs=1, attrs={}, defaults={}, kinds="f", num_outputs=2, none_grads=True,
+                    onnx=lambda e, node, ins: la.slogdet(e, ins[0], len(node.inputs[0].shape), node.inputs[0].dtype))
 
 
 def slogdet(input, name=None):
@@ -518,6 +549,8 @@ def _qr_grad(op, gq, gr):
 
 
 _QR = register("qr", _qr_kernel, _qr_infer, _qr_grad, num_inputs=1, attrs={"full_matrices": "bool"},
+               onnx=lambda e, node, ins: la.qr(e, ins[0], len(node.inputs[0].shape), node.inputs[0].dtype,
+                                               node.attrs["full_matrices"]),
                defaults={"full_matrices": False}, kinds="f", num_outputs=2)
 
 
@@ -554,8 +587,18 @@ def _diag_kernel(v):
     return _with_diagonal(v, v.shape + v.shape[-1:])
 
 
+def _scalar_dim(e, x, axis, shape):
+    return e.op("Squeeze", e.dim(x, axis, shape), e.ints([0]))
+
+
+def _diag_onnx(e, node, ins):
+    v = node.inputs[0]
+    n = _scalar_dim(e, ins[0], -1 % len(v.shape), v.shape)
+    return e.where(la.eye_mask(e, n, n), e.op("Unsqueeze", ins[0], e.ints([-1])), e.scalar(0, v.dtype), v.dtype)
+
+
 _DIAG = register("diag", _diag_kernel, _diag_infer, lambda op, g: [diag_part(g)],
-                 num_inputs=1, attrs={}, defaults={})
+                 num_inputs=1, attrs={}, defaults={}, onnx=_diag_onnx)
 
 
 def diag(diagonal, name=None):
@@ -582,12 +625,16 @@ def _diag_part_grad(op, g):
 
 
 _DIAG_PART = register("diag_part", _diag_part_kernel, _diag_part_infer, _diag_part_grad,
-                      num_inputs=1, attrs={}, defaults={})
+                      num_inputs=1, attrs={}, defaults={},
+                      onnx=lambda e, node, ins: diag_part_of(e, ins[0], node.inputs[0].shape))
 # Internal: the gradient of diag_part for non-square (or unknown-size) matrices: `g` on the
 # diagonal of zeros shaped like the input.
 _DIAG_PART_GRAD = register("diag_part_grad", lambda g, like: _with_diagonal(g, like.shape),
                            lambda s, d, attrs: [(tuple(s[1]), d[0])],
-                           lambda op, gg: [diag_part(gg), None], num_inputs=2, attrs={}, defaults={})
+                           lambda op, gg: [diag_part(gg), None], num_inputs=2, attrs={}, defaults={},
+                           onnx=lambda e, node, ins: scatter_adjoint(
+                               e, ins[0], shape_of(e, ins[1], node.inputs[1]), node.outputs[0].dtype,
+                               lambda idx: diag_part_of(e, idx, node.inputs[1].shape)))
 
 
 def diag_part(input, name=None):
@@ -627,9 +674,19 @@ def _band_part_infer(shapes, dts, attrs):
     return [(tuple(shapes[0]), dts[0])]
 
 
+def _band_part_onnx(e, node, ins):
+    """Trilu keeps j - i <= num_upper (upper=0) and i - j <= num_lower (upper=1, k=-num_lower)."""
+    x, a = ins[0], node.attrs
+    if a["num_upper"] >= 0:
+        x = e.op("Trilu", x, e.scalar(a["num_upper"], "int64"), upper=0)
+    if a["num_lower"] >= 0:
+        x = e.op("Trilu", x, e.scalar(-a["num_lower"], "int64"), upper=1)
+    return e.op("Identity", x)
+
+
 _BAND_PART = register("band_part", _band_part_kernel, _band_part_infer,
                       lambda op, g: [run_op(_BAND_PART, (g,), op.attrs)], num_inputs=1,
-                      attrs={"num_lower": "int", "num_upper": "int"}, defaults={})
+                      attrs={"num_lower": "int", "num_upper": "int"}, defaults={}, onnx=_band_part_onnx)
 
 
 def band_part(input, num_lower, num_upper, name=None):

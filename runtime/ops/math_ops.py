@@ -1,8 +1,9 @@
 """Elementwise math, matmul, reductions, casts and logic: declarations and public functions.
 
-Each op is declared once with `register(...)`: kernel (numpy), inference, gradient. The
-gradients are written with the public functions below, so the same rule runs eagerly and
-builds graph nodes while tracing.
+Each op is declared once with `register(...)`: kernel (numpy), inference, gradient, and its
+fused (numba) and ONNX forms. The gradients are written with the public functions below, so
+the same rule runs eagerly and builds graph nodes while tracing. The module is long because
+those rows stay whole, one per op.
 """
 import numpy as np
 
@@ -10,6 +11,7 @@ from runtime import dtypes, errors
 from runtime.execute import run_op
 from runtime.fused import Elementwise as Ew, Kernel, Reduction
 from runtime.ops import _args, _infer as inf
+from runtime.ops._onnx import chain, reduce_form, reduced_axes, running
 from runtime.ops.base_ops import (_broadcast_back, _keepdims_grad, _mask, cast,  # noqa: F401
                                   ones_like, reducer, reduce_sum, size, unbroadcast, where,
                                   zeros_like)
@@ -43,16 +45,16 @@ def _public(op, doc):
 _UNARY = set()
 
 
-def _unary(name, kernel, grad, kinds=inf.numeric_kinds, doc="", fused=None):
+def _unary(name, kernel, grad, kinds=inf.numeric_kinds, doc="", fused=None, onnx=None):
     _UNARY.add(name)
     op = register(name, kernel, inf.unary_same(name, kinds), grad, num_inputs=1, attrs={},
-                  defaults={}, kinds=kinds, fused=fused)
+                  defaults={}, kinds=kinds, fused=fused, onnx=onnx)
     return _public(op, doc or f"Elementwise {name}(x).")
 
 
-def _binary(name, kernel, grad, kinds=inf.numeric_kinds, out_dtype=None, doc="", fused=None):
+def _binary(name, kernel, grad, kinds=inf.numeric_kinds, out_dtype=None, doc="", fused=None, onnx=None):
     op = register(name, kernel, inf.binary_broadcast(name, kinds, out_dtype), grad, num_inputs=2,
-                  attrs={}, defaults={}, same_dtype=(0, 1), kinds=kinds, fused=fused)
+                  attrs={}, defaults={}, same_dtype=(0, 1), kinds=kinds, fused=fused, onnx=onnx)
     return _public(op, doc or f"Elementwise {name}(x, y) with numpy broadcasting.")
 
 
@@ -83,11 +85,13 @@ def _multiply_grad(op, g):
             None if 1 in skip else unbroadcast(multiply(g, x), y)]
 
 
-add = _binary("add", np.add, _add_grad, fused=Ew("{0} + {1}"),
+add = _binary("add", np.add, _add_grad, fused=Ew("{0} + {1}"), onnx="Add",
               doc="x + y elementwise, with broadcasting. `df.add([1., 2.], 1.) -> [2., 3.]`")
 subtract = _binary("subtract", np.subtract, _subtract_grad, fused=Ew("{0} - {1}"),
+                   onnx="Sub",
                    doc="x - y elementwise, with broadcasting.")
 multiply = _binary("multiply", np.multiply, _multiply_grad, fused=Ew("{0} * {1}"),
+                   onnx="Mul",
                    doc="x * y elementwise, with broadcasting.")
 
 
@@ -113,9 +117,33 @@ def _divide_grad(op, g):
             None if 1 in skip else unbroadcast(negative(divide(multiply(g, x), multiply(y, y))), y)]
 
 
+def _divide_onnx(e, node, ins):
+    if node.inputs[0].dtype.is_integer:
+        return e.op("Div", e.cast(ins[0], dtypes.float64), e.cast(ins[1], dtypes.float64))
+    return e.op("Div", *ins)
+
+
+def _floordiv_onnx(e, node, ins):
+    x, y = ins
+    if node.inputs[0].dtype.is_integer:   # x - x mod y is a multiple of y: Div is exact on it
+        return e.op("Div", e.op("Sub", x, e.op("Mod", x, y)), y)
+    return e.op("Floor", e.op("Div", x, y))
+
+
+def _mod_onnx(e, node, ins):
+    x, y = ins
+    if node.inputs[0].dtype.is_integer:
+        return e.op("Mod", x, y)          # fmod=0: the sign of the divisor, as Python's %
+    r = e.op("Mod", x, y, fmod=1)         # C's fmod (sign of x), moved into y's sign as numpy
+    zero = e.scalar(0, node.inputs[0].dtype)
+    fix = e.op("And", e.op("Not", e.op("Equal", r, zero)),
+               e.op("Xor", e.op("Less", r, zero), e.op("Less", y, zero)))
+    return e.op("Where", fix, e.op("Add", r, y), r)
+
+
 _DIVIDE = register("divide", _divide_kernel, _divide_infer, _divide_grad, same_dtype=(0, 1),
                    kinds=inf.numeric_kinds, num_inputs=2, attrs={}, defaults={},
-                   fused=Ew("{0} / {1}"))
+                   fused=Ew("{0} / {1}"), onnx=_divide_onnx)
 divide = _public(_DIVIDE, "x / y elementwise (true division; integers give float64).")
 def _int_division(name, ufunc):
     """`ufunc` (floor_divide, remainder), refusing an integer division by zero as TensorFlow
@@ -132,8 +160,10 @@ def _int_division(name, ufunc):
 # Fused only for floats: an integer division by zero must raise, which a fused loop cannot.
 floordiv = _binary("floordiv", _int_division("floordiv", np.floor_divide), None,
                    fused=Ew("np.floor_divide({0}, {1})", kinds="f"),
+                   onnx=_floordiv_onnx,
                    doc="x // y elementwise (not differentiable); an integer y of 0 raises.")
 mod = _binary("mod", _int_division("mod", np.mod), None, fused=Ew("np.remainder({0}, {1})", kinds="f"),
+              onnx=_mod_onnx,
               doc="x % y elementwise, sign of y as in Python (not differentiable); an integer y of 0 raises.")
 
 
@@ -156,7 +186,7 @@ def _pow_kernel(x, y):
     return np.power(x, y)
 
 
-pow = _binary("pow", _pow_kernel, _pow_grad, fused=Ew("np.power({0}, {1})", kinds="f"),  # noqa: A001
+pow = _binary("pow", _pow_kernel, _pow_grad, onnx="Pow", fused=Ew("np.power({0}, {1})", kinds="f"),  # noqa: A001
               doc="x ** y elementwise.")
 
 
@@ -172,29 +202,32 @@ def _select_grad(x_wins, y_wins):
 
 # (the comparison functions are defined below; the lambdas look them up when called)
 maximum = _binary("maximum", np.maximum, _select_grad(lambda x, y: greater_equal(x, y), lambda x, y: less(x, y)),
-                  fused=Ew("np.maximum({0}, {1})"), doc="Elementwise maximum; ties send the gradient to x.")
+                  fused=Ew("np.maximum({0}, {1})"), onnx="Max", doc="Elementwise maximum; ties send the gradient to x.")
 minimum = _binary("minimum", np.minimum, _select_grad(lambda x, y: less_equal(x, y), lambda x, y: greater(x, y)),
-                  fused=Ew("np.minimum({0}, {1})"), doc="Elementwise minimum; ties send the gradient to x.")
+                  fused=Ew("np.minimum({0}, {1})"), onnx="Min", doc="Elementwise minimum; ties send the gradient to x.")
 
 # ------------------------------------------------------------------ unary
-negative = _unary("negative", np.negative, lambda op, g: [negative(g)], doc="-x elementwise.",
+negative = _unary("negative", np.negative, lambda op, g: [negative(g)], doc="-x elementwise.", onnx="Neg",
                   fused=Ew("-{0}"))
 square = _unary("square", np.square, lambda op, g: [multiply(g, multiply(op.inputs[0], 2))],
-                fused=Ew("{0} * {0}"))
+                fused=Ew("{0} * {0}"),
+                onnx=lambda e, node, ins: e.op("Mul", ins[0], ins[0]))
 sqrt = _unary("sqrt", np.sqrt, lambda op, g: [divide(multiply(g, 0.5), op.outputs[0])], kinds="f",
-              fused=Ew("np.sqrt({0})"))
+              fused=Ew("np.sqrt({0})"),
+              onnx="Sqrt")
 rsqrt = _unary("rsqrt", lambda x: 1 / np.sqrt(x),
                lambda op, g: [multiply(multiply(g, -0.5), pow(op.outputs[0], 3))], kinds="f",
-               doc="1 / sqrt(x) elementwise.", fused=Ew("1.0 / np.sqrt({0})"))
+               doc="1 / sqrt(x) elementwise.", fused=Ew("1.0 / np.sqrt({0})"), onnx=chain("Sqrt", "Reciprocal"))
 exp = _unary("exp", np.exp, lambda op, g: [multiply(g, op.outputs[0])], kinds="f",
-             fused=Ew("np.exp({0})"))
-log = _unary("log", np.log, lambda op, g: [divide(g, op.inputs[0])], kinds="f",
+             fused=Ew("np.exp({0})"), onnx="Exp")
+log = _unary("log", np.log, lambda op, g: [divide(g, op.inputs[0])], kinds="f", onnx="Log",
              fused=Ew("np.log({0})"))
 log1p = _unary("log1p", np.log1p, lambda op, g: [divide(g, add(op.inputs[0], 1))], kinds="f",
-               fused=Ew("np.log1p({0})"))
+               fused=Ew("np.log1p({0})"),
+               onnx=lambda e, node, ins: e.op("Log", e.op("Add", ins[0], e.scalar(1, node.inputs[0].dtype))))
 tanh = _unary("tanh", np.tanh,
               lambda op, g: [multiply(g, subtract(1, square(op.outputs[0])))], kinds="f",
-              fused=Ew("np.tanh({0})"))
+              fused=Ew("np.tanh({0})"), onnx="Tanh")
 
 
 def _sigmoid(x):
@@ -204,42 +237,44 @@ def _sigmoid(x):
 
 sigmoid = _unary("sigmoid", _sigmoid,
                  lambda op, g: [multiply(g, multiply(op.outputs[0], subtract(1, op.outputs[0])))], kinds="f",
-                 fused=Ew("(np.tanh({0} * 0.5) + 1.0) * 0.5"))
+                 fused=Ew("(np.tanh({0} * 0.5) + 1.0) * 0.5"),
+                 onnx="Sigmoid")
 relu = _unary("relu", lambda x: np.maximum(x, x.dtype.type(0)),
               lambda op, g: [multiply(g, _mask(greater(op.inputs[0], 0), g))], doc="max(x, 0) elementwise.",
-              fused=Ew("np.maximum({0}, 0)"))
-abs = _unary("abs", np.abs, lambda op, g: [multiply(g, sign(op.inputs[0]))],  # noqa: A001
+              fused=Ew("np.maximum({0}, 0)"),
+              onnx=lambda e, node, ins: e.op("Max", ins[0], e.scalar(0, node.inputs[0].dtype)))
+abs = _unary("abs", np.abs, lambda op, g: [multiply(g, sign(op.inputs[0]))], onnx="Abs",  # noqa: A001
              fused=Ew("np.abs({0})"))
 sign = _unary("sign", np.sign, None, doc="Sign of x (-1, 0, 1); not differentiable.",
-              fused=Ew("np.sign({0})"))
-sin = _unary("sin", np.sin, lambda op, g: [multiply(g, cos(op.inputs[0]))], kinds="f",
+              fused=Ew("np.sign({0})"), onnx="Sign")
+sin = _unary("sin", np.sin, lambda op, g: [multiply(g, cos(op.inputs[0]))], kinds="f", onnx="Sin",
              fused=Ew("np.sin({0})"))
 cos = _unary("cos", np.cos, lambda op, g: [negative(multiply(g, sin(op.inputs[0])))], kinds="f",
-             fused=Ew("np.cos({0})"))
+             fused=Ew("np.cos({0})"), onnx="Cos")
 floor = _unary("floor", np.floor, None, kinds="f", doc="Floor of x; not differentiable.",
-               fused=Ew("np.floor({0})"))
+               fused=Ew("np.floor({0})"), onnx="Floor")
 round = _unary("round", np.round, None, kinds="f",  # noqa: A001
                doc="Round half to even, as numpy and TensorFlow; not differentiable.",
-               fused=Ew("np.rint({0})"))
+               fused=Ew("np.rint({0})"), onnx="Round")
 
 # ------------------------------------------------------------------ comparison and logic
 
 
-def _compare(name, kernel, expr):
+def _compare(name, kernel, expr, onnx):
     op = register(name, kernel, inf.binary_broadcast(name, None, dtypes.bool), None, num_inputs=2,
-                  attrs={}, defaults={}, same_dtype=(0, 1), fused=Ew(expr))
+                  attrs={}, defaults={}, same_dtype=(0, 1), fused=Ew(expr), onnx=onnx)
     return _public(op, f"Elementwise {name}(x, y) -> bool (not differentiable).")
 
 
-equal = _compare("equal", np.equal, "{0} == {1}")
-not_equal = _compare("not_equal", np.not_equal, "{0} != {1}")
-less = _compare("less", np.less, "{0} < {1}")
-less_equal = _compare("less_equal", np.less_equal, "{0} <= {1}")
-greater = _compare("greater", np.greater, "{0} > {1}")
-greater_equal = _compare("greater_equal", np.greater_equal, "{0} >= {1}")
-logical_and = _binary("logical_and", np.logical_and, None, kinds="b", fused=Ew("{0} and {1}"))
-logical_or = _binary("logical_or", np.logical_or, None, kinds="b", fused=Ew("{0} or {1}"))
-logical_not = _unary("logical_not", np.logical_not, None, kinds="b", fused=Ew("not {0}"))
+equal = _compare("equal", np.equal, "{0} == {1}", "Equal")
+not_equal = _compare("not_equal", np.not_equal, "{0} != {1}", lambda e, node, ins: e.op("Not", e.op("Equal", *ins)))
+less = _compare("less", np.less, "{0} < {1}", "Less")
+less_equal = _compare("less_equal", np.less_equal, "{0} <= {1}", "LessOrEqual")
+greater = _compare("greater", np.greater, "{0} > {1}", "Greater")
+greater_equal = _compare("greater_equal", np.greater_equal, "{0} >= {1}", "GreaterOrEqual")
+logical_and = _binary("logical_and", np.logical_and, None, kinds="b", onnx="And", fused=Ew("{0} and {1}"))
+logical_or = _binary("logical_or", np.logical_or, None, kinds="b", fused=Ew("{0} or {1}"), onnx="Or")
+logical_not = _unary("logical_not", np.logical_not, None, kinds="b", fused=Ew("not {0}"), onnx="Not")
 
 
 
@@ -263,10 +298,17 @@ def _add_n_kernel(*xs):
     return acc
 
 
+def _add_n_onnx(e, node, ins):
+    acc = ins[0]
+    for x in ins[1:]:
+        acc = e.op("Add", acc, x)   # (ONNX Sum takes floats only)
+    return acc
+
+
 _ADD_N = register("add_n", _add_n_kernel, _add_n_infer,
                   lambda op, g: [unbroadcast(g, x) for x in op.inputs], kinds=inf.numeric_kinds,
                   num_inputs=None, attrs={}, defaults={},
-                  fused=Ew(lambda n: " + ".join(f"{{{k}}}" for k in range(n))))
+                  fused=Ew(lambda n: " + ".join(f"{{{k}}}" for k in range(n))), onnx=_add_n_onnx)
 
 
 def add_n(inputs, name=None):
@@ -383,11 +425,21 @@ def _small_matmul(node):
         <= _SMALL_MATMUL
 
 
+def _matmul_onnx(e, node, ins):
+    ins = list(ins)
+    for k, flag in enumerate(("transpose_a", "transpose_b")):
+        if node.attrs.get(flag):
+            perm = list(range(len(node.inputs[k].shape)))
+            perm[-2:] = perm[-1], perm[-2]
+            ins[k] = e.op("Transpose", ins[k], perm=perm)
+    return e.op("MatMul", *ins)
+
+
 _MATMUL = register("matmul", _matmul_kernel, _matmul_infer, _matmul_grad, same_dtype=(0, 1),
                    attrs={"transpose_a": "bool", "transpose_b": "bool"}, kinds=inf.numeric_kinds,
                    bind=_bind_matmul, num_inputs=2,
                    defaults={"transpose_a": False, "transpose_b": False},
-                   fused=Kernel(_matmul_loops, ("transpose_a", "transpose_b"), _small_matmul))
+                   fused=Kernel(_matmul_loops, ("transpose_a", "transpose_b"), _small_matmul), onnx=_matmul_onnx)
 _MM_ATTRS = {(False, False): _EMPTY}
 
 
@@ -499,13 +551,66 @@ def _prod_others_infer(name):
     return infer
 
 
+def _grouped_onnx(e, node, names, fn):
+    """fn(flat names, rank) on the inputs with the reduced axes moved last and flattened
+    (kept sizes..., n), its result put back in the input's layout."""
+    x = node.inputs[-1]
+    nd = len(x.shape)
+    axes = reduced_axes(node)
+    keep = [d for d in range(nd) if d not in axes]
+    moved = [e.op("Transpose", t, perm=keep + list(axes)) for t in names]
+    shape = e.op("Concat", e.op("Shape", moved[0], start=0, end=len(keep)), e.ints([-1]), axis=0)
+    out = fn([e.op("Reshape", t, shape) for t in moved], len(keep) + 1)
+    back = e.op("Reshape", out, e.op("Shape", moved[0]))
+    return e.op("Transpose", back, perm=[(keep + list(axes)).index(d) for d in range(nd)])
+
+
+def _products_before_after(e, flat, r, dt):
+    """(product of the elements before each one, of those after it) along the last axis."""
+    mul = lambda s, v: e.op("Mul", s, v)  # noqa: E731
+    return (running(e, [flat], r - 1, r, dt, 1, mul, exclusive=True),
+            running(e, [flat], r - 1, r, dt, 1, mul, exclusive=True, reverse=True))
+
+
+def _prod_others_onnx(e, node, ins):
+    """The product of the others: the running product before each element times the one
+    after it (no division: zeros are exact)."""
+    x = node.inputs[0]
+    if not x.shape:
+        return e.op("Expand", e.scalar(1, x.dtype), e.ints([]))
+
+    def others(flats, r):
+        before, after = _products_before_after(e, flats[0], r, x.dtype)
+        return e.op("Mul", before, after)
+    return _grouped_onnx(e, node, ins, others)
+
+
+def _prod_others_grad_onnx(e, node, ins):
+    """out_j = sum over i != j of gg_i prod(x_k, k not i, j) = after_j S_j + before_j T_j, where
+    S_j = x_(j-1) S_(j-1) + gg_(j-1) before_(j-1) and T the same from the end with `after`:
+    two more linear scans."""
+    x = node.inputs[1]
+    if not x.shape:
+        return e.op("Expand", e.scalar(0, x.dtype), e.ints([]))
+
+    def grad(flats, r):
+        gg, v = flats
+        before, after = _products_before_after(e, v, r, x.dtype)
+        affine = lambda s, a, c: e.op("Add", e.op("Mul", s, a), c)  # noqa: E731
+        s_ = running(e, [v, e.op("Mul", gg, before)], r - 1, r, x.dtype, 0, affine, exclusive=True)
+        t_ = running(e, [v, e.op("Mul", gg, after)], r - 1, r, x.dtype, 0, affine, exclusive=True, reverse=True)
+        return e.op("Add", e.op("Mul", after, s_), e.op("Mul", before, t_))
+    return _grouped_onnx(e, node, ins, grad)
+
+
 _PROD_OTHERS = register("reduce_prod_others", _prod_others_kernel, _prod_others_infer("reduce_prod_others"),
                         lambda op, g: [run_op(_PROD_OTHERS_GRAD, (g, op.inputs[0]), op.attrs)],
-                        attrs={"axis": "opt_ints"}, num_inputs=1, defaults={"axis": None})
+                        attrs={"axis": "opt_ints"}, num_inputs=1, defaults={"axis": None}, onnx=_prod_others_onnx)
 # Internal: the gradient of reduce_prod_others (second derivative of reduce_prod).
 _PROD_OTHERS_GRAD = register(
     "reduce_prod_others_grad", _prod_others_grad_kernel, _prod_others_infer("reduce_prod_others_grad"),
-    _third_order_prod, attrs={"axis": "opt_ints"}, num_inputs=2, defaults={"axis": None})
+    _third_order_prod, attrs={"axis": "opt_ints"}, num_inputs=2, defaults={"axis": None},
+    onnx=_prod_others_grad_onnx)
 
 
 _max_reduce, _min_reduce, _mul_reduce = np.maximum.reduce, np.minimum.reduce, np.multiply.reduce
@@ -534,14 +639,31 @@ def _k_prod(x, axis, keepdims):
     return _mul_reduce(x, axis, x.dtype, None, keepdims)
 
 
+def _mean_onnx(e, node, ins):
+    x = node.inputs[0]
+    axes, keep = reduced_axes(node), node.attrs.get("keepdims", False)
+    if x.dtype.is_floating:
+        return e.reduce("ReduceMean", ins[0], axes, keep)
+    # integers: the int64 sum divided by the count, truncating toward zero as the kernel
+    s = e.reduce("ReduceSum", e.cast(ins[0], dtypes.int64), axes, keep)
+    one = e.scalar(1, dtypes.int64)
+    dims = [x.shape[a] for a in axes]
+    if None not in dims:
+        n = e.scalar(max(int(np.prod(dims)), 1), dtypes.int64)
+    else:
+        n = e.op("Max", e.op("Div", e.op("Size", ins[0]), e.op("Max", e.op("Size", s), one)), one)
+    return e.cast(e.op("Div", s, n), x.dtype)
+
+
 reduce_mean = reducer("reduce_mean", _k_mean, _mean_grad,
-                      fused=Reduction("0", "{acc} + {x}", "{acc} / {n}", kinds="f"))
+                      fused=Reduction("0", "{acc} + {x}", "{acc} / {n}", kinds="f"), onnx=_mean_onnx)
 reduce_max = reducer("reduce_max", _k_max, _extreme_grad, ufunc=_max_reduce,
-                     fused=Reduction("lowest", "np.maximum({acc}, {x})", identity=False))
+                     fused=Reduction("lowest", "np.maximum({acc}, {x})", identity=False), onnx=reduce_form("ReduceMax"))
 reduce_min = reducer("reduce_min", _k_min, _extreme_grad, ufunc=_min_reduce,
-                     fused=Reduction("highest", "np.minimum({acc}, {x})", identity=False))
+                     fused=Reduction("highest", "np.minimum({acc}, {x})", identity=False), onnx=reduce_form("ReduceMin"))
 reduce_prod = reducer("reduce_prod", _k_prod, _prod_grad, ufunc=_mul_reduce, keep_dtype=True,
-                      fused=Reduction("1", "{acc} * {x}"))
+                      fused=Reduction("1", "{acc} * {x}"),
+                      onnx=reduce_form("ReduceProd"))
 
 
 def _arg_infer(name):
@@ -552,12 +674,19 @@ def _arg_infer(name):
     return infer
 
 
-def _arg(name, fn):
+def _arg_onnx(onnx_type):
+    def form(e, node, ins):
+        axis = node.attrs["axis"] % max(len(node.inputs[0].shape), 1)
+        return e.cast(e.op(onnx_type, ins[0], axis=axis, keepdims=0), node.attrs["output_type"])
+    return form
+
+
+def _arg(name, fn, onnx):
     op = register(name,
                   lambda x, axis, output_type: fn(x, axis=axis).astype(output_type.np),
                   _arg_infer(name), None, num_inputs=1,
                   attrs={"axis": "int", "output_type": "dtype"},
-                  defaults={"output_type": dtypes.int64}, kinds=inf.numeric_kinds)
+                  defaults={"output_type": dtypes.int64}, kinds=inf.numeric_kinds, onnx=onnx)
 
     def f(input, axis=None, output_type=dtypes.int64, name=None):
         # axis=None means axis 0, as in TensorFlow
@@ -568,5 +697,5 @@ def _arg(name, fn):
     return f
 
 
-argmax = _arg("argmax", np.argmax)
-argmin = _arg("argmin", np.argmin)
+argmax = _arg("argmax", np.argmax, _arg_onnx("ArgMax"))
+argmin = _arg("argmin", np.argmin, _arg_onnx("ArgMin"))

@@ -13,6 +13,7 @@ from runtime.execute import run_op
 from runtime.ops import _args, _infer as inf
 from runtime.ops import math_ops as m
 from runtime.ops import array_ops as arr
+from runtime.ops._onnx import BIG, scatter_adjoint, shape_of
 from runtime.registry import register
 from runtime.tensor import Tensor
 
@@ -99,10 +100,43 @@ def _repeat_grad_kernel(g, x, repeats, axis):
     return out.reshape(shape)
 
 
+class _Static:
+    """A stand-in with a static `shape` (for shape_of)."""
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+
+
+def _repeat_onnx_of(e, x, shape, repeats, axis):
+    """ONNX of repeat on `x` of static `shape`: one count tiles a new axis after `axis` and
+    merges it; per-element counts gather the repeated positions."""
+    if axis is None:
+        x, axis, shape = e.op("Reshape", x, e.ints([-1])), 0, (None,)
+    if len(repeats) != 1:
+        return e.op("Gather", x, e.ints(np.repeat(np.arange(len(repeats)), repeats)), axis=axis)
+    r = repeats[0]
+    tiles = [1] * (len(shape) + 1)
+    tiles[axis + 1] = r
+    tiled = e.op("Tile", e.unsqueeze(x, [axis + 1]), e.ints(tiles))
+    scale = [1] * len(shape)
+    scale[axis] = r
+    return e.op("Reshape", tiled, e.op("Mul", shape_of(e, x, _Static(shape)), e.ints(scale)))
+
+
+def _repeat_onnx(e, node, ins):
+    return _repeat_onnx_of(e, ins[0], node.inputs[0].shape, node.attrs["repeats"], node.attrs["axis"])
+
+
+def _repeat_grad_onnx(e, node, ins):
+    like = node.inputs[1]
+    return scatter_adjoint(e, ins[0], shape_of(e, ins[1], like), node.outputs[0].dtype, lambda idx: _repeat_onnx_of(
+        e, idx, like.shape, node.attrs["repeats"], node.attrs["axis"]))
+
+
 _REPEAT_ATTRS = {"repeats": "ints", "axis": "opt_int"}
 _REPEAT = register("repeat", _repeat_kernel, _repeat_infer,
                    lambda op, g: [run_op(_REPEAT_GRAD, (g, op.inputs[0]), op.attrs)],
-                   num_inputs=1, attrs=_REPEAT_ATTRS, defaults={"axis": None})
+                   num_inputs=1, attrs=_REPEAT_ATTRS, defaults={"axis": None}, onnx=_repeat_onnx)
 # Internal: the gradient of repeat (the sum of each element's copies); its gradient is repeat.
 def _repeat_grad_infer(shapes, dts, attrs):
     # (g, x): g has the shape repeat gives x
@@ -113,7 +147,7 @@ def _repeat_grad_infer(shapes, dts, attrs):
 
 _REPEAT_GRAD = register("repeat_grad", _repeat_grad_kernel, _repeat_grad_infer,
                         lambda op, gg: [run_op(_REPEAT, (gg,), op.attrs), None],
-                        num_inputs=2, attrs=_REPEAT_ATTRS, defaults={"axis": None})
+                        num_inputs=2, attrs=_REPEAT_ATTRS, defaults={"axis": None}, onnx=_repeat_grad_onnx)
 
 
 def repeat(x, repeats, axis=None, name=None):
@@ -152,10 +186,24 @@ def _roll_kernel(x, shift, axis):
     return np.roll(x, shift, axis) if axis else x.copy()
 
 
+def _roll_onnx(e, node, ins):
+    """Per axis: the last k = shift mod n elements, then the others (k found when run if n is
+    unknown; k = 0 gives the whole axis, then nothing)."""
+    x, shape = ins[0], node.inputs[0].shape
+    for shift, axis in zip(node.attrs["shift"], node.attrs["axis"]):
+        if shape[axis] is not None and not shift % max(shape[axis], 1):
+            continue
+        k = e.ints([shift % shape[axis]]) if shape[axis] else e.op("Mod", e.ints([shift]), e.dim(x, axis))
+        tail = e.op("Slice", x, e.op("Neg", k), e.ints([BIG]), e.ints([axis]))
+        head = e.op("Slice", x, e.ints([0]), e.op("Neg", k), e.ints([axis]))
+        x = e.op("Concat", tail, head, axis=axis)
+    return e.op("Identity", x)
+
+
 _ROLL = register("roll", _roll_kernel, _roll_infer,
                  lambda op, g: [run_op(_ROLL, (g,), {"shift": tuple(-s for s in op.attrs["shift"]),
                                                      "axis": op.attrs["axis"]})],
-                 num_inputs=1, attrs={"shift": "ints", "axis": "ints"}, defaults={})
+                 num_inputs=1, attrs={"shift": "ints", "axis": "ints"}, defaults={}, onnx=_roll_onnx)
 
 
 def roll(input, shift, axis, name=None):
@@ -191,9 +239,17 @@ def _reverse_key(axes):
     return tuple(slice(None, None, -1) if d in axes else slice(None) for d in range(n))
 
 
+def _reverse_onnx(e, node, ins):
+    axes = list(node.attrs["axis"])
+    if not axes:
+        return e.op("Identity", ins[0])
+    k = len(axes)
+    return e.op("Slice", ins[0], e.ints([-1] * k), e.ints([-BIG] * k), e.ints(axes), e.ints([-1] * k))
+
+
 _REVERSE = register("reverse", lambda x, axis: x[_reverse_key(axis)], _reverse_infer,
                     lambda op, g: [run_op(_REVERSE, (g,), op.attrs)],
-                    num_inputs=1, attrs={"axis": "ints"}, defaults={},
+                    num_inputs=1, attrs={"axis": "ints"}, defaults={}, onnx=_reverse_onnx,
                     bind=lambda attrs: _bind_reverse(attrs["axis"]))
 
 
@@ -247,9 +303,28 @@ def _linspace_grad(op, g):
             m.unbroadcast(m.reduce_sum(m.multiply(g, w), axis=axis), stop)]
 
 
+def _linspace_onnx(e, node, ins):
+    """start + i * (stop - start) / (num - 1) along the new axis in float64, the last value
+    stop itself (as numpy's linspace), rounded once to the dtype."""
+    num, axis = node.attrs["num"], node.attrs["axis"]
+    rank = len(node.outputs[0].shape)
+    both = e.op("Shape", e.op("Add", ins[0], ins[1]))   # their broadcast shape
+    start, stop = (e.unsqueeze(e.op("Expand", e.cast(x, dtypes.float64), both), [axis]) for x in ins)
+    shape = [1] * rank
+    shape[axis] = num
+    steps = e.op("Reshape", e.op("Range", *[e.scalar(v, dtypes.float64) for v in (0, num, 1)]), e.ints(shape))
+    step = e.op("Div", e.op("Sub", stop, start), e.scalar(max(num - 1, 1), dtypes.float64))
+    out = e.op("Add", start, e.op("Mul", steps, step))
+    if num > 1:
+        head = e.op("Slice", out, e.ints([0]), e.ints([num - 1]), e.ints([axis]))
+        last = e.op("Expand", stop, e.op("Shape", e.op("Slice", out, e.ints([0]), e.ints([1]), e.ints([axis]))))
+        out = e.op("Concat", head, last, axis=axis)
+    return e.cast(out, node.outputs[0].dtype)
+
+
 _LINSPACE = register("linspace", _linspace_kernel, _linspace_infer, _linspace_grad,
                      num_inputs=2, attrs={"num": "int", "axis": "int"}, defaults={"axis": 0},
-                     same_dtype=(0, 1), kinds="f")
+                     same_dtype=(0, 1), kinds="f", onnx=_linspace_onnx)
 
 
 def _is_number(v):
@@ -307,9 +382,25 @@ def _meshgrid_grad(op, *gs):
             for k, g in enumerate(gs)]
 
 
+def _meshgrid_onnx(e, node, ins):
+    """Each input laid along its output axis, expanded to the grid's shape."""
+    n = len(ins)
+    pos = _meshgrid_positions(n, node.attrs["indexing"])
+    sizes = [None] * n
+    for k, p in enumerate(pos):
+        sizes[p] = e.dim(ins[k], 0, node.inputs[k].shape)
+    grid = e.op("Concat", *sizes, axis=0)
+    outs = []
+    for k, p in enumerate(pos):
+        shape = [1] * n
+        shape[p] = -1
+        outs.append(e.op("Expand", e.op("Reshape", ins[k], e.ints(shape)), grid))
+    return outs
+
+
 _MESHGRID = register("meshgrid", _meshgrid_kernel, _meshgrid_infer, _meshgrid_grad,
                      num_inputs=None, attrs={"indexing": "str"}, defaults={"indexing": "xy"},
-                     num_outputs=lambda attrs, n: n, none_grads=True)
+                     num_outputs=lambda attrs, n: n, none_grads=True, onnx=_meshgrid_onnx)
 
 
 def meshgrid(*args, indexing="xy", name=None):

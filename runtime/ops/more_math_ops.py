@@ -9,6 +9,8 @@ import numpy as np
 from runtime.execute import run_op
 from runtime.ops import _infer as inf
 from runtime.ops import math_ops as m
+from runtime.ops import _onnx_float64 as f64
+from runtime.ops._onnx import with_float64
 from runtime.registry import register
 from runtime.tape import skip_input_indices
 
@@ -18,9 +20,9 @@ __all__ = ["asin", "acos", "atan", "atan2", "sinh", "cosh", "asinh", "acosh", "a
 _EMPTY = {}
 
 
-def _unary(name, kernel, grad, kinds="f", doc=""):
+def _unary(name, kernel, grad, kinds="f", doc="", onnx=None):
     op = register(name, kernel, inf.unary_same(name, kinds), grad, num_inputs=1, attrs={},
-                  defaults={}, kinds=kinds)
+                  defaults={}, kinds=kinds, onnx=onnx)
 
     def f(x, name=None):
         return run_op(op, (x,), _EMPTY, name)
@@ -29,9 +31,9 @@ def _unary(name, kernel, grad, kinds="f", doc=""):
     return f
 
 
-def _binary(name, kernel, grad, kinds="f", doc=""):
+def _binary(name, kernel, grad, kinds="f", doc="", onnx=None):
     op = register(name, kernel, inf.binary_broadcast(name, kinds), grad, num_inputs=2, attrs={},
-                  defaults={}, same_dtype=(0, 1), kinds=kinds)
+                  defaults={}, same_dtype=(0, 1), kinds=kinds, onnx=onnx)
 
     def f(x, y, name=None):
         return run_op(op, (x, y), _EMPTY, name)
@@ -57,12 +59,12 @@ def _x(op):
 
 # ------------------------------------------------------------------ inverse trigonometric
 asin = _unary("asin", np.arcsin, lambda op, g: [m.divide(g, m.sqrt(m.subtract(1, m.square(_x(op)))))],
-              doc="Elementwise arcsine, in [-pi/2, pi/2]: `df.asin(1.) -> 1.5708`.")
+              doc="Elementwise arcsine, in [-pi/2, pi/2]: `df.asin(1.) -> 1.5708`.", onnx=with_float64("Asin", f64.asin))
 acos = _unary("acos", np.arccos,
               lambda op, g: [m.negative(m.divide(g, m.sqrt(m.subtract(1, m.square(_x(op))))))],
-              doc="Elementwise arccosine, in [0, pi]: `df.acos(1.) -> 0.`.")
+              doc="Elementwise arccosine, in [0, pi]: `df.acos(1.) -> 0.`.", onnx=with_float64("Acos", f64.acos))
 atan = _unary("atan", np.arctan, lambda op, g: [m.divide(g, m.add(1, m.square(_x(op))))],
-              doc="Elementwise arctangent, in (-pi/2, pi/2).")
+              doc="Elementwise arctangent, in (-pi/2, pi/2).", onnx=with_float64("Atan", f64.atan))
 
 
 def _atan2_partials(op, g, want_y, want_x):
@@ -71,26 +73,43 @@ def _atan2_partials(op, g, want_y, want_x):
     return (m.multiply(scale, x) if want_y else None), (m.negative(m.multiply(scale, y)) if want_x else None)
 
 
-atan2 = _binary("atan2", np.arctan2, _pair_grad(_atan2_partials),
+def _atan2_onnx(e, node, ins):
+    """atan(y / x), moved by pi into the left half plane; 0 at the origin (numpy's)."""
+    y, x = ins
+    dt = node.inputs[0].dtype
+    zero, pi = e.scalar(0, dt), e.scalar(np.pi, dt)
+    ratio = e.op("Div", y, x)
+    r = f64.atan(e, ratio) if dt.name == "float64" else e.op("Atan", ratio)
+    left = e.op("Where", e.op("Less", y, zero), e.op("Sub", r, pi), e.op("Add", r, pi))
+    r = e.op("Where", e.op("Less", x, zero), left, r)
+    origin = e.op("And", e.op("Equal", x, zero), e.op("Equal", y, zero))
+    return e.op("Where", origin, zero, r)
+
+
+atan2 = _binary("atan2", np.arctan2, _pair_grad(_atan2_partials), onnx=_atan2_onnx,
                 doc="Elementwise angle of the point (x, y), in [-pi, pi]: `df.atan2(y, x)`, y first "
                     "(numpy's arctan2).")
 
 # ------------------------------------------------------------------ hyperbolic
-sinh = _unary("sinh", np.sinh, lambda op, g: [m.multiply(g, cosh(_x(op)))], doc="Elementwise sinh.")
-cosh = _unary("cosh", np.cosh, lambda op, g: [m.multiply(g, sinh(_x(op)))], doc="Elementwise cosh.")
+sinh = _unary("sinh", np.sinh, lambda op, g: [m.multiply(g, cosh(_x(op)))], doc="Elementwise sinh.", onnx=with_float64("Sinh", f64.sinh))
+cosh = _unary("cosh", np.cosh, lambda op, g: [m.multiply(g, sinh(_x(op)))], doc="Elementwise cosh.", onnx=with_float64("Cosh", f64.cosh))
 asinh = _unary("asinh", np.arcsinh, lambda op, g: [m.divide(g, m.sqrt(m.add(m.square(_x(op)), 1)))],
-               doc="Elementwise inverse hyperbolic sine.")
+               doc="Elementwise inverse hyperbolic sine.", onnx=with_float64("Asinh", f64.asinh))
 acosh = _unary("acosh", np.arccosh, lambda op, g: [m.divide(g, m.sqrt(m.subtract(m.square(_x(op)), 1)))],
-               doc="Elementwise inverse hyperbolic cosine (x >= 1; NaN below).")
+               doc="Elementwise inverse hyperbolic cosine (x >= 1; NaN below).", onnx=with_float64("Acosh", f64.acosh))
 atanh = _unary("atanh", np.arctanh, lambda op, g: [m.divide(g, m.subtract(1, m.square(_x(op))))],
-               doc="Elementwise inverse hyperbolic tangent (|x| < 1).")
+               doc="Elementwise inverse hyperbolic tangent (|x| < 1).", onnx=with_float64("Atanh", f64.atanh))
 
 # ------------------------------------------------------------------ logarithms, hypot, logaddexp
 _LN2, _LN10 = float(np.log(2.0)), float(np.log(10.0))
+
+
+def _log_base(ln_base):
+    return lambda e, node, ins: e.op("Div", e.op("Log", ins[0]), e.scalar(ln_base, node.inputs[0].dtype))
 log2 = _unary("log2", np.log2, lambda op, g: [m.divide(g, m.multiply(_x(op), _LN2))],
-              doc="Elementwise base-2 logarithm (exact at powers of two).")
+              doc="Elementwise base-2 logarithm (exact at powers of two).", onnx=_log_base(_LN2))
 log10 = _unary("log10", np.log10, lambda op, g: [m.divide(g, m.multiply(_x(op), _LN10))],
-               doc="Elementwise base-10 logarithm.")
+               doc="Elementwise base-10 logarithm.", onnx=_log_base(_LN10))
 
 
 def _hypot_partials(op, g, want_x, want_y):
@@ -106,16 +125,33 @@ def _logaddexp_partials(op, g, want_x, want_y):
             (m.multiply(g, m.exp(m.subtract(y, out))) if want_y else None))
 
 
-hypot = _binary("hypot", np.hypot, _pair_grad(_hypot_partials),
+def _hypot_onnx(e, node, ins):
+    """m * sqrt((x/m)^2 + (y/m)^2) with m = max(|x|, |y|) (1 where both are 0): no overflow."""
+    dt = node.inputs[0].dtype
+    big = e.op("Max", e.op("Abs", ins[0]), e.op("Abs", ins[1]))
+    big = e.op("Where", e.op("Equal", big, e.scalar(0, dt)), e.scalar(1, dt), big)
+    u, v = e.op("Div", ins[0], big), e.op("Div", ins[1], big)
+    return e.op("Mul", big, e.op("Sqrt", e.op("Add", e.op("Mul", u, u), e.op("Mul", v, v))))
+
+
+def _logaddexp_onnx(e, node, ins):
+    """max(x, y) + log(1 + exp(-|x - y|))."""
+    x, y = ins
+    gap = e.op("Exp", e.op("Neg", e.op("Abs", e.op("Sub", x, y))))
+    return e.op("Add", e.op("Max", x, y), e.op("Log", e.op("Add", e.scalar(1, node.inputs[0].dtype), gap)))
+
+
+hypot = _binary("hypot", np.hypot, _pair_grad(_hypot_partials), onnx=_hypot_onnx,
                 doc="Elementwise sqrt(x**2 + y**2) without overflow for large inputs.")
-logaddexp = _binary("logaddexp", np.logaddexp, _pair_grad(_logaddexp_partials),
+logaddexp = _binary("logaddexp", np.logaddexp, _pair_grad(_logaddexp_partials), onnx=_logaddexp_onnx,
                     doc="Elementwise log(exp(x) + exp(y)), stable for large |x|, |y|.")
 
 # ------------------------------------------------------------------ reciprocal, ceil, squared_difference
 reciprocal = _unary("reciprocal", np.reciprocal,
                     lambda op, g: [m.negative(m.multiply(g, m.square(op.outputs[0])))],
-                    doc="Elementwise 1 / x (floats; cast integers first).")
-ceil = _unary("ceil", np.ceil, None, doc="Smallest integer value >= x, elementwise; not differentiable.")
+                    doc="Elementwise 1 / x (floats; cast integers first).", onnx="Reciprocal")
+ceil = _unary("ceil", np.ceil, None, doc="Smallest integer value >= x, elementwise; not differentiable.",
+              onnx="Ceil")
 
 
 def _squared_difference_kernel(x, y):
@@ -130,4 +166,5 @@ def _squared_difference_partials(op, g, want_x, want_y):
 
 squared_difference = _binary("squared_difference", _squared_difference_kernel,
                              _pair_grad(_squared_difference_partials), kinds=inf.numeric_kinds,
+                             onnx=lambda e, node, ins: e.op("Mul", e.op("Sub", *ins), e.op("Sub", *ins)),
                              doc="Elementwise (x - y)**2 with broadcasting.")

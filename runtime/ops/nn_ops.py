@@ -74,10 +74,11 @@ def _log_softmax_grad(op, g):
 
 
 _SOFTMAX = register("softmax", _softmax_kernel, _softmax_infer("softmax"), _softmax_grad,
-                    attrs={"axis": "int"}, kinds=inf.float_kinds, num_inputs=1, defaults={})
+                    attrs={"axis": "int"}, kinds=inf.float_kinds, num_inputs=1, defaults={},
+                    onnx="Softmax")
 _LOG_SOFTMAX = register("log_softmax", _log_softmax_kernel, _softmax_infer("log_softmax"),
                         _log_softmax_grad, attrs={"axis": "int"}, kinds=inf.float_kinds,
-                        num_inputs=1, defaults={})
+                        num_inputs=1, defaults={}, onnx="LogSoftmax")
 
 
 def softmax(logits, axis=-1, name=None):
@@ -154,9 +155,19 @@ def _add(a, b):
     return b if a is None else add(a, b)
 
 
+def _xent_onnx(e, node, ins):
+    labels, logits = ins
+    axis = node.attrs["axis"] % len(node.inputs[1].shape)
+    neg_log_probs = e.op("Neg", e.op("LogSoftmax", logits, axis=axis))
+    loss = e.reduce("ReduceSum", e.op("Mul", labels, neg_log_probs), (axis,), False)
+    mass = e.reduce("ReduceSum", labels, (axis,), True)
+    backprop = e.op("Sub", e.op("Mul", e.op("Softmax", logits, axis=axis), mass), labels)
+    return loss, backprop, neg_log_probs
+
+
 _XENT = register("softmax_cross_entropy_with_logits", _xent_kernel, _xent_infer, _xent_grad,
                  attrs={"axis": "int"}, same_dtype=(0, 1), kinds=inf.float_kinds, num_outputs=3,
-                 none_grads=True, num_inputs=2, defaults={})
+                 none_grads=True, num_inputs=2, defaults={}, onnx=_xent_onnx)
 
 
 def softmax_cross_entropy_with_logits(labels, logits, axis=-1, name=None):
@@ -258,9 +269,20 @@ def _rank2_logits(node):
     return len(node.inputs[1].shape) == 2
 
 
+def _sparse_onnx(e, node, ins):
+    labels, logits = e.cast(ins[0], "int64"), ins[1]
+    at = e.op("Unsqueeze", labels, e.ints([-1]))
+    loss = e.op("Neg", e.squeeze(e.op("GatherElements", e.op("LogSoftmax", logits, axis=-1), at, axis=-1), [-1]))
+    depth = e.op("Squeeze", e.dim(logits, -1, node.inputs[1].shape), e.ints([0]))
+    hot = e.op("Equal", at, e.op("Range", e.scalar(0, "int64"), depth, e.scalar(1, "int64")))
+    backprop = e.op("Sub", e.op("Softmax", logits, axis=-1), e.cast(hot, node.inputs[1].dtype))
+    return loss, backprop
+
+
 _SPARSE_XENT = register(_SPARSE, _sparse_kernel, _sparse_infer, _sparse_grad, kinds=inf.int_kinds,
                         num_outputs=2, none_grads=True, num_inputs=2, attrs={}, defaults={},
-                        fused=Kernel(_sparse_loops, (), _rank2_logits))
+                        fused=Kernel(_sparse_loops, (), _rank2_logits),
+                        onnx=_sparse_onnx)
 
 
 def sparse_softmax_cross_entropy_with_logits(labels, logits, name=None):

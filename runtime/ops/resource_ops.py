@@ -33,7 +33,8 @@ def _read_kernel(h, dtype, shape):
 
 
 _READ = register("read_variable", _read_kernel, _read_infer, lambda op, g: [g], stateful=True,
-                 attrs={"dtype": "dtype", "shape": "shape"}, num_inputs=1, defaults={})
+                 attrs={"dtype": "dtype", "shape": "shape"}, num_inputs=1, defaults={},
+                 onnx=lambda e, node, ins: e.variable(ins[0]))   # the initializer of its value
 
 
 def _check_assign(h, v, op_name):

@@ -12,6 +12,7 @@ from runtime import errors
 from runtime.dtypes import from_numpy
 from runtime.execute import run_op
 from runtime.ops import _args, _infer as inf
+from runtime.ops._onnx import scatter_adjoint, shape_of
 from runtime.ops.array_ops import expand_dims, gather, where, zeros_like
 from runtime.ops.index_ops import _check_int_dtype
 from runtime.ops.math_ops import cast, greater_equal, multiply
@@ -91,15 +92,26 @@ def _gather_nd_grad_infer(shapes, dts, attrs):
     return [(tuple(shapes[2]), dts[0])]
 
 
+def _gather_nd_onnx(e, params, indices):
+    return e.op("GatherND", params, e.cast(indices, "int64"))
+
+
+def _scatter_add_onnx(e, zeros, indices, updates):
+    return e.op("ScatterND", zeros, e.cast(indices, "int64"), updates, reduction="add")
+
+
 _GATHER_ND = register("gather_nd", _gather_nd_kernel, _gather_nd_infer,
                       lambda op, g: [run_op(_GATHER_ND_GRAD, (g, op.inputs[1], op.inputs[0])), None],
-                      num_inputs=2, attrs={}, defaults={})
+                      num_inputs=2, attrs={}, defaults={}, onnx=lambda e, node, ins: _gather_nd_onnx(e, *ins))
 # Internal: the gradient of gather_nd, a scatter-add of g into zeros shaped like the params
 # (scatter_nd with the params' shape, which may be unknown while tracing).
 _GATHER_ND_GRAD = register("gather_nd_grad", lambda g, indices, params: _scatter_add(
                                indices, g, params.shape, "gather_nd_grad"),
                            _gather_nd_grad_infer, lambda op, gg: [gather_nd(gg, op.inputs[1]), None, None],
-                           num_inputs=3, attrs={}, defaults={})
+                           num_inputs=3, attrs={}, defaults={},
+                           onnx=lambda e, node, ins: scatter_adjoint(
+                               e, ins[0], shape_of(e, ins[2], node.inputs[2]), node.outputs[0].dtype,
+                               lambda idx: _gather_nd_onnx(e, idx, ins[1])))
 
 
 def gather_nd(params, indices, name=None):
@@ -136,7 +148,9 @@ def _scatter_nd_kernel(indices, updates, shape):
 
 _SCATTER_ND = register("scatter_nd", _scatter_nd_kernel, _scatter_nd_infer,
                        lambda op, g: [None, gather_nd(g, op.inputs[0])],
-                       num_inputs=2, attrs={"shape": "ints"}, defaults={})
+                       num_inputs=2, attrs={"shape": "ints"}, defaults={},
+                       onnx=lambda e, node, ins: _scatter_add_onnx(
+                           e, e.op("Expand", e.scalar(0, node.outputs[0].dtype), e.ints(node.attrs["shape"])), *ins))
 
 
 def scatter_nd(indices, updates, shape, name=None):
@@ -185,9 +199,20 @@ def _segment_sum_kernel(data, segment_ids):
     return out
 
 
+def _segment_sum_onnx(e, node, ins):
+    """Scatter-add the rows into zeros of max(id) + 1 rows (-1 joins the ids: no ids, no rows)."""
+    data, ids = ins
+    ids = e.cast(ids, "int64")
+    top = e.reduce("ReduceMax", e.op("Concat", ids, e.ints([-1]), axis=0), None, True)
+    rows = e.op("Add", top, e.ints([1]))
+    zeros = e.op("Expand", e.scalar(0, node.outputs[0].dtype),
+                 e.op("Concat", rows, e.op("Shape", data, start=1), axis=0))
+    return _scatter_add_onnx(e, zeros, e.op("Unsqueeze", ids, e.ints([-1])), data)
+
+
 _SEGMENT_SUM = register("segment_sum", _segment_sum_kernel, _segment_infer,
                         lambda op, g: [gather(g, op.inputs[1]), None], num_inputs=2, attrs={}, defaults={},
-                        kinds=inf.numeric_kinds)
+                        kinds=inf.numeric_kinds, onnx=_segment_sum_onnx)
 
 
 def segment_sum(data, segment_ids, name=None):
@@ -243,8 +268,20 @@ def _unsorted_grad(op, g):
     return [multiply(rows, mask), None]
 
 
+def _unsorted_onnx(e, node, ins):
+    """Scatter-add into num_segments + 1 rows, negative ids into the last one, dropped after."""
+    data, ids = ins
+    n, t = node.attrs["num_segments"], node.inputs[1]
+    ids = e.cast(ids, "int64")
+    ids = e.op("Where", e.op("Less", ids, e.scalar(0, "int64")), e.scalar(n, "int64"), ids)
+    zeros = e.op("Expand", e.scalar(0, node.outputs[0].dtype),
+                 e.op("Concat", e.ints([n + 1]), e.op("Shape", data, start=len(t.shape)), axis=0))
+    out = _scatter_add_onnx(e, zeros, e.op("Unsqueeze", ids, e.ints([-1])), data)
+    return e.op("Slice", out, e.ints([0]), e.ints([n]), e.ints([0]))
+
+
 _UNSORTED = register("unsorted_segment_sum", _unsorted_kernel, _unsorted_infer, _unsorted_grad, num_inputs=2,
-                     attrs={"num_segments": "int"}, defaults={}, kinds=inf.numeric_kinds)
+                     attrs={"num_segments": "int"}, defaults={}, kinds=inf.numeric_kinds, onnx=_unsorted_onnx)
 
 
 def unsorted_segment_sum(data, segment_ids, num_segments, name=None):

@@ -10,6 +10,7 @@ import numpy as np
 from runtime import dtypes, errors
 from runtime.execute import run_op
 from runtime.ops import _args, _infer as inf
+from runtime.ops._onnx import scatter_adjoint, shape_of
 from runtime.ops.index_ops import _norm_axis, _rank
 from runtime.registry import register
 
@@ -65,11 +66,21 @@ def _sort_grad(op, g):
     return [run_op(_SCATTER_ALONG_AXIS, (g, order, x), {"axis": axis})]
 
 
+def _sorted_onnx(e, node, x):
+    """(values, int64 indices) of a full TopK along the axis: ONNX's TopK orders ties by
+    the lower index in both directions, as these ops do."""
+    axis = node.attrs["axis"] % len(node.inputs[0].shape)
+    return e.op("TopK", x, e.dim(x, axis, node.inputs[0].shape), n=2, axis=axis,
+                largest=int(node.attrs["direction"] == "DESCENDING"), sorted=1)
+
+
 _SORT_ATTRS = {"axis": "int", "direction": "str"}
 _SORT = register("sort", _sort_kernel, _sort_infer("sort"), _sort_grad, num_inputs=1, attrs=_SORT_ATTRS,
-                 defaults={"direction": "ASCENDING"}, kinds=inf.numeric_kinds)
+                 defaults={"direction": "ASCENDING"}, kinds=inf.numeric_kinds,
+                 onnx=lambda e, node, ins: _sorted_onnx(e, node, ins[0])[0])
 _ARGSORT = register("argsort", _argsort_kernel, _sort_infer("argsort", dtypes.int32), None, num_inputs=1,
-                    attrs=_SORT_ATTRS, defaults={"direction": "ASCENDING"}, kinds=inf.numeric_kinds)
+                    attrs=_SORT_ATTRS, defaults={"direction": "ASCENDING"}, kinds=inf.numeric_kinds,
+                    onnx=lambda e, node, ins: e.cast(_sorted_onnx(e, node, ins[0])[1], dtypes.int32))
 
 
 def _sort_attrs(op_name, values, axis, direction):
@@ -123,8 +134,13 @@ def _top_k_grad(op, g_values, g_indices):
     return [run_op(_SCATTER_ALONG_AXIS, (g_values, op.outputs[1], x), {"axis": len(x.shape) - 1})]
 
 
+def _top_k_onnx(e, node, ins):
+    values, indices = e.op("TopK", ins[0], e.ints([node.attrs["k"]]), n=2, axis=-1, largest=1, sorted=1)
+    return values, e.cast(indices, dtypes.int32)
+
+
 _TOP_K = register("top_k", _top_k_kernel, _top_k_infer, _top_k_grad, num_inputs=1, attrs={"k": "int"},
-                  defaults={}, kinds=inf.numeric_kinds, num_outputs=2, none_grads=True)
+                  defaults={}, kinds=inf.numeric_kinds, num_outputs=2, none_grads=True, onnx=_top_k_onnx)
 
 
 def top_k(input, k=1, sorted=True, name=None):
@@ -187,11 +203,18 @@ def _scatter_along_axis_kernel(updates, indices, like, axis):
 
 # Internal: np.take_along_axis (the gradient of scatter_along_axis), and its adjoint (the
 # gradient of sort, top_k and take_along_axis).
+def _take_along_onnx(e, x, indices, axis):
+    return e.op("GatherElements", x, e.cast(indices, dtypes.int64), axis=axis)
+
+
 _TAKE_ALONG_AXIS = register(
     "take_along_axis", _take_along_axis_kernel, _along_infer("take_along_axis", 1),
     lambda op, g: [run_op(_SCATTER_ALONG_AXIS, (g, op.inputs[1], op.inputs[0]), op.attrs), None],
-    num_inputs=2, attrs={"axis": "int"}, defaults={})
+    num_inputs=2, attrs={"axis": "int"}, defaults={},
+    onnx=lambda e, node, ins: _take_along_onnx(e, ins[0], ins[1], node.attrs["axis"]))
 _SCATTER_ALONG_AXIS = register(
     "scatter_along_axis", _scatter_along_axis_kernel, _along_infer("scatter_along_axis", 2),
     lambda op, g: [run_op(_TAKE_ALONG_AXIS, (g, op.inputs[1]), op.attrs), None, None],
-    num_inputs=3, attrs={"axis": "int"}, defaults={})
+    num_inputs=3, attrs={"axis": "int"}, defaults={},
+    onnx=lambda e, node, ins: scatter_adjoint(e, ins[0], shape_of(e, ins[2], node.inputs[2]), node.outputs[0].dtype,
+                                              lambda idx: _take_along_onnx(e, idx, ins[1], node.attrs["axis"])))

@@ -48,9 +48,18 @@ def _sum_duplicate_rows_grad(op, g):
     return [sum_duplicate_rows(g, op.inputs[1]), None]
 
 
+def _sum_duplicate_rows_onnx(e, node, ins):
+    """A 0/1 matrix of equal indices times the rows (flattened to one axis)."""
+    values, indices = ins
+    same = e.op("Equal", e.op("Unsqueeze", indices, e.ints([1])), e.op("Unsqueeze", indices, e.ints([0])))
+    rows = e.op("Flatten", values, axis=1)
+    out = e.op("MatMul", e.cast(same, node.outputs[0].dtype), rows)
+    return e.op("Reshape", out, e.op("Shape", values))
+
+
 _SUM_DUPLICATE_ROWS = register("sum_duplicate_rows", _sum_duplicate_rows_kernel,
                                _sum_duplicate_rows_infer, _sum_duplicate_rows_grad,
-                               num_inputs=2, attrs={}, defaults={}, kinds="f")
+                               num_inputs=2, attrs={}, defaults={}, kinds="f", onnx=_sum_duplicate_rows_onnx)
 
 
 def sum_duplicate_rows(values, indices):

@@ -3,12 +3,16 @@ and products, and `eye`: declarations and public functions.
 
 Each op is declared once with its kernel, inference and gradient; gradients are written with
 the public functions, so they build graph nodes while tracing and differentiate again.
+
+(This module is long because each op keeps its kernel, inference, gradient and ONNX form together.)
 """
 import numpy as np
 
 from runtime import dtypes, errors
 from runtime.execute import run_op
 from runtime.ops import _args, _infer as inf
+from runtime.ops import _onnx_float64 as f64
+from runtime.ops._onnx import reduced_axes, running, with_float64
 from runtime.ops.array_ops import concat, ones_like, strided_slice, where, zeros_like
 from runtime.ops.base_ops import _keepdims_grad, _reduce_infer
 from runtime.ops.index_ops import _norm_axis, _rank
@@ -26,7 +30,7 @@ __all__ = ["tan", "expm1", "erf", "softplus", "elu", "leaky_relu", "gelu", "is_n
 _EMPTY = {}
 
 
-def _unary(name, kernel, grad, kinds=inf.float_kinds, out_dtype=None, doc=""):
+def _unary(name, kernel, grad, kinds=inf.float_kinds, out_dtype=None, doc="", onnx=None):
     """A one-input op without attrs and its public function `f(x, name=None)`."""
     if out_dtype is None:
         infer = inf.unary_same(name, kinds)
@@ -34,7 +38,7 @@ def _unary(name, kernel, grad, kinds=inf.float_kinds, out_dtype=None, doc=""):
         def infer(shapes, dts, attrs):
             inf.check_kinds(name, dts[0], kinds)
             return [(tuple(shapes[0]), out_dtype)]
-    op = register(name, kernel, infer, grad, num_inputs=1, attrs={}, defaults={}, kinds=kinds)
+    op = register(name, kernel, infer, grad, num_inputs=1, attrs={}, defaults={}, kinds=kinds, onnx=onnx)
 
     def f(x, name=None):
         return run_op(op, (x,), _EMPTY, name)
@@ -136,27 +140,47 @@ def _erfc(x):
 
 erf = _unary("erf", _erf_kernel,
              lambda op, g: [multiply(g, multiply(exp(negative(square(op.inputs[0]))), 2 / _SQRT_PI))],
-             doc="The error function: `df.erf(0.5) -> 0.5205`.")
+             doc="The error function: `df.erf(0.5) -> 0.5205`.",
+             onnx=with_float64("Erf", lambda e, x: f64.erf_parts(e, x)[0]))
+
+
+def _expm1_onnx(e, x, dt):
+    """exp(x) - 1, accurate near 0: (u - 1) x / log(u) with u = exp(x) where |x| < 0.5 (the
+    rounding of u cancels), exactly x where u rounds to 1."""
+    u = e.op("Exp", x)
+    um1 = e.op("Sub", u, e.scalar(1, dt))
+    near = e.op("Div", e.op("Mul", um1, x), e.op("Log", u))
+    near = e.op("Where", e.op("Equal", um1, e.scalar(0, dt)), x, near)
+    return e.op("Where", e.op("Less", e.op("Abs", x), e.scalar(0.5, dt)), near, um1)
 
 
 # ------------------------------------------------------------------ elementwise
 tan = _unary("tan", np.tan, lambda op, g: [multiply(g, add(square(op.outputs[0]), 1))],
-             doc="Elementwise tangent; the gradient is 1 + tan(x)^2.")
+             doc="Elementwise tangent; the gradient is 1 + tan(x)^2.",
+             onnx=with_float64("Tan", lambda e, x: e.op("Div", e.op("Sin", x), e.op("Cos", x))))
 expm1 = _unary("expm1", np.expm1, lambda op, g: [multiply(g, exp(op.inputs[0]))],
-               doc="exp(x) - 1, accurate near 0: `df.expm1(1e-10) -> 1e-10`.")
+               doc="exp(x) - 1, accurate near 0: `df.expm1(1e-10) -> 1e-10`.",
+               onnx=lambda e, node, ins: _expm1_onnx(e, ins[0], node.inputs[0].dtype))
 # logaddexp(0, x) = max(x, 0) + log1p(exp(-|x|)): no overflow at +-1000
 softplus = _unary("softplus", lambda x: np.logaddexp(x.dtype.type(0), x),
                   lambda op, g: [multiply(g, sigmoid(op.inputs[0]))],
-                  doc="log(1 + exp(x)), stable for large |x|: `df.softplus(1000.) -> 1000.`")
+                  doc="log(1 + exp(x)), stable for large |x|: `df.softplus(1000.) -> 1000.`",
+                  onnx=lambda e, node, ins: e.op("Add", e.op("Max", ins[0], e.scalar(0, node.inputs[0].dtype)), e.op(
+                      "Log", e.op("Add", e.scalar(1, node.inputs[0].dtype), e.op("Exp", e.op("Neg", e.op("Abs", ins[0])))))))
 # the gradient uses y + 1 (= exp(x) where x <= 0): its own derivative is then elu' again, and
 # nothing overflows where x is large (exp(x) would, and 0 * inf is nan in second order)
 elu = _unary("elu", lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, x.dtype.type(0)))),
              lambda op, g: [where(greater(op.inputs[0], 0), g, multiply(g, add(op.outputs[0], 1)))],
-             doc="x where x > 0, else exp(x) - 1.")
+             doc="x where x > 0, else exp(x) - 1.",
+             onnx=lambda e, node, ins: e.op("Where", e.op("Greater", ins[0], e.scalar(0, node.inputs[0].dtype)), ins[0],
+                                            _expm1_onnx(e, e.op("Min", ins[0], e.scalar(0, node.inputs[0].dtype)),
+                                                        node.inputs[0].dtype)))
 is_nan = _unary("is_nan", np.isnan, None, out_dtype=dtypes.bool,
-                doc="Elementwise x != x -> bool (not differentiable).")
+                doc="Elementwise x != x -> bool (not differentiable).", onnx="IsNaN")
+# x - x is 0 exactly when x is finite (onnxruntime has no float16 IsInf)
 is_finite = _unary("is_finite", np.isfinite, None, out_dtype=dtypes.bool,
-                   doc="Elementwise: neither inf nor nan -> bool (not differentiable).")
+                   doc="Elementwise: neither inf nor nan -> bool (not differentiable).",
+                   onnx=lambda e, node, ins: e.op("Equal", e.op("Sub", ins[0], ins[0]), e.scalar(0, node.inputs[0].dtype)))
 
 
 def _leaky_relu_kernel(x, alpha):
@@ -169,7 +193,11 @@ def _leaky_relu_grad(op, g):
 
 _LEAKY_RELU = register("leaky_relu", _leaky_relu_kernel, inf.unary_same("leaky_relu", inf.float_kinds),
                        _leaky_relu_grad, num_inputs=1, attrs={"alpha": "float"}, defaults={"alpha": 0.2},
-                       kinds=inf.float_kinds)
+                       kinds=inf.float_kinds,
+                       # (not LeakyRelu: an ONNX float attr is float32, alpha here has the input's dtype)
+                       onnx=lambda e, node, ins: e.op("Where", e.op("Greater", ins[0], e.scalar(0, node.inputs[0].dtype)),
+                                                      ins[0], e.op("Mul", ins[0], e.scalar(node.attrs["alpha"],
+                                                                                           node.inputs[0].dtype))))
 
 
 def leaky_relu(features, alpha=0.2, name=None):
@@ -202,8 +230,22 @@ def _gelu_grad(op, g):
     return [multiply(g, add(cdf, multiply(x, pdf)))]
 
 
+def _gelu_onnx(e, node, ins):
+    x, dt = ins[0], node.inputs[0].dtype
+    c = lambda v: e.scalar(v, dt)  # noqa: E731
+    half_x = e.op("Mul", x, c(0.5))
+    if node.attrs["approximate"]:
+        inner = e.op("Mul", e.op("Add", x, e.op("Mul", e.op("Mul", e.op("Mul", x, x), x), c(_GELU_K))), c(_GELU_C))
+        return e.op("Mul", half_x, e.op("Add", c(1), e.op("Tanh", inner)))
+    z = e.op("Mul", x, c(-np.sqrt(0.5)))
+    if dt.name == "float64":     # 0.5 x erfc(-x / sqrt(2)), keeping the tail where x << 0
+        return e.op("Mul", half_x, f64.erf_parts(e, z)[1])
+    return e.op("Mul", half_x, e.op("Sub", c(1), e.op("Erf", z)))
+
+
 _GELU = register("gelu", _gelu_kernel, inf.unary_same("gelu", inf.float_kinds), _gelu_grad, num_inputs=1,
-                 attrs={"approximate": "bool"}, defaults={"approximate": False}, kinds=inf.float_kinds)
+                 attrs={"approximate": "bool"}, defaults={"approximate": False}, kinds=inf.float_kinds,
+                 onnx=_gelu_onnx)
 
 
 def gelu(features, approximate=False, name=None):
@@ -250,6 +292,7 @@ def _clip_grad(op, g):
 
 
 _CLIP = register("clip_by_value", _clip_kernel, _clip_infer, _clip_grad, num_inputs=3, attrs={}, defaults={},
+                 onnx=lambda e, node, ins: e.op("Max", e.op("Min", ins[0], ins[2]), ins[1]),
                  same_dtype=(0, 1, 2), kinds=inf.numeric_kinds)
 
 
@@ -288,9 +331,9 @@ def _logsumexp_grad(op, g):
     return [multiply(_keepdims_grad(g, op), exp(subtract(x, _keepdims_grad(y, op))))]
 
 
-def _reduction(name, kernel, grad, kinds, doc):
+def _reduction(name, kernel, grad, kinds, doc, onnx=None):
     op = register(name, kernel, _reduce_infer(name, kinds), grad, num_inputs=1, attrs=_RED_ATTRS,
-                  defaults=_RED_DEFAULTS, kinds=kinds)
+                  defaults=_RED_DEFAULTS, kinds=kinds, onnx=onnx)
 
     def f(input_tensor, axis=None, keepdims=False, name=None):
         return run_op(op, (input_tensor,), {"axis": _axis_tuple(op.name, axis), "keepdims": bool(keepdims)},
@@ -305,17 +348,38 @@ def _axis_tuple(op_name, axis):
     return (a,) if isinstance(a, int) else a
 
 
+def _logsumexp_onnx(e, node, ins):
+    """log(sum(exp(x - m))) + m with m the (finite) maximum of each group, as the kernel."""
+    x, dt = ins[0], node.inputs[0].dtype
+    axes, keep = reduced_axes(node), node.attrs["keepdims"]
+    m = e.reduce("ReduceMax", x, axes, True)
+    m = e.op("Where", e.op("Equal", e.op("Sub", m, m), e.scalar(0, dt)), m, e.scalar(0, dt))
+    out = e.op("Add", e.op("Log", e.reduce("ReduceSum", e.op("Exp", e.op("Sub", x, m)), axes, True)), m)
+    return out if keep else e.squeeze(out, axes)
+
+
+def _logical_reduce_onnx(any_):
+    """any: the count of True is > 0; all: the count of False is 0 (so empty groups agree)."""
+    def form(e, node, ins):
+        x = ins[0] if any_ else e.op("Not", ins[0])
+        count = e.reduce("ReduceSum", e.cast(x, dtypes.int64), reduced_axes(node), node.attrs["keepdims"])
+        zero = e.scalar(0, dtypes.int64)
+        return e.op("Greater", count, zero) if any_ else e.op("Equal", count, zero)
+    return form
+
+
 reduce_logsumexp = _reduction(
     "reduce_logsumexp", _logsumexp_kernel, _logsumexp_grad, inf.float_kinds,
-    "log(sum(exp(x))) over `axis`, without overflow: `df.reduce_logsumexp([1000., 1000.]) -> 1000.6931`.")
+    "log(sum(exp(x))) over `axis`, without overflow: `df.reduce_logsumexp([1000., 1000.]) -> 1000.6931`.",
+    onnx=_logsumexp_onnx)
 reduce_any = _reduction(
     "reduce_any", lambda x, axis, keepdims: np.logical_or.reduce(x, axis=_axes(x.ndim, axis, "reduce_any"),
                                                                keepdims=keepdims),
-    None, "b", "Logical or over `axis` of a bool tensor (not differentiable).")
+    None, "b", "Logical or over `axis` of a bool tensor (not differentiable).", onnx=_logical_reduce_onnx(True))
 reduce_all = _reduction(
     "reduce_all", lambda x, axis, keepdims: np.logical_and.reduce(x, axis=_axes(x.ndim, axis, "reduce_all"),
                                                                 keepdims=keepdims),
-    None, "b", "Logical and over `axis` of a bool tensor (not differentiable).")
+    None, "b", "Logical and over `axis` of a bool tensor (not differentiable).", onnx=_logical_reduce_onnx(False))
 
 
 # ------------------------------------------------------------------ norm
@@ -422,7 +486,28 @@ def _norm_grad(op, g):
     return [dx]
 
 
-_NORM = register("norm", _norm_kernel, _norm_infer, _norm_grad, num_inputs=1,
+def _norm_onnx(e, node, ins):
+    x, dt = ins[0], node.inputs[0].dtype
+    ord, axis = node.attrs["ord"], node.attrs["axis"]
+    axes = reduced_axes(node)
+    if ord == "euclidean":
+        out = e.op("Sqrt", e.reduce("ReduceSum", e.op("Mul", x, x), axes, True))
+    elif axis is not None and len(axes) == 2:
+        r, c = (a % len(node.inputs[0].shape) for a in ((axis[0], axis[1]) if ord == "1" else (axis[1], axis[0])))
+        sums = e.reduce("ReduceSum", e.op("Abs", x), (r,), True)
+        out = e.op("Max", e.reduce("ReduceMax", sums, (c,), True), e.scalar(0, dt))
+    elif ord == "1":
+        out = e.reduce("ReduceSum", e.op("Abs", x), axes, True)
+    elif ord == "inf":
+        out = e.op("Max", e.reduce("ReduceMax", e.op("Abs", x), axes, True), e.scalar(0, dt))
+    else:
+        p = float(ord)
+        powered = e.reduce("ReduceSum", e.op("Pow", e.op("Abs", x), e.scalar(p, dt)), axes, True)
+        out = e.op("Pow", powered, e.scalar(1 / p, dt))
+    return out if node.attrs["keepdims"] else e.squeeze(out, axes)
+
+
+_NORM = register("norm", _norm_kernel, _norm_infer, _norm_grad, num_inputs=1, onnx=_norm_onnx,
                  attrs={"ord": "str", "axis": "opt_ints", "keepdims": "bool"},
                  defaults={"ord": "euclidean", "axis": None, "keepdims": False}, kinds=inf.float_kinds)
 
@@ -508,9 +593,16 @@ def _cumprod_grad(op, g):
 
 
 _CUMSUM = register("cumsum", _cum_kernel("cumsum", np.add, 0), _cum_infer("cumsum"), _cumsum_grad, num_inputs=1,
-                   attrs=_CUM_ATTRS, defaults=_CUM_DEFAULTS, kinds=inf.numeric_kinds)
+                   attrs=_CUM_ATTRS, defaults=_CUM_DEFAULTS, kinds=inf.numeric_kinds,
+                   onnx=lambda e, node, ins: e.op("CumSum", ins[0], e.scalar(node.attrs["axis"], dtypes.int64),
+                                                  exclusive=int(node.attrs["exclusive"]),
+                                                  reverse=int(node.attrs["reverse"])))
 _CUMPROD = register("cumprod", _cum_kernel("cumprod", np.multiply, 1), _cum_infer("cumprod"), _cumprod_grad,
-                    num_inputs=1, attrs=_CUM_ATTRS, defaults=_CUM_DEFAULTS, kinds=inf.numeric_kinds)
+                    num_inputs=1, attrs=_CUM_ATTRS, defaults=_CUM_DEFAULTS, kinds=inf.numeric_kinds,
+                    # (ONNX has CumSum only: an exact running product in a Loop)
+                    onnx=lambda e, node, ins: running(
+                        e, ins, node.attrs["axis"], len(node.inputs[0].shape), node.inputs[0].dtype, 1,
+                        lambda s, x: e.op("Mul", s, x), node.attrs["exclusive"], node.attrs["reverse"]))
 
 
 def _cum_attrs(name, x, axis, exclusive, reverse):
@@ -575,7 +667,11 @@ def _linear_scan_grad(op, g):
 
 _LINEAR_SCAN = register("linear_scan", _linear_scan_kernel, _linear_scan_infer, _linear_scan_grad, num_inputs=2,
                         attrs={"axis": "int", "reverse": "bool"}, defaults={}, same_dtype=(0, 1),
-                        kinds=inf.float_kinds)
+                        kinds=inf.float_kinds,
+                        onnx=lambda e, node, ins: running(
+                            e, ins, node.attrs["axis"] % len(node.outputs[0].shape), len(node.outputs[0].shape),
+                            node.outputs[0].dtype, 0, lambda s, b, a: e.op("Add", b, e.op("Mul", a, s)),
+                            reverse=node.attrs["reverse"]))
 
 
 # ------------------------------------------------------------------ eye
@@ -588,7 +684,9 @@ def _eye_infer(shapes, dts, attrs):
 
 _EYE = register("eye", lambda num_rows, num_columns, dtype: np.eye(num_rows, num_columns, dtype=dtype.np),
                 _eye_infer, None, num_inputs=0, attrs={"num_rows": "int", "num_columns": "int", "dtype": "dtype"},
-                defaults={})
+                defaults={}, onnx=lambda e, node, ins: e.cast(e.op("EyeLike", e.op(
+                    "Expand", e.scalar(0, dtypes.float32), e.ints([node.attrs["num_rows"], node.attrs["num_columns"]]))),
+                    node.attrs["dtype"]))
 
 
 def eye(num_rows, num_columns=None, dtype=dtypes.float32, name=None):

@@ -1,0 +1,70 @@
+"""ONNX export against eager, for every row of the op table whose op has an ONNX form:
+trace the row's call with df.defun (static sizes, and every size unknown), export it with
+df.export_onnx (which runs onnx.checker's full check), run the model in onnxruntime and
+compare with the eager result (float tolerance per dtype; integers and bools exactly).
+Every dtype of a row is exported with static sizes; the row's first dtype with None sizes."""
+import numpy as np
+import pytest
+
+import defun as df
+from runtime import registry
+from opcheck import as_numpy, make_inputs
+from test_ops import ROWS
+from test_ops_graph import _documented_refusal, _dtype, _signature
+
+ort = pytest.importorskip("onnxruntime")
+
+# (rtol, atol) per float dtype: onnxruntime's kernels round differently from numpy's
+TOL = {np.dtype(np.float16): (1e-2, 1e-2), np.dtype(np.float32): (1e-4, 1e-5),
+       np.dtype(np.float64): (1e-9, 1e-10)}
+
+
+def has_form(name):
+    return registry.get(name).onnx is not None
+
+
+def run_onnx(model, xs):
+    """The model's outputs on numpy inputs `xs` (in the order of its graph inputs)."""
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, {i.name: np.asarray(x) for i, x in zip(sess.get_inputs(), xs)})
+
+
+def assert_close(actual, expected, what):
+    expected = [as_numpy(e) for e in (expected if isinstance(expected, (list, tuple)) else [expected])]
+    assert len(actual) == len(expected), f"{what}: {len(actual)} outputs, expected {len(expected)}"
+    for k, (a, e) in enumerate(zip(actual, expected)):
+        a = np.asarray(a)
+        assert a.shape == e.shape, f"{what}[{k}]: shape {a.shape}, expected {e.shape}"
+        assert a.dtype == e.dtype, f"{what}[{k}]: dtype {a.dtype}, expected {e.dtype}"
+        if e.dtype.kind == "f":
+            rtol, atol = TOL[e.dtype]
+            np.testing.assert_allclose(a, e, rtol=rtol, atol=atol, err_msg=f"{what}[{k}]")
+        else:
+            np.testing.assert_array_equal(a, e, err_msg=f"{what}[{k}]")
+
+
+def _cases():
+    out = []
+    for row in ROWS:
+        if not has_form(row.op):
+            continue
+        for k, v in enumerate(row.variants):
+            first = _dtype(row, v)
+            for dt in dict.fromkeys([first] + list(row.dtypes_of(v))):
+                out.append(pytest.param(row, v, dt, False, id=f"{row.op}-{k}-{getattr(dt, 'name', dt)}"))
+            out.append(pytest.param(row, v, first, True, id=f"{row.op}-{k}-unknown_sizes"))
+    return out
+
+
+@pytest.mark.parametrize("row,v,dt,unknown", _cases())
+def test_onnx_matches_eager(row, v, dt, unknown):
+    xs = make_inputs(v.args, dt)
+    eager = row.fn(*[df.constant(x) for x in xs], **v.kw)
+    traced = df.defun(lambda *a: row.fn(*a, **v.kw), input_signature=_signature(xs, unknown))
+    try:
+        cf = traced.get_concrete_function()
+    except df.errors.InvalidArgumentError as e:
+        if _documented_refusal(row, e, unknown):
+            return  # tracing refuses (tests/test_ops_graph.py checks the message)
+        raise
+    assert_close(run_onnx(df.export_onnx(cf), xs), eager, f"{row.op}{v!r} onnx vs eager")
