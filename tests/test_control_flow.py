@@ -463,20 +463,31 @@ def test_cond_and_while_survive_json_export():
         assert_close(got_y, want_y)
 
 
-def test_while_history_is_dropped_when_no_gradient_reads_it():
+def test_while_keeps_per_iteration_values_only_in_the_forward_that_a_gradient_follows():
+    from defun.graph_function import GraphFunction
     from graph.functions import plan_of
-    f = df.defun(lambda x: df.while_loop(lambda i, v: i < 5, lambda i, v: (i + 1, v * 1.5), (0, x))[1])
+    f = df.defun(lambda x: df.while_loop(lambda i, v: i < 5, lambda i, v: (i + 1, df.sin(v)), (0, x))[1])
     x = df.constant(np.array([1.0, 2.0]))
     cf = f.get_concrete_function(x)
     (traced,) = [n for n in cf.graph.nodes if n.op.name == "while"]
-    assert traced.attrs["history"] is True          # traced ready for a gradient
-    (compiled,) = [n for n in plan_of(cf.graph).graph.nodes if n.op.name == "while"]
-    assert compiled.attrs["history"] is False       # the inference plan keeps no history
-    np.testing.assert_allclose(np.asarray(f(x)), [1.5 ** 5, 2 * 1.5 ** 5])
-    with df.GradientTape() as tape:                 # gradients still get the history
+    assert traced.attrs["saves"] is None and len(traced.outputs) == 2   # the traced loop keeps nothing
+    (plain,) = [n for n in plan_of(cf.graph).graph.nodes if n.op.name == "while"]
+    assert plain.attrs["saves"] is None
+    forward = GraphFunction.of(cf.graph).backward().forward
+    (saving,) = [n for n in plan_of(forward).graph.nodes if n.op.name == "while"]
+    assert saving.attrs["saves"] == 1      # the body's backward reads cos(v)'s input: v per iteration
+    assert traced.attrs["saves"] is None   # the traced graph itself never changes
+    want = np.array([1.0, 2.0])
+    for _ in range(5):
+        want = np.sin(want)
+    np.testing.assert_allclose(np.asarray(f(x)), want)
+    with df.GradientTape() as tape:
         tape.watch(x)
         y = df.reduce_sum(f(x))
-    np.testing.assert_allclose(np.asarray(tape.gradient(y, x)), [1.5 ** 5] * 2)
+    d, v = np.ones(2), np.array([1.0, 2.0])
+    for _ in range(5):
+        d, v = d * np.cos(v), np.sin(v)
+    np.testing.assert_allclose(np.asarray(tape.gradient(y, x)), d)
 
 
 def test_eager_cond_refuses_a_non_scalar_or_non_bool_predicate_like_traced_cond():
