@@ -55,13 +55,13 @@ class GradientTape:
         """Watch a tensor, variable, or a nested structure of them."""
         self._ensure()
         if isinstance(tensor, Tensor):  # one tensor, without flattening: -0.3 us per watch
-            self._tape.watch(tensor)
+            self._tape.watch(tensor if state.graph is None else _in_trace(tensor))
             return
         for t in flatten(tensor):
             if isinstance(t, Variable):
                 watch_variable(self._tape, t)
             elif isinstance(t, Tensor):
-                self._tape.watch(t)
+                self._tape.watch(t if state.graph is None else _in_trace(t))
             else:
                 raise TypeError(f"GradientTape.watch expects tensors or variables, got {type(t).__name__}")
 
@@ -98,7 +98,7 @@ class GradientTape:
             if isinstance(s, Variable):
                 src_tensors.append(handle_in_context(s))
             elif isinstance(s, Tensor):
-                src_tensors.append(s)
+                src_tensors.append(s if state.graph is None else _in_trace(s))
             else:
                 raise TypeError(f"GradientTape.gradient: sources must be tensors or variables, got "
                                 f"{type(s).__name__}")
@@ -112,10 +112,13 @@ class GradientTape:
             seeds = [None if g is None else
                      convert_to_tensor(g, None if isinstance(g, Tensor) else t.dtype)
                      for g, t in zip(given, targets)]
-        # The tape must not record its own backward pass (other active tapes still do). It
-        # may be off the stack already, e.g. when asked inside its own stop_recording().
+        # Other active tapes record the backward pass. A persistent tape asked inside its own
+        # `with` block records it too (as TensorFlow's does), so the gradient of this gradient
+        # can be asked of it; otherwise it must not (it may be off the stack already, e.g.
+        # when asked inside its own stop_recording()).
         saved = state.tapes
-        state.tapes = [t for t in saved if t is not self._tape]
+        if not (self._persistent and self._recording):
+            state.tapes = [t for t in saved if t is not self._tape]
         try:
             grads = imperative_grad(self._tape, targets, src_tensors, seeds)
         finally:
@@ -144,6 +147,12 @@ class GradientTape:
         Row b of `target` must depend only on row b of `source` (the rows are seeded together).
         """
         return batch_jacobian(self, target, source, unconnected_gradients)
+
+
+def _in_trace(t):
+    """`t` as the traced graph sees it: an outer tensor (eager, or of an enclosing trace) is
+    watched, and differentiated, as the graph's capture of it."""
+    return state.graph.capture(t)
 
 
 def _as_target(t):
