@@ -41,6 +41,7 @@ class GraphFunction:
         # a tape that watches accessed variables watches these variables
         self._resource_positions = [k for k, t in enumerate(graph.all_inputs) if t.dtype is dtypes.resource]
         self._run = None
+        self._run_first = None    # ([level 0], sizes, plan) of a call recorded for one gradient
         # [Saving] per level (level 0: this graph's; level k+1: that of level k's `next`), the
         # number of outputs each level's backward is seeded for; `_closed` once the top
         # level's backward reads nothing new (every order can be taken from one run)
@@ -158,16 +159,25 @@ class GraphFunction:
         return order
 
     def _call_recorded(self, inputs, order):
-        levels = self._first_level() if order == 1 else self._all_levels()
-        sizes = self._sizes[:len(levels)]
-        outs = plan_of(levels[-1].next, self.backend).run(*[_eager_value(t) for t in inputs])
-        saved = [EagerTensor(o) for o in outs]
+        if order == 1:     # level 0 only (`_levels` may hold more, for other calls)
+            first = self._run_first
+            if first is None:
+                s = self._first_level()[0]
+                first = self._run_first = ([s], [len(self.graph.outputs), len(s.next.outputs)],
+                                           plan_of(s.next, self.backend).run)
+            levels, sizes, run = first
+        else:
+            levels = self._all_levels()
+            # per level, the outputs its backward is seeded for; past the last: not saved
+            sizes = self._sizes + [len(levels[-1].next.outputs)]
+            run = plan_of(levels[-1].next, self.backend).run
+        saved = [EagerTensor(o) for o in run(*[_eager_value(t) for t in inputs])]
         inputs = list(inputs)
         backend = self.backend
         name = self.graph.name
 
         def backward(*grads):
-            level = pick_level(sizes + [len(saved)], grads)
+            level = pick_level(sizes, grads)
             if level is None:
                 return [None] * len(inputs)
             if level >= len(levels):

@@ -307,11 +307,23 @@ def _while_runner(attrs, backend=None):
             for r, v in zip(rows, out[n:]):
                 r.append(v)
             count += 1
-        stacks = tuple(np.stack(r) if r else
-                       np.zeros((0,) + tuple(d or 0 for d in t.shape), t.dtype.np)
-                       for r, t in zip(rows, kept))
-        return tuple(loop) + (np.asarray(count, np.int32),) + stacks
+        return tuple(loop) + (np.asarray(count, np.int32),) + tuple(
+            _stack(r, t, body) for r, t in zip(rows, kept))
     return run_saving_while
+
+
+def _stack(rows, t, body):
+    """One kept value of every iteration, stacked (no rows: an empty stack of its type)."""
+    if not rows:
+        return np.zeros((0,) + tuple(d or 0 for d in t.shape), t.dtype.np)
+    first = rows[0].shape
+    for k, r in enumerate(rows):
+        if r.shape != first:
+            raise errors.InvalidArgumentError(
+                f"while: the gradient keeps {t.name} of {body.name} from every iteration, but its "
+                f"shape changes ({list(first)} in iteration 0, {list(r.shape)} in iteration {k}); "
+                f"a differentiated loop must keep the shapes of what its gradient reads")
+    return np.stack(rows)
 
 
 def _while_kernel(*vals, **attrs):
@@ -520,6 +532,6 @@ def _trace(base, outer, params, fn):
 def _loop(cond_fn, body_fn, init):
     """A while loop over flat lists of tensors, for gradients (no Python checks needed)."""
     outer = state.graph     # gradients of a while are built into a backward graph only
-    cond_g = _trace("while_cond", outer, init, lambda *vs: [cond_fn(*vs)])
-    body_g = _trace("while_body", outer, init, lambda *vs: list(body_fn(*vs)))
+    cond_g = _trace("while_grad_cond", outer, init, lambda *vs: [cond_fn(*vs)])
+    body_g = _trace("while_grad_body", outer, init, lambda *vs: list(body_fn(*vs)))
     return while_node(cond_g, body_g, init)
