@@ -497,3 +497,44 @@ def test_eager_cond_refuses_a_non_scalar_or_non_bool_predicate_like_traced_cond(
     with pytest.raises(df.errors.InvalidArgumentError, match="scalar bool"):
         df.cond(df.constant(1.0), lambda: x, lambda: -x)
     np.testing.assert_allclose(np.asarray(df.cond(df.reduce_max(x) > 0, lambda: x, lambda: -x)), [1.0, -1.0])
+
+
+def test_a_while_node_of_an_earlier_document_keeps_its_history_and_differentiates():
+    """`history=True` (how loops were traced before): the node also returns the count and
+    the loop variables that entered each iteration; a gradient raises it like any loop."""
+    from graph.control_flow import WHILE, share_captures
+    from graph.ir import Graph
+    from runtime.execute import run_op
+
+    @df.defun
+    def f(x):
+        def fn(base, make):
+            g = Graph(base, outer=x.graph)
+            with g.building():
+                out = make(*[g.placeholder(t.shape, t.dtype) for t in (i0, x)])
+            return g.finalize(out)
+        i0 = df.constant(0)
+        cond_g = fn("c", lambda i, y: [i < 3])
+        body_g = fn("b", lambda i, y: [i + 1, df.sin(y) * 2.0])
+        share_captures([cond_g, body_g])
+        out = run_op(WHILE, [i0, x], {"cond": cond_g, "body": body_g, "maximum_iterations": None,
+                                      "history": True, "saves": None})
+        return out[1], out[2], out[4]          # final y, the count, the y of each iteration
+
+    x = f64([0.5, 1.0])
+    y, count, hist = f(x)
+    want = [np.array([0.5, 1.0])]
+    for _ in range(3):
+        want.append(np.sin(want[-1]) * 2.0)
+    assert int(count) == 3
+    assert_close(hist, np.stack(want[:3]))
+    assert_close(y, want[3])
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y, _, hist = f(x)
+        total = df.reduce_sum(y) + df.reduce_sum(hist)    # the history itself differentiated too
+    # d total / d x: through y_3, plus each kept y_k (k = 0, 1, 2)
+    chain = [np.ones(2)]
+    for k in range(3):
+        chain.append(chain[-1] * 2.0 * np.cos(want[k]))     # d y_{k+1} / d x
+    assert_close(tape.gradient(total, x), chain[3] + chain[0] + chain[1] + chain[2], rtol=1e-12)

@@ -280,8 +280,8 @@ def test_custom_gradient_closing_over_a_forward_intermediate_second_order_in_a_d
             g1 = t1.gradient(y, x)
         g2 = t2.gradient(g1, x)
     g3 = t3.gradient(g2, x)
-    np.testing.assert_allclose([float(g1), float(g2), float(g3)], [6 * 1.5 ** 2 * 1.0 * 2 / 2, 12 * 1.5, 12.0],
-                               rtol=1e-12)
+    np.testing.assert_allclose([float(g1), float(g2), float(g3)], [6 * 1.5 ** 2, 12 * 1.5, 12.0],
+                               rtol=1e-12)     # of 2 x**3
 
 
 def test_a_branch_not_taken_saves_nothing_and_shapes_may_differ():
