@@ -8,8 +8,7 @@ from operator import itemgetter
 from runtime.context import state
 
 __all__ = ["Tape", "TapeEntry", "record_op", "record_operation", "record_more_outputs",
-           "more_outputs_entry",
-           "skip_input_indices", "stop_recording", "push_tape", "pop_tape"]
+           "more_outputs_entry", "skip_input_indices", "stop_recording", "push_tape", "pop_tape"]
 
 
 _tuple_new = tuple.__new__
