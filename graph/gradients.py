@@ -19,15 +19,13 @@ import threading
 
 from runtime import tape as tape_mod
 from runtime.autodiff import imperative_grad
-from runtime.execute import run_op
 from runtime.indexed_slices import IndexedSlices
-from runtime.tensor import constant
-from graph.executor import live_node_ids, live_nodes
+from graph.executor import live_node_ids
 from graph.ir import PLACEHOLDER, Graph, SymbolicTensor
 from graph.rewrite import GraphCopy
 
 __all__ = ["build_backward", "Backward", "Saving", "saving_of", "saving_from", "levels_of",
-           "pick_level", "capture_sources", "replay", "LOCK"]
+           "pick_level", "capture_sources", "LOCK"]
 
 # One lock for everything derived for gradients (savings, levels, rematerialized backwards):
 # each is built once, whichever thread asks first; re-entrant, as building one builds others.
@@ -234,28 +232,3 @@ def _own(graph, t):
     """`t` as a tensor of `graph` (a forward tensor passed straight through is captured)."""
     with graph.building():
         return graph.capture(t) if t.node.graph is not graph else t
-
-
-def replay(graph, inputs, outputs=None):
-    """Run `graph`'s nodes again through the current builder (eager, or another graph).
-
-    `inputs` stand for graph.all_inputs; returns the values of `outputs` (default the
-    graph's outputs). Inside a trace this inlines the function; under a tape it records.
-    """
-    outputs = graph.outputs if outputs is None else outputs
-    env = {id(t): v for t, v in zip(graph.all_inputs, inputs)}
-    for node in live_nodes(graph, outputs):
-        if node.op.name == "placeholder":
-            if id(node.outputs[0]) not in env:
-                raise ValueError(f"replay: no value for input {node.name} of {graph.name}")
-            continue
-        if node.op.name == "const":
-            env[id(node.outputs[0])] = constant(node.attrs["value"])
-            continue
-        out = run_op(node.op, [env[id(t)] for t in node.inputs], node.attrs)
-        if out is None:
-            continue
-        outs = out if isinstance(out, tuple) else (out,)
-        for t, v in zip(node.outputs, outs):
-            env[id(t)] = v
-    return [env[id(t)] for t in outputs]
