@@ -34,9 +34,9 @@ class ConcreteFunction:
     """One trace of a defun: a graph with typed inputs, captures and structured outputs."""
 
     def __init__(self, graph, function, arg_structure, out_structure, out_index, name,
-                 backend=DEFAULT_BACKEND):
+                 backend=DEFAULT_BACKEND, rematerialize=False):
         self.graph = graph
-        self._fn = GraphFunction.of(graph, backend)
+        self._fn = GraphFunction.of(graph, backend, rematerialize)
         self._arg_structure = arg_structure   # (args, kwargs) with placeholders in tensor leaves
         self._out_structure = out_structure   # structure with leaves
         self._out_index = out_index           # per leaf: index into graph.outputs or None

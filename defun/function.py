@@ -44,10 +44,12 @@ class Function:
     >>> f(df.constant([1., 2.]))   # traced once, then run from the compiled graph
     """
 
-    def __init__(self, python_function, input_signature=None, name=None, backend=DEFAULT_BACKEND):
+    def __init__(self, python_function, input_signature=None, name=None, backend=DEFAULT_BACKEND,
+                 rematerialize=False):
         if not callable(python_function):
             raise TypeError(f"defun expects a callable, got {type(python_function).__name__}")
         self.backend = get_backend(backend).name   # ValueError naming the installed ones
+        self.rematerialize = bool(rematerialize)
         self.python_function = python_function
         self.name = name or getattr(python_function, "__name__", "function").replace("<lambda>", "lambda")
         functools.update_wrapper(self, python_function, updated=())
@@ -248,7 +250,7 @@ class Function:
         graph.finalize(outputs)
         graph.structured_outputs = result
         return ConcreteFunction(graph, self, (b_args, b_kwargs), result, out_index, graph.name,
-                                self.backend)
+                                self.backend, self.rematerialize)
 
     def __get__(self, instance, owner):
         if instance is None:
@@ -273,7 +275,8 @@ class Function:
             if self._signature is not None:
                 params = list(self._signature.parameters.values())[1:]
                 method.__signature__ = self._signature.replace(parameters=params)
-            bound = cache[instance] = Function(method, self._input_signature, self.name, self.backend)
+            bound = cache[instance] = Function(method, self._input_signature, self.name, self.backend,
+                                               self.rematerialize)
         return bound
 
     def __repr__(self):
@@ -325,7 +328,7 @@ def _output_tensor(leaf, graph, fname, pos):
         f"traced function may return tensors, numbers, None, and nested lists/tuples/dicts of them")
 
 
-def defun(func=None, input_signature=None, backend=DEFAULT_BACKEND):
+def defun(func=None, input_signature=None, backend=DEFAULT_BACKEND, rematerialize=False):
     """Compile `func` into graph functions traced per input signature.
 
     >>> @df.defun
@@ -333,8 +336,10 @@ def defun(func=None, input_signature=None, backend=DEFAULT_BACKEND):
     ...     return df.reduce_sum(df.tanh(x @ w))
 
     `backend` names the installed backend its plans run on (`df.backends()`; "numpy").
+    `rematerialize=True`: under a tape, save only the inputs and what cheap pure ops cannot
+    recompute, and recompute the rest in the backward (less memory, more time).
     """
     get_backend(backend)        # an unknown name fails here, not at the first call
     if func is None:
-        return lambda f: Function(f, input_signature, backend=backend)
-    return Function(func, input_signature, backend=backend)
+        return lambda f: Function(f, input_signature, backend=backend, rematerialize=rematerialize)
+    return Function(func, input_signature, backend=backend, rematerialize=rematerialize)

@@ -1,49 +1,62 @@
 """GraphFunction: a function graph called eagerly, nested in a trace, or under a tape.
 
 Three call routes, chosen per call: the compiled plan (eager, nobody listening); a `call`
-node (inside another trace); the forward-with-side-outputs plan plus ONE tape entry whose
-backward runs the backward graph function (under a tape that watches an input). The
-backward is built lazily, the first time a gradient is needed.
-"""
-import threading
+node (inside another trace); under a tape that watches an input, the forward with side
+outputs plus ONE tape entry whose backward runs the backward graph function on what that
+run saved (it never runs the forward again). The backward is built lazily, the first
+time a gradient is needed.
 
+When a gradient of that gradient may follow (several tapes record the call, or a
+persistent one, which may record its own gradient), the call saves what every order
+needs: the levels (graph/gradients.py) are raised until the backward of the top one reads
+nothing new, and that function runs.
+"""
 from runtime import dtypes, errors
 from runtime.context import execution_callbacks, state
-from runtime.indexed_slices import IndexedSlices
 from runtime.ops.array_ops import zeros_like
 from runtime.tape import record_operation
 from runtime.tensor import EagerTensor, to_array
 from runtime.variables import watch_read_handles
 from graph.backends import DEFAULT_BACKEND
-from graph.functions import call_graph, plan_of, remat_backward
-from graph.gradients import build_backward
+from graph.functions import call_graph, input_grads, plan_of, rematerialize
+from graph.gradients import LOCK, MAX_LEVELS, pick_level, saving_from, saving_of
 from graph.ir import SymbolicTensor
 
 __all__ = ["GraphFunction"]
-
-_lock = threading.Lock()    # builds each backward once, whichever thread asks first
 
 
 class GraphFunction:
     """A function graph that can be called eagerly, nested, and differentiated.
 
     The backward function is built lazily on the first call that needs a gradient.
+    `rematerialize`: its backward recomputes what cheap pure ops give instead of saving it
+    (graph.functions.rematerialize).
     """
 
-    def __init__(self, graph, backend=DEFAULT_BACKEND):
+    def __init__(self, graph, backend=DEFAULT_BACKEND, rematerialize=False):
         self.graph = graph
         self.backend = backend      # the name of the backend its plans run on
+        self.rematerialize = rematerialize
         # positions of resource inputs (variable arguments and captured variables): a call under
         # a tape that watches accessed variables watches these variables
         self._resource_positions = [k for k, t in enumerate(graph.all_inputs) if t.dtype is dtypes.resource]
         self._run = None
+        self._run_first = None    # ([level 0], sizes, plan) of a call recorded for one gradient
+        # [Saving] per level (level 0: this graph's; level k+1: that of level k's `next`), the
+        # number of outputs each level's backward is seeded for; `_closed` once the top
+        # level's backward reads nothing new (every order can be taken from one run)
+        self._levels = None
+        self._fns = None          # per level, the function it differentiates
+        self._sizes = None
+        self._closed = False
 
     @staticmethod
-    def of(graph, backend=DEFAULT_BACKEND):
-        """The GraphFunction of `graph` on `backend` (one per pair, kept in graph.derived)."""
-        gf = graph.derived.functions.get(backend)
+    def of(graph, backend=DEFAULT_BACKEND, rematerialize=False):
+        """The GraphFunction of `graph` on `backend` (one per pair and mode, kept in graph.derived)."""
+        key = (backend, True) if rematerialize else backend
+        gf = graph.derived.functions.get(key)
         if gf is None:
-            gf = graph.derived.functions[backend] = GraphFunction(graph, backend)
+            gf = graph.derived.functions[key] = GraphFunction(graph, backend, rematerialize)
         return gf
 
     @property
@@ -52,19 +65,44 @@ class GraphFunction:
 
     def backward(self):
         """The Backward (graph/gradients.py) of this function, built once per graph."""
-        return self._backward_pair()[0]
+        return self._first_level()[0].backward
 
     def _backward_pair(self):
-        """(Backward, forward-with-side-outputs view), kept in graph.derived."""
-        derived = self.graph.derived
-        if derived.backward is None:
-            with _lock:
-                if derived.backward is None:
+        """(Backward, forward-with-side-outputs view)."""
+        bw = self.backward()
+        return bw, bw.forward
+
+    def _first_level(self):
+        levels = self._levels
+        if levels is None:
+            with LOCK:
+                if self._levels is None:
                     g = self.graph
-                    bw = build_backward(g)
-                    derived.backward = (bw, g.view(g.outputs + bw.side_outputs, f"{g.name}_forward",
-                                                   f"{g.base_name}_forward"))
-        return derived.backward
+                    first = saving_from(g, rematerialize(g)) if self.rematerialize else saving_of(g)
+                    self._fns = [g]
+                    self._sizes = [len(g.outputs)]
+                    self._levels = [first]
+                levels = self._levels
+        return levels
+
+    def _all_levels(self):
+        """Levels up to the first whose function already returns all its backward reads."""
+        levels = self._first_level()
+        if not self._closed:
+            with LOCK:
+                while not self._closed:
+                    top = levels[-1]
+                    if top.next is self._fns[-1]:
+                        self._closed = True
+                    elif len(levels) >= MAX_LEVELS:
+                        raise errors.UnimplementedError(
+                            f"{self.graph.name}: its backward keeps needing new side outputs "
+                            f"after {MAX_LEVELS} levels of differentiation")
+                    else:
+                        self._fns.append(top.next)
+                        self._sizes.append(len(top.next.outputs))
+                        levels.append(saving_of(top.next))
+        return levels
 
     def call_flat(self, inputs):
         """Run on `inputs` (tensors in all_inputs order); returns a list of output tensors.
@@ -80,8 +118,9 @@ class GraphFunction:
                 self._watch_variables(inputs)
             return call_graph(self.graph, inputs)
         tapes = st.tapes
-        if tapes and self._should_record(tapes, inputs):
-            outs = self._call_recorded(inputs)
+        order = self._recording_order(tapes, inputs) if tapes else 0
+        if order:
+            outs = self._call_recorded(inputs, order)
         else:
             outs = self._run_plan(inputs)
         if execution_callbacks:   # a defun call is one op to callbacks and traces
@@ -104,46 +143,55 @@ class GraphFunction:
     def _watch_variables(self, inputs):
         watch_read_handles([inputs[k] for k in self._resource_positions])
 
-    def _should_record(self, tapes, inputs):
+    def _recording_order(self, tapes, inputs):
+        """0: no tape records this call; 1: one non-persistent tape does (a first-order
+        gradient); 2: a gradient of the gradient may follow (several tapes, or a persistent
+        one, which may record its own gradient)."""
         if self._resource_positions:
             self._watch_variables(inputs)
         ids = [getattr(t, "_id", None) for t in inputs]
-        return any(tape.should_record(ids) for tape in tapes)
+        order = 0
+        for tape in tapes:
+            if tape.should_record(ids):
+                if order or tape.persistent:
+                    return 2
+                order = 1
+        return order
 
-    def _call_recorded(self, inputs):
-        bw, fwd = self._backward_pair()
-        outs = plan_of(fwd, self.backend).run(*[_eager_value(t) for t in inputs])
-        n = len(self.graph.outputs)
-        real = [EagerTensor(o) for o in outs[:n]]
-        side = [EagerTensor(o) for o in outs[n:]]
+    def _call_recorded(self, inputs, order):
+        if order == 1:     # level 0 only (`_levels` may hold more, for other calls)
+            first = self._run_first
+            if first is None:
+                s = self._first_level()[0]
+                first = self._run_first = ([s], [len(self.graph.outputs), len(s.next.outputs)],
+                                           plan_of(s.next, self.backend).run)
+            levels, sizes, run = first
+        else:
+            levels = self._all_levels()
+            # per level, the outputs its backward is seeded for; past the last: not saved
+            sizes = self._sizes + [len(levels[-1].next.outputs)]
+            run = plan_of(levels[-1].next, self.backend).run
+        saved = [EagerTensor(o) for o in run(*[_eager_value(t) for t in inputs])]
         inputs = list(inputs)
+        backend = self.backend
+        name = self.graph.name
 
         def backward(*grads):
-            g_out, g_side = grads[:n], grads[n:]
-            if any(g is not None for g in g_side):
-                # Higher order: the side outputs themselves get gradients. Recompute.
-                rb, spec = remat_backward(fwd)
-                outs_all = real + side
-                feed = inputs + [grads[k] if grads[k] is not None else zeros_like(outs_all[k])
-                                 for k, t in enumerate(fwd.outputs) if t.dtype.is_floating]
-                res = GraphFunction.of(rb, self.backend).call_flat(feed)
-                return [None if j is None else res[j] for j in spec]
-            feed = [g_out[k] if g_out[k] is not None else zeros_like(real[k]) for k in bw.grad_outputs]
-            for kind, v in bw.capture_sources:
-                feed.append(inputs[v] if kind == "input" else side[v] if kind == "side" else v)
-            res = GraphFunction.of(bw.graph, self.backend).call_flat(feed)
-            result = []
-            for spec in bw.input_grads:
-                if spec is None:
-                    result.append(None)
-                elif spec[0] == "dense":
-                    result.append(res[spec[1]])
-                else:
-                    result.append(IndexedSlices(res[spec[1]], res[spec[2]], spec[3]))
-            return result
+            level = pick_level(sizes, grads)
+            if level is None:
+                return [None] * len(inputs)
+            if level >= len(levels):
+                raise errors.UnimplementedError(
+                    f"{name}: a gradient of its gradient reached a call recorded for one gradient "
+                    f"only; record it on two tapes (or a persistent one) to differentiate twice")
+            s = levels[level]
+            bw = s.backward
+            feed = [grads[k] if grads[k] is not None else zeros_like(saved[k]) for k in bw.grad_outputs]
+            res = GraphFunction.of(bw.graph, backend).call_flat(feed + s.feed(inputs, saved))
+            return input_grads(bw, res)
 
-        record_operation(self.graph.name, real + side, inputs, backward, none_grads=True)
-        return real
+        record_operation(name, saved, inputs, backward, none_grads=True)
+        return saved[:len(self.graph.outputs)]
 
 
 def _eager_value(t):

@@ -2,11 +2,16 @@
 
 Each node holds its functions as attrs (branches; cond and body) and takes the values they
 capture as extra inputs. A node whose functions contain effects is stateful (graph.ir.Node).
-Gradients are written with ops, so they build graph nodes like any other gradient:
-- a cond's gradient is a cond over the branches' gradient functions;
-- a while's forward node also returns the iteration count and, per loop variable, the
-  stacked values that entered each iteration; its gradient is another while loop that
-  walks those back, calling the body's gradient function once per iteration.
+Gradients are written with ops, so they build graph nodes like any other gradient, and
+they read only what the forward saved (graph/gradients.py: a node is raised a level in
+place to return what its functions' backwards read):
+- a cond's gradient is a cond over the branches' backward functions; raised, each branch
+  also returns its own side outputs, and empty stand-ins for the other branch's, so the
+  backward cond picks, by the same predicate, the values of the branch that ran;
+- a while's gradient is another while loop calling the body's backward function once per
+  iteration, newest first; raised, the node also returns the iteration count and, stacked
+  per iteration, every value the body's backward reads (side outputs of the body, the
+  variable values it read, the loop variables it needs).
 The Python tracers `df.cond` / `df.while_loop` (defun/control_flow.py) make the functions.
 """
 import numpy as np
@@ -14,12 +19,14 @@ import numpy as np
 from runtime import dtypes, errors
 from runtime.context import state
 from runtime.execute import run_op
-from runtime.ops.array_ops import gather, zeros, zeros_like
+from runtime.indexed_slices import IndexedSlices
+from runtime.ops.array_ops import gather, identity, zeros, zeros_like
 from runtime.ops.math_ops import greater
 from runtime.registry import register
 from runtime.shapes import merge_shapes, shape_str, shapes_compatible
 from runtime.variables import watch_read_handles
-from graph.functions import call_graph, plan_of, remat_backward
+from graph.functions import call_graph, input_grads, plan_of, raise_node
+from graph.gradients import LOCK as _grad_lock, levels_of, pick_level, saving_of
 from graph.ir import Graph, unique_name
 
 __all__ = ["COND", "WHILE", "cond_node", "while_node", "share_captures"]
@@ -110,54 +117,128 @@ def _cond_infer(shapes, dts, attrs):
 
 def _cond_grad(op, *grads):
     then_g, else_g = op.attrs["then_branch"], op.attrs["else_branch"]
-    diff = [k for k, t in enumerate(op.outputs) if t.dtype.is_floating]
+    pairs = list(zip(levels_of(then_g), levels_of(else_g)))
+    n_top = len(then_g.outputs)
+    grads = [g if k < n_top and then_g.outputs[k].dtype.is_floating else None
+             for k, g in enumerate(grads)]
+    level = pick_level([len(t.outputs) for t, _ in pairs], grads)
+    if level is None:
+        return [None] * len(op.inputs)
+    then_l, else_l = pairs[level]
+    lv = _cond_level(then_l, else_l)
+    outs = op.outputs
+    if lv.next != (then_l, else_l) and level == len(pairs) - 1:
+        outs = raise_node(op, {"then_branch": lv.next[0], "else_branch": lv.next[1]})
+    diff = [k for k, t in enumerate(then_l.outputs) if t.dtype.is_floating]
+    seeds = [grads[k] if k < len(grads) and grads[k] is not None else zeros_like(outs[k])
+             for k in diff]
+    grad_then, grad_else, positions, values = lv.gradient_branches()
     result = [None] * len(op.inputs)
-    if not diff or all(grads[k] is None for k in diff):
-        return result
-    out_shapes = tuple(tuple(op.outputs[k].shape) for k in diff)
-    grad_then, grad_else, positions = _cond_grad_branches(then_g, else_g, out_shapes)
     if not positions:
         return result
-    seeds = [grads[k] if grads[k] is not None else zeros_like(op.outputs[k]) for k in diff]
-    out = _as_list(run_op(COND, [op.inputs[0]] + list(op.inputs[1:]) + seeds,
-                          {"then_branch": grad_then, "else_branch": grad_else}))
+    feed = [op.inputs[0]] + list(op.inputs[1:]) + seeds + list(outs[:len(lv.next[0].outputs)])
+    out = _as_list(run_op(COND, feed + values, {"then_branch": grad_then, "else_branch": grad_else}))
     for j, k in enumerate(positions):
         result[1 + k] = out[j]
     return result
 
 
-def _cond_grad_branches(then_g, else_g, out_shapes):
-    """(then gradient graph, else gradient graph, input positions they give gradients for).
+class _CondLevel:
+    """A branch pair (then, else) one level up: `next`, the pair that also returns what the
+    pair's backward functions read (each branch returns its own side outputs and empty
+    stand-ins for the other's: only the branch taken computes anything), and where each
+    backward finds its side outputs among the outputs of `next`."""
 
-    Both take the branch inputs then one seed per float output, and return the same list
-    of gradients: a branch with no gradient for an input returns zeros for it.
-    """
-    cache = then_g.derived.cond_grads
-    key = (else_g.uid, out_shapes)
-    hit = cache.get(key)
-    if hit is not None:
-        return hit
-    remats = [remat_backward(then_g), remat_backward(else_g)]
-    n_in = len(then_g.all_inputs)
-    positions = [k for k in range(n_in) if any(spec[k] is not None for _, spec in remats)]
-    diff = [k for k, t in enumerate(then_g.outputs) if t.dtype.is_floating]
-    made = []
-    for b, (rb, spec), (orb, ospec) in ((then_g, remats[0], remats[1]), (else_g, remats[1], remats[0])):
-        w = Graph(f"{b.name}_grad", base_name=f"{b.base_name}_grad")
-        with w.building():
-            xs = [w.placeholder(p.shape, p.dtype, p.handle_data) for p in b.all_inputs]
-            gs = [w.placeholder(shape, b.outputs[k].dtype) for k, shape in zip(diff, out_shapes)]
-            res = call_graph(rb, xs + gs)
-            outs = []
-            for k in positions:
-                if spec[k] is not None:
-                    outs.append(res[spec[k]])
-                else:
-                    outs.append(_zeros_for(xs[k], like=orb.outputs[ospec[k]]))
-        w.finalize(outs)
-        made.append(w)
-    cache[key] = (made[0], made[1], positions)
-    return cache[key]
+    __slots__ = ("pair", "savings", "next", "positions", "_grads")
+
+    def __init__(self, then_g, else_g):
+        st, se = saving_of(then_g), saving_of(else_g)
+        self.pair = (then_g, else_g)
+        self.savings = (st, se)
+        if st.next is then_g and se.next is else_g:
+            self.next = (then_g, else_g)
+            self.positions = (list(st.side_pos), list(se.side_pos))
+        else:
+            n = len(then_g.outputs)
+            extra_t, extra_e = st.next.outputs[n:], se.next.outputs[n:]
+            w_then = _with_extras(then_g, st.next, [], extra_e)
+            w_else = _with_extras(else_g, se.next, extra_t, [])
+            w_then.derived.saves_for, w_else.derived.saves_for = then_g, else_g
+            self.next = (w_then, w_else)
+            self.positions = (list(st.side_pos),
+                              [p if p < n else p + len(extra_t) for p in se.side_pos])
+        self._grads = None
+
+    def gradient_branches(self):
+        """(grad then, grad else, input positions they return gradients for, captured values).
+
+        Both take the branch inputs, one seed per float output of this level, this level's
+        outputs one up (where the side outputs are), then shared captures; a branch whose
+        backward gives no gradient for an input returns zeros for it.
+        """
+        if self._grads is None:
+            with _grad_lock:
+                if self._grads is None:
+                    self._grads = self._make_gradient_branches()
+        return self._grads
+
+    def _make_gradient_branches(self):
+        pair, nxt = self.pair, self.next
+        bws = [s.backward for s in self.savings]
+        n_in = len(pair[0].all_inputs)
+        positions = [k for k in range(n_in) if any(bw.input_grads[k] is not None for bw in bws)]
+        level_types = [(merge_shapes(a.shape, b.shape), a.dtype) for a, b in zip(*[g.outputs for g in nxt])]
+        diff = [k for k, t in enumerate(pair[0].outputs) if t.dtype.is_floating]
+        made = []
+        for branch, bw, pos in zip(pair, bws, self.positions):
+            w = Graph(unique_name(f"{branch.base_name}_grad"), outer=state.graph,
+                      base_name=f"{branch.base_name}_grad")
+            with w.building():
+                xs = [w.placeholder(p.shape, p.dtype, p.handle_data) for p in branch.all_inputs]
+                gs = [w.placeholder(level_types[k][0], level_types[k][1]) for k in diff]
+                los = [w.placeholder(shape, dtype) for shape, dtype in level_types]
+                feed = [gs[diff.index(k)] for k in bw.grad_outputs]
+                for kind, v in bw.capture_sources:
+                    feed.append(xs[v] if kind == "input" else los[pos[v]] if kind == "side" else v)
+                got = input_grads(bw, call_graph(bw.graph, feed))
+                outs = []
+                for k in positions:
+                    g = got[k]
+                    if g is None:
+                        g = _zeros_for(xs[k])
+                    elif isinstance(g, IndexedSlices):
+                        g = g._as_tensor()
+                    outs.append(g if g.node.graph is w else identity(g))
+            w.finalize(outs)
+            made.append(w)
+        values = share_captures(made)
+        return made[0], made[1], positions, values
+
+
+def _with_extras(branch, saving_fn, before, after):
+    """A branch returning `saving_fn`'s outputs (those of `branch`, then its side outputs)
+    with empty stand-ins for the other branch's side outputs: `before` ahead of its own,
+    `after` behind them (same dtype and rank, no elements: nothing is computed)."""
+    n = len(branch.outputs)
+    w = Graph(unique_name(f"{branch.base_name}_saves"), outer=branch.outer,
+              base_name=f"{branch.base_name}_saves")
+    with w.building():
+        xs = [w.placeholder(p.shape, p.dtype, p.handle_data) for p in branch.all_inputs]
+        res = call_graph(saving_fn, xs)
+        pad = lambda ts: [w.constant(np.zeros((0,) * len(t.shape), t.dtype.np)) for t in ts]  # noqa: E731
+        outs = res[:n] + pad(before) + res[n:] + pad(after)
+    return w.finalize(outs)
+
+
+def _cond_level(then_g, else_g):
+    key = ("cond", else_g.uid)
+    lv = then_g.derived.levels.get(key)
+    if lv is None:
+        with _grad_lock:
+            lv = then_g.derived.levels.get(key)
+            if lv is None:
+                lv = then_g.derived.levels[key] = _CondLevel(then_g, else_g)
+    return lv
 
 
 def _cond_outputs(attrs, n):
@@ -186,29 +267,78 @@ COND = register("cond", _cond_kernel, _cond_infer, _cond_grad, num_outputs=_cond
 
 # ---------------------------------------------------------------------------------------
 # while
+#
+# A traced loop keeps nothing per iteration. Raised for a gradient (attr `saves`, an int),
+# its body also returns values to keep, and the node returns, after the loop variables,
+# the iteration count and those values stacked per iteration. (Attr `history`, from
+# earlier documents: also keep each iteration's incoming loop variables, first.)
+def _num_loop_vars(attrs):
+    return len(attrs["body"].outputs) - (attrs["saves"] or 0)
+
+
+def _counted(attrs):
+    return attrs["history"] or attrs["saves"] is not None
+
+
+def _effective_body(attrs):
+    """The body returning the loop variables, then every value stacked per iteration."""
+    body = attrs["body"]
+    if not attrs["history"]:
+        return body
+    hit = body.derived.levels.get("history")
+    if hit is None:
+        n = _num_loop_vars(attrs)
+        hit = body.derived.levels["history"] = body.view(
+            body.outputs[:n] + body.all_inputs[:n] + body.outputs[n:], f"{body.name}_history")
+    return hit
+
+
 def _while_runner(attrs, backend=None):
     run_cond = plan_of(attrs["cond"], backend).run
-    run_body = plan_of(attrs["body"], backend).run
-    n = len(attrs["body"].outputs)
     max_iter = attrs["maximum_iterations"]
-    keep = attrs["history"]
+    n = _num_loop_vars(attrs)
+    if not _counted(attrs):
+        run_body = plan_of(attrs["body"], backend).run
 
-    def run_while(*vals):
+        def run_while(*vals):
+            loop, consts = tuple(vals[:n]), tuple(vals[n:])
+            count = 0
+            while (max_iter is None or count < max_iter) and run_cond(*loop, *consts)[0]:
+                loop = run_body(*loop, *consts)
+                count += 1
+            return loop
+        return run_while
+    body = _effective_body(attrs)
+    run_body = plan_of(body, backend).run
+    kept = body.outputs[n:]
+
+    def run_saving_while(*vals):
         loop, consts = tuple(vals[:n]), tuple(vals[n:])
         count = 0
-        history = [[] for _ in range(n)] if keep else None
+        rows = [[] for _ in kept]
         while (max_iter is None or count < max_iter) and run_cond(*loop, *consts)[0]:
-            if keep:
-                for k in range(n):
-                    history[k].append(loop[k])
-            loop = run_body(*loop, *consts)
+            out = run_body(*loop, *consts)
+            loop = out[:n]
+            for r, v in zip(rows, out[n:]):
+                r.append(v)
             count += 1
-        if not keep:
-            return loop
-        stacks = tuple(np.stack(h) if h else np.zeros((0,) + np.shape(x), np.asarray(x).dtype)
-                       for h, x in zip(history, loop))
-        return tuple(loop) + (np.asarray(count, np.int32),) + stacks
-    return run_while
+        return tuple(loop) + (np.asarray(count, np.int32),) + tuple(
+            _stack(r, t, body) for r, t in zip(rows, kept))
+    return run_saving_while
+
+
+def _stack(rows, t, body):
+    """One kept value of every iteration, stacked (no rows: an empty stack of its type)."""
+    if not rows:
+        return np.zeros((0,) + tuple(d or 0 for d in t.shape), t.dtype.np)
+    first = rows[0].shape
+    for k, r in enumerate(rows):
+        if r.shape != first:
+            raise errors.InvalidArgumentError(
+                f"while: the gradient keeps {t.name} of {body.name} from every iteration, but its "
+                f"shape changes ({list(first)} in iteration 0, {list(r.shape)} in iteration {k}); "
+                f"a differentiated loop must keep the shapes of what its gradient reads")
+    return np.stack(rows)
 
 
 def _while_kernel(*vals, **attrs):
@@ -216,13 +346,19 @@ def _while_kernel(*vals, **attrs):
 
 
 def _while_outputs(attrs, n_inputs):
-    n = len(attrs["body"].outputs)
-    return 2 * n + 1 if attrs["history"] else n
+    n = _num_loop_vars(attrs)
+    if not _counted(attrs):
+        return n
+    return n + 1 + (n if attrs["history"] else 0) + (attrs["saves"] or 0)
 
 
 def _while_infer(shapes, dts, attrs):
     cond_g, body_g = attrs["cond"], attrs["body"]
-    n = len(body_g.outputs)
+    saves = attrs["saves"]
+    if saves is not None and not 0 <= saves <= len(body_g.outputs):
+        raise errors.InvalidArgumentError(
+            f"while: saves={saves}, but body {body_g.name} returns {len(body_g.outputs)} values")
+    n = _num_loop_vars(attrs)
     for g in (cond_g, body_g):
         params = g.all_inputs
         if len(params) != len(shapes):
@@ -240,108 +376,184 @@ def _while_infer(shapes, dts, attrs):
             raise errors.InvalidArgumentError(
                 f"while: loop variable {k} enters as {d.name}{shape_str(s)} but the body returns "
                 f"{_type_text(t)}")
-    if not attrs["history"]:
+    if not _counted(attrs):
         return loop
-    return loop + [((), dtypes.int32)] + [((None,) + s, d) for s, d in loop]
+    kept = [(tuple(t.shape), t.dtype) for t in body_g.outputs[n:]]
+    if attrs["history"]:
+        kept = loop + kept
+    return loop + [((), dtypes.int32)] + [((None,) + s, d) for s, d in kept]
 
 
 def _while_grad(op, *grads):
-    body_g = op.attrs["body"]
-    n = len(body_g.outputs)
-    result = [None] * len(op.inputs)
-    if not op.attrs["history"]:
-        return result
+    attrs = op.attrs
+    n = _num_loop_vars(attrs)
+    chain = levels_of(_effective_body(attrs))
+    counted = _counted(attrs)
+    # per body output (loop variables, then the values kept per iteration): its gradient
+    body_grads = list(grads[:n]) + (list(grads[n + 1:]) if counted else [])
+    top = chain[-1]
+    body_grads = [g if k < len(top.outputs) and top.outputs[k].dtype.is_floating else None
+                  for k, g in enumerate(body_grads)]
+    level = pick_level([len(b.outputs) for b in chain], body_grads)
+    if level is None:
+        return [None] * len(op.inputs)
+    body = chain[level]
+    lv = _while_level(body, n)
     outs = op.outputs
-    count, hist = outs[n], outs[n + 1:]
-    float_vars = [k for k in range(n) if outs[k].dtype.is_floating]
-    hist_grads = grads[n + 1:]
-    if all(grads[k] is None for k in float_vars) and all(g is None for g in hist_grads):
-        return result
-    rb, spec = remat_backward(body_g)
+    if level == len(chain) - 1 and (lv.next is not body or not counted):
+        outs = raise_node(op, {"body": lv.next, "history": False, "saves": len(lv.next.outputs) - n})
+    bw = lv.saving.backward
+    count, stacks = outs[n], outs[n + 1:]
     consts = list(op.inputs[n:])
-    cap_pos = [j for j in range(len(consts)) if spec[n + j] is not None]
-    seeds = [grads[k] if grads[k] is not None else zeros_like(outs[k]) for k in float_vars]
-    accum = [_zeros_for(consts[j], like=rb.outputs[spec[n + j]]) for j in cap_pos]
-
-    nv = len(seeds)
+    float_vars = [k for k in range(n) if body.outputs[k].dtype.is_floating]
+    cap = [j for j in range(len(consts)) if bw.input_grads[n + j] is not None]
+    seeds = [grads[k] if k < len(grads) and grads[k] is not None else zeros_like(outs[k])
+             for k in float_vars]
+    accum = [_zeros_for(consts[j]) for j in cap]
+    kept_grads = {}     # stack position -> the gradient of the stack (zeros when none came)
+    for k in bw.grad_outputs:
+        if k >= n:
+            g = body_grads[k] if k < len(body_grads) else None
+            kept_grads[k - n] = g if g is not None else zeros_like(stacks[k - n])
+    nv = len(float_vars)
 
     def more(i, *g):
         return greater(i, 0)
 
     def step(i, *g):
-        g_vars, g_caps = g[:nv], g[nv:]
+        carried, sums = g[:nv], g[nv:]
         i = i - 1
-        xs = [gather(hist[k], i) for k in range(n)]
-        res = call_graph(rb, xs + consts + list(g_vars))
-        new_vars = []
-        for j, k in enumerate(float_vars):
-            g = res[spec[k]] if spec[k] is not None else zeros_like(g_vars[j])
-            if hist_grads[k] is not None:   # second order: the history itself was used
-                g = g + gather(hist_grads[k], i)
-            new_vars.append(g)
-        new_caps = [g_caps[j] + res[spec[n + c]] for j, c in enumerate(cap_pos)]
-        return [i] + new_vars + new_caps
+        feed = [carried[float_vars.index(k)] if k < n else gather(kept_grads[k - n], i)
+                for k in bw.grad_outputs]
+        for kind, v in lv.feed:
+            feed.append(gather(stacks[v], i) if kind == "stack" else consts[v] if kind == "const" else v)
+        got = [g._as_tensor() if isinstance(g, IndexedSlices) else g
+               for g in input_grads(bw, call_graph(bw.graph, feed))]
+        new_vars = [got[k] if got[k] is not None else zeros_like(carried[j])
+                    for j, k in enumerate(float_vars)]
+        new_sums = [sums[j] + got[n + c] for j, c in enumerate(cap)]
+        return [i] + new_vars + new_sums
 
     final = _loop(more, step, [count] + seeds + accum)
-    g_vars, g_caps = final[1:1 + nv], final[1 + nv:]
+    result = [None] * len(op.inputs)
     for j, k in enumerate(float_vars):
-        result[k] = g_vars[j]
-    for j, c in enumerate(cap_pos):
-        result[n + c] = g_caps[j]
+        result[k] = final[1 + j]
+    for j, c in enumerate(cap):
+        result[n + c] = final[1 + nv + j]
     return result
 
 
-_WHILE_ATTRS = {"cond": "func", "body": "func", "maximum_iterations": "opt_int", "history": "bool"}
+class _WhileLevel:
+    """A loop body one level up: `next`, the body that also returns (to stack per
+    iteration) what the body's backward reads, and `feed`, per capture of that backward,
+    where one iteration's value is: ("stack", j) the j-th stacked value, ("const", j) the
+    loop's j-th captured input, or ("value", v) an outer value."""
+
+    __slots__ = ("saving", "next", "feed")
+
+    def __init__(self, body, n):
+        self.saving = s = saving_of(body)
+        bw = s.backward
+        fwd = bw.forward                    # its tensors are those of bw's forward graph
+        outs = list(fwd.outputs[:len(body.outputs)])
+        stacked = {}
+        for j in range(n, len(outs)):
+            stacked.setdefault(id(outs[j]), j - n)
+        extras = []
+
+        def stack_of(t):
+            j = stacked.get(id(t))
+            if j is None:
+                j = stacked[id(t)] = len(outs) - n + len(extras)
+                extras.append(t)
+            return j
+        self.feed = []
+        for kind, v in bw.capture_sources:
+            if kind == "input":
+                self.feed.append(("stack", stack_of(fwd.all_inputs[v])) if v < n else ("const", v - n))
+            elif kind == "side":
+                self.feed.append(("stack", stack_of(bw.side_outputs[v])))
+            else:
+                self.feed.append(("value", v))
+        if extras:
+            self.next = fwd.view(outs + extras, f"{body.name}_saves", f"{body.base_name}_saves")
+            self.next.derived.saves_for = body
+        else:
+            self.next = body
+
+
+def _while_level(body, n):
+    key = ("while", n)
+    lv = body.derived.levels.get(key)
+    if lv is None:
+        with _grad_lock:
+            lv = body.derived.levels.get(key)
+            if lv is None:
+                lv = body.derived.levels[key] = _WhileLevel(body, n)
+    return lv
+
+
+_WHILE_ATTRS = {"cond": "func", "body": "func", "maximum_iterations": "opt_int", "history": "bool",
+                "saves": "opt_int"}
 
 
 def _while_prune(attrs, used):
-    """Without a reader of the count and history outputs, run the loop without keeping them."""
-    n = len(attrs["body"].outputs)
-    if attrs["history"] and not any(used[n:]):
-        return {**attrs, "history": False}
-    return None
+    """Without a reader of the count and the stacked values, run the loop keeping none."""
+    n = _num_loop_vars(attrs)
+    if not _counted(attrs) or any(used[n:]):
+        return None
+    body = attrs["body"]
+    if attrs["saves"]:
+        hit = body.derived.levels.get("pruned")
+        if hit is None:
+            hit = body.derived.levels["pruned"] = body.view(body.outputs[:n], f"{body.name}_pruned")
+        body = hit
+    return {**attrs, "body": body, "history": False, "saves": None}
 
 
 def _while_onnx(e, node, ins):
     """ONNX Loop: maximum_iterations is the trip count, the condition's first value an input;
-    the body runs the body function then the condition on its result. With history, the body
-    also counts (a loop variable) and emits the values entering each iteration (scan outputs)."""
+    the body runs the body function then the condition on its result. A counted loop (one
+    keeping values for its gradient) also counts (a loop variable) and emits what it keeps
+    per iteration as scan outputs: the values entering it (history), then the body's saves."""
     cond_g, body_g = node.attrs["cond"], node.attrs["body"]
-    n = len(body_g.outputs)
+    n = _num_loop_vars(node.attrs)
+    history, counted = node.attrs["history"], _counted(node.attrs)
     init, consts = list(ins[:n]), list(ins[n:])
-    keep = node.attrs["history"]
     loop_types = [(tuple(p.shape), p.dtype) for p in body_g.all_inputs[:n]]
-    counter = [((), dtypes.int32)] if keep else []
-    scans = [((None,) + s, d) for s, d in loop_types] if keep else []
+    counter = [((), dtypes.int32)] if counted else []
+    scan_types = (loop_types if history else []) + [(tuple(t.shape), t.dtype) for t in body_g.outputs[n:]]
 
     def body(args):
         values = list(args[2:2 + n])
-        new = e.inline(body_g, values + consts)
+        out = e.inline(body_g, values + consts)
+        new, saved = out[:n], out[n:]
         again = e.inline(cond_g, new + consts)[0]
-        extra = [e.op("Add", args[2 + n], e.scalar(1, dtypes.int32))] if keep else []
-        return [again] + new + extra + ([e.op("Identity", v) for v in values] if keep else [])
+        extra = [e.op("Add", args[2 + n], e.scalar(1, dtypes.int32))] if counted else []
+        scans = [e.op("Identity", v) for v in (values if history else []) + saved]
+        return [again] + new + extra + scans
     graph = e.subgraph([((), dtypes.int64), ((), dtypes.bool)] + loop_types + counter, body,
-                       [((), dtypes.bool)] + loop_types + counter + [(s[1:], d) for s, d in scans],
-                       name="loop")
+                       [((), dtypes.bool)] + loop_types + counter + scan_types, name="loop")
     trips = node.attrs["maximum_iterations"]
     trips = "" if trips is None else e.scalar(trips, dtypes.int64)
     first = e.inline(cond_g, init + consts)[0]
-    start = [e.scalar(0, dtypes.int32)] if keep else []
+    start = [e.scalar(0, dtypes.int32)] if counted else []
     outs = e.op("Loop", trips, first, *init, *start, n=len(node.outputs), body=graph)
     return [outs] if len(node.outputs) == 1 else outs
 
 
 WHILE = register("while", _while_kernel, _while_infer, _while_grad, num_outputs=_while_outputs,
                  none_grads=True, attrs=_WHILE_ATTRS, bind=_while_runner,
-                 prune_outputs=_while_prune, num_inputs=None, defaults={}, onnx=_while_onnx)
+                 prune_outputs=_while_prune, num_inputs=None, defaults={"saves": None}, onnx=_while_onnx)
 
 
 def cond_node(pred, then_g, else_g, name=None):
     """Add (or run eagerly) one `cond` node over finalized branch graphs; a list of outputs."""
     captured = share_captures([then_g, else_g])
     watch_read_handles(captured)     # variables read in a branch count as read here
-    return _as_list(run_op(COND, [pred] + captured, {"then_branch": then_g, "else_branch": else_g},
-                           name))
+    out = _as_list(run_op(COND, [pred] + captured, {"then_branch": then_g, "else_branch": else_g},
+                          name))
+    return out[:len(then_g.outputs)]   # a forward accumulator may have raised the node already
 
 
 def while_node(cond_g, body_g, init, maximum_iterations=None, name=None):
@@ -349,10 +561,9 @@ def while_node(cond_g, body_g, init, maximum_iterations=None, name=None):
     variables `init` (then the shared captures); the loop variables' final values."""
     captured = share_captures([cond_g, body_g])
     watch_read_handles(captured)
-    history = any(t.dtype.is_floating for t in init)   # a gradient may walk it back
     out = _as_list(run_op(WHILE, list(init) + captured,
                           {"cond": cond_g, "body": body_g, "maximum_iterations": maximum_iterations,
-                           "history": history}, name))
+                           "history": False, "saves": None}, name))
     return out[:len(init)]
 
 
@@ -367,6 +578,6 @@ def _trace(base, outer, params, fn):
 def _loop(cond_fn, body_fn, init):
     """A while loop over flat lists of tensors, for gradients (no Python checks needed)."""
     outer = state.graph     # gradients of a while are built into a backward graph only
-    cond_g = _trace("while_cond", outer, init, lambda *vs: [cond_fn(*vs)])
-    body_g = _trace("while_body", outer, init, lambda *vs: list(body_fn(*vs)))
+    cond_g = _trace("while_grad_cond", outer, init, lambda *vs: [cond_fn(*vs)])
+    body_g = _trace("while_grad_body", outer, init, lambda *vs: list(body_fn(*vs)))
     return while_node(cond_g, body_g, init)

@@ -1,7 +1,7 @@
 """Replay a function graph with variable handles replaced by values: a pure function of them.
 
 `replay_reading(graph, inputs)` runs `graph`'s nodes again through the current builder (a
-graph being traced), like `gradients.replay`, except that an input which is a variable
+graph being traced), except that an input which is a variable
 handle in `graph` (dtype resource) may be given as a value tensor of the variable's shape
 and dtype instead. Each `read_variable` of it then yields that value; calls are inlined (so a
 gradient taken around the replay recomputes nothing), and a cond or while node that

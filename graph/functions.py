@@ -1,27 +1,32 @@
-"""Calling graph functions: the `call` op, cached compiled plans, rematerialized backward.
+"""Calling graph functions: the `call` op, cached compiled plans, raising a node a level,
+and the rematerializing backward.
 
-A `call` node runs another function graph (attr `f`) (a function attr). Its gradient is a
-call of `f`'s rematerializing backward function (recompute forward, then backprop), which
-is itself a graph function, so gradients of any order work through nested calls.
+A `call` node runs another function graph (attr `f`). Its gradient is a call of `f`'s
+backward function, fed with what the call saved: the first time, the node is raised in
+place to call `f`'s forward with side outputs instead (graph/gradients.py), so the
+callee's side outputs become outputs of the call, side outputs of the caller in turn.
+The callee never runs again for a gradient; the backward is itself a graph function, so
+gradients of any order work through nested calls.
 """
-import threading
+import numpy as np
 
 from runtime import errors
-from runtime.backprop import GradientTape
+from runtime import tape as tape_mod
 from runtime.execute import run_op
 from runtime.indexed_slices import IndexedSlices
-from runtime.ops.array_ops import identity, zeros_like
+from runtime.ops.array_ops import zeros_like
 from runtime.registry import register
 from runtime.shapes import shape_str, shapes_compatible
 from graph.backends import get_backend
 from graph.executor import compile_graph
-from graph.gradients import replay
-from graph.ir import Graph
+from graph.gradients import LOCK, Backward, capture_sources, levels_of, pick_level, saving_of
+from graph.ir import Graph, Node, SymbolicTensor, infer_types
 from graph.passes import optimize
 
-__all__ = ["CALL", "plan_of", "remat_backward", "call_graph"]
+__all__ = ["CALL", "plan_of", "call_graph", "raise_node", "node_of", "input_grads",
+           "rematerialize", "CHEAP_OPS"]
 
-_lock = threading.RLock()
+_lock = LOCK     # plans and rematerialized backwards are built once, like savings
 
 
 def plan_of(graph, backend=None):
@@ -64,71 +69,157 @@ def _call_infer(shapes, dts, attrs):
 
 
 def _call_grad(op, *grads):
-    f = op.attrs["f"]
-    n_in = len(op.inputs)
-    diff = [k for k, t in enumerate(f.outputs) if t.dtype.is_floating]
-    feed = list(op.inputs)
-    for k in diff:
-        g = grads[k]
-        feed.append(g if g is not None else zeros_like(op.outputs[k]))
-    rb, spec = remat_backward(f)
-    out = call_graph(rb, feed)
-    result = []
-    for k in range(n_in):
-        j = spec[k]
-        result.append(None if j is None else out[j])
-    return result
+    chain = levels_of(op.attrs["f"])
+    level = pick_level([len(g.outputs) for g in chain], grads)
+    if level is None:
+        return [None] * len(op.inputs)
+    fn = chain[level]
+    s = saving_of(fn)
+    outs = op.outputs
+    if s.next is not fn and level == len(chain) - 1:
+        outs = raise_node(op, {"f": s.next})      # the callee's side outputs: outputs of the call
+    bw = s.backward
+    feed = [grads[k] if k < len(grads) and grads[k] is not None else zeros_like(outs[k])
+            for k in bw.grad_outputs]
+    return input_grads(bw, call_graph(bw.graph, feed + s.feed(list(op.inputs), outs)))
 
 
 CALL = register("call", _call_kernel, _call_infer, _call_grad,
                 num_outputs=lambda attrs, n: len(attrs["f"].outputs), none_grads=True,
                 attrs={"f": "func"}, bind=_call_bind, num_inputs=None, defaults={},
                 onnx=lambda e, node, ins: e.inline(node.attrs["f"], ins))   # (exports inline calls)
+
+
 def call_graph(graph, inputs):
     """Call function `graph` on `inputs` (all_inputs order): eagerly runs, or adds a call node."""
     out = run_op(CALL, list(inputs), {"f": graph})    # stateful when `graph` has effects
     if out is None:
         return []
-    return list(out) if isinstance(out, tuple) else [out]
+    # (a forward accumulator recording the node may have raised it already: more outputs)
+    return list(out[:len(graph.outputs)]) if isinstance(out, tuple) else [out]
 
 
-def remat_backward(graph):
-    """(backward graph, spec): inputs = graph inputs + grads of its float outputs.
+def input_grads(bw, res):
+    """The gradient per forward input from backward outputs `res` (None, dense, IndexedSlices)."""
+    out = []
+    for spec in bw.input_grads:
+        if spec is None:
+            out.append(None)
+        elif spec[0] == "dense":
+            out.append(res[spec[1]])
+        else:
+            out.append(IndexedSlices(res[spec[1]], res[spec[2]], spec[3]))
+    return out
 
-    Recomputes the forward pass inside (no side outputs), so it can stand anywhere a
-    gradient of a call is needed. spec[k] is the output index of input k's gradient or None.
+
+def node_of(op):
+    """The graph node a gradient function's `op` stands for (the node, or a view of it)."""
+    if isinstance(op, Node):
+        return op
+    outs = op.outputs
+    if outs and isinstance(outs[0], SymbolicTensor):
+        return outs[0].node
+    raise errors.UnimplementedError(
+        f"{op.type}: an eagerly run {op.type} op has no saved side outputs to differentiate by; "
+        f"call the function through df.defun (or inside a traced function) instead")
+
+
+def raise_node(op, attrs):
+    """Raise function node `op` one level: new function attrs `attrs` computing its outputs
+    first and then more; returns the node's outputs (the old ones first, unchanged).
+
+    Only a node of a graph being built changes (a trace, or the working copy
+    build_backward differentiates). The new outputs are recorded on every active tape
+    that recorded the node, so a gradient of this gradient reaches through them.
     """
-    cached = graph.derived.remat
+    node = node_of(op)
+    if node.graph.finalized:
+        raise errors.InvalidArgumentError(
+            f"{node.op.name} node {node.name} of @{node.graph.name} needs side outputs, but its "
+            f"graph is finalized; differentiate the function through its GraphFunction (a bug "
+            f"if you did)")
+    types = infer_types(node.op, node.inputs, {**node.attrs, **attrs})
+    old = list(node.outputs)
+    for t, (_, dtype) in zip(old, types):
+        if t.dtype is not dtype:
+            raise errors.InvalidArgumentError(
+                f"raise_node: output {t.name} would change dtype to {dtype.name} (a bug)")
+    node.attrs.update(attrs)
+    new = [SymbolicTensor(node, i, tuple(shape), dtype)
+           for i, (shape, dtype) in enumerate(types) if i >= len(old)]
+    node.outputs.extend(new)
+    tape_mod.record_more_outputs(node, old, new)
+    return node.outputs
+
+
+# ---------------------------------------------------------------------------------------
+# Rematerialization (df.defun(f, rematerialize=True))
+
+# Cheap pure ops a rematerializing backward recomputes instead of saving their results:
+# elementwise ops (numpy ufunc kernels and these) and ops that only change a view.
+CHEAP_OPS = frozenset([
+    "divide", "pow", "sigmoid", "relu", "elu", "leaky_relu", "softplus", "erf", "gelu",
+    "rsqrt", "clip_by_value", "squared_difference", "where", "cast", "identity",
+    "stop_gradient", "reshape", "expand_dims", "squeeze", "broadcast_to", "zeros_like",
+    "ones_like"])
+
+
+def _cheap(node):
+    op = node.op
+    return (not node.stateful and op.single and not op.function_attrs and
+            (type(op.kernel) is np.ufunc or op.name in CHEAP_OPS))
+
+
+def rematerialize(f):
+    """The Backward of `f` that saves only `f`'s inputs and what cheap pure ops cannot
+    recompute (results of matmuls, reductions, variable reads, calls...), recomputing the
+    rest inside the backward. Kept in f.derived.remat; stateful ops are never recomputed.
+    """
+    cached = f.derived.remat
     if cached is not None:
         return cached
     with _lock:
-        cached = graph.derived.remat
-        if cached is not None:
-            return cached
-        bwd = Graph(f"{graph.name}_remat_grad",
-                    base_name=f"{graph.base_name}_remat_grad")
-        diff = [k for k, t in enumerate(graph.outputs) if t.dtype.is_floating]
-        with bwd.building():
-            xs = [bwd.placeholder(t.shape, t.dtype, t.handle_data) for t in graph.all_inputs]
-            gs = [bwd.placeholder(graph.outputs[k].shape, graph.outputs[k].dtype) for k in diff]
-            with GradientTape(persistent=True) as tape:
-                for x in xs:
-                    tape.watch(x)
-                outs = replay(graph, xs)
-            targets = [outs[k] for k in diff]
-            grads = tape.gradient(targets, xs, output_gradients=gs) if targets else [None] * len(xs)
-            outputs, spec = [], []
-            for g in grads:
-                if g is None:
-                    spec.append(None)
-                    continue
-                if isinstance(g, IndexedSlices):
-                    g = g._as_tensor()
-                if getattr(g, "node", None) is None or g.node.graph is not bwd:
-                    g = identity(g)
-                spec.append(len(outputs))
-                outputs.append(g)
-        bwd.finalize(outputs)
-        graph.derived.remat = (bwd, spec)
-        return graph.derived.remat
+        if f.derived.remat is None:
+            f.derived.remat = _rematerialized(f, saving_of(f).backward)
+        return f.derived.remat
 
+
+def _rematerialized(f, bw):
+    fwd = bw.forward.view_of               # the graph the side outputs are tensors of
+    need = set()                           # ids of the nodes the backward recomputes
+    stack = [t.node for t in bw.side_outputs]
+    while stack:
+        node = stack.pop()
+        if id(node) in need or not _cheap(node):
+            continue
+        need.add(id(node))
+        stack.extend(t.node for t in node.inputs)
+    rb = Graph(f"{f.name}_remat_grad", outer=fwd, base_name=f"{f.base_name}_remat_grad")
+    rb.inline_constants = True
+    with rb.building():
+        seeds = [rb.placeholder(p.shape, p.dtype) for p in bw.graph.inputs]
+        env = {}
+
+        def value(t):
+            v = env.get(id(t))
+            return rb.capture(t) if v is None else v
+        for node in fwd.nodes:         # program order: inputs are recomputed before use
+            if id(node) in need:
+                env[id(node.outputs[0])] = run_op(node.op, [value(t) for t in node.inputs],
+                                                  node.attrs)
+        feed = list(seeds)
+        for kind, v in bw.capture_sources:
+            feed.append(rb.capture(fwd.all_inputs[v]) if kind == "input" else
+                        value(bw.side_outputs[v]) if kind == "side" else v)
+        outs = call_graph(bw.graph, feed)
+    rb.finalize(outs)
+    r = Backward()
+    r.graph = rb
+    r.grad_outputs = bw.grad_outputs
+    r.input_grads = bw.input_grads
+    r.capture_sources, r.side_outputs = capture_sources(rb, fwd)
+    where = {id(t): j for j, t in reversed(list(enumerate(fwd.outputs)))}
+    r.side_source = [where.get(id(t)) for t in r.side_outputs]
+    r.forward = fwd.view(fwd.outputs + r.side_outputs, f"{f.name}_forward_remat",
+                         f"{f.base_name}_forward_remat")
+    return r

@@ -1,19 +1,39 @@
-"""Graph-level gradients: the backward part of a function, built by the tape's own algorithm.
+"""Graph-level gradients: the backward of a function, and what its forward saves for it.
 
-The forward graph's nodes, in order, form a tape (each entry's backward calls the op's
-registered gradient on the node); `imperative_grad` then runs with a new graph as the
-builder, so every gradient op becomes a node there. Forward tensors the gradient code
-reads are captured into the backward graph: those captures are the side outputs.
+`build_backward(f)`: the forward graph's nodes, in order, form a tape (each entry's backward
+calls the op's registered gradient on the node); `imperative_grad` then runs with a new
+graph as the builder, so every gradient op becomes a node there. Forward tensors the
+gradient code reads are captured into the backward graph: those captures are the side
+outputs, which the forward function returns next to its outputs. Nothing is recomputed:
+every value the backward needs, variable reads included, comes from the forward's run.
+
+A node running a function (call, cond, while) needs values from inside that function.
+Its gradient raises the node one *level* in place: its function becomes the function's
+forward with side outputs (which returns the old outputs first), and the node gains the
+extra outputs (graph.functions.raise_node). Only a graph being built can change, so
+`build_backward` works on a copy of a finalized forward that holds such nodes (the
+original, which plain calls run, never pays for side outputs). Higher orders repeat this:
+the forward with side outputs is a function like any other, with its own Saving.
 """
+import threading
+
 from runtime import tape as tape_mod
 from runtime.autodiff import imperative_grad
 from runtime.indexed_slices import IndexedSlices
-from runtime.execute import run_op
-from runtime.tensor import constant
-from graph.executor import live_nodes
-from graph.ir import Graph
+from graph.executor import live_node_ids
+from graph.ir import PLACEHOLDER, Graph, SymbolicTensor
+from graph.rewrite import GraphCopy
 
-__all__ = ["build_backward", "Backward", "replay"]
+__all__ = ["build_backward", "Backward", "Saving", "saving_of", "saving_from", "levels_of",
+           "pick_level", "capture_sources", "LOCK"]
+
+# One lock for everything derived for gradients (savings, levels, rematerialized backwards):
+# each is built once, whichever thread asks first; re-entrant, as building one builds others.
+LOCK = threading.RLock()
+
+# Levels a function may be raised through before we call it a runaway (each level is a
+# forward with side outputs of the one below; real programs converge in a few).
+MAX_LEVELS = 32
 
 
 class Backward:
@@ -21,26 +41,105 @@ class Backward:
 
     graph: inputs are one gradient placeholder per differentiable forward output
         (`grad_outputs` gives their forward output positions), then captures.
+    forward: the forward with side outputs: same inputs as the forward, returning its
+        outputs and then `side_outputs` (the function to run when a gradient will follow).
     capture_sources: per backward capture, ("input", k) for the forward function's k-th
         input, ("side", k) for its k-th side output, or ("value", v) for an outer value.
-    side_outputs: forward tensors the forward function must also return.
+    side_outputs: forward tensors the forward function must also return (tensors of
+        `forward`'s nodes).
+    side_source: per side output, j when it is the forward's own output j, else None.
     input_grads: per forward input: None (no gradient), ("dense", j) for backward output j,
         or ("slices", jv, ji, dense_shape) for an IndexedSlices gradient.
     """
 
-    __slots__ = ("graph", "grad_outputs", "capture_sources", "side_outputs", "input_grads")
+    __slots__ = ("graph", "forward", "grad_outputs", "capture_sources", "side_outputs",
+                 "side_source", "input_grads")
+
+
+class Saving:
+    """What differentiating function F from one run of it takes.
+
+    backward: F's Backward. next: the function to run in F's place so that the side
+    outputs exist: F itself when every side output is one of F's outputs, else
+    `backward.forward` (F's outputs first, so callers keep their output positions).
+    side_pos: per side output, its output position in `next`.
+    """
+
+    __slots__ = ("backward", "next", "side_pos")
+
+    def __init__(self, backward, next_fn, side_pos):
+        self.backward, self.next, self.side_pos = backward, next_fn, side_pos
+
+    def feed(self, inputs, outputs):
+        """The backward's capture values: forward `inputs` and the outputs of a run of `next`."""
+        out = []
+        for kind, v in self.backward.capture_sources:
+            out.append(inputs[v] if kind == "input" else
+                       outputs[self.side_pos[v]] if kind == "side" else v)
+        return out
+
+
+def saving_of(f):
+    """The Saving of finalized function `f` (built once, kept in f.derived)."""
+    s = f.derived.saving
+    if s is None:
+        with LOCK:
+            s = f.derived.saving
+            if s is None:
+                bw = build_backward(f)
+                s = saving_from(f, bw)
+                f.derived.backward = (bw, bw.forward)
+                f.derived.saving = s
+    return s
+
+
+def saving_from(f, bw):
+    """The Saving of `f` with Backward `bw` (also for a rematerializing Backward)."""
+    if all(j is not None for j in bw.side_source):
+        return Saving(bw, f, list(bw.side_source))
+    bw.forward.derived.saves_for = f
+    n = len(f.outputs)
+    return Saving(bw, bw.forward, [n + k for k in range(len(bw.side_outputs))])
+
+
+def levels_of(f):
+    """[f0, f1, ..., f]: the functions `f` was raised through (f_{k+1} saves for f_k)."""
+    chain = [f]
+    while chain[-1].derived.saves_for is not None:
+        chain.append(chain[-1].derived.saves_for)
+        if len(chain) > MAX_LEVELS:
+            raise RecursionError(f"{f.name}: more than {MAX_LEVELS} levels of side outputs")
+    chain.reverse()
+    return chain
+
+
+def pick_level(sizes, grads):
+    """The lowest level whose outputs (`sizes[L]` of them) hold every gradient given, or
+    None when no gradient is given: its backward is the one to run."""
+    top = -1
+    for k, g in enumerate(grads):
+        if g is not None:
+            top = k
+    if top < 0:
+        return None
+    for level, size in enumerate(sizes):
+        if top < size:
+            return level
+    raise ValueError(f"a gradient for output {top}, but the outputs stop at {sizes[-1]}")
 
 
 def build_backward(forward, name=None):
     """Build the backward function of finalized graph `forward` (w.r.t. all its inputs)."""
-    bwd = Graph(name or f"{forward.name}_grad", outer=forward,
+    fwd = _working_copy(forward)
+    bwd = Graph(name or f"{forward.name}_grad", outer=fwd,
                 base_name=f"{forward.base_name}_grad")
-    sources = forward.all_inputs
-    diff_pos = [k for k, t in enumerate(forward.outputs) if t.dtype.is_floating]
+    bwd.inline_constants = True
+    sources = fwd.all_inputs
+    diff_pos = [k for k, t in enumerate(fwd.outputs) if t.dtype.is_floating]
     tape = tape_mod.Tape(persistent=True)
     for s in sources:
         tape.watch(s)
-    for node in forward.nodes:
+    for node in list(fwd.nodes):
         if node.op.grad is None or not node.outputs:
             continue
         ids = [t._id for t in node.inputs]
@@ -48,10 +147,13 @@ def build_backward(forward, name=None):
             continue
         tape.add(tape_mod.TapeEntry(node.op.name, ids, tuple(node.outputs), node.op.grad,
                                     node.op.none_grads, node))
-    with bwd.building():
-        seeds = [bwd.placeholder(forward.outputs[k].shape, forward.outputs[k].dtype) for k in diff_pos]
-        targets = [forward.outputs[k] for k in diff_pos]
-        grads = imperative_grad(tape, targets, sources, seeds) if targets else [None] * len(sources)
+    try:
+        with bwd.building():
+            seeds = [bwd.placeholder(fwd.outputs[k].shape, fwd.outputs[k].dtype) for k in diff_pos]
+            targets = [fwd.outputs[k] for k in diff_pos]
+            grads = imperative_grad(tape, targets, sources, seeds) if targets else [None] * len(sources)
+    finally:
+        fwd.finalized = True     # the working copy's function nodes are raised by now
     outputs = []
     input_grads = []
     for g in grads:
@@ -65,57 +167,68 @@ def build_backward(forward, name=None):
             outputs.append(_own(bwd, g))
     bwd.finalize(outputs)
 
-    pos_of_input = {t._id: k for k, t in enumerate(sources)}
-    side_outputs = []
-    side_pos = {}
-    capture_sources = []
-    for tid in bwd.capture_order:
-        outer, _ = bwd.captures[tid]
-        if getattr(outer, "node", None) is not None and outer.node.graph is forward:
-            if tid in pos_of_input:
-                capture_sources.append(("input", pos_of_input[tid]))
-            else:
-                if tid not in side_pos:
-                    side_pos[tid] = len(side_outputs)
-                    side_outputs.append(outer)
-                capture_sources.append(("side", side_pos[tid]))
-        else:
-            capture_sources.append(("value", outer))
     b = Backward()
     b.graph = bwd
     b.grad_outputs = diff_pos
-    b.capture_sources = capture_sources
-    b.side_outputs = side_outputs
+    b.capture_sources, b.side_outputs = capture_sources(bwd, fwd)
+    where = {id(t): j for j, t in reversed(list(enumerate(fwd.outputs)))}
+    b.side_source = [where.get(id(t)) for t in b.side_outputs]
     b.input_grads = input_grads
+    b.forward = fwd.view(fwd.outputs + b.side_outputs, f"{forward.name}_forward",
+                         f"{forward.base_name}_forward")
     return b
+
+
+def capture_sources(bwd, fwd):
+    """(capture_sources, side_outputs) of backward graph `bwd` over forward graph `fwd`."""
+    pos_of_input = {t._id: k for k, t in enumerate(fwd.all_inputs)}
+    side_outputs, side_pos, sources = [], {}, []
+    for tid in bwd.capture_order:
+        outer, _ = bwd.captures[tid]
+        if isinstance(outer, SymbolicTensor) and outer.node.graph is fwd:
+            if tid in pos_of_input:
+                sources.append(("input", pos_of_input[tid]))
+                continue
+            if tid not in side_pos:
+                side_pos[tid] = len(side_outputs)
+                side_outputs.append(outer)
+            sources.append(("side", side_pos[tid]))
+        else:
+            sources.append(("value", outer))
+    return sources, side_outputs
+
+
+def _working_copy(forward):
+    """`forward` itself, or (when it is a view, or holds function nodes whose gradients
+    raise them in place) an unfinalized copy of its live nodes, with aliases from the
+    original's tensors (and those it aliases) to the copy's."""
+    if forward.view_of is None and not any(n.op.function_attrs and n.op.grad is not None
+                                           for n in forward.nodes):
+        return forward
+    cp = GraphCopy(forward)
+    live = live_node_ids(forward)
+    for node in forward.nodes:
+        if node.op is not PLACEHOLDER and id(node) in live:
+            cp.copy(node)
+    g = cp.finish()
+    g.finalized = False
+    tensors = cp.tensors
+    aliases = {}
+    for node in forward.nodes:
+        if id(node) in live or node.op is PLACEHOLDER:
+            for t in node.outputs:
+                new = tensors.get(id(t))
+                if new is not None:
+                    aliases[id(t)] = (t, new)
+    for key, (old, mid) in (forward.aliases or {}).items():
+        new = tensors.get(id(mid))
+        if new is not None:
+            aliases[key] = (old, new)
+    g.aliases = aliases
+    return g
 
 
 def _own(graph, t):
     """`t` as a tensor of `graph` (a forward tensor passed straight through is captured)."""
     with graph.building():
         return graph.capture(t) if t.node.graph is not graph else t
-
-
-def replay(graph, inputs, outputs=None):
-    """Run `graph`'s nodes again through the current builder (eager, or another graph).
-
-    `inputs` stand for graph.all_inputs; returns the values of `outputs` (default the
-    graph's outputs). Inside a trace this inlines the function; under a tape it records.
-    """
-    outputs = graph.outputs if outputs is None else outputs
-    env = {id(t): v for t, v in zip(graph.all_inputs, inputs)}
-    for node in live_nodes(graph, outputs):
-        if node.op.name == "placeholder":
-            if id(node.outputs[0]) not in env:
-                raise ValueError(f"replay: no value for input {node.name} of {graph.name}")
-            continue
-        if node.op.name == "const":
-            env[id(node.outputs[0])] = constant(node.attrs["value"])
-            continue
-        out = run_op(node.op, [env[id(t)] for t in node.inputs], node.attrs)
-        if out is None:
-            continue
-        outs = out if isinstance(out, tuple) else (out,)
-        for t, v in zip(node.outputs, outs):
-            env[id(t)] = v
-    return [env[id(t)] for t in outputs]

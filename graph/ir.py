@@ -4,6 +4,9 @@ A `Graph` is one function: placeholder nodes for its inputs (arguments, then cap
 op nodes in creation order (always a valid topological order), and a list of outputs.
 While a graph is the thread's builder (`with graph.building():`), every op call adds a
 node through the same registry and shape inference the eager path uses.
+
+This module is long because the three IR types, a graph's building and capture rules and
+what is derived from a graph refer to each other; split, they would import in a cycle.
 """
 import itertools
 import numbers
@@ -284,20 +287,28 @@ class Derived:
 
     plans: {backend name: compiled Plan} (graph.functions.plan_of)
     effectful: whether a node is stateful (has_effects)
-    backward: (Backward, forward-with-side-outputs view) (defun.graph_function)
-    remat: (rematerializing backward graph, spec) (graph.functions.remat_backward)
-    cond_grads: {key: gradient branches} of a cond's branch (graph.control_flow)
+    backward: (Backward, forward-with-side-outputs view) (graph.gradients.saving_of)
+    saving: the Saving of this function: its Backward and what to run so that the
+        backward's side outputs exist (graph.gradients.saving_of)
+    saves_for: for a function that is another's forward with side outputs, that other
+        function (its outputs come first): how a node finds the levels it was raised through
+    remat: the rematerializing Backward (graph.gradients.rematerialize)
+    levels: {key: what a cond or while node at this function needs to go one level up}
+        (graph.control_flow)
     functions: {backend name: the defun GraphFunction calling this graph}
     """
 
-    __slots__ = ("plans", "effectful", "backward", "remat", "cond_grads", "functions")
+    __slots__ = ("plans", "effectful", "backward", "saving", "saves_for", "remat", "levels",
+                 "functions")
 
     def __init__(self):
         self.plans = {}
         self.effectful = None
         self.backward = None
+        self.saving = None
+        self.saves_for = None
         self.remat = None
-        self.cond_grads = {}
+        self.levels = {}
         self.functions = {}
 
 
@@ -318,6 +329,11 @@ class Graph:
 
     `captures` maps an outer tensor's id to `(outer value, placeholder)`; the outer value
     is an eager tensor or a tensor of an enclosing graph, fed as an extra input per call.
+    `view_of`: the graph whose nodes a view (`Graph.view`) shares, else None. `aliases`:
+    for a copy made to build a backward, {id(old tensor): (old tensor, its copy)}, so a
+    gradient closure holding tensors of the original (custom_gradient) captures the copy's.
+    `inline_constants`: capture an enclosing graph's constant as a constant of this graph
+    (backward graphs: a constant is no side output).
     """
 
     is_function_graph = True    # what a `func` attr holds (runtime.attr_types.is_function)
@@ -336,6 +352,9 @@ class Graph:
         self.last_stateful = None
         self.finalized = False
         self.structured_outputs = None
+        self.view_of = None
+        self.aliases = None
+        self.inline_constants = False
         self.uid = next(_graph_ids)
         self._ids = itertools.count()
         self._const_cache = {}
@@ -404,10 +423,15 @@ class Graph:
             while g is not None and g is not t.node.graph:
                 g = g.outer
             if g is None:
+                alias = self._alias(t)
+                if alias is not None:
+                    return self.capture(alias)
                 raise errors.TracingError(
                     f"symbolic tensor {t.name} (created at {t.creation_site}) belongs to a function "
                     f"trace that has ended or is not enclosing this one; it cannot be used here. "
                     f"Return it from that function, or pass it as an argument.")
+            if self.inline_constants and t.node.op is CONST:
+                return self._inlined_constant(t)
             outer_value = t
         elif isinstance(t, EagerTensor):
             outer_value = t
@@ -417,6 +441,24 @@ class Graph:
         self.captures[t._id] = (outer_value, ph)
         self.capture_order.append(t._id)
         return ph
+
+    def _alias(self, t):
+        """The tensor standing for `t` in a copy this graph or an enclosing one was built on."""
+        g = self
+        while g is not None:
+            entry = g.aliases.get(id(t)) if g.aliases else None
+            if entry is not None and entry[0] is t:
+                return entry[1]
+            g = g.outer
+        return None
+
+    def _inlined_constant(self, t):
+        hit = self._const_cache.get(("inlined", t._id))
+        if hit is None:
+            value = t.node.attrs["value"]      # read-only: shared, not copied
+            node = self._new_node(CONST, [], {"value": value}, [(value.shape, t.dtype)], t.node.site)
+            hit = self._const_cache[("inlined", t._id)] = node.outputs[0]
+        return hit
 
     @property
     def captured_placeholders(self):
@@ -527,6 +569,7 @@ class Graph:
         g.base_name = base_name or (self.base_name if name is None else name)
         g.outputs = list(outputs)
         g.uid = next(_graph_ids)
+        g.view_of = self.view_of or self
         g.derived = Derived()     # a view computes its own plan and backward
         return g
 

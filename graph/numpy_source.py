@@ -35,7 +35,7 @@ __all__ = ["module_source"]
 # Names the module's own code uses: never given to a kernel, helper or constant.
 _ENTRY_NAMES = ("forward", "forward_with_side_outputs", "backward", "INPUTS", "OUTPUTS",
                 "_frozen", "_from_hex", "_argument", "_seed", "_shape_text")
-_WHILE_ATTRS = frozenset(["cond", "body", "maximum_iterations", "history"])
+_WHILE_ATTRS = frozenset(["cond", "body", "maximum_iterations", "history", "saves"])
 _BODY = "    "
 
 _SUPPORT = '''\
@@ -235,36 +235,53 @@ class _FunctionBody:
             raise errors.UnimplementedError(
                 f"numpy source: {where}: a while node with attrs {sorted(attrs)} (this writer "
                 f"knows {sorted(_WHILE_ATTRS)})")
-        cond_f, body_f = self.w.function(attrs["cond"]), self.w.function(attrs["body"])
-        nv = len(attrs["body"].outputs)
+        body = attrs["body"]
+        cond_f, body_f = self.w.function(attrs["cond"]), self.w.function(body)
+        saves = attrs["saves"] or 0
+        nv = len(body.outputs) - saves
         args = self.args(n)
         loop, consts = args[:nv], args[nv:]
         w, c, h = f"loop{n.id}", f"count{n.id}", f"kept{n.id}"
         extra = "".join(f", {x}" for x in consts)
-        keep = attrs["history"]
+        history, counted = attrs["history"], attrs["history"] or attrs["saves"] is not None
+        # per iteration, kept: the loop variables entering it (history), then what the body
+        # saves for the gradient (its outputs past the loop variables), as the kernel stacks them
+        kept = (nv if history else 0) + saves
         limit = attrs["maximum_iterations"]
         self.emit(f"# while %{n.id}: loop {body_f} while {cond_f} holds"
-                  + (" (keeping the values entering each iteration)" if keep else ""))
+                  + (" (keeping values of each iteration)" if kept else ""))
         self.emit(f"{w} = ({', '.join(loop)}{',' if len(loop) == 1 else ''})")
         self.emit(f"{c} = 0")
-        if keep:
-            self.emit(f"{h} = [{', '.join('[]' for _ in loop)}]")
+        if kept:
+            self.emit(f"{h} = [{', '.join('[]' for _ in range(kept))}]")
         test = f"{cond_f}(*{w}{extra})[0]"
         self.emit(f"while {test}:" if limit is None else f"while {c} < {int(limit)} and {test}:")
-        if keep:
+        if history:
             for k in range(nv):
                 self.emit(f"{h}[{k}].append({w}[{k}])", 2)
-        self.emit(f"{w} = {body_f}(*{w}{extra})", 2)
+        if saves:
+            self.emit(f"out{n.id} = {body_f}(*{w}{extra})", 2)
+            self.emit(f"{w} = out{n.id}[:{nv}]", 2)
+            first = nv if history else 0
+            for j in range(saves):
+                self.emit(f"{h}[{first + j}].append(out{n.id}[{nv + j}])", 2)
+        else:
+            self.emit(f"{w} = {body_f}(*{w}{extra})", 2)
         self.emit(f"{c} += 1", 2)
         names = [f"v{n.id}_{k}" for k in range(len(n.outputs))]
         for t, v in zip(n.outputs, names):
             self.var[id(t)] = v
         self.emit(f"{', '.join(names[:nv])}{',' if nv == 1 else ''} = {w}")
-        if keep:
+        if counted:
             self.emit(f"{names[nv]} = np.asarray({c}, np.int32)")
-            for k in range(nv):
-                self.emit(f"{names[nv + 1 + k]} = np.stack({h}[{k}]) if {h}[{k}] else "
-                          f"np.zeros((0,) + np.shape({w}[{k}]), np.asarray({w}[{k}]).dtype)")
+            for k in range(kept):
+                if history and k < nv:
+                    empty = f"np.zeros((0,) + np.shape({w}[{k}]), np.asarray({w}[{k}]).dtype)"
+                else:
+                    t = body.outputs[nv + k - (nv if history else 0)]
+                    shape = (0,) + tuple(d or 0 for d in t.shape)
+                    empty = f"np.zeros({shape!r}, {numpy_type(t.dtype.np)})"
+                self.emit(f"{names[nv + 1 + k]} = np.stack({h}[{k}]) if {h}[{k}] else {empty}")
 
 
 _CONTROL = {"call": _FunctionBody.call, "cond": _FunctionBody.cond, "while": _FunctionBody.while_}

@@ -1,4 +1,9 @@
-"""`custom_gradient`: a function supplies its own gradient, eagerly and while tracing."""
+"""`custom_gradient`: a function supplies its own gradient, eagerly and while tracing.
+
+As in TensorFlow, the function's own ops are recorded like any others (they are simply
+not on the way back from its results), so what `grad_fn` computes from the forward's
+intermediates is differentiable too: gradients of custom gradients, to any order.
+"""
 import functools
 
 from runtime import tape as tape_mod
@@ -11,7 +16,7 @@ from runtime.tensor import Tensor, convert_to_tensor
 __all__ = ["custom_gradient"]
 
 # The op passes the outputs through; its gradient calls the user's grad_fn. Inputs are
-# (*outputs, *function inputs, *handles of variables f read); gradient to the outputs' own
+# (*outputs, *positional inputs, *handles of variables f read); gradient to the outputs' own
 # producers is cut (None), so the only way back to the inputs is grad_fn. `grad_fn` and the
 # variables are transient attrs: exported graphs keep the forward pass (an identity) and
 # drop the Python gradient.
@@ -64,32 +69,35 @@ _OP = register("custom_gradient", _kernel, _infer, _grad,
 
 
 def custom_gradient(f):
-    """Decorator: `f(*xs)` returns `(y, grad_fn)`; `grad_fn(dy)` returns one gradient per x.
+    """Decorator: `f(*xs, **kwargs)` returns `(y, grad_fn)`; `grad_fn(dy)` returns one
+    gradient per positional x (keyword arguments are passed through, not differentiated).
 
     >>> @df.custom_gradient
     ... def clip_grad(x):
     ...     return df.identity(x), lambda dy: df.minimum(dy, 1.0)
 
     If `f` reads trainable variables, `grad_fn(dy, variables=...)` gets them and returns
-    `(input gradients, one gradient per variable)`, as in TensorFlow.
+    `(input gradients, one gradient per variable)`, as in TensorFlow. The ops `grad_fn`
+    runs are recorded, so a custom gradient has gradients of its own.
     """
     @functools.wraps(f)
-    def decorated(*args):
+    def decorated(*args, **kwargs):
         xs = [a if isinstance(a, Tensor) else convert_to_tensor(a) for a in args]
-        with tape_mod.stop_recording():
-            probe = tape_mod.Tape(persistent=False, watch_accessed_variables=True)
-            tape_mod.push_tape(probe)   # only to learn which variables f reads
-            try:
-                result, grad_fn = f(*xs)
-            finally:
-                tape_mod.pop_tape(probe)
+        # f runs under the active tapes (its intermediates stay differentiable for what
+        # grad_fn computes from them) and a probe that only learns which variables it reads
+        probe = tape_mod.Tape(persistent=False, watch_accessed_variables=True)
+        tape_mod.push_tape(probe)
+        try:
+            result, grad_fn = f(*xs, **kwargs)
+        finally:
+            tape_mod.pop_tape(probe)
         variables = [v for v in probe.variables.values() if v.trainable]
         if variables and not _takes_variables(grad_fn):
             names = ", ".join(v.name for v in variables)
             raise TypeError(f"custom_gradient: {getattr(f, '__name__', 'the function')} reads variables "
                             f"({names}), so its grad_fn must accept a keyword argument `variables` "
                             f"and return (input gradients, variable gradients)")
-        watch_reads(variables)   # f's reads were hidden from the tapes; the op stands for them
+        watch_reads(variables)   # the op stands for f's reads (tapes recording only it see them)
         flat = [convert_to_tensor(y) for y in flatten(result)]
         handles = [handle_in_context(v) for v in variables]
         attrs = {"num_outputs": len(flat), "grad_fn": grad_fn}

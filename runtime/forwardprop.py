@@ -162,6 +162,12 @@ class ForwardAccumulator:
         for k, t in zip(wanted, result):
             if t is not None:
                 tangents[outputs[k]._id] = t
+        view = entry[5]
+        if view is not None and not isinstance(view, tuple) and len(view.outputs) > len(outputs):
+            # the gradient raised a function node to return side outputs (graph.functions.
+            # raise_node) while this accumulator stood aside: they get tangents too
+            more = tuple(view.outputs[len(outputs):])
+            self._tape.add(tape_mod.more_outputs_entry(view, len(outputs), more))
 
 
 def _tapes_below(tapes, tape):

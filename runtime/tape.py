@@ -7,8 +7,8 @@ from operator import itemgetter
 
 from runtime.context import state
 
-__all__ = ["Tape", "TapeEntry", "record_op", "record_operation", "skip_input_indices",
-           "stop_recording", "push_tape", "pop_tape"]
+__all__ = ["Tape", "TapeEntry", "record_op", "record_operation", "record_more_outputs",
+           "more_outputs_entry", "skip_input_indices", "stop_recording", "push_tape", "pop_tape"]
 
 
 _tuple_new = tuple.__new__
@@ -161,6 +161,35 @@ def record_operation(op_type, output_tensors, input_tensors, backward_function, 
     for tape in tapes:
         if tape.should_record(ids):
             tape.add(TapeEntry(op_type, ids, outs, backward_function, none_grads))
+
+
+def record_more_outputs(node, old_outputs, new_outputs):
+    """Graph node `node` gained `new_outputs` after `old_outputs` (a function node raised to
+    return side outputs): each active tape that recorded the node records them as one more
+    entry of it, so gradients flowing into them reach the node's inputs.
+
+    A gradient is linear in the output gradients, so the node's gradient called for the
+    old outputs plus called again for the new ones (the old ones None) is its gradient.
+    """
+    tapes = state.tapes
+    if not tapes or not new_outputs or not old_outputs:
+        return
+    first = old_outputs[0]._id
+    entry = None
+    for tape in tapes:
+        if tape.tensor_tape.get(first, -1) >= 0:
+            if entry is None:
+                entry = more_outputs_entry(node, len(old_outputs), new_outputs)
+            tape.add(entry)
+
+
+def more_outputs_entry(node, k, new_outputs):
+    """The tape entry of `node`'s outputs after its first `k` (see record_more_outputs)."""
+    grad = node.op.grad
+
+    def backward(*grads):
+        return grad(node, *([None] * k), *grads)
+    return TapeEntry(node.op.name, [t._id for t in node.inputs], new_outputs, backward, True)
 
 
 class stop_recording:

@@ -463,20 +463,31 @@ def test_cond_and_while_survive_json_export():
         assert_close(got_y, want_y)
 
 
-def test_while_history_is_dropped_when_no_gradient_reads_it():
+def test_while_keeps_per_iteration_values_only_in_the_forward_that_a_gradient_follows():
+    from defun.graph_function import GraphFunction
     from graph.functions import plan_of
-    f = df.defun(lambda x: df.while_loop(lambda i, v: i < 5, lambda i, v: (i + 1, v * 1.5), (0, x))[1])
+    f = df.defun(lambda x: df.while_loop(lambda i, v: i < 5, lambda i, v: (i + 1, df.sin(v)), (0, x))[1])
     x = df.constant(np.array([1.0, 2.0]))
     cf = f.get_concrete_function(x)
     (traced,) = [n for n in cf.graph.nodes if n.op.name == "while"]
-    assert traced.attrs["history"] is True          # traced ready for a gradient
-    (compiled,) = [n for n in plan_of(cf.graph).graph.nodes if n.op.name == "while"]
-    assert compiled.attrs["history"] is False       # the inference plan keeps no history
-    np.testing.assert_allclose(np.asarray(f(x)), [1.5 ** 5, 2 * 1.5 ** 5])
-    with df.GradientTape() as tape:                 # gradients still get the history
+    assert traced.attrs["saves"] is None and len(traced.outputs) == 2   # the traced loop keeps nothing
+    (plain,) = [n for n in plan_of(cf.graph).graph.nodes if n.op.name == "while"]
+    assert plain.attrs["saves"] is None
+    forward = GraphFunction.of(cf.graph).backward().forward
+    (saving,) = [n for n in plan_of(forward).graph.nodes if n.op.name == "while"]
+    assert saving.attrs["saves"] == 1      # the body's backward reads cos(v)'s input: v per iteration
+    assert traced.attrs["saves"] is None   # the traced graph itself never changes
+    want = np.array([1.0, 2.0])
+    for _ in range(5):
+        want = np.sin(want)
+    np.testing.assert_allclose(np.asarray(f(x)), want)
+    with df.GradientTape() as tape:
         tape.watch(x)
         y = df.reduce_sum(f(x))
-    np.testing.assert_allclose(np.asarray(tape.gradient(y, x)), [1.5 ** 5] * 2)
+    d, v = np.ones(2), np.array([1.0, 2.0])
+    for _ in range(5):
+        d, v = d * np.cos(v), np.sin(v)
+    np.testing.assert_allclose(np.asarray(tape.gradient(y, x)), d)
 
 
 def test_eager_cond_refuses_a_non_scalar_or_non_bool_predicate_like_traced_cond():
@@ -486,3 +497,44 @@ def test_eager_cond_refuses_a_non_scalar_or_non_bool_predicate_like_traced_cond(
     with pytest.raises(df.errors.InvalidArgumentError, match="scalar bool"):
         df.cond(df.constant(1.0), lambda: x, lambda: -x)
     np.testing.assert_allclose(np.asarray(df.cond(df.reduce_max(x) > 0, lambda: x, lambda: -x)), [1.0, -1.0])
+
+
+def test_a_while_node_of_an_earlier_document_keeps_its_history_and_differentiates():
+    """`history=True` (how loops were traced before): the node also returns the count and
+    the loop variables that entered each iteration; a gradient raises it like any loop."""
+    from graph.control_flow import WHILE, share_captures
+    from graph.ir import Graph
+    from runtime.execute import run_op
+
+    @df.defun
+    def f(x):
+        def fn(base, make):
+            g = Graph(base, outer=x.graph)
+            with g.building():
+                out = make(*[g.placeholder(t.shape, t.dtype) for t in (i0, x)])
+            return g.finalize(out)
+        i0 = df.constant(0)
+        cond_g = fn("c", lambda i, y: [i < 3])
+        body_g = fn("b", lambda i, y: [i + 1, df.sin(y) * 2.0])
+        share_captures([cond_g, body_g])
+        out = run_op(WHILE, [i0, x], {"cond": cond_g, "body": body_g, "maximum_iterations": None,
+                                      "history": True, "saves": None})
+        return out[1], out[2], out[4]          # final y, the count, the y of each iteration
+
+    x = f64([0.5, 1.0])
+    y, count, hist = f(x)
+    want = [np.array([0.5, 1.0])]
+    for _ in range(3):
+        want.append(np.sin(want[-1]) * 2.0)
+    assert int(count) == 3
+    assert_close(hist, np.stack(want[:3]))
+    assert_close(y, want[3])
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y, _, hist = f(x)
+        total = df.reduce_sum(y) + df.reduce_sum(hist)    # the history itself differentiated too
+    # d total / d x: through y_3, plus each kept y_k (k = 0, 1, 2)
+    chain = [np.ones(2)]
+    for k in range(3):
+        chain.append(chain[-1] * 2.0 * np.cos(want[k]))     # d y_{k+1} / d x
+    assert_close(tape.gradient(total, x), chain[3] + chain[0] + chain[1] + chain[2], rtol=1e-12)

@@ -490,7 +490,7 @@ def test_custom_gradient_replaces_the_true_gradient():
     assert float(tape.gradient(y, x)) == pytest.approx(1.0)   # the true gradient is 5
 
 
-def test_custom_gradient_forward_ops_are_not_recorded():
+def test_custom_gradient_forward_ops_do_not_add_to_its_gradient():
     @df.custom_gradient
     def wrong_square(x):
         return x * x, lambda dy: dy * 100.0

@@ -81,7 +81,8 @@ def _gather_grad_kernel(g, indices, params, axis):
     k = indices.ndim
     rows = np.moveaxis(out, axis, 0)
     vals = np.moveaxis(g, tuple(_pyrange(axis, axis + k)), tuple(_pyrange(k)))
-    np.add.at(rows, indices.reshape(-1), vals.reshape((-1,) + rows.shape[1:]))
+    # (indices.size, not -1: with a zero-size row, -1 cannot be inferred)
+    np.add.at(rows, indices.reshape(-1), vals.reshape((indices.size,) + rows.shape[1:]))
     return out
 
 
