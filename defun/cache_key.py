@@ -74,10 +74,6 @@ class CacheKey(tuple):
             out += diff
         return out
 
-    def describe_change(self, old):
-        """`changes(old)` as one phrase: every changed argument, `; ` between them."""
-        return "; ".join(self.changes(old)) or "nothing (the same key)"
-
     def misfits(self, traced, placeholders):
         """What of this key a trace made for key `traced` cannot take: changed static leaves
         or structure, and tensors whose dtype or shape their placeholder refuses.

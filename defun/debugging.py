@@ -82,9 +82,11 @@ def compare(f, *args, rtol=1e-5, atol=1e-6, **kwargs):
     inputs = [*tensors, *concrete.graph.captured_values]
     stores = [t._value for t in inputs if t.dtype is dtypes.resource]
     start = [(s, np.array(s.value, copy=True)) for s in stores]
-    eager_ops, eager_result = _run_recording(fn.python_function, args, kwargs)
-    for store, value in start:      # the graph starts from the same variable values
-        store.value = value
+    try:
+        eager_ops, eager_result = _run_recording(fn.python_function, args, kwargs)
+    finally:
+        for store, value in start:      # the graph starts from the same variable values
+            store.value = value
     graph = passes.optimize(concrete.graph)
     nodes = [n for n in live_nodes(graph) if n.op is not PLACEHOLDER and n.op is not CONST]
     kept = [t for n in nodes for t in n.outputs if t.dtype is not dtypes.resource]
