@@ -211,7 +211,9 @@ def side_outputs(step, *args, **kwargs):
         side = GraphFunction.of(graph).backward().side_outputs if graph is not None else ()
         if len(side) == len(saved):
             rows.extend(side_output_row(t, op_name, v) for t, v in zip(side, saved))
-        else:   # not a trace of this process (or saved differently): sizes only
+        elif side:      # kept by the call some other way than on its tape entry: static sizes
+            rows.extend(side_output_row(t, op_name) for t in side)
+        else:           # not a trace of this process: the tape entry's sizes only
             rows.extend(_unnamed_row(op_name, k, v) for k, v in enumerate(saved))
 
     add_execution_callback(record)

@@ -506,3 +506,14 @@ def test_a_trace_without_named_captures_pays_nothing_per_call():
     captured = df.constant(3.0)
     g = df.defun(lambda x: x * captured)
     assert "_call_flat" in vars(g.get_concrete_function(df.constant(1.0)))
+
+
+def test_step_side_outputs_of_a_function_not_traced_here_give_the_saved_sizes(monkeypatch):
+    from defun import debugging
+    step, _, _, _ = _two_defun_step()
+    monkeypatch.setattr(debugging, "_traced_graph", lambda name: None)   # e.g. a loaded document
+    report = df.debugging.side_outputs(step, df.constant(np.ones((8, 3), np.float32)),
+                                       df.constant(np.zeros(8, np.int32)))
+    assert report.calls == 2
+    assert [(r.name, r.shape, r.bytes) for r in report] == \
+        [("side output 0", (8, 4), 128), ("side output 1", (3, 4), 48), ("side output 0", (8, 4), 128)]
