@@ -344,8 +344,8 @@ class Function:
 
 
 def _named_captures(fn, graph, depth=3):
-    """(namespace, name, captured object, use site) per global or closure name of `fn` that
-    refers to a tensor or variable `graph` captured; names of the plain functions and defuns
+    """(namespace, name, tensor or variable, use site) per global or closure name of `fn`
+    that refers to a tensor or variable `graph` captured; names of the plain functions and defuns
     `fn` refers to by name are searched too, `depth` levels deep. Runs once per trace."""
     targets = {}
     for tid in graph.capture_order:
@@ -353,7 +353,8 @@ def _named_captures(fn, graph, depth=3):
         if isinstance(outer, EagerTensor):
             # a variable is named by the Variable, and captured as its handle
             var = _BY_HANDLE.get(outer._id) if outer.dtype is dtypes.resource else None
-            targets[id(var if var is not None else outer)] = (outer, placeholder)
+            named = var if var is not None else outer
+            targets[id(named)] = (named, placeholder)
     found, seen = {}, set()
     stack = [(fn, depth)]
     while stack:
