@@ -29,6 +29,7 @@ round = _math_ops.round  # noqa: A001
 
 __version__ = "0.1.0"
 from defun.function import defun, TensorSpec, ConcreteFunction, Function, RetracingWarning  # noqa: F401,E402
+from defun.function import StaleCaptureWarning  # noqa: F401,E402
 from defun.control_flow import cond, while_loop  # noqa: E402,F401
 from defun.export import export_json, load_json  # noqa: E402,F401
 from graph.backends import backends  # noqa: E402,F401

@@ -8,6 +8,7 @@ hashing and comparing it cost what a tuple's do; it prints itself by argument na
 import numpy as np
 
 from runtime import dtypes
+from runtime.shapes import shape_fits
 from runtime.tensor import EagerTensor, to_array
 from runtime.variables import Variable
 from graph.ir import SymbolicTensor
@@ -32,36 +33,71 @@ class CacheKey(tuple):
     @classmethod
     def of(cls, args, kwargs, tensors, names=()):
         """The key of bound `args`/`kwargs`; appends their tensor leaves to `tensors`."""
-        return cls((_encode(args, tensors, "args"),
-                    _encode(kwargs, tensors, "kwargs") if kwargs else None, names))
+        # encoded as _encode encodes a tuple and a dict, with paths named as `arguments` names them
+        pos = ("t", tuple(_encode(v, tensors, _positional_name(names, i)) for i, v in enumerate(args)))
+        if not kwargs:
+            return cls((pos, None, names))
+        keys = tuple(sorted(kwargs))
+        return cls((pos, ("D", keys, tuple(_encode(kwargs[k], tensors, str(k)) for k in keys)), names))
 
     def static_part(self):
         """The key with tensor leaves blanked: what must match exactly (values, structure)."""
         return _static_parts(self[0]), _static_parts(self[1])
 
+    def arguments(self):
+        """{argument name: encoded argument}, positional ones by parameter name, then keywords."""
+        names = self[2]
+        args, kwargs = self[0], self[1]
+        out = {_positional_name(names, i): v for i, v in enumerate(args[1])}  # ("t", items)
+        if kwargs is not None:
+            for k, v in zip(kwargs[1], kwargs[2]):
+                out[str(k)] = v
+        return out
+
     def leaves(self):
         """{argument path: encoded leaf}, paths by parameter name (`x`, `xs[1]`, `cfg['lr']`)."""
         out = {}
-        names = self[2]
-        args, kwargs = self[0], self[1]
-        star = names[-1][1:] if names and names[-1].startswith("*") else None
-        named = len(names) - (star is not None)
-        for i, v in enumerate(args[1]):        # ("t", items) of the positional tuple
-            name = names[i] if i < named else f"{star}[{i - named}]" if star else f"args[{i}]"
+        for name, v in self.arguments().items():
             _leaves(v, name, out)
-        if kwargs is not None:
-            for k, v in zip(kwargs[1], kwargs[2]):
-                _leaves(v, str(k), out)
         return out
 
     def changes(self, old):
-        """What differs from key `old`, one 'argument: old -> new' per changed leaf."""
-        a, b = old.leaves(), self.leaves()
-        return [f"{p}: {_key_text(a.get(p))} -> {_key_text(b.get(p))}"
-                for p in sorted(set(a) | set(b), key=_path_order(a, b)) if a.get(p) != b.get(p)]
+        """What differs from key `old`, one 'argument: old -> new' per changed leaf; an
+        argument whose nesting alone changed is named once (`xs: list of 2 -> tuple of 2`)."""
+        out = []
+        for name, was, now in _paired_arguments(old, self):
+            a, b = _leaves(was, name, {}), _leaves(now, name, {})
+            diff = [f"{p}: {_key_text(a.get(p))} -> {_key_text(b.get(p))}"
+                    for p in _union(a, b) if a.get(p) != b.get(p)]
+            if not diff and was != now:
+                diff = [f"{name}: {_structure_text(was)} -> {_structure_text(now)}"]
+            out += diff
+        return out
 
-    def describe_change(self, old, most=4):
-        return "; ".join(self.changes(old)[:most]) or "argument structure"
+    def misfits(self, traced, placeholders):
+        """What of this key a trace made for key `traced` cannot take: changed static leaves
+        or structure, and tensors whose dtype or shape their placeholder refuses.
+
+        `placeholders` are the trace's inputs, one per tensor or variable leaf of `traced`.
+        """
+        slots = iter(placeholders)
+        out = []
+        for name, was, now in _paired_arguments(traced, self):
+            a, b = _leaves(was, name, {}), _leaves(now, name, {})
+            slot = {p: next(slots, None) for p, v in a.items() if _takes_placeholder(v)}
+            diff = []
+            for p in _union(a, b):
+                old, new, ph = a.get(p), b.get(p), slot.get(p)
+                if _is_tensor_leaf(old) and _is_tensor_leaf(new) and ph is not None:
+                    if new[1] != ph.dtype.np or not shape_fits(new[0], ph.shape):
+                        diff.append(f"{p}: {_key_text(new)} given, the trace takes "
+                                    f"{_key_text((ph.shape, ph.dtype.np))}")
+                elif old != new:
+                    diff.append(f"{p}: {_key_text(old)} -> {_key_text(new)}")
+            if not diff and _static_parts(was) != _static_parts(now):
+                diff = [f"{name}: {_structure_text(was)} -> {_structure_text(now)}"]
+            out += diff
+        return out
 
     def __str__(self):
         return ", ".join(f"{p}: {_key_text(v)}" for p, v in self.leaves().items())
@@ -70,9 +106,45 @@ class CacheKey(tuple):
         return f"CacheKey({self})"
 
 
-def _path_order(a, b):
-    order = {p: k for k, p in enumerate(list(a) + [p for p in b if p not in a])}
-    return order.__getitem__
+def _positional_name(names, i):
+    """Positional argument `i` by parameter name (`names`: `*rest` for a var-positional one)."""
+    star = names[-1][1:] if names and names[-1].startswith("*") else None
+    named = len(names) - (star is not None)
+    return names[i] if i < named else f"{star}[{i - named}]" if star else f"args[{i}]"
+
+
+def _paired_arguments(old, new):
+    """(name, old encoding or None, new encoding or None) per argument of either key."""
+    a, b = old.arguments(), new.arguments()
+    return [(n, a.get(n), b.get(n)) for n in dict.fromkeys([*a, *b])]
+
+
+def _union(a, b):
+    """The keys of dicts `a` and `b`: a's in order, then b's new ones."""
+    return list(dict.fromkeys([*a, *b]))
+
+
+def _is_tensor_leaf(k):
+    return isinstance(k, tuple) and len(k) == 2 and isinstance(k[1], np.dtype)
+
+
+def _takes_placeholder(k):
+    """A tensor leaf, or a variable's first appearance (a variable passed again reuses it)."""
+    return _is_tensor_leaf(k) or (isinstance(k, tuple) and len(k) == 4 and k[0] == "V")
+
+
+def _structure_text(k):
+    """How an encoded argument is nested, for a change of structure alone."""
+    if isinstance(k, tuple) and k and isinstance(k[0], str):
+        if k[0] == "L":
+            return f"list of {len(k[1])}"
+        if k[0] == "t":
+            return f"tuple of {len(k[1])}"
+        if k[0] == "D":
+            return f"dict with keys {list(k[1])}"
+        if k[0] == "N":
+            return f"{k[1].__name__} of {len(k[2])}"
+    return _key_text(k)
 
 
 def _leaves(key, path, out):
@@ -103,8 +175,8 @@ def _static_parts(key):
 def _key_text(k):
     if k is None:
         return "absent"
-    if isinstance(k, tuple) and len(k) == 2 and isinstance(k[1], np.dtype):
-        return f"tensor {k[1].name}{list(k[0])}"
+    if _is_tensor_leaf(k):
+        return f"tensor {k[1].name}[{', '.join('?' if d is None else str(d) for d in k[0])}]"
     if isinstance(k, tuple) and len(k) == 3 and k[0] == "P":
         value = float.fromhex(k[2]) if k[1] == "float" else k[2]
         return f"Python {k[1]} {value!r}"
@@ -119,7 +191,8 @@ def _encode(value, tensors, path):
     """Cache-key part of one argument; appends its tensor leaves to `tensors`."""
     if isinstance(value, EagerTensor):
         if value.dtype is dtypes.resource:
-            raise TypeError(f"{path}: pass the Variable itself, not its handle")
+            raise TypeError(f"defun argument {path} is a variable's resource handle (v.handle); "
+                            f"pass the Variable itself, which the trace reads and assigns by handle")
         tensors.append(value)
         v = value._value
         return (v.shape, v.dtype)

@@ -1,7 +1,20 @@
-"""ConcreteFunction: one trace of a defun, its calling convention and structured outputs."""
+"""ConcreteFunction: one trace of a defun, its calling convention and structured outputs.
+
+Also what a trace can tell about itself: the tensors a call under a tape saves for the
+backward (`side_outputs()`, rows printed as a table), and the global and closure names
+whose tensors or variables it captured, checked at each call (`StaleCaptureWarning`).
+"""
+import collections
+import warnings
+import weakref
+
+import numpy as np
+
+from runtime import sites
 from runtime.nest import flatten, make_packer, pack_as
 from runtime.shapes import shape_fits, shape_str
-from runtime.variables import _BY_HANDLE
+from runtime.tensor import Tensor
+from runtime.variables import _BY_HANDLE, Variable
 from graph.ir import SymbolicTensor
 from graph.printer import render_dot, to_dot
 from graph.backends import DEFAULT_BACKEND
@@ -9,7 +22,15 @@ from defun.cache_key import CacheKey
 from defun.graph_function import GraphFunction
 from defun.spec import TensorSpec
 
-__all__ = ["ConcreteFunction"]
+__all__ = ["ConcreteFunction", "SideOutput", "SideOutputs", "StaleCaptureWarning"]
+
+# graph name -> graph of every trace alive, so a report that sees a call by its name (an
+# execution callback) finds the function it ran (names are unique in a process)
+TRACED_GRAPHS = weakref.WeakValueDictionary()
+
+
+class StaleCaptureWarning(UserWarning):
+    """A global or closure name a trace captured now names another tensor or variable."""
 
 
 class _ArgVariable:
@@ -44,6 +65,8 @@ class ConcreteFunction:
         self._key = None          # the cache key it was traced for (set by Function)
         self.name = name
         self._captured = graph.captured_values   # fixed once the trace is finalized
+        self._watched = ()      # (namespace, name, tensor or variable, use site) checked per call
+        TRACED_GRAPHS[graph.name] = graph
         n_out = len(graph.outputs)
         self._arg_variables = [k.index for k in out_index if type(k) is _ArgVariable]
         sources, j = [], 0
@@ -97,18 +120,93 @@ class ConcreteFunction:
             key, tensors = self._function._key_and_tensors(args, kwargs)
         else:
             tensors = [t for t in flatten((args, kwargs))]
-        if key is not None and self._key is not None and key != self._key and \
-                isinstance(key, CacheKey) and key.static_part() != self._key.static_part():
-            raise TypeError(f"{self.name}: this concrete function was traced for other Python "
-                            f"arguments or variables ({key.describe_change(self._key)}); call the "
-                            f"defun itself, or get_concrete_function for these arguments")
+        if isinstance(key, CacheKey) and isinstance(self._key, CacheKey) and key != self._key:
+            misfits = key.misfits(self._key, self.graph.inputs)
+            if misfits:
+                static = key.static_part() != self._key.static_part()
+                raise (TypeError if static else ValueError)(
+                    f"{self.name}: this concrete function was traced for other arguments "
+                    f"({'; '.join(misfits)}); call the defun itself, or get_concrete_function "
+                    f"for these arguments")
+            return self._call_flat(tensors)
         if len(tensors) != len(self.graph.inputs):
             raise TypeError(f"{self.name}: expected {len(self.graph.inputs)} tensor arguments, got {len(tensors)}")
-        for k, (t, p) in enumerate(zip(tensors, self.graph.inputs)):
-            if t.dtype is not p.dtype or not shape_fits(t.shape, p.shape):
-                raise ValueError(f"{self.name}: tensor argument {k} has {t.dtype.name}{shape_str(t.shape)}, "
-                                 f"this concrete function takes {p.dtype.name}{shape_str(p.shape)}")
+        misfits = [f"tensor argument {k} has {t.dtype.name}{shape_str(t.shape)}, the trace takes "
+                   f"{p.dtype.name}{shape_str(p.shape)}"
+                   for k, (t, p) in enumerate(zip(tensors, self.graph.inputs))
+                   if t.dtype is not p.dtype or not shape_fits(t.shape, p.shape)]
+        if misfits:
+            raise ValueError(f"{self.name}: {'; '.join(misfits)}")
         return self._call_flat(tensors)
+
+    # ------------------------------------------------------------------ side outputs
+    def side_outputs(self):
+        """What a call under a tape saves for the backward: one SideOutput row per tensor.
+
+        >>> print(cf.side_outputs())     # a table: name, producer, line, shape, dtype, bytes
+        """
+        backward = self._fn.backward()
+        return SideOutputs([side_output_row(t, self.name) for t in backward.side_outputs])
+
+    # ------------------------------------------------------------------ stale captures
+    def _watch(self, watched):
+        """Check at every call that these names (namespace, name, the tensor or variable it
+        named, use site) still name it. Only a trace that has such names pays for the
+        check: its `_call_flat` becomes the checking one."""
+        self._watched = tuple(watched)
+        self._watched_globals = tuple((w, n, obj) for w, n, obj, _ in self._watched if type(w) is dict)
+        self._watched_cells = tuple((w, obj) for w, n, obj, _ in self._watched if type(w) is not dict)
+        if self._watched:
+            self._call_flat = self._call_flat_watched
+
+    def _unwatch(self):
+        self._watched = self._watched_globals = self._watched_cells = ()
+        self.__dict__.pop("_call_flat", None)
+
+    def _call_flat_watched(self, tensors):
+        # the usual case, every name unchanged, costs one identity test per name (about
+        # 0.15 us for one global; the body of _call_flat is repeated to save a call)
+        for namespace, name, named in self._watched_globals:
+            if namespace.get(name) is not named:
+                self._check_stale()
+                break
+        else:
+            try:
+                for cell, named in self._watched_cells:
+                    if cell.cell_contents is not named:
+                        self._check_stale()
+                        break
+            except ValueError:      # an empty cell: the name was deleted
+                pass
+        outs = self._fn.call_flat([*tensors, *self._captured])
+        if self._arg_variables:
+            outs += [_BY_HANDLE[tensors[k]._id] for k in self._arg_variables]
+        return self._pack(outs)
+
+    def _check_stale(self):
+        """Warn (once per function) for the first name that now names another tensor or variable."""
+        for where, name, named, used_at in self._watched:
+            now = _named_value(where, name)
+            if now is not named and isinstance(now, (Tensor, Variable)):
+                self._warn_stale(where, name, now, used_at)
+                return
+
+    def _warn_stale(self, where, name, now, used_at):
+        fn = self._function
+        what = "variable" if isinstance(now, Variable) else "tensor"
+        kind = "global" if type(where) is dict else "closure"
+        line = sites.source_line(used_at)
+        here = sites.user_site()
+        message = (f"defun {fn.name!r}: the {kind} name {name!r} names another {what} than when "
+                   f"the function was traced (used at {sites.format_site(used_at)}"
+                   f"{': ' + line if line else ''}); the trace keeps using the old one. Pass it as "
+                   f"an argument, or assign to a df.Variable instead of rebinding the name.")
+        # once per function: every trace of it stops checking
+        with fn._lock:
+            fn._stale_warned = True
+            for concrete in list(fn._cache.values()):
+                concrete._unwatch()
+        warnings.warn_explicit(message, StaleCaptureWarning, *(here or ("<unknown>", 0)))
 
     def __str__(self):
         return str(self.graph)
@@ -122,3 +220,93 @@ class ConcreteFunction:
 
     def __repr__(self):
         return f"<ConcreteFunction {self.name} inputs={[(t.shape, t.dtype.name) for t in self.graph.inputs]}>"
+
+
+def _named_value(where, name):
+    """The object a global (`where` is the globals dict) or closure cell name refers to now."""
+    if type(where) is dict:
+        return where.get(name)
+    try:
+        return where.cell_contents
+    except ValueError:      # an empty cell: the name was deleted
+        return None
+
+
+# ---------------------------------------------------------------------------------------
+# Side outputs as rows and a table
+
+class SideOutput(collections.namedtuple(
+        "SideOutput", "name producer line shape dtype bytes function source")):
+    """One saved tensor: its name in the forward graph, the producing op, the user's line
+    (`file:line`), shape, dtype, bytes (None for an unknown size), the function saving it
+    and the text of the line."""
+
+    __slots__ = ()
+
+
+def side_output_row(t, function, value=None):
+    """The SideOutput row of forward tensor `t` of `function`; `value` (an array) gives the
+    actual shape and size, else they come from the static shape."""
+    node = t.node
+    # a node running functions (call, cond, while) is named with them, as the listing does
+    funcs = [f"{k}={_function_names(node.attrs.get(k))}" for k in sorted(node.op.function_attrs)]
+    producer = node.op.name + (" {" + ", ".join(funcs) + "}" if funcs else "")
+    if len(node.outputs) > 1:
+        producer += f" output {t.index}"
+    if value is not None:
+        shape, nbytes = tuple(value.shape), int(value.nbytes)
+    else:
+        shape = tuple(t.shape)
+        nbytes = None if None in shape else int(np.prod(shape, dtype=np.int64)) * t.dtype.np.itemsize
+    return SideOutput(t.name, producer, sites.format_site(node.site) if node.site else "",
+                      shape, t.dtype.name, nbytes, function, sites.source_line(node.site))
+
+
+def _function_names(v):
+    if isinstance(v, tuple):
+        return "(" + ", ".join(_function_names(g) for g in v) + ")"
+    return f"@{v.name}" if getattr(v, "is_function_graph", False) else repr(v)
+
+
+class SideOutputs(list):
+    """SideOutput rows; `print` shows them as a table with the total (`total_bytes`).
+
+    `calls`: how many recorded calls saved them (a whole step's report), or None for one
+    function's side outputs, whose table leaves out the function column.
+    """
+
+    def __init__(self, rows=(), calls=None):
+        super().__init__(rows)
+        self.calls = calls
+
+    @property
+    def total_bytes(self):
+        """Bytes of the rows of known size."""
+        return sum(r.bytes for r in self if r.bytes is not None)
+
+    def __str__(self):
+        header = ["name", "producer", "line", "shape", "dtype", "bytes"]
+        rows = [[r.name, r.producer, r.line, shape_str(r.shape), r.dtype,
+                 "?" if r.bytes is None else f"{r.bytes:,}", _clip(r.source)] for r in self]
+        if self.calls is not None:
+            header = ["function"] + header
+            rows = [[r.function] + row for r, row in zip(self, rows)]
+        header.append("source")
+        widths = [max([len(h)] + [len(row[k]) for row in rows]) for k, h in enumerate(header)]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
+                 for row in [header] + rows]
+        unknown = sum(r.bytes is None for r in self)
+        total = (f"total: {len(self)} side output{'' if len(self) == 1 else 's'}, "
+                 f"{self.total_bytes:,} bytes")
+        if unknown:
+            total += f" and {unknown} of unknown size"
+        if self.calls is not None:
+            total += f", saved by {self.calls} recorded call{'' if self.calls == 1 else 's'}"
+        return "\n".join(lines + [total])
+
+    def __repr__(self):
+        return f"<SideOutputs: {len(self)} rows, {self.total_bytes} bytes>"
+
+
+def _clip(text, width=48):
+    return text if len(text) <= width else text[:width - 3] + "..."

@@ -1,7 +1,255 @@
 """`df.debugging`: checks that help find where a computation goes wrong.
 
     y = df.debugging.check_numerics(df.log(x), "log of the inputs")
-"""
-from runtime.ops.debug_ops import check_numerics  # noqa: F401
+    df.debugging.compare(step, x, labels)               # first graph node that differs from eager
+    print(df.debugging.side_outputs(train, x, labels))  # what one step saves for its backward
 
-__all__ = ["check_numerics"]
+`compare` runs a function eagerly, recording every op with its user source line, then runs
+its optimized graph with every node's value kept, and pairs nodes with eager ops by
+(source line, op, occurrence at that line). `side_outputs` runs one step and lists what
+each defun call recorded on a tape saved for the backward.
+"""
+import collections
+import threading
+
+import numpy as np
+
+from runtime import dtypes, sites
+from runtime.context import add_execution_callback, remove_execution_callback, state
+from runtime.nest import flatten
+from runtime.ops.debug_ops import check_numerics  # noqa: F401
+from runtime.tensor import EagerTensor, Tensor
+from graph import passes
+from graph.executor import compile_graph, live_nodes
+from graph.ir import CONST, PLACEHOLDER
+from graph.printer import format_node
+from defun.concrete import TRACED_GRAPHS, SideOutput, SideOutputs, side_output_row
+from defun.function import Function
+from defun.graph_function import GraphFunction
+
+__all__ = ["check_numerics", "compare", "Difference", "side_outputs"]
+
+
+# ---------------------------------------------------------------------------------------
+# compare: eager against graph, node by node
+
+class Difference(collections.namedtuple(
+        "Difference", "node op line source output graph_shape eager_shape max_abs max_rel "
+                      "eager_only")):
+    """The first graph node whose value differs from the eager op paired with it.
+
+    node: the node as the graph listing prints it; op; line (`file:line`) and source (its
+    text); output: which output of the node; graph_shape / eager_shape; max_abs / max_rel:
+    the largest absolute and relative difference (inf when the shapes differ or only one
+    is NaN); eager_only: ops the eager run executed at that line that the optimized graph
+    does not have there (a pass removed or rewrote them).
+    """
+
+    __slots__ = ()
+
+    def __str__(self):
+        where = f"{self.node} at {self.line}{f' ({self.source})' if self.source else ''}"
+        if self.graph_shape != self.eager_shape:
+            what = f"the graph's value has shape {self.graph_shape}, eager {self.eager_shape}"
+        else:
+            what = (f"the graph's value differs from eager by up to {self.max_abs:.6g} "
+                    f"(relative {self.max_rel:.3g})")
+        out = f" output {self.output}" if self.output else ""
+        only = ""
+        if self.eager_only:
+            only = (f"; eagerly this line also ran {', '.join(self.eager_only)}, which the "
+                    f"optimized graph does not have there")
+        return f"{where}{out}: {what}{only}"
+
+
+def compare(f, *args, rtol=1e-5, atol=1e-6, **kwargs):
+    """Run `f(*args, **kwargs)` eagerly and as its optimized graph; return the Difference of
+    the first node (in program order) whose value differs beyond `atol + rtol * |eager|`,
+    or None when every node agrees.
+
+    >>> df.debugging.compare(loss, x, labels)    # None, or the first node that disagrees
+
+    `f` is a defun (or a plain function, traced for the comparison). Variables start both
+    runs from the same values and end as after one call. Nodes are paired with eager ops by
+    (user source line, op, occurrence at that line); nodes with no partner (inlined defuns,
+    nodes a pass rewrote) are not compared themselves, but what they feed is.
+    """
+    if state.graph is not None:
+        raise RuntimeError("df.debugging.compare runs a function eagerly; call it outside traced code")
+    fn = f if isinstance(f, Function) else Function(f)
+    concrete = fn.get_concrete_function(*args, **kwargs)
+    _, tensors = fn._key_and_tensors(args, kwargs)
+    inputs = [*tensors, *concrete.graph.captured_values]
+    stores = [t._value for t in inputs if t.dtype is dtypes.resource]
+    start = [(s, np.array(s.value, copy=True)) for s in stores]
+    try:
+        eager_ops, eager_result = _run_recording(fn.python_function, args, kwargs)
+    finally:
+        for store, value in start:      # the graph starts from the same variable values
+            store.value = value
+    graph = passes.optimize(concrete.graph)
+    nodes = [n for n in live_nodes(graph) if n.op is not PLACEHOLDER and n.op is not CONST]
+    kept = [t for n in nodes for t in n.outputs if t.dtype is not dtypes.resource]
+    plan = compile_graph(graph, outputs=list(graph.outputs) + kept, backend=concrete._fn.backend)
+    results = plan.run(*[t._value for t in inputs])
+    n_out = len(graph.outputs)
+    values = {id(t): v for t, v in zip(kept, results[n_out:])}
+
+    # pair: a node's occurrence at its (line, op) counts in the traced graph, whose ids the
+    # optimized copy keeps, so nodes a pass dropped do not shift their neighbours' pairing
+    occurrence, counts = {}, collections.Counter()
+    for n in concrete.graph.nodes:
+        if n.op is not PLACEHOLDER and n.op is not CONST:
+            key = (n.site, _op_key(n))
+            occurrence[n.id] = counts[key]
+            counts[key] += 1
+    eager = collections.defaultdict(list)
+    for op_name, site, outs in eager_ops:
+        eager[(site, op_name)].append(outs)
+    pairs, paired = [], set()
+    for n in nodes:
+        key, k = (n.site, _op_key(n)), occurrence.get(n.id)
+        if k is not None and k < len(eager.get(key, ())):
+            pairs.append((n, eager[key][k]))
+            paired.add((key, k))
+
+    def eager_only(site):
+        return sorted({op for (s, op), outs in eager.items() if s == site
+                       for k in range(len(outs)) if ((s, op), k) not in paired})
+
+    for n, outs in pairs:
+        for j, (t, e) in enumerate(zip(n.outputs, outs)):
+            if id(t) in values and e is not None:
+                d = _difference(values[id(t)], e, rtol, atol)
+                if d is not None:
+                    return _report(n, j, values[id(t)], e, d, eager_only(n.site))
+    # every paired node agrees: the outputs may still differ (an unpaired node made them)
+    for k, leaf in zip(concrete._out_index, flatten(eager_result)):
+        if type(k) is int and isinstance(leaf, (Tensor, np.ndarray, float, int)):
+            e = np.asarray(leaf._value if isinstance(leaf, EagerTensor) else leaf)
+            d = _difference(results[k], e, rtol, atol)
+            if d is not None:
+                t = graph.outputs[k]
+                return _report(t.node, t.index, results[k], e, d, eager_only(t.node.site))
+    return None
+
+
+def _op_key(node):
+    """What an eager run calls a node's op: a call of a defun is one op named by its graph."""
+    f = node.attrs.get("f") if node.op.name == "call" else None
+    return f.name if f is not None else node.op.name
+
+
+def _run_recording(python_function, args, kwargs):
+    """Run eagerly; returns ([(op name, user site, output arrays)], result) of this thread."""
+    ops = []
+    me = threading.get_ident()
+
+    def record(op_name, name, attrs, inputs, outputs):
+        if threading.get_ident() == me and state.graph is None:
+            ops.append((op_name, sites.user_site(),
+                        [o._value if isinstance(getattr(o, "_value", None), np.ndarray) else None
+                         for o in outputs]))
+
+    add_execution_callback(record)
+    try:
+        result = python_function(*args, **kwargs)
+    finally:
+        remove_execution_callback(record)
+    return ops, result
+
+
+def _difference(got, want, rtol, atol):
+    """(max abs, max relative) difference when beyond the tolerance, else None."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape:
+        return np.inf, np.inf
+    wide = np.complex128 if "c" in (got.dtype.kind, want.dtype.kind) else np.float64
+    g, w = got.astype(wide).reshape(-1), want.astype(wide).reshape(-1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(g - w)
+        diff[(g == w) | (np.isnan(g) & np.isnan(w))] = 0.0     # equal infinities, NaN and NaN
+        diff[np.isnan(diff)] = np.inf                          # NaN against a number
+        scale = np.abs(w)
+        if not (diff > atol + rtol * scale).any():
+            return None
+        rel = diff / np.maximum(scale, np.finfo(np.float64).tiny)
+    return float(diff.max()), float(rel.max())
+
+
+def _report(node, output, got, want, d, eager_only):
+    return Difference(format_node(node), node.op.name,
+                      sites.format_site(node.site) if node.site else "<unknown location>",
+                      sites.source_line(node.site), output, tuple(np.shape(got)),
+                      tuple(np.shape(want)), d[0], d[1], tuple(eager_only))
+
+
+# ---------------------------------------------------------------------------------------
+# side_outputs of a whole step
+
+def side_outputs(step, *args, **kwargs):
+    """Run `step(*args, **kwargs)` once and return what every defun call recorded on a
+    tape during it saved for the backward: SideOutputs rows (function, name, producer,
+    line, shape, dtype, bytes) with the actual sizes; `print` shows a table with the total.
+
+    >>> print(df.debugging.side_outputs(train_step, x, labels))
+
+    The step really runs (variables are updated as by any step). A step that is itself one
+    defun computes its gradient inside its graph and saves nothing between calls.
+    """
+    rows, calls = [], [0]
+    me = threading.get_ident()
+
+    def record(op_name, name, attrs, inputs, outputs):
+        if threading.get_ident() != me or state.graph is not None:
+            return
+        saved = _saved_by_recorded_call(op_name, outputs)
+        if saved is None:
+            return
+        calls[0] += 1
+        graph = _traced_graph(op_name)
+        side = GraphFunction.of(graph).backward().side_outputs if graph is not None else ()
+        if len(side) == len(saved):
+            rows.extend(side_output_row(t, op_name, v) for t, v in zip(side, saved))
+        elif side:      # kept by the call some other way than on its tape entry: static sizes
+            rows.extend(side_output_row(t, op_name) for t in side)
+        else:           # not a trace of this process: the tape entry's sizes only
+            rows.extend(_unnamed_row(op_name, k, v) for k, v in enumerate(saved))
+
+    add_execution_callback(record)
+    try:
+        step(*args, **kwargs)
+    finally:
+        remove_execution_callback(record)
+    return SideOutputs(rows, calls=calls[0])
+
+
+def _saved_by_recorded_call(op_name, outputs):
+    """The arrays a defun call just recorded on a tape keeps besides its outputs (its side
+    outputs: the tape entry's outputs after the real ones), or None if no tape recorded it."""
+    outputs = tuple(outputs)
+    for tape in state.tapes:
+        if tape.entries:
+            entry = tape.entries[-1]
+            recorded = entry[2]
+            if entry[0] == op_name and len(recorded) >= len(outputs) and \
+                    all(a is b for a, b in zip(recorded, outputs)):
+                return [t._value for t in recorded[len(outputs):]]
+    return None
+
+
+def _traced_graph(name):
+    """The graph of a trace (or of the backward of one, `<name>_grad`) called `name`."""
+    graph = TRACED_GRAPHS.get(name)
+    if graph is None and name.endswith("_grad"):
+        forward = _traced_graph(name[:-len("_grad")])
+        built = forward.derived.backward if forward is not None else None
+        if built is not None and built[0].graph.name == name:
+            graph = built[0].graph
+    return graph
+
+
+def _unnamed_row(function, k, value):
+    value = np.asarray(value)
+    return SideOutput(f"side output {k}", "", "", value.shape, value.dtype.name, int(value.nbytes),
+                      function, "")

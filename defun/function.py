@@ -4,11 +4,14 @@ States of a `Function`, explicit in code: a call computes the cache key (defun/c
 a miss traces (once per key, under a lock) into a ConcreteFunction; a hit calls it, which
 runs its GraphFunction (defun/graph_function.py) by one of three routes.
 """
+import dis
 import functools
 import inspect
 import threading
+import types
 import warnings
 import weakref
+from operator import itemgetter
 
 import numpy as np
 
@@ -18,21 +21,42 @@ from runtime.indexed_slices import IndexedSlices
 from runtime.nest import flatten, pack_as
 from runtime.shapes import shape_fits, shape_str
 from runtime.tensor import EagerTensor, Tensor, to_array
-from runtime.variables import SymbolicVariable, Variable
+from runtime.variables import _BY_HANDLE, SymbolicVariable, Variable
 from graph.backends import DEFAULT_BACKEND, get_backend
 from graph.ir import Graph, SymbolicTensor, unique_name
 from defun.cache_key import SIGNATURE_KEY, CacheKey
-from defun.concrete import ConcreteFunction, _ArgVariable, _Static
+from defun.concrete import ConcreteFunction, StaleCaptureWarning, _ArgVariable, _named_value, _Static
 from defun.graph_function import GraphFunction  # noqa: F401  (re-exported)
 from defun.spec import TensorSpec
 
-__all__ = ["defun", "Function", "ConcreteFunction", "GraphFunction", "TensorSpec", "RetracingWarning"]
+__all__ = ["defun", "Function", "ConcreteFunction", "GraphFunction", "TensorSpec", "RetracingWarning",
+           "RetraceReason", "StaleCaptureWarning"]
 
 RETRACE_WARNING_THRESHOLD = 5
 
 
 class RetracingWarning(UserWarning):
     """A defun keeps tracing new signatures (each trace is slow)."""
+
+
+class RetraceReason(tuple):
+    """(trace, closest earlier trace, changes): why trace number `trace` of a defun happened.
+
+    `changes` has one 'argument: old -> new' per argument whose key part differs from the
+    key of trace `closest` (the earlier trace with the fewest differences, latest on ties).
+    """
+
+    __slots__ = ()
+    trace = property(itemgetter(0))
+    closest = property(itemgetter(1))
+    changes = property(itemgetter(2))
+
+    def __str__(self):
+        return (f"trace {self[0]} differs from trace {self[1]} in "
+                f"{'; '.join(self[2]) or 'nothing (the same key)'}")
+
+    def __repr__(self):
+        return f"RetraceReason({self})"
 
 
 class Function:
@@ -56,8 +80,9 @@ class Function:
         self._lock = threading.RLock()
         self._cache = {}
         self._fast_cache = {}   # tuple of (shape, np dtype) per plain eager argument -> concrete
-        self._last_key = None
         self._tracing = set()   # keys being traced (by the thread holding the lock): recursion
+        self._retraces = []     # a RetraceReason per trace after the first
+        self._stale_warned = False   # a StaleCaptureWarning was given (once per function)
         self.trace_count = 0
         try:
             self._signature = inspect.signature(python_function)
@@ -80,6 +105,9 @@ class Function:
                 if not isinstance(s, TensorSpec):
                     raise TypeError(f"input_signature may only hold TensorSpec, got {type(s).__name__}")
             self._input_signature = tuple(input_signature)
+            self._signature_params = _signature_params(params, len(self._input_signature))
+            self._signature_keyword_only = frozenset(p.name for p in params if p.kind is p.KEYWORD_ONLY) \
+                & {name for name, _ in self._signature_params}
 
     # ------------------------------------------------------------------ keys
     def _bind(self, args, kwargs):
@@ -102,54 +130,79 @@ class Function:
         return CacheKey.of(args, kwargs, tensors, self._param_names), tensors
 
     def _check_signature(self, args, kwargs):
-        # The signature covers the leading positional parameters; later parameters keep
-        # their Python defaults (static), as in a plain call.
-        if kwargs:
-            raise TypeError(f"{self.name}: with an input_signature, pass tensors positionally "
-                            f"(got keyword arguments {sorted(kwargs)})")
-        sig = self._input_signature
-        if len(args) != len(sig):
-            raise TypeError(f"{self.name}: input_signature has {len(sig)} arguments, got {len(args)}")
-        names = list(self._signature.parameters) if self._signature else []
-        tensors = []
-        for i, (a, spec) in enumerate(zip(args, sig)):
-            argname = names[i] if i < len(names) else f"arg{i}"
+        """The tensors of a call, in input_signature order; one error lists every argument
+        that does not fit (TypeError for structure or dtype, ValueError for shapes alone)."""
+        # The signature covers the leading parameters; later parameters keep their Python
+        # defaults (static), as in a plain call.
+        args = self._signature_arguments(args, kwargs)
+        tensors, wrong_type, wrong_shape = [], [], []
+        for (argname, _), a, spec in zip(self._signature_params, args, self._input_signature):
             flat_a = flatten(a)
             flat_s = flatten(spec)
             if len(flat_a) != len(flat_s):
-                raise TypeError(f"{self.name}: argument {argname!r} should have the structure of "
-                                f"{spec!r}, got {a!r}")
+                wrong_type.append(f"argument {argname!r} should have the structure of {spec!r}, got {a!r}")
+                continue
             for x, s in zip(flat_a, flat_s):
                 if isinstance(x, TensorSpec):   # get_concrete_function(TensorSpec(...))
                     if x.dtype is not s.dtype or not shape_fits(x.shape, s.shape):
-                        raise ValueError(f"{self.name}: argument {argname!r} is {x!r}, which does "
-                                         f"not fit input_signature {s!r}")
+                        wrong_shape.append(f"argument {argname!r} is {x!r}, which does not fit "
+                                           f"input_signature {s!r}")
                     tensors.append(x)
                     continue
                 if isinstance(x, Variable):
                     x = x.read_value()
+                elif getattr(x, "dtype", None) is dtypes.resource:
+                    wrong_type.append(f"argument {argname!r} is a variable's resource handle "
+                                      f"(v.handle); pass the Variable itself")
+                    continue
                 if not isinstance(x, Tensor):
                     try:
                         x = EagerTensor(to_array(x, s.dtype.np))
                     except (errors.InvalidArgumentError, TypeError) as e:
-                        raise TypeError(f"{self.name}: argument {argname!r}: {e}") from None
+                        wrong_type.append(f"argument {argname!r}: {e}")
+                        continue
                 if x.dtype is not s.dtype:
-                    raise TypeError(f"{self.name}: argument {argname!r} has dtype {x.dtype.name}, but "
-                                    f"input_signature expects {s.dtype.name}")
-                if not s.is_compatible_with(x):
-                    raise ValueError(f"{self.name}: argument {argname!r} has shape {shape_str(x.shape)}, "
-                                     f"which does not fit input_signature shape {shape_str(s.shape)}")
+                    wrong_type.append(f"argument {argname!r} has dtype {x.dtype.name}, but "
+                                      f"input_signature expects {s.dtype.name}")
+                elif not s.is_compatible_with(x):
+                    wrong_shape.append(f"argument {argname!r} has shape {shape_str(x.shape)}, which "
+                                       f"does not fit input_signature shape {shape_str(s.shape)}")
                 tensors.append(x)
+        if wrong_type or wrong_shape:
+            raise (TypeError if wrong_type else ValueError)(
+                f"{self.name}: {'; '.join(wrong_type + wrong_shape)}")
         return tensors
+
+    def _signature_arguments(self, args, kwargs):
+        """The call's arguments in input_signature order, keywords matched by parameter name."""
+        params = self._signature_params
+        if not kwargs and len(args) == len(params):
+            return args
+        if len(args) > len(params):
+            raise TypeError(f"{self.name}: input_signature has {len(params)} arguments, got "
+                            f"{len(args) + len(kwargs)}")
+        given = [name for name, _ in params[:len(args)] if name in kwargs]
+        missing = [name for name, keyword in params[len(args):] if not keyword or name not in kwargs]
+        extra = sorted(set(kwargs) - {name for name, keyword in params if keyword})
+        if given or missing or extra:
+            problems = [f"got multiple values for argument {n!r}" for n in given]
+            problems += [f"missing argument {n!r}" for n in missing]
+            problems += [f"unexpected keyword argument {n!r}" for n in extra]
+            raise TypeError(f"{self.name}: {'; '.join(problems)} (the input_signature covers "
+                            f"{', '.join(name for name, _ in params)}; later parameters keep "
+                            f"their defaults)")
+        return tuple(args) + tuple(kwargs[name] for name, _ in params[len(args):])
 
     # ------------------------------------------------------------------ calling
     def __call__(self, *args, **kwargs):
         # Fast path: all arguments eager tensors, seen before. One tuple build + one dict hit
-        # instead of binding and encoding (about 1.5 us saved per call).
+        # instead of binding and encoding (about 1.5 us saved per call). The class is part
+        # of the key: a variable's handle has a shape and dtype too, but is never stored
+        # here, so it takes the slow path, whose encoding refuses it by name.
         fast_key = None
         if not kwargs:
             try:
-                fast_key = tuple([(a._value.shape, a._value.dtype) for a in args])
+                fast_key = tuple([(a.__class__, a._value.shape, a._value.dtype) for a in args])
             except AttributeError:
                 pass
             else:
@@ -189,16 +242,16 @@ class Function:
                 return concrete
             concrete = self._trace_once(key, args, kwargs)
             concrete._key = key
+            reason = self._retrace_reason(key)
             self._cache[key] = concrete
             self.trace_count += 1
-            if (self.trace_count > RETRACE_WARNING_THRESHOLD and self._last_key is not None
-                    and isinstance(key, CacheKey)):
-                warnings.warn(
-                    f"defun {self.name!r} has been traced {self.trace_count} times; this call differs "
-                    f"from the previous trace in {key.describe_change(self._last_key)}. "
-                    f"Each trace is slow: pass tensors instead of changing Python values, or give "
-                    f"input_signature with None sizes.", RetracingWarning, stacklevel=3)
-            self._last_key = key
+            if reason is not None:
+                self._retraces.append(reason)
+                if self.trace_count > RETRACE_WARNING_THRESHOLD:
+                    warnings.warn(
+                        f"defun {self.name!r} has been traced {self.trace_count} times; {reason}. "
+                        f"Each trace is slow: pass tensors instead of changing Python values, or "
+                        f"give input_signature with None sizes.", RetracingWarning, stacklevel=3)
             return concrete
 
     def _trace_once(self, key, args, kwargs):
@@ -223,13 +276,43 @@ class Function:
         finally:
             self._tracing.discard(key)
 
+    def _retrace_reason(self, key):
+        """Why `key` needs a new trace: its changes from the closest earlier trace's key."""
+        if not isinstance(key, CacheKey) or not self._cache:
+            return None
+        best = None
+        # the last 64 traces are compared (a function retracing thousands of times needs
+        # no better explanation than one of its recent traces)
+        earlier = list(self._cache)[-64:]
+        first = len(self._cache) - len(earlier) + 1
+        for number, old in enumerate(earlier, first):
+            if isinstance(old, CacheKey):
+                changes = key.changes(old)
+                if best is None or len(changes) <= len(best[1]):
+                    best = (number, changes)
+        if best is None:
+            return None
+        return RetraceReason((len(self._cache) + 1, best[0], tuple(best[1])))
+
+    def retrace_reasons(self):
+        """Why each trace after the first happened, oldest first: per trace, every argument
+        (positional or keyword) whose key part differs from the closest earlier trace.
+
+        >>> for reason in f.retrace_reasons():
+        ...     print(reason)     # trace 2 differs from trace 1 in n: Python int 1 -> Python int 2
+        """
+        with self._lock:
+            return list(self._retraces)
+
     def _trace(self, args, kwargs):
         graph = Graph(unique_name(self.name), outer=state.graph, base_name=self.name)
         with graph.building():
             if self._input_signature is not None:
-                b_kwargs = {}
-                b_args = tuple(pack_as(s, [graph.placeholder(x.shape, x.dtype) for x in flatten(s)])
-                               for s in self._input_signature)
+                flat = [pack_as(s, [graph.placeholder(x.shape, x.dtype) for x in flatten(s)])
+                        for s in self._input_signature]
+                keyword_only = self._signature_keyword_only
+                b_args = tuple(a for a, p in zip(flat, self._signature_params) if p[0] not in keyword_only)
+                b_kwargs = {p[0]: a for a, p in zip(flat, self._signature_params) if p[0] in keyword_only}
             else:
                 b_args, b_kwargs = self._bind(args, kwargs)
                 proxies = {}
@@ -249,8 +332,11 @@ class Function:
                 outputs.append(_output_tensor(leaf, graph, self.name, pos))
         graph.finalize(outputs)
         graph.structured_outputs = result
-        return ConcreteFunction(graph, self, (b_args, b_kwargs), result, out_index, graph.name,
-                                self.backend, self.rematerialize)
+        concrete = ConcreteFunction(graph, self, (b_args, b_kwargs), result, out_index, graph.name,
+                                    self.backend, self.rematerialize)
+        if graph.captures and not self._stale_warned:
+            concrete._watch(_named_captures(self.python_function, graph))
+        return concrete
 
     def __get__(self, instance, owner):
         if instance is None:
@@ -281,6 +367,70 @@ class Function:
 
     def __repr__(self):
         return f"<df.defun {self.name} traces={self.trace_count}>"
+
+
+def _named_captures(fn, graph, depth=3):
+    """(namespace, name, tensor or variable, use site) per global or closure name of `fn`
+    that refers to a tensor or variable `graph` captured; names of the plain functions and defuns
+    `fn` refers to by name are searched too, `depth` levels deep. Runs once per trace."""
+    targets = {}
+    for tid in graph.capture_order:
+        outer, placeholder = graph.captures[tid]
+        if isinstance(outer, EagerTensor):
+            # a variable is named by the Variable, and captured as its handle
+            var = _BY_HANDLE.get(outer._id) if outer.dtype is dtypes.resource else None
+            named = var if var is not None else outer
+            targets[id(named)] = (named, placeholder)
+    found, seen = {}, set()
+    stack = [(fn, depth)]
+    while stack:
+        f, level = stack.pop()
+        if isinstance(f, Function):
+            f = f.python_function
+        code = getattr(f, "__code__", None)
+        if code is None or code in seen:
+            continue
+        seen.add(code)
+        names = [(f.__globals__, n) for n in _global_names(code)]
+        names += [(cell, n) for n, cell in zip(code.co_freevars, f.__closure__ or ())]
+        for where, name in names:
+            value = _named_value(where, name)
+            hit = targets.get(id(value))
+            if hit is not None:
+                found.setdefault((id(where), name), (where, name, hit[0], _first_use(graph, hit[1])))
+            elif level and isinstance(value, (types.FunctionType, Function)):
+                stack.append((value, level - 1))
+    return list(found.values())
+
+
+def _global_names(code):
+    """Names `code` (and the functions defined in it) loads as globals."""
+    names = [i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")]
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            names += _global_names(c)
+    return dict.fromkeys(names)
+
+
+def _first_use(graph, placeholder):
+    """The user's source site of the first node of `graph` reading `placeholder`."""
+    for node in graph.nodes:
+        if any(t is placeholder for t in node.inputs):
+            return node.site
+    return None
+
+
+def _signature_params(params, n):
+    """(name, may be passed by keyword) of the `n` parameters an input_signature covers."""
+    out = []
+    for p in params:
+        if len(out) == n or p.kind is p.VAR_KEYWORD:
+            break
+        if p.kind is p.VAR_POSITIONAL:
+            out += [(f"{p.name}[{j}]", False) for j in range(n - len(out))]
+            break
+        out.append((p.name, p.kind is not p.POSITIONAL_ONLY))
+    return tuple(out) + tuple((f"arg{i}", False) for i in range(len(out), n))
 
 
 def _substitute(value, graph, proxies):
