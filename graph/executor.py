@@ -22,7 +22,7 @@ from runtime.execute import describe_value
 from runtime.ops.resource_ops import ASSIGN_OPS, VariableStore
 from graph.backends import Region, get_backend
 from graph.ir import CONST, PLACEHOLDER
-from graph.verify import reaches
+from graph.verify import functions_of
 
 __all__ = ["compile_graph", "Plan", "live_nodes", "assigns_variables"]
 
@@ -63,13 +63,36 @@ class Plan:
         return self.run(*args)
 
 
-def _assigns(op):
-    return op.name in ASSIGN_OPS
-
-
 def assigns_variables(node, memo=None):
-    """True if `node` assigns a variable, or runs a function that does (calls, branches)."""
-    return reaches(node, _assigns, memo)
+    """True if `node` assigns a variable, or runs a function that does (calls, branches).
+
+    `memo` ({id(function graph): bool}) keeps answers across calls. A walk over the
+    functions reachable from the node, not a recursion: a chain of 1000 calls is fine.
+    """
+    if node.op.name in ASSIGN_OPS:
+        return True
+    if not node.op.function_attrs:
+        return False
+    memo = {} if memo is None else memo
+    todo, seen = list(functions_of(node)), set()
+    while todo:
+        g = todo.pop()
+        if id(g) in seen:
+            continue
+        known = memo.get(id(g))
+        if known:
+            return True
+        seen.add(id(g))
+        if known is None:
+            for n in g.nodes:
+                if n.op.name in ASSIGN_OPS:
+                    memo[id(g)] = True
+                    return True
+                if n.op.function_attrs:
+                    todo.extend(functions_of(n))
+    for gid in seen:    # none of them reaches an assignment
+        memo[gid] = False
+    return False
 
 
 # ---------------------------------------------------------------------------------------

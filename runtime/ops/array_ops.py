@@ -16,7 +16,7 @@ from runtime.ops.base_ops import (_static_shape, broadcast_to, expand_dims, iden
 from runtime.ops.index_ops import (_norm_axis, _rank, gather, one_hot, slice_helper,  # noqa: F401
                                    strided_slice)
 from runtime.ops.math_ops import subtract
-from runtime.registry import register
+from runtime.registry import one_of, register
 from runtime.tensor import EagerTensor, Tensor, convert_to_tensor
 
 __all__ = ["identity", "stop_gradient", "zeros_like", "ones_like", "reshape", "expand_dims", "squeeze",
@@ -429,11 +429,11 @@ def _pad_grad(op, g):
 
 
 _PAD = register("pad", _pad_kernel, _pad_infer, _pad_grad, same_dtype=(0, 1),
-                attrs={"paddings": "ints", "mode": "str"}, num_inputs=2, defaults={})
+                attrs={"paddings": "ints", "mode": one_of(*_PAD_MODES)}, num_inputs=2, defaults={})
 # Internal: the gradient of pad (its own gradient is pad with zeros).
 _PAD_GRAD = register("pad_grad", _pad_grad_kernel, _pad_grad_infer,
                      lambda op, g: [pad(g, _pairs(op.attrs["paddings"]), op.attrs["mode"])],
-                     attrs={"paddings": "ints", "mode": "str"}, num_inputs=1, defaults={})
+                     attrs={"paddings": "ints", "mode": one_of(*_PAD_MODES)}, num_inputs=1, defaults={})
 
 
 def pad(tensor, paddings, mode="CONSTANT", constant_values=0, name=None):

@@ -14,7 +14,7 @@ from runtime.execute import run_op
 from runtime.ops import _infer as inf
 from runtime.ops import math_ops as m
 from runtime.ops import array_ops as arr
-from runtime.registry import register
+from runtime.registry import one_of, register
 from runtime.tensor import EagerTensor, Tensor
 
 __all__ = ["repeat", "roll", "reverse", "linspace", "meshgrid", "outer"]
@@ -315,7 +315,7 @@ def _meshgrid_grad(op, *gs):
 
 
 _MESHGRID = register("meshgrid", _meshgrid_kernel, _meshgrid_infer, _meshgrid_grad,
-                     num_inputs=None, attrs={"indexing": "str"}, defaults={"indexing": "xy"},
+                     num_inputs=None, attrs={"indexing": one_of("xy", "ij")}, defaults={"indexing": "xy"},
                      num_outputs=lambda attrs, n: n, none_grads=True)
 
 

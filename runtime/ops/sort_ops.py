@@ -11,7 +11,7 @@ from runtime import dtypes, errors
 from runtime.execute import run_op
 from runtime.ops import _infer as inf
 from runtime.ops.index_ops import _norm_axis, _rank
-from runtime.registry import register
+from runtime.registry import one_of, register
 
 __all__ = ["sort", "argsort", "top_k"]
 
@@ -65,7 +65,7 @@ def _sort_grad(op, g):
     return [run_op(_SCATTER_ALONG_AXIS, (g, order, x), {"axis": axis})]
 
 
-_SORT_ATTRS = {"axis": "int", "direction": "str"}
+_SORT_ATTRS = {"axis": "int", "direction": one_of(*_DIRECTIONS)}
 _SORT = register("sort", _sort_kernel, _sort_infer("sort"), _sort_grad, num_inputs=1, attrs=_SORT_ATTRS,
                  defaults={"direction": "ASCENDING"}, kinds=inf.numeric_kinds)
 _ARGSORT = register("argsort", _argsort_kernel, _sort_infer("argsort", dtypes.int32), None, num_inputs=1,
