@@ -138,14 +138,14 @@ class LoadedFunction(serialize.LoadedFunction):
                 raise errors.InvalidArgumentError(
                     f"{self.graph.name}: expected {len(params)} arguments ({', '.join(self._names)}), "
                     f"got {len(args)}")
-            outs = self._fn.call_flat(list(args) + self.graph.captured_values)
+            outs = self._fn.call_flat(list(args) + self._handles)
             return serialize.loaded._pack(self.output_structure, outs)
         feed = self._arguments(args)
         tensors = [x if isinstance(x, EagerTensor) and x._value is a else EagerTensor(a)
                    for x, a in zip(args, feed)]
         saved = budget.start_call()
         try:
-            outs = self._fn.call_flat(tensors + self.graph.captured_values)
+            outs = self._fn.call_flat(tensors + self._handles)
         finally:
             budget.end_call(saved)
         return self._results(outs)

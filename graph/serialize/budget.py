@@ -102,7 +102,7 @@ class BudgetBackend(NumpyBackend):
         self.max_bytes = max_bytes
         self.max_iterations = max_iterations
         self._dying = {}     # id(node) -> input positions whose values die at the node
-        self._outable = {}   # id(node) -> the numpy backend would let it write over an input
+        self._outable = set()    # id(node): the numpy backend would let it write over an input
         self._counting = set()   # ids of the loop body plans that count iterations
 
     def partition(self, nodes, outputs):
@@ -128,30 +128,73 @@ class BudgetBackend(NumpyBackend):
         if node.op.name == "while":     # before binding: the runner takes the body's plan
             self._count_iterations(node.attrs["body"])
         fn, pass_attrs = super().kernel(node)
-        self._outable[id(node)] = super().writes_out(node, fn)
+        if super().writes_out(node, fn):
+            self._outable.add(id(node))
         return self._wrap(node, fn), pass_attrs
 
     def writes_out(self, node, fn):
-        return self._outable.get(id(node), False)
+        return id(node) in self._outable
 
     def _wrap(self, node, fn):
-        dying = self._dying.pop(id(node), ())
+        """The kernel, keeping the meter. The common node (one array result of a size known
+        when compiling) gets a wrapper of a few attribute reads and one comparison; the
+        others the general one."""
+        dying = tuple(i for i in self._dying.pop(id(node), ()) if node.inputs[i].dtype is not dtypes.resource)
         outs = node.outputs
+        meter = _meter
         if not outs:
             if not dying:
                 return fn
 
             def run_effect(*args, **kw):
                 result = fn(*args, **kw)
-                _meter.live -= sum(_nbytes(args[i]) for i in dying)
+                meter.live -= sum(args[i].nbytes for i in dying)
                 return result
             return run_effect
         limit = self.max_bytes if self.max_bytes is not None else float("inf")
-        declared = [(t.dtype.np, tuple(t.shape)) for t in outs if t.dtype is not dtypes.resource]
         static = _static_bytes(outs)
+        t = outs[0]
+        if static is not None and node.op.single and not node.op.function_attrs and t.dtype is not dtypes.resource:
+            room, shape, dtype = limit - static, tuple(t.shape), np.dtype(t.dtype.np)
+            first = dying[0] if len(dying) == 1 else None
+
+            def run_static(*args, **kw):
+                base = meter.live
+                if base > room:
+                    raise _refuse(node, static, base, limit)
+                result = fn(*args, **kw)
+                if result.shape != shape or result.dtype != dtype:
+                    _check_outputs(node, [(dtype, shape)], (result,))
+                if first is not None:
+                    meter.live = base + static - args[first].nbytes
+                elif dying:
+                    meter.live = base + static - sum(args[i].nbytes for i in dying)
+                else:
+                    meter.live = base + static
+                return result
+            return run_static
+        declared = [(np.dtype(t.dtype.np), tuple(t.shape)) for t in outs if t.dtype is not dtypes.resource]
         predict = _Prediction(node) if static is None and not node.op.function_attrs else None
         single, loop = node.op.single, node.op.name == "while"
-        meter = _meter
+        if predict is not None and single and t.dtype is not dtypes.resource:
+            dtype, shape = declared[0]
+            rank, known = len(shape), [(i, d) for i, d in enumerate(shape) if d is not None]
+
+            def run_sized(*args, **kw):
+                base = meter.live
+                need = predict(args)
+                if need is not None and base + need > limit:
+                    raise _refuse(node, need, base, limit)
+                result = fn(*args, **kw)
+                got = result.shape
+                if result.dtype != dtype or len(got) != rank or any(got[i] != d for i, d in known):
+                    _check_outputs(node, declared, (result,))
+                got = result.nbytes
+                if got > limit - base:
+                    raise _refuse(node, got, base, limit)
+                meter.live = base + got - sum(args[i].nbytes for i in dying) if dying else base + got
+                return result
+            return run_sized
 
         def run(*args, **kw):
             base = meter.live
@@ -165,7 +208,7 @@ class BudgetBackend(NumpyBackend):
             got = _check_outputs(node, declared, (result,) if single else result)
             if got > limit - base:
                 raise _refuse(node, got, base, limit)
-            meter.live = base + got - sum(_nbytes(args[i]) for i in dying)
+            meter.live = base + got - sum(args[i].nbytes for i in dying)
             return result
         return run
 
@@ -233,7 +276,10 @@ class _Prediction:
     def __call__(self, args):
         if self.by_value is not None:
             return self.by_value(args, self.node)
-        key = tuple(a.shape if isinstance(a, (np.ndarray, np.generic)) else () for a in args)
+        try:     # the shapes of the inputs (a resource handle's shape is the variable's)
+            key = args[0].shape if len(args) == 1 else tuple([a.shape for a in args])
+        except AttributeError:
+            key = tuple([a.shape if isinstance(a, (np.ndarray, np.generic)) else () for a in args])
         need = self.known.get(key, False)
         if need is False:
             if len(self.known) >= _PREDICTIONS_KEPT:
@@ -241,10 +287,12 @@ class _Prediction:
             need = self.known[key] = self._infer(key)
         return need
 
-    def _infer(self, shapes):
+    def _infer(self, key):
         node = self.node
+        shapes = [key] if len(node.inputs) == 1 else list(key)
+        shapes = [() if t.dtype is dtypes.resource else s for s, t in zip(shapes, node.inputs)]
         try:
-            types = node.op.infer(list(shapes), self.dts, node.attrs)
+            types = node.op.infer(shapes, self.dts, node.attrs)
         except Exception:   # the kernel will say what is wrong, naming the node
             return None
         total = 0

@@ -168,7 +168,7 @@ def _backward_params(g, b, forward, where):
 def _record_doc(lv, fname, bname, fwd, bwd):
     """The `gradients` record of one level (the format is docs/format.md's "Gradients")."""
     b, n = lv.backward, len(lv.forward.outputs)
-    side = [f"{t.node.op.name}_{fwd.items[id(t.node)]}_{t.index}" for t in lv.view.outputs[n:]]
+    side = _unique([f"{t.node.op.name}_{fwd.items[id(t.node)]}_{t.index}" for t in lv.view.outputs[n:]])
     grads = []
     for k, g in enumerate(b.input_grads):
         if fwd.positions[k] is None:

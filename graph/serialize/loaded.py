@@ -28,7 +28,8 @@ class LoadedFunction:
         self.backward_depth = backward_depth    # levels of backward functions the document holds
         self._plan = plan_of(graph, backend)
         self._names = list(input_names)
-        self._captured = [h._value for h in graph.captured_values]
+        self._handles = graph.captured_values      # variable handles, fed after the arguments
+        self._captured = [h._value for h in self._handles]
 
     @property
     def signature(self):

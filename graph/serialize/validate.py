@@ -43,6 +43,8 @@ def _parse_text(text):
         raise errors.GraphFormatError(f"document: key {str(e)[:80]!r} appears twice in one object") from None
     except RecursionError:
         raise errors.GraphFormatError("document: JSON nested too deeply") from None
+    except MemoryError:
+        raise errors.GraphFormatError("document: too large to parse in memory") from None
     except ValueError as e:   # JSONDecodeError, NaN/Infinity, integers too long to convert
         raise errors.GraphFormatError(f"document: not valid JSON: {e}") from None
 
@@ -439,6 +441,13 @@ def _check_calls(specs, roots):
         if name not in reachable:
             raise _format_error(spec.path, f"function {name!r} is not called from the entry "
                                 f"{roots[0]!r}" + (" or a backward function" if len(roots) > 1 else ""))
+    depth = {}      # how many functions run inside each other from here down, callees first
+    for name in nx.lexicographical_topological_sort(g.reverse(copy=False)):
+        depth[name] = 1 + max((depth[c] for c in g.successors(name)), default=0)
+        if depth[name] > limits.MAX_CALL_DEPTH:
+            raise _format_error(specs[name].path, f"function {name!r} runs functions "
+                                f"{depth[name]} deep (calls, branches, loop bodies); the limit "
+                                f"is {limits.MAX_CALL_DEPTH}")
 
 
 def _check_structure(s, path, n_out, depth, leaves):
