@@ -22,6 +22,7 @@ Both raise `errors.ResourceExhaustedError`. The accounting is per thread (`_mete
 to zero when a loaded call starts. Plans of ordinary defuns never see any of this: they
 run on the numpy backend and pay nothing. Kernel-internal temporaries are not counted.
 """
+import math
 import threading
 
 import numpy as np
@@ -67,9 +68,10 @@ def _static_bytes(tensors):
     for t in tensors:
         if t.dtype is dtypes.resource:
             continue
-        if None in tuple(t.shape):
+        shape = tuple(t.shape)
+        if None in shape:
             return None
-        total += int(np.prod(t.shape, dtype=np.int64)) * t.dtype.np.itemsize
+        total += math.prod(shape) * t.dtype.np.itemsize
     return total
 
 
