@@ -104,11 +104,14 @@ def register_backend(backend):
 
 
 def get_backend(name=None):
-    """The installed backend `name` (default numpy); ValueError listing the installed ones."""
+    """The installed backend `name` (default numpy), or `name` itself when it is a Backend;
+    ValueError listing the installed ones."""
     if name is None:
         name = DEFAULT_BACKEND
     elif isinstance(name, Backend):
-        name = name.name
+        # an instance is used as given, installed or not (a loaded document runs on one of
+        # its own, holding its budgets: graph/serialize/budget.py)
+        return name
     backend = _BACKENDS.get(name)
     if backend is None:
         if name in _EXTRAS:

@@ -7,21 +7,22 @@ its last use, and generates one Python function whose body is one line per step.
 Names in the generated source are made here (a0, v3, k3), never taken from a graph or file.
 Per call the cost is the kernels plus one Python call per node.
 
-A failed call leaves variables unchanged: a plan that may assign (itself or in a function
-it runs) logs each variable's old value before assigning, in a per-thread undo log shared
-with the plans it calls, and undoes the log when any node fails.
+A call that may assign is serializable and all-or-nothing: its plan holds the locks of the
+variables it receives for the call, logs each variable's old value before assigning (in a
+per-thread undo log shared with the plans it calls) and undoes the log when the call fails,
+KeyboardInterrupt included (the section "Calls that assign" below).
 """
 import sys
 import threading
 
-from runtime import errors
+from runtime import dtypes, errors
 from graph.printer import format_node
 from runtime import sites
 from runtime.execute import describe_value
-from runtime.ops.resource_ops import ASSIGN_OPS
+from runtime.ops.resource_ops import ASSIGN_OPS, VariableStore
 from graph.backends import Region, get_backend
 from graph.ir import CONST, PLACEHOLDER
-from graph.verify import reaches
+from graph.verify import functions_of
 
 __all__ = ["compile_graph", "Plan", "live_nodes", "assigns_variables"]
 
@@ -62,35 +63,124 @@ class Plan:
         return self.run(*args)
 
 
-def _assigns(op):
-    return op.name in ASSIGN_OPS
-
-
 def assigns_variables(node, memo=None):
-    """True if `node` assigns a variable, or runs a function that does (calls, branches)."""
-    return reaches(node, _assigns, memo)
+    """True if `node` assigns a variable, or runs a function that does (calls, branches).
+
+    `memo` ({id(function graph): bool}) keeps answers across calls. A walk over the
+    functions reachable from the node, not a recursion: a chain of 1000 calls is fine.
+    """
+    if node.op.name in ASSIGN_OPS:
+        return True
+    if not node.op.function_attrs:
+        return False
+    memo = {} if memo is None else memo
+    todo, seen = list(functions_of(node)), set()
+    while todo:
+        g = todo.pop()
+        if id(g) in seen:
+            continue
+        known = memo.get(id(g))
+        if known:
+            return True
+        seen.add(id(g))
+        if known is None:
+            for n in g.nodes:
+                if n.op.name in ASSIGN_OPS:
+                    memo[id(g)] = True
+                    return True
+                if n.op.function_attrs:
+                    todo.extend(functions_of(n))
+    for gid in seen:    # none of them reaches an assignment
+        memo[gid] = False
+    return False
 
 
 # ---------------------------------------------------------------------------------------
-# Rollback of failed calls: the undo log (one place; the thread-safety work reworks it).
+# Calls that assign: variable locks and the undo log (one place).
 #
-# The undo log of the running call, per thread: a list of (variable store, old value), or
-# None. The outermost plan that may assign (itself or through a plan it calls) starts it;
-# nested plans append to it, so when any later node fails, every assignment the call made,
-# however deeply nested, is undone. Plans that never assign do not touch it (no per-call cost).
+# A plan that may assign (itself or through a plan it runs) is one transaction:
+# - it holds the lock of every variable it receives (its resource inputs) for the whole
+#   call, taken in `serial` order, so two calls writing the same variables never interleave
+#   (they are serializable) and cannot deadlock; eager assignments wait for the lock too;
+# - it logs each variable's old value before assigning, in a per-thread undo log shared
+#   with the plans it runs, and when the call fails (any BaseException: a KeyboardInterrupt
+#   too) undoes the log, newest first, before releasing the locks. Nobody else could write
+#   the variables meanwhile, so restoring old values never loses another thread's update.
+# The outermost such plan starts the log and takes and releases the locks; nested plans
+# (calls, branches, loop bodies) append to its log and take no lock: every handle they see
+# came through the outermost plan's inputs. The clean-up in `_end` runs in `finally` and
+# finishes even when an interrupt lands inside it. Plans that
+# never assign take no lock and keep no log: they pay nothing, and their reads see each
+# variable's latest value.
 class _UndoLog(threading.local):
-    log = None      # the class default: every thread starts without a log
+    log = None      # the running call's [(variable store, old value)], or None (no call)
 
 
 _undo = _UndoLog()
 
-# Lines a plan that may assign wraps its body in. _o: the caller's undo log (None: this
-# call owns a new one); _m: where this call's entries start.
-_UNDO_HEAD = ["    _o = _undo.log",
-              "    _u = _undo.log = [] if _o is None else _o",
-              "    _m = len(_u)"]
-_UNDO_ON_FAILURE = ["        _rollback(_u, _m)"]
-_UNDO_FINALLY = ["    finally:", "        _undo.log = _o"]
+
+def _begin(outer, stores, held):
+    """Start the thread's transaction (outer None: lock `stores`, listing the locks in
+    `held`) or join the caller's; returns the undo log."""
+    if outer is not None:
+        return outer
+    log = _undo.log = []
+    if len(stores) > 1:
+        stores = sorted(stores, key=_lock_order)
+    for s in stores:
+        if type(s) is VariableStore:    # anything else fails on the node that uses it
+            lock = s.lock
+            held.append(lock)    # listed first: an interrupt before acquiring is harmless
+            lock.acquire()
+    return log
+
+
+def _lock_order(store):
+    return getattr(store, "serial", -1)
+
+
+def _end(outer, start, ok, held):
+    """Finish a call: undo its log entries from `start` unless `ok`; the outermost call
+    (outer None) also ends the log and releases `held`. Every step can be repeated
+    (restore then pop; release then pop), so after an interrupt the plan calls it again."""
+    if not ok:
+        log = _undo.log
+        if log is not None:
+            _rollback(log, start)
+    if outer is None:
+        _undo.log = None
+        _release(held)
+
+
+def _end_again(pending, outer, start, ok, held):
+    """`_end` until it completes, after interrupts landed in it twice; then raise the last
+    one. Only an interrupt landing on this function's entry or between two of its attempts
+    could still stop it."""
+    while True:
+        try:
+            _end(outer, start, ok, held)
+            break
+        except BaseException as e:
+            pending = e
+    raise pending
+
+
+def _rollback(undo, start=0):
+    """Undo the assignments logged from `start` on, newest first, and drop them from the log
+    (an enclosing call that goes on after catching the failure must not undo them twice)."""
+    while len(undo) > start:
+        h, old = undo[-1]
+        h.value = old
+        undo.pop()
+
+
+def _release(held):
+    while held:
+        try:
+            held[-1].release()
+        except RuntimeError:     # not held: an interrupt came between listing and acquiring,
+            pass                 # or after releasing and before popping
+        held.pop()
 
 
 def _log_assignment(handle_var):
@@ -98,12 +188,30 @@ def _log_assignment(handle_var):
     return f"_u.append(({handle_var}, {handle_var}.value))"
 
 
-def _rollback(undo, start=0):
-    """Undo the assignments logged from `start` on, newest first, and drop them from the log
-    (an enclosing call that goes on after catching the failure must not undo them twice)."""
-    for h, old in reversed(undo[start:]):
-        h.value = old
-    del undo[start:]
+def _undo_head(resource_args):
+    """Lines before the body of a plan that may assign (_o: the caller's log, None when this
+    call starts one; _m: where this call's entries start; _h: the locks it took; _ok: the
+    body finished). Everything that can need undoing happens inside the `try`."""
+    stores = "".join(f"{a}, " for a in resource_args)
+    return (["    _o = _undo.log", "    _m = 0 if _o is None else len(_o)", "    _h = []",
+             "    _ok = False", "    try:", f"        _u = _begin(_o, ({stores}), _h)"])
+
+
+_UNDO_OK = ["        _ok = True"]
+# An interrupt can land anywhere in the clean-up, even on the way into `_end` (a function's
+# first instruction checks for signals). Nested handlers call it again: between two
+# attempts no instruction checks for signals, so a second and a third interrupt are caught
+# too, and `_end_again` then repeats it in a loop; the interrupt is raised once the clean-up
+# is complete. The handlers cost nothing when nothing is raised.
+_UNDO_FINALLY = ["    finally:",
+                 "        try:",
+                 "            _end(_o, _m, _ok, _h)",
+                 "        except BaseException:",
+                 "            try:",
+                 "                _end(_o, _m, _ok, _h)",
+                 "            except BaseException as _x:",
+                 "                _end_again(_x, _o, _m, _ok, _h)",
+                 "            raise"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -132,7 +240,8 @@ class _PlanWriter:
     def __init__(self, graph, outputs, steps, backend):
         self.graph, self.outputs, self.backend = graph, outputs, backend
         self.inputs = graph.all_inputs
-        self.ns = {"_fail": _fail, "_rollback": _rollback, "_undo": _undo}
+        self.ns = {"_fail": _fail, "_begin": _begin, "_end": _end, "_end_again": _end_again,
+                   "_undo": _undo}
         self.var_of = {id(t): f"a{i}" for i, t in enumerate(self.inputs)}
         self.input_nodes = {id(t.node) for t in self.inputs}
         self.lines, self.line_node = [], {}
@@ -231,10 +340,13 @@ class _PlanWriter:
                     f"function {self.graph.name!r}: output {t.name} is not computed by the function")
         ret = ", ".join(self.var_of[id(t)] for t in self.outputs)
         head = [f"def plan({', '.join(f'a{i}' for i in range(len(self.inputs)))}):"]
-        head += (_UNDO_HEAD if may_assign else []) + ["    try:"]
-        tail = [f"{self.BODY}return ({ret}{',' if len(self.outputs) == 1 else ''})",
-                "    except Exception as _e:"]
-        tail += (_UNDO_ON_FAILURE if may_assign else []) + ["        _fail(_e)"]
+        if may_assign:
+            head += _undo_head([f"a{i}" for i, t in enumerate(self.inputs) if t.dtype is dtypes.resource])
+        else:
+            head.append("    try:")
+        tail = (_UNDO_OK if may_assign else []) + \
+            [f"{self.BODY}return ({ret}{',' if len(self.outputs) == 1 else ''})",
+             "    except Exception as _e:", "        _fail(_e)"]
         tail += _UNDO_FINALLY if may_assign else []
         source = "\n".join(head + self.lines + tail) + "\n"
         exec(compile(source, f"<defun plan {self.graph.name}>", "exec"), self.ns)

@@ -92,6 +92,31 @@ def _sanitize(name):
 def _types(tensors):
     return ", ".join(type_str(t.shape, t.dtype) for t in tensors)
 
+# The variables' cell as the kernels see it. The library's VariableStore carries a lock that
+# makes each assignment atomic between threads; a module of plain numpy imports nothing
+# else, so its cell's lock is a stand-in that does nothing: a program sharing a variable of
+# the module between threads guards it itself (the module says so in its header).
+_VARIABLE_CLASS = '''\
+class VariableStore:
+    """A variable: its value (the functions' assignments replace it), shape, dtype, name."""
+
+    __slots__ = ("value", "shape", "dtype", "name")
+
+    class lock:      # the assignments' `with h.lock:` (no threads are coordinated here)
+        __enter__ = __exit__ = staticmethod(lambda *exc: None)
+
+    lock = lock()
+
+    def __init__(self, value, name):
+        self.value = value
+        self.shape = value.shape
+        self.dtype = value.dtype
+        self.name = name
+
+    def __repr__(self):
+        return f"<variable {self.name} {self.dtype}{list(self.shape)}>"
+'''
+
 
 class _ModuleWriter:
     """The graph functions of one module and the values they share (kernels, constants,
@@ -111,7 +136,7 @@ class _ModuleWriter:
             if not isinstance(store, VariableStore):
                 raise errors.UnimplementedError(f"numpy source: {where} captures a resource "
                                                 f"that is not a variable")
-            cls = self.src.ref(VariableStore, "VariableStore", where)
+            cls = self.src.stand_in(VariableStore, _VARIABLE_CLASS)
             name = self.src.name_of(store)
             if name is None:
                 comment = (f"# variable {_sanitize(store.name)}: its value when exported; the "
@@ -323,7 +348,8 @@ def module_source(graph, input_names, backward=None):
     stores = [v._value for v in graph.captured_values if isinstance(v, ResourceHandle)]
     if stores:
         doc += ["Variables (their values when exported; assignments replace them): " +
-                ", ".join(f"{_sanitize(s.name)} {type_str(s.value.shape, from_numpy(s.value.dtype))}" for s in stores)]
+                ", ".join(f"{_sanitize(s.name)} {type_str(s.value.shape, from_numpy(s.value.dtype))}" for s in stores),
+                "(no locks: threads sharing a variable here must take turns themselves)"]
     doc += ['"""']
     imports = ["import numpy as np"] + [f"import {m}" for m in sorted(w.src.imports)]
     signature = [f"INPUTS = {[(str(n), t.dtype.name, tuple(t.shape)) for n, t in zip(input_names, graph.inputs)]!r}",

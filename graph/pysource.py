@@ -105,6 +105,16 @@ class SourceWriter:
         self._keep.append(value)
         return name
 
+    def stand_in(self, value, text):
+        """The name of a class written from `text` (a `class Name:` block) standing for the
+        library's `value` in the module: the fields kernels read, none of the machinery."""
+        known = self._named.get(id(value))
+        if known is None:
+            head = text.split(":", 1)[0]           # "class Name"
+            known = self._name_for(value, head.split()[1], "defun")
+            self.blocks.append(text.replace(head + ":", f"class {known}:", 1))
+        return known
+
     # ------------------------------------------------------------------ values
     def ref(self, value, hint="value", where="the function", inline=False):
         """The source text standing for `value` (defining it first when it needs a name).
@@ -217,13 +227,11 @@ class SourceWriter:
         return path
 
     def _dtype(self, value):
-        if id(DType) not in self._named:
-            cls = self._name_for(DType, "DType", "defun")
-            self.blocks.append(_DTYPE_CLASS.replace("class DType:", f"class {cls}:"))
+        cls = self.stand_in(DType, _DTYPE_CLASS)
         flags = "".join(f", {f}=True" for f in ("is_floating", "is_integer", "is_bool")
                         if getattr(value, f))
         name = self._name_for(value, value.name, "dtype")
-        self.blocks.append(f"{name} = {self._named[id(DType)]}({value.name!r}, "
+        self.blocks.append(f"{name} = {cls}({value.name!r}, "
                            f"{self._numpy(value.np, '')}{flags})")
         return name
 

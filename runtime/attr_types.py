@@ -9,7 +9,7 @@ import numpy as np
 from runtime import dtypes, errors
 from runtime.dtypes import DType
 
-__all__ = ["AttrType", "TYPES", "check", "is_function"]
+__all__ = ["AttrType", "TYPES", "check", "is_function", "one_of", "choices"]
 
 
 class AttrType:
@@ -162,6 +162,37 @@ _LIST = [
 ]
 
 TYPES = {t.name: t for t in _LIST}
+
+
+# --------------------------------------------------------------------- enumerated strings
+def one_of(*values):
+    """The attr type whose valid values are the strings `values`, made once per value list:
+    `attrs={"mode": one_of("CONSTANT", "REFLECT", "SYMMETRIC")}`. A traced graph (verify) and
+    a loaded document (the decoder) are checked against the list alike, so a kernel never
+    sees a value its op did not declare. In JSON it is a string.
+    """
+    if not values or not all(isinstance(v, str) and v and "," not in v for v in values):
+        raise ValueError(f"one_of: expected non-empty strings without commas, got {values!r}")
+    name = f"one_of({','.join(values)})"
+    if name not in TYPES:
+        allowed = frozenset(values)
+        shown = ", ".join(repr(v) for v in values)
+
+        def decode(x, p, r):
+            x = r.str(x, p)
+            if x not in allowed:
+                raise r.error(p, f"expected one of {shown}, got {x[:60]!r}")
+            return x
+        TYPES[name] = AttrType(name, lambda v: isinstance(v, str) and v in allowed, f"one of {shown}",
+                               lambda v, w: str(v), decode)
+    return name
+
+
+def choices(type_name):
+    """The values an enumerated attr type allows (a tuple), or None for other types."""
+    if type_name.startswith("one_of(") and type_name.endswith(")"):
+        return tuple(type_name[len("one_of("):-1].split(","))
+    return None
 
 
 def check(type_name, value):

@@ -1,7 +1,7 @@
 """Typed errors (`df.errors`)."""
 
 __all__ = ["DefunError", "InvalidArgumentError", "NotFoundError", "UnimplementedError",
-           "TracingError", "GraphFormatError"]
+           "TracingError", "GraphFormatError", "ResourceExhaustedError"]
 
 
 class DefunError(Exception):
@@ -26,3 +26,8 @@ class TracingError(DefunError, TypeError):
 
 class GraphFormatError(DefunError, ValueError):
     """A graph document (JSON) is malformed, hostile or of an unknown version."""
+
+
+class ResourceExhaustedError(DefunError, RuntimeError):
+    """A budget ran out: a loaded function would hold more memory than its `max_bytes`, or a
+    loop would run more than its `max_iterations` (df.load_json's arguments)."""

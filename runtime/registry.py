@@ -4,10 +4,12 @@ Every op is declared once with `register(...)`; all layers read its row (`get(na
 """
 from runtime import attr_types, errors
 
-__all__ = ["OpDef", "register", "get", "all_ops", "exists", "ATTR_TYPES"]
+__all__ = ["OpDef", "register", "get", "all_ops", "exists", "ATTR_TYPES", "one_of"]
 
-# Attr type names (runtime/attr_types.py says what each means and how it is exported).
+# Attr type names (runtime/attr_types.py says what each means and how it is exported);
+# `one_of("A", "B")` names the type of a string attr that must be one of the listed values.
 ATTR_TYPES = attr_types.TYPES
+one_of = attr_types.one_of
 
 _REGISTRY = {}
 

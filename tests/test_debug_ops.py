@@ -126,7 +126,7 @@ def test_print_variables_and_arrays(capsys):
     (("first {}", "{0.__class__}"), r"print: the template has a lone '\{'"),
     (("first {}", "first {} {}"), r"print: the template has 2 tensor places but the op has 1 inputs"),
     (('"output_stream": "stderr"', '"output_stream": "file:///tmp/defun-print"'),
-     r"print: output_stream must be 'stdout' or 'stderr'"),
+     r"attrs.output_stream: expected one of 'stdout', 'stderr', got 'file:///tmp/defun-print'"),
 ])
 def test_a_document_cannot_make_print_format_or_write_elsewhere(change, match):
     import sys

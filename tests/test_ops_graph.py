@@ -155,8 +155,11 @@ def test_bound_kernels_are_exercised():
 @pytest.mark.parametrize("unknown", [False, True], ids=["static", "unknown_sizes"])
 @pytest.mark.parametrize("row,v", _variants(_graph_rows))
 def test_json_round_trip_matches_eager(row, v, unknown):
-    """export_json -> json text -> load_json runs every row as eagerly, bit for bit."""
+    """export_json -> json text -> load_json runs every row as eagerly, bit for bit; the
+    document meets the published schema. With its backward function (differentiable rows),
+    the loaded function's gradients are the eager gradients."""
     import json
+    from schema_check import assert_valid
     xs = make_inputs(v.args, _dtype(row, v))
     eager = row.fn(*[df.constant(x) for x in xs], **v.kw)
     traced = df.defun(lambda *a: row.fn(*a, **v.kw), input_signature=_signature(xs, unknown))
@@ -166,8 +169,28 @@ def test_json_round_trip_matches_eager(row, v, unknown):
         if _documented_refusal(row, e, unknown):
             return
         raise
-    loaded = df.load_json(json.loads(json.dumps(df.export_json(cf))))
+    doc = json.loads(json.dumps(df.export_json(cf)))
+    assert_valid(doc, f"{row.op}{v!r}")
+    loaded = df.load_json(doc)
     _exact(loaded(*xs), eager, f"{row.op}{v!r} reloaded vs eager")
+    if not (row.grad is True and v.grad and _float_inputs(v)):
+        return
+    doc = json.loads(json.dumps(df.export_json(cf, include_backward=True)))
+    assert_valid(doc, f"{row.op}{v!r} with its backward")
+    wrt = _float_inputs(v)
+    ws = random_cotangents(lambda *a: row.fn(*a, **v.kw), xs)
+
+    def grads(fn):
+        ts = [df.constant(x) for x in xs]
+        with df.GradientTape() as tape:
+            for i in wrt:
+                tape.watch(ts[i])
+            out = as_list(fn(*ts))
+        gs = tape.gradient(out, [ts[i] for i in wrt], output_gradients=[df.constant(w) for w in ws])
+        return [np.zeros_like(xs[i]) if g is None else as_numpy(g) for g, i in zip(gs, wrt)]
+    for k, (g, e) in enumerate(zip(grads(df.load_json(doc)), grads(lambda *a: row.fn(*a, **v.kw)))):
+        np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12,
+                                   err_msg=f"{row.op}{v!r} input {wrt[k]}: loaded backward vs eager")
 
 
 # ---------------------------------------------------------------------------------------

@@ -834,7 +834,8 @@ ATTR_EXAMPLES = {
 @pytest.mark.parametrize("kind", sorted(registry.ATTR_TYPES))
 def test_attr_checkers(kind):
     graph = Graph("callee")
-    good, bad = ATTR_EXAMPLES[kind]
+    choices = attr_types.choices(kind)   # an enumerated string type: its values, then others
+    good, bad = (list(choices), ["", "not one of them", 1, None]) if choices else ATTR_EXAMPLES[kind]
 
     def sub(v):
         if v is GRAPH:

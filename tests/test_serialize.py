@@ -956,3 +956,38 @@ def test_graph_package_loads_cond_and_while_documents_without_defun(tmp_path):
     values, defun_modules = res.stdout.strip().split("\n")
     np.testing.assert_allclose(json.loads(values), expected, rtol=1e-12)
     assert json.loads(defun_modules) == []
+
+
+# ---------------------------------------------------------------------------------------
+# Files: permissions and directories
+
+def test_an_export_keeps_an_existing_files_mode_and_new_files_honour_the_umask(tmp_path):
+    path = tmp_path / "f.json"
+    path.write_bytes(b"old")
+    os.chmod(path, 0o640)
+    write_document({"a": 1}, path)
+    assert path.read_bytes() == b'{"a":1}' and (os.stat(path).st_mode & 0o777) == 0o640
+    old = os.umask(0o027)
+    try:
+        write_document({"a": 2}, tmp_path / "new.json")
+    finally:
+        os.umask(old)
+    assert os.stat(tmp_path / "new.json").st_mode & 0o777 == 0o640     # 0o666 & ~0o027
+    old = os.umask(0o022)
+    try:
+        write_document({"a": 3}, tmp_path / "other.json")
+    finally:
+        os.umask(old)
+    assert os.stat(tmp_path / "other.json").st_mode & 0o777 == 0o644
+    assert sorted(os.listdir(tmp_path)) == ["f.json", "new.json", "other.json"]
+
+
+def test_an_export_into_a_missing_directory_names_the_directory(tmp_path):
+    import defun as df
+    cf = df.defun(lambda x: x * 2.0).get_concrete_function(df.constant([1.0]))
+    missing = tmp_path / "no" / "such"
+    with pytest.raises(FileNotFoundError) as info:
+        df.export_json(cf, missing / "f.json")
+    assert str(missing) in str(info.value) and "does not exist" in str(info.value)
+    assert ".tmp" not in str(info.value)
+    assert os.listdir(tmp_path) == []

@@ -1,4 +1,12 @@
-"""Import, step 3: build the validated functions (callees first), verify, compile."""
+"""Import, step 3: build the validated functions, verify them, attach their gradient records,
+compile them for the document's budgets.
+
+Every step goes through the functions callees first (a call, branch or loop body is built,
+verified and compiled before the function using it), so nothing recurses on the depth of
+the call chain: a chain of 1000 calls loads like 1000 separate functions. Functions are
+compiled as written (exports are not optimized), except that loop history nobody reads is
+not kept.
+"""
 import copy
 import os
 
@@ -9,20 +17,24 @@ from runtime.ops._infer import check_kinds
 from runtime.ops.resource_ops import VariableStore
 from runtime.tensor import HandleData, ResourceHandle
 from graph.executor import compile_graph
+from graph.gradients import Backward
 from graph.ir import Graph
+from graph.passes import prune_unused_outputs
 from graph.verify import verify
+from graph.serialize.budget import DEFAULT_MAX_BYTES, DEFAULT_MAX_ITERATIONS, BudgetBackend
 from graph.serialize.schema import _format_error
 from graph.serialize.loaded import LoadedFunction
 from graph.serialize.validate import _read_document, _validate, call_graph_of
 
 
-def _build(entry, specs):
-    """Build every function, callees first; returns the entry's graph."""
+def _build(specs):
+    """Every function, callees first: ({name: graph}, names in that order)."""
     import networkx as nx
-    library = {}
+    library, order = {}, []
     for name in nx.lexicographical_topological_sort(call_graph_of(specs).reverse(copy=False)):
         library[name] = _build_function(specs[name], Graph(name), library)
-    return library[entry]
+        order.append(name)
+    return library, order
 
 
 def _build_function(spec, g, library):
@@ -95,27 +107,93 @@ def _inferred_types(ns, inputs, attrs):
     return inferred
 
 
-def from_document(doc_or_path):
+# ---------------------------------------------------------------------------------------
+# Gradient records -> graph/gradients.py's Backward, kept where defun looks for it
+
+def _attach_gradients(gradients, library):
+    """For each record: the function as called for its results (a view without the side
+    outputs), with `derived.backward` = (Backward, the function with its side outputs).
+    Returns {name: results view}."""
+    views = {}
+    for r in gradients:       # views first: a record's backward may have a record itself
+        full = library[r.function]
+        views[r.function] = full if r.results == len(full.outputs) else \
+            full.view(full.outputs[:r.results], full.name, full.base_name)
+    for r in gradients:
+        full = library[r.function]
+        b = Backward()
+        b.graph = views.get(r.backward, library[r.backward])
+        b.grad_outputs = list(r.seeds)
+        b.capture_sources = list(r.feeds)
+        b.side_outputs = full.outputs[r.results:]
+        b.input_grads = list(r.input_grads)
+        views[r.function].derived.backward = (b, full)
+    return views
+
+
+# ---------------------------------------------------------------------------------------
+# Compiling, callees first, on the document's budget backend
+
+def _compile_all(order, library, views, backend):
+    for name in order:
+        g = library[name]
+        for target in dict.fromkeys([g, views.get(name, g)]):
+            target.derived.plans[backend.name] = compile_graph(_without_unread_history(target),
+                                                               backend=backend)
+
+
+def _without_unread_history(g):
+    if any(n.op.prune_outputs is not None for n in g.nodes):
+        return prune_unused_outputs(g)
+    return g
+
+
+def _check_budget(name, value):
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise ValueError(f"load_json: {name} must be an int >= 0, or None for no limit; got {value!r}")
+
+
+def from_document(doc_or_path, max_bytes=DEFAULT_MAX_BYTES, max_iterations=DEFAULT_MAX_ITERATIONS):
     """A LoadedFunction from a document (a dict) or a file path; raises GraphFormatError.
 
     A path that cannot be read raises the usual OSError. Each load owns fresh copies of the
     document's variables; calls that assign them update those copies (see `.variables`).
+    Calls stay within `max_bytes` of computed values and `max_iterations` per loop run
+    (None: no limit), or raise ResourceExhaustedError (graph/serialize/budget.py).
 
         f = from_document("model.json")
         y = f(np.ones((2, 3), np.float32))
     """
-    if isinstance(doc_or_path, (str, os.PathLike)):
-        doc = _read_document(doc_or_path)
-    else:
-        doc = doc_or_path
-    entry, specs, structure = _validate(doc)
-    g = _build(entry, specs)
+    _check_budget("max_bytes", max_bytes)
+    _check_budget("max_iterations", max_iterations)
     try:
-        verify(g)
-        plan = compile_graph(g)
+        if isinstance(doc_or_path, (str, os.PathLike)):
+            doc = _read_document(doc_or_path)
+        else:
+            doc = doc_or_path
+        entry, specs, structure, gradients = _validate(doc)
+        library, order = _build(specs)
+    except (errors.GraphFormatError, OSError):
+        raise
+    except RecursionError:
+        raise errors.GraphFormatError("document: nested too deeply to read") from None
+    except MemoryError:
+        raise errors.GraphFormatError("document: too large to read into memory") from None
+    except Exception as e:    # a check that should have caught this did not: still a format error
+        raise errors.GraphFormatError(f"document: cannot be read: {type(e).__name__}: {e}") from None
+    backend = BudgetBackend(max_bytes, max_iterations)
+    try:
+        for name in order:
+            verify(library[name], recursive=False)     # callees were verified before
+        views = _attach_gradients(gradients, library)
+        _compile_all(order, library, views, backend)
+    except errors.GraphFormatError:
+        raise
     except Exception as e:
         raise errors.GraphFormatError(f"functions: the graph does not compile: {type(e).__name__}: {e}") from None
     names = [s.name for s in specs[entry].inputs if s.variable is None]
-    return LoadedFunction(g, plan, names, copy.deepcopy(structure))
-
-
+    depth, name = 0, entry
+    by_function = {r.function: r for r in gradients}
+    while name in by_function:
+        depth, name = depth + 1, by_function[name].backward
+    return LoadedFunction(views.get(entry, library[entry]), backend, names, copy.deepcopy(structure), depth)

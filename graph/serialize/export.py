@@ -1,9 +1,11 @@
 """Export: a function graph (and every function it reaches) as a canonical JSON document."""
 import copy
+import errno
 import json
 import os
 import re
-import tempfile
+import secrets
+import stat
 
 import numpy as np
 
@@ -17,7 +19,7 @@ from graph.serialize.validate import _check_structure
 # =======================================================================================
 # Export
 
-def to_document(graph, output_structure=None, input_names=None):
+def to_document(graph, output_structure=None, input_names=None, backward=0):
     """The JSON-ready document of function `graph` (and every function it calls).
 
         doc = to_document(g, describe_structure(result), ["x", "y"])
@@ -25,19 +27,160 @@ def to_document(graph, output_structure=None, input_names=None):
     Captured eager tensors become constants; captured variables are exported by their
     current value. `output_structure` (see `describe_structure`) says how the flat outputs
     nest; by default a call returns a tuple. `input_names` name the arguments.
+
+    `backward=k` (k >= 1) also writes the backward function of `graph`, the backward
+    function of that one, and so on, k levels deep: each level's forward function is
+    written with its side outputs after its results, and a `gradients` record says how to
+    feed its backward. Each level must be built already (`graph.derived.backward`, which
+    the defun layer fills).
     """
-    functions = _reachable_functions(graph)
-    names = _unique([_sanitize(getattr(g, "base_name", g.name), "f") for g in functions])
+    levels = _gradient_levels(graph, backward)
+    # written functions with a role: the entry, then per level the backward function (with
+    # its own side outputs when a deeper level follows)
+    roots = [lv.view for lv in levels] + [levels[-1].backward.graph] if levels else [graph]
+    functions = _reachable_functions(roots)
+    own_name = {id(roots[0]): graph}
+    own_name.update((id(r), lv.backward.graph) for r, lv in zip(roots[1:], levels))
+    names = _unique([_sanitize(getattr(own_name.get(id(g), g), "base_name", g.name), "f")
+                     for g in functions])
     fname_of = {id(g): n for g, n in zip(functions, names)}
     variables = _VariableTable()
-    fdocs = [_export_function(g, fname_of, variables, entry=(g is graph), input_names=input_names)
-             for g in functions]
+    written = {}     # id(root) -> (function doc, Written)
+    fdocs = []
+    for g in functions:
+        where = f"cannot export @{g.name}"
+        feeds = None
+        if g is roots[0]:
+            params = _entry_params(g, input_names, variables, where)
+        elif any(g is r for r in roots[1:]):
+            k = next(i for i, r in enumerate(roots[1:]) if r is g)
+            params, feeds = _backward_params(g, levels[k].backward, written[id(roots[k])][1], where)
+        else:
+            params = [("input", f"arg{k}") for k in range(len(g.all_inputs))]
+        fdoc, info = _export_function(g, fname_of, params, variables, where, entry=(g is roots[0]))
+        info.feeds = feeds
+        written[id(g)] = (fdoc, info)
+        fdocs.append(fdoc)
     n_out = len(graph.outputs)
     if output_structure is None:
         output_structure = {"tuple": [{"output": k} for k in range(n_out)]}
     _check_structure(output_structure, "output_structure", n_out, 0, [0])
-    return {"format": FORMAT, "version": VERSION, "entry": names[0], "functions": fdocs,
-            "variables": variables.docs, "output_structure": copy.deepcopy(output_structure)}
+    doc = {"format": FORMAT, "version": VERSION, "entry": names[0], "functions": fdocs,
+           "variables": variables.docs, "output_structure": copy.deepcopy(output_structure)}
+    if levels:
+        doc["gradients"] = [_record_doc(lv, fname_of[id(roots[k])], fname_of[id(roots[k + 1])],
+                                        written[id(roots[k])][1], written[id(roots[k + 1])][1])
+                            for k, lv in enumerate(levels)]
+    return doc
+
+
+class _Level:
+    """One level of exported gradients: `forward` (a function graph), its `backward`
+    (graph/gradients.py's Backward record) and `view` (forward with its side outputs)."""
+
+    __slots__ = ("forward", "backward", "view")
+
+    def __init__(self, forward, backward, view):
+        self.forward, self.backward, self.view = forward, backward, view
+
+
+def _gradient_levels(graph, depth):
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+        raise errors.InvalidArgumentError(f"backward must be an int >= 0 (the levels of backward "
+                                          f"functions to write), got {depth!r}")
+    levels, g = [], graph
+    for k in range(depth):
+        pair = g.derived.backward
+        if pair is None:
+            raise errors.InvalidArgumentError(
+                f"cannot export the backward of @{g.name}: it is not built (level {k + 1}); the "
+                f"defun layer builds it (df.export_json(cf, include_backward=...))")
+        b, view = pair
+        levels.append(_Level(g, b, view))
+        g = b.graph
+    return levels
+
+
+class _Written:
+    """How a function was written: `positions[k]` is the document input standing for its
+    k-th input (None when frozen into a const node); `items` maps id(node) to its item number;
+    `feeds` (backward functions) says where each input after the seeds comes from."""
+
+    __slots__ = ("positions", "items", "feeds", "frozen")
+
+    def __init__(self, positions, items, frozen, feeds=None):
+        self.positions, self.items, self.frozen, self.feeds = positions, items, frozen, feeds
+
+
+def _entry_params(g, input_names, variables, where):
+    """The entry's inputs: its arguments, then its captures (variables bound, eager tensors
+    frozen into constants)."""
+    if input_names is not None:
+        input_names = list(input_names)
+        if len(input_names) != len(g.inputs):
+            raise errors.InvalidArgumentError(
+                f"{where}: {len(input_names)} input names for {len(g.inputs)} inputs")
+        names = [_sanitize(n, f"arg{k}") for k, n in enumerate(input_names)]
+    else:
+        names = [f"arg{k}" for k in range(len(g.inputs))]
+    params = []
+    for k, (t, name) in enumerate(zip(g.inputs, names)):
+        if t.dtype is dtypes.resource:
+            raise errors.InvalidArgumentError(
+                f"{where}: argument {k} is a resource handle; capture the variable instead of "
+                f"passing its handle")
+        params.append(("input", name))
+    for outer in g.captured_values:
+        if isinstance(outer, ResourceHandle):
+            params.append(("variable", variables.name_of(outer._value)))
+        elif isinstance(outer, EagerTensor):
+            params.append(("const", np.asarray(outer._value)))
+        else:
+            raise errors.InvalidArgumentError(
+                f"{where}: it captures {getattr(outer, 'name', outer)!r} of an enclosing "
+                f"function; only top-level functions can be exported")
+    return params
+
+
+def _backward_params(g, b, forward, where):
+    """A backward function's inputs: one gradient per seeded result, then what it reads of
+    its forward function (an input, or a side output), or of the world (frozen)."""
+    params = [("input", f"grad_{k}") for k in b.grad_outputs]
+    feeds = []
+    for kind, v in b.capture_sources:
+        if kind == "input" and forward.positions[v] is None:
+            params.append(("const", forward.frozen[v]))   # a constant of the forward: frozen too
+        elif kind in ("input", "side"):
+            params.append(("input", f"{kind}_{v}"))
+            feeds.append({kind: forward.positions[v] if kind == "input" else v})
+        elif isinstance(v, EagerTensor) and not isinstance(v, ResourceHandle):
+            params.append(("const", np.asarray(v._value)))
+        else:
+            raise errors.InvalidArgumentError(
+                f"{where}: the backward function reads {getattr(v, 'name', type(v).__name__)!r}, "
+                f"which is neither its forward function's input or side output nor a constant")
+    if len(params) != len(g.all_inputs):
+        raise errors.InvalidArgumentError(f"{where}: {len(g.all_inputs)} inputs, but its record "
+                                          f"feeds {len(params)}")
+    return params, feeds
+
+
+def _record_doc(lv, fname, bname, fwd, bwd):
+    """The `gradients` record of one level (the format is docs/format.md's "Gradients")."""
+    b, n = lv.backward, len(lv.forward.outputs)
+    side = _unique([f"{t.node.op.name}_{fwd.items[id(t.node)]}_{t.index}" for t in lv.view.outputs[n:]])
+    grads = []
+    for k, g in enumerate(b.input_grads):
+        if fwd.positions[k] is None:
+            continue        # a frozen constant: nobody asks for its gradient
+        if g is None:
+            grads.append(None)
+        elif g[0] == "dense":
+            grads.append({"output": g[1]})
+        else:
+            grads.append({"slices": [g[1], g[2]], "dense_shape": _shape_doc(g[3])})
+    return {"function": fname, "results": n, "side_outputs": side, "backward": bname,
+            "seeds": list(b.grad_outputs), "feeds": bwd.feeds, "input_gradients": grads}
 
 
 def describe_structure(structure, out_index=None):
@@ -77,21 +220,28 @@ def describe_structure(structure, out_index=None):
     return walk(structure)
 
 
-def _reachable_functions(graph):
-    """`graph` and every function reachable through func/funcs attrs, breadth first."""
-    found, seen = [graph], {id(graph)}
-    for g in found:   # grows while iterating
-        for node in g.nodes:
-            for name in sorted(node.attrs):
-                kind = node.op.attrs.get(name)
-                value = node.attrs[name]
-                callees = (value,) if kind == "func" else tuple(value) if kind == "funcs" else ()
-                for f in callees:
-                    if id(f) not in seen:
-                        seen.add(id(f))
-                        found.append(f)
+def _reachable_functions(roots):
+    """`roots` in order, each followed by every function it reaches through func/funcs
+    attrs that is not listed yet, breadth first."""
+    found, seen, k = [], set(), 0
+    for root in roots:
+        if id(root) not in seen:
+            seen.add(id(root))
+            found.append(root)
+        while k < len(found):
+            g = found[k]
+            k += 1
+            for node in g.nodes:
+                for name in sorted(node.attrs):
+                    kind = node.op.attrs.get(name)
+                    value = node.attrs[name]
+                    callees = (value,) if kind == "func" else tuple(value) if kind == "funcs" else ()
+                    for f in callees:
+                        if id(f) not in seen:
+                            seen.add(id(f))
+                            found.append(f)
     if len(found) > limits.MAX_FUNCTIONS:
-        raise errors.InvalidArgumentError(f"cannot export @{graph.name}: it reaches {len(found)} "
+        raise errors.InvalidArgumentError(f"cannot export @{roots[0].name}: it reaches {len(found)} "
                                           f"functions, more than the format's {limits.MAX_FUNCTIONS}")
     return found
 
@@ -141,44 +291,27 @@ class _VariableTable:
         return name
 
 
-def _export_function(g, fname_of, variables, entry, input_names):
-    where = f"cannot export @{g.name}"
+def _export_function(g, fname_of, params, variables, where, entry):
+    """(function doc, _Written) of `g`, whose k-th input is written as `params[k]`:
+    ("input", name), ("variable", name) (an input bound to that variable) or ("const",
+    array) (frozen into a const node where its placeholder stands)."""
     if not g.finalized:
         raise errors.InvalidArgumentError(f"{where}: it is not finalized; call graph.finalize(outputs)")
-    ids = {}
-    inputs = []
-    frozen = {}   # placeholder node id -> captured eager value (becomes a const node)
-    params = g.inputs if entry else g.all_inputs
-    if entry and input_names is not None:
-        input_names = list(input_names)
-        if len(input_names) != len(g.inputs):
-            raise errors.InvalidArgumentError(
-                f"{where}: {len(input_names)} input names for {len(g.inputs)} inputs")
-        arg_names = [_sanitize(n, f"arg{k}") for k, n in enumerate(input_names)]
-    else:
-        arg_names = [f"arg{k}" for k in range(len(params))]
+    ids, inputs, frozen, positions = {}, [], {}, []
     taken = set()
-    arg_names = _unique(arg_names, taken)
-    for k, t in enumerate(params):
-        if entry and t.dtype is dtypes.resource:
-            raise errors.InvalidArgumentError(
-                f"{where}: argument {k} is a resource handle; capture the variable instead of "
-                f"passing its handle")
+    names = iter(_unique([p[1] for p in params if p[0] == "input"], taken))   # variables: below
+    for t, (kind, value) in zip(g.all_inputs, params):
+        if kind == "const":
+            frozen[id(t.node)] = value
+            positions.append(None)
+            continue
         ids[id(t.node)] = len(inputs)
-        inputs.append({"name": arg_names[k], "dtype": t.dtype.name, "shape": _shape_doc(t.shape)})
-    if entry:
-        for outer, ph in (g.captures[i] for i in g.capture_order):
-            if isinstance(outer, ResourceHandle):
-                name = variables.name_of(outer._value)
-                ids[id(ph.node)] = len(inputs)
-                inputs.append({"name": _unique([name], taken)[0], "dtype": "resource", "shape": [],
-                               "variable": name})
-            elif isinstance(outer, EagerTensor):
-                frozen[id(ph.node)] = np.asarray(outer._value)
-            else:
-                raise errors.InvalidArgumentError(
-                    f"{where}: it captures {getattr(outer, 'name', outer)!r} of an enclosing "
-                    f"function; only top-level functions can be exported")
+        positions.append(len(inputs))
+        if kind == "variable":
+            inputs.append({"name": _unique([value], taken)[0], "dtype": "resource", "shape": [],
+                           "variable": value})
+        else:
+            inputs.append({"name": next(names), "dtype": t.dtype.name, "shape": _shape_doc(t.shape)})
     nodes = []
     for node in g.nodes:
         if id(node) in ids:
@@ -202,7 +335,8 @@ def _export_function(g, fname_of, variables, entry, input_names):
             raise errors.InvalidArgumentError(f"{where}: it returns a resource handle")
         outputs.append({"ref": _ref_doc(t, ids, where), "dtype": t.dtype.name,
                         "shape": _shape_doc(t.shape)})
-    return {"name": fname_of[id(g)], "inputs": inputs, "nodes": nodes, "outputs": outputs}
+    fdoc = {"name": fname_of[id(g)], "inputs": inputs, "nodes": nodes, "outputs": outputs}
+    return fdoc, _Written(positions, ids, {k: p[1] for k, p in enumerate(params) if p[0] == "const"})
 
 
 def _export_node(node, ids, fname_of, where):
@@ -278,15 +412,25 @@ def dumps_document(doc):
 def write_document(doc, path):
     """Write `doc`'s canonical bytes to `path` atomically (temp file + rename).
 
-    On any failure the previous file (if any) is untouched and no temp file remains.
+    On any failure the previous file (if any) is untouched and no temp file remains. An
+    existing file keeps its permission bits; a new one gets the process umask's, as `open`
+    would give it. A missing directory is named in the FileNotFoundError.
     """
     data = dumps_document(doc).encode("ascii")
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".json.tmp",
-                               dir=directory)
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(errno.ENOENT, f"cannot write {path!r}: directory {directory!r} does "
+                                f"not exist (create it first)", directory)
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        mode = None
+    fd, tmp = _create_temp(directory, os.path.basename(path))
     try:
         with os.fdopen(fd, "wb") as f:
+            if mode is not None:
+                os.chmod(tmp, mode)
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -300,3 +444,13 @@ def write_document(doc, path):
     return path
 
 
+def _create_temp(directory, base):
+    """(fd, path) of a new file next to the target, created with mode 0o666 so the kernel
+    applies the umask (tempfile.mkstemp would make it 0o600)."""
+    for _ in range(100):
+        tmp = os.path.join(directory, f".{base}.{secrets.token_hex(6)}.json.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, f"could not create a temporary file in {directory!r}")

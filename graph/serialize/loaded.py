@@ -1,4 +1,8 @@
-"""The loaded function: a graph rebuilt from a document, callable on arrays or tensors."""
+"""The loaded function: a graph rebuilt from a document, callable on arrays or tensors.
+
+This class runs the compiled plan (forward only) and needs nothing above the graph layer;
+`df.load_json` gives its defun subclass, which also differentiates and nests in traces.
+"""
 from collections import namedtuple
 
 import numpy as np
@@ -6,6 +10,8 @@ import numpy as np
 from runtime import errors
 from runtime.shapes import shape_fits, shape_str
 from runtime.tensor import EagerTensor, ResourceHandle, Tensor, to_array
+from graph.functions import plan_of
+from graph.serialize import budget
 from graph.serialize.schema import _shape_doc
 from graph.serialize.export import to_document
 
@@ -15,12 +21,15 @@ InputSpec = namedtuple("InputSpec", "name shape dtype")
 class LoadedFunction:
     """A function rebuilt from a graph document: call it on numpy arrays or tensors."""
 
-    def __init__(self, graph, plan, input_names, output_structure):
+    def __init__(self, graph, backend, input_names, output_structure, backward_depth=0):
         self.graph = graph
+        self.backend = backend                  # a BudgetBackend: the document's budgets
         self.output_structure = output_structure
-        self._plan = plan
+        self.backward_depth = backward_depth    # levels of backward functions the document holds
+        self._plan = plan_of(graph, backend)
         self._names = list(input_names)
-        self._captured = [h._value for h in graph.captured_values]
+        self._handles = graph.captured_values      # variable handles, fed after the arguments
+        self._captured = [h._value for h in self._handles]
 
     @property
     def signature(self):
@@ -34,24 +43,38 @@ class LoadedFunction:
 
     def to_document(self):
         """The document of this function (byte-identical to the loaded one if unchanged)."""
-        return to_document(self.graph, self.output_structure, self._names)
+        return to_document(self.graph, self.output_structure, self._names, self.backward_depth)
 
     def __call__(self, *args):
+        feed = self._arguments(args)
+        saved = budget.start_call()
+        try:
+            results = self._plan.run(*feed, *self._captured)
+        finally:
+            budget.end_call(saved)
+        return self._results(results)
+
+    def _arguments(self, args):
+        """The arguments as arrays, checked against the signature."""
         params = self.graph.inputs
         if len(args) != len(params):
             raise errors.InvalidArgumentError(
                 f"{self.graph.name}: expected {len(params)} arguments "
                 f"({', '.join(self._names)}), got {len(args)}")
-        feed = [self._argument(k, x, t) for k, (x, t) in enumerate(zip(args, params))]
-        results = self._plan.run(*feed, *self._captured)
+        return [self._argument(k, x, t) for k, (x, t) in enumerate(zip(args, params))]
+
+    def _results(self, results):
+        """The flat results (arrays, or eager tensors kept as they are), checked against the
+        declared outputs, packed."""
         outs = []
         for k, (value, t) in enumerate(zip(results, self.graph.outputs)):
-            arr = np.asarray(value)
+            tensor = value if isinstance(value, EagerTensor) else None
+            arr = np.asarray(value._value if tensor is not None else value)
             if arr.dtype != t.dtype.np or not shape_fits(arr.shape, t.shape):
                 raise errors.InvalidArgumentError(
                     f"{self.graph.name}: output {k} came out as {arr.dtype.name}{list(arr.shape)}, "
                     f"the document declares {t.dtype.name}{_shape_doc(t.shape)}")
-            outs.append(EagerTensor(arr))
+            outs.append(tensor if tensor is not None else EagerTensor(arr))
         return _pack(self.output_structure, outs)
 
     def _argument(self, k, x, t):

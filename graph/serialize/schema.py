@@ -19,16 +19,19 @@ READABLE_VERSIONS = (1, 2)
 # node (`"stateful": true`) and has one op each.
 _V1_STATEFUL_TWINS = {"stateful_call": "call", "stateful_cond": "cond", "stateful_while": "while"}
 
-# Limits: a document beyond them is refused before anything is decoded or built.
-MAX_DOCUMENT_BYTES = 1 << 30        # file size
+# Limits: a document beyond them is refused before anything is decoded or built. Together
+# they bound loading: a document at the limits parses, validates, builds and compiles in
+# time linear in its size and in a few GB (measured in docs/architecture.md, "Reliability").
+MAX_DOCUMENT_BYTES = 1 << 28        # file size (256 MiB)
 MAX_FUNCTIONS = 1000
+MAX_CALL_DEPTH = 100                # functions run inside each other (calls, branches, loop bodies)
 MAX_NODES = 100_000                 # per function
-MAX_TOTAL_NODES = 1_000_000
+MAX_TOTAL_NODES = 200_000
 MAX_LIST = 100_000                  # inputs of a node, items of an ints attr, ...
 MAX_RANK = 32
 MAX_ELEMENTS = 1 << 28              # of any declared shape (unknown sizes count as 1)
-MAX_TENSOR_BYTES = 1 << 28          # one array's payload
-MAX_TOTAL_TENSOR_BYTES = 1 << 30    # all payloads together
+MAX_TENSOR_BYTES = 1 << 27          # one array's payload (128 MiB)
+MAX_TOTAL_TENSOR_BYTES = 3 << 26    # all payloads together (192 MiB: 256 MiB of base64)
 MAX_NAME = 128
 MAX_STRING = 4096                   # str attrs
 MAX_STRUCTURE_DEPTH = 64
@@ -93,7 +96,12 @@ def _fields(x, path, required, optional=()):
 
 
 def _show(s):
-    """A value from the file, quoted and shortened for a message (never interpreted)."""
+    """A value from the file, quoted and shortened for a message (never interpreted; a
+    container is named, not printed: it may be nested arbitrarily deep)."""
+    if isinstance(s, (dict, list, tuple, set)):
+        return f"a {_kind(s)} of {len(s)} items"
+    if not isinstance(s, (str, int, float, bool, type(None))):
+        return f"a {type(s).__name__}"
     text = repr(s)
     return text if len(text) <= 60 else text[:57] + "..."
 

@@ -43,6 +43,8 @@ def _parse_text(text):
         raise errors.GraphFormatError(f"document: key {str(e)[:80]!r} appears twice in one object") from None
     except RecursionError:
         raise errors.GraphFormatError("document: JSON nested too deeply") from None
+    except MemoryError:
+        raise errors.GraphFormatError("document: too large to parse in memory") from None
     except ValueError as e:   # JSONDecodeError, NaN/Infinity, integers too long to convert
         raise errors.GraphFormatError(f"document: not valid JSON: {e}") from None
 
@@ -63,7 +65,10 @@ def _read_document(path):
 
 _InputSpec = namedtuple("_InputSpec", "name dtype shape variable value")
 _NodeSpec = namedtuple("_NodeSpec", "path op inputs attrs outputs control stateful")
-_FunctionSpec = namedtuple("_FunctionSpec", "path name inputs nodes outputs callees")
+_FunctionSpec = namedtuple("_FunctionSpec", "path name inputs nodes outputs output_types callees")
+# A `gradients` record (docs/format.md, "Gradients"): feeds are ("input", k) / ("side", j);
+# input_grads per input of `function`: None, ("dense", j) or ("slices", jv, ji, dense_shape).
+_GradientSpec = namedtuple("_GradientSpec", "path function results side_names backward seeds feeds input_grads")
 
 
 class _Context:
@@ -111,7 +116,8 @@ def _validate(doc):
     if isinstance(version, bool) or not isinstance(version, int) or version not in READABLE_VERSIONS:
         raise _format_error("version", f"this loader reads versions "
                             f"{', '.join(map(str, READABLE_VERSIONS))}, got {_show(version)}")
-    _fields(doc, "document", ("format", "version", "entry", "functions", "variables", "output_structure"))
+    _fields(doc, "document", ("format", "version", "entry", "functions", "variables", "output_structure"),
+            ("gradients",) if version >= 2 else ())
     entry = _check_name(doc["entry"], "entry")
 
     ctx = _Context({})
@@ -145,11 +151,110 @@ def _validate(doc):
     for name in ctx.variables:
         if name not in ctx.bound:
             raise _format_error("variables", f"variable {name!r} is not used by the entry function")
-    _check_calls(specs, entry)
-    n_out = len(specs[entry].outputs)
+    gradients = _validate_gradients(doc.get("gradients", []), specs)
+    _check_calls(specs, [entry] + [g.backward for g in gradients])
+    record = next((g for g in gradients if g.function == entry), None)
+    n_out = len(specs[entry].outputs) if record is None else record.results
     structure = doc["output_structure"]
     _check_structure(structure, "output_structure", n_out, 0, [0])
-    return entry, specs, structure
+    return entry, specs, structure, gradients
+
+
+# ---------------------------------------------------------------------------------------
+# Gradient records: a function's backward and how to feed it
+
+def _validate_gradients(gdocs, specs):
+    records = {}
+    for k, gdoc in enumerate(_check_list(gdocs, "gradients", limits.MAX_FUNCTIONS)):
+        p = f"gradients[{k}]"
+        _fields(gdoc, p, ("function", "results", "side_outputs", "backward", "seeds", "feeds",
+                          "input_gradients"))
+        fname = _check_name(gdoc["function"], p + ".function")
+        bname = _check_name(gdoc["backward"], p + ".backward")
+        for name, field in ((fname, "function"), (bname, "backward")):
+            if name not in specs:
+                raise _format_error(f"{p}.{field}", f"no function named {name!r}")
+        if fname in records:
+            raise _format_error(p + ".function", f"function {fname!r} already has a record "
+                                f"({records[fname].path})")
+        if bname == fname:
+            raise _format_error(p + ".backward", "a function is not its own backward")
+        f, b = specs[fname], specs[bname]
+        results = _check_int(gdoc["results"], p + ".results", 0, len(f.outputs))
+        n_side = len(f.outputs) - results
+        sides = _check_list(gdoc["side_outputs"], p + ".side_outputs")
+        if len(sides) != n_side:
+            raise _format_error(p + ".side_outputs", f"{len(sides)} names for the {n_side} outputs "
+                                f"of {fname!r} after its {results} results")
+        side_names = [_check_name(x, f"{p}.side_outputs[{j}]") for j, x in enumerate(sides)]
+        if len(set(side_names)) != len(side_names):
+            raise _format_error(p + ".side_outputs", "the names repeat")
+        seeds = [_check_int(x, f"{p}.seeds[{j}]", 0, results - 1)
+                 for j, x in enumerate(_check_list(gdoc["seeds"], p + ".seeds", results))]
+        if len(set(seeds)) != len(seeds):
+            raise _format_error(p + ".seeds", "a result is seeded twice")
+        feeds = []
+        for j, fd in enumerate(_check_list(gdoc["feeds"], p + ".feeds")):
+            fp = f"{p}.feeds[{j}]"
+            if not isinstance(fd, dict) or len(fd) != 1 or next(iter(fd)) not in ("input", "side"):
+                raise _format_error(fp, "expected {\"input\": k} or {\"side\": j}")
+            (kind, v), = fd.items()
+            hi = len(f.inputs) - 1 if kind == "input" else n_side - 1
+            feeds.append((kind, _check_int(v, f"{fp}.{kind}", 0, hi)))
+        want = [f.output_types[s] for s in seeds]
+        want += [(f.inputs[v].shape, f.inputs[v].dtype) if kind == "input" else f.output_types[results + v]
+                 for kind, v in feeds]
+        if len(b.inputs) != len(want):
+            raise _format_error(p + ".feeds", f"backward {bname!r} takes {len(b.inputs)} inputs; "
+                                f"the record gives {len(seeds)} gradients and {len(feeds)} feeds")
+        for j, ((shape, dtype), s) in enumerate(zip(want, b.inputs)):
+            if (s.shape, s.dtype) != (shape, dtype):
+                raise _format_error(f"{b.path}.inputs[{j}]", f"is {s.dtype.name}{list(s.shape)}, but "
+                                    f"{p} feeds it {dtype.name}{list(shape)}")
+        for s in seeds:
+            if not f.output_types[s][1].is_floating:
+                raise _format_error(p + ".seeds", f"result {s} of {fname!r} is not floating; only "
+                                    f"floating results take gradients")
+        grads = _check_list(gdoc["input_gradients"], p + ".input_gradients")
+        if len(grads) != len(f.inputs):
+            raise _format_error(p + ".input_gradients", f"{len(grads)} entries for the "
+                                f"{len(f.inputs)} inputs of {fname!r}")
+        input_grads = [_input_gradient(x, f"{p}.input_gradients[{j}]", f.inputs[j], b)
+                       for j, x in enumerate(grads)]
+        records[fname] = _GradientSpec(p, fname, results, side_names, bname, seeds, feeds, input_grads)
+    for r in records.values():       # a backward's gradients are among its results
+        inner = records.get(r.backward)
+        if inner is not None:
+            used = [j for g in r.input_grads if g is not None for j in g[1:3] if isinstance(j, int)]
+            if any(j >= inner.results for j in used):
+                raise _format_error(r.path + ".input_gradients", f"refers to an output of "
+                                    f"{r.backward!r} past its {inner.results} results")
+    return list(records.values())
+
+
+def _input_gradient(x, path, inp, b):
+    """One input's gradient: null, {"output": j} or {"slices": [jv, ji], "dense_shape": [...]}."""
+    if x is None:
+        return None
+    if not isinstance(x, dict) or set(x) not in ({"output"}, {"slices", "dense_shape"}):
+        raise _format_error(path, "expected null, {\"output\": j} or {\"slices\": [jv, ji], "
+                            "\"dense_shape\": [...]}")
+    want = None if inp.dtype is dtypes.resource else inp.dtype
+    if "output" in x:
+        j = _check_int(x["output"], path + ".output", 0, len(b.outputs) - 1)
+        dtype = b.output_types[j][1]
+        if (want is not None and dtype is not want) or not dtype.is_floating:
+            raise _format_error(path + ".output", f"output {j} of {b.name!r} is {dtype.name}, not a "
+                                f"gradient for a {inp.dtype.name} input")
+        return ("dense", j)
+    pair = _check_list(x["slices"], path + ".slices", 2)
+    if len(pair) != 2:
+        raise _format_error(path + ".slices", "expected [values output, indices output]")
+    jv, ji = (_check_int(v, f"{path}.slices[{i}]", 0, len(b.outputs) - 1) for i, v in enumerate(pair))
+    if not b.output_types[jv][1].is_floating or b.output_types[ji][1] not in (dtypes.int32, dtypes.int64):
+        raise _format_error(path + ".slices", "expected a floating values output and an int32/int64 "
+                            "indices output")
+    return ("slices", jv, ji, _check_shape(x["dense_shape"], path + ".dense_shape"))
 
 
 def _validate_function(fdoc, path, ctx, is_entry):
@@ -256,7 +361,7 @@ def _validate_function(fdoc, path, ctx, is_entry):
             if idx >= counts[k]:
                 raise _format_error(f"{node.path}.inputs[{i}]", f"node {k} has {counts[k]} outputs, "
                                     f"there is no output {idx}")
-    outputs = []
+    outputs, output_types = [], []
     for i, odoc in enumerate(_check_list(fdoc["outputs"], path + ".outputs")):
         p = f"{path}.outputs[{i}]"
         _fields(odoc, p, ("ref", "dtype", "shape"))
@@ -269,7 +374,8 @@ def _validate_function(fdoc, path, ctx, is_entry):
             raise _format_error(p, f"declared {dtype.name}{list(shape)} but {odoc['ref']!r} is "
                                 f"{types[k][idx][1].name}{list(types[k][idx][0])}")
         outputs.append((k, idx))
-    return _FunctionSpec(path, name, inputs, nodes, outputs, list(ctx.callees))
+        output_types.append((shape, dtype))
+    return _FunctionSpec(path, name, inputs, nodes, outputs, output_types, list(ctx.callees))
 
 
 def _check_variable_attrs(refs, attrs, bound, path):
@@ -316,8 +422,9 @@ def call_graph_of(specs):
     return g
 
 
-def _check_calls(specs, entry):
-    """Function calls form no cycle, and every function is reachable from the entry."""
+def _check_calls(specs, roots):
+    """Function calls form no cycle, and every function is reachable from `roots` (the entry,
+    then the backward functions of the gradient records)."""
     import networkx as nx
     g = call_graph_of(specs)
     try:
@@ -327,10 +434,20 @@ def _check_calls(specs, entry):
     if cycle:
         text = " -> ".join(u for u, _ in cycle) + f" -> {cycle[0][0]}"
         raise _format_error("functions", f"function calls form a cycle: {text}")
-    reachable = nx.descendants(g, entry) | {entry}
+    reachable = set(roots)
+    for root in roots:
+        reachable |= nx.descendants(g, root)
     for name, spec in specs.items():
         if name not in reachable:
-            raise _format_error(spec.path, f"function {name!r} is not called from the entry {entry!r}")
+            raise _format_error(spec.path, f"function {name!r} is not called from the entry "
+                                f"{roots[0]!r}" + (" or a backward function" if len(roots) > 1 else ""))
+    depth = {}      # how many functions run inside each other from here down, callees first
+    for name in nx.lexicographical_topological_sort(g.reverse(copy=False)):
+        depth[name] = 1 + max((depth[c] for c in g.successors(name)), default=0)
+        if depth[name] > limits.MAX_CALL_DEPTH:
+            raise _format_error(specs[name].path, f"function {name!r} runs functions "
+                                f"{depth[name]} deep (calls, branches, loop bodies); the limit "
+                                f"is {limits.MAX_CALL_DEPTH}")
 
 
 def _check_structure(s, path, n_out, depth, leaves):

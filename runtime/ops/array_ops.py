@@ -21,7 +21,7 @@ from runtime.ops.dynamic_shape_ops import range_length as _range_length
 from runtime.ops.index_ops import (_norm_axis, _rank, gather, one_hot, slice_helper,  # noqa: F401
                                    strided_slice)
 from runtime.ops.math_ops import subtract
-from runtime.registry import register
+from runtime.registry import one_of, register
 from runtime.tensor import EagerTensor, Tensor, convert_to_tensor
 
 __all__ = ["identity", "stop_gradient", "zeros_like", "ones_like", "reshape", "expand_dims", "squeeze",
@@ -536,12 +536,12 @@ def _pad_grad_onnx(e, node, ins):
 
 
 _PAD = register("pad", _pad_kernel, _pad_infer, _pad_grad, same_dtype=(0, 1),
-                attrs={"paddings": "ints", "mode": "str"}, num_inputs=2, defaults={},
+                attrs={"paddings": "ints", "mode": one_of(*_PAD_MODES)}, num_inputs=2, defaults={},
                 onnx=lambda e, node, ins: _pad_onnx_of(e, ins[0], node.attrs["paddings"], node.attrs["mode"], ins[1]))
 # Internal: the gradient of pad (its own gradient is pad with zeros).
 _PAD_GRAD = register("pad_grad", _pad_grad_kernel, _pad_grad_infer,
                      lambda op, g: [pad(g, _pairs(op.attrs["paddings"]), op.attrs["mode"])],
-                     attrs={"paddings": "ints", "mode": "str"}, num_inputs=1, defaults={},
+                     attrs={"paddings": "ints", "mode": one_of(*_PAD_MODES)}, num_inputs=1, defaults={},
                      onnx=_pad_grad_onnx)
 
 

@@ -27,7 +27,7 @@ from runtime import errors
 from runtime.execute import run_op
 from runtime.ops import _args, _infer as inf
 from runtime.ops._onnx_windows import Windows
-from runtime.registry import register
+from runtime.registry import one_of, register
 from runtime.tape import skip_input_indices
 
 __all__ = ["conv2d", "max_pool2d", "avg_pool2d"]
@@ -463,7 +463,7 @@ def _pool_onnx(onnx_type, float64=None, **extra):
     return form
 
 
-_CONV_ATTRS = {"strides": "ints", "padding": "str", "dilations": "ints"}
+_CONV_ATTRS = {"strides": "ints", "padding": one_of(*_PADDINGS), "dilations": "ints"}
 _CONV_DEFAULTS = {"strides": (1, 1), "padding": "VALID", "dilations": (1, 1)}
 
 _CONV = register("conv2d", _conv2d_kernel, _conv2d_infer, _conv2d_grad, num_inputs=2,
@@ -654,7 +654,7 @@ def _avg_pool_grad_grad(op, gdx):
     return [None, run_op(_AVG_POOL, (gdx,), op.attrs)]
 
 
-_POOL_ATTRS = {"ksize": "ints", "strides": "ints", "padding": "str"}
+_POOL_ATTRS = {"ksize": "ints", "strides": "ints", "padding": one_of(*_PADDINGS)}
 _F = inf.float_kinds
 _MAX_POOL = register("max_pool2d", _max_pool_kernel, _pool_infer("max_pool2d"), _max_pool_grad,
                      num_inputs=1, attrs=_POOL_ATTRS, defaults={}, kinds=_F, onnx=_pool_onnx("MaxPool"))

@@ -15,7 +15,7 @@ import numpy as np
 from runtime import errors
 from runtime.execute import run_op
 from runtime.ops import _args, _infer as inf
-from runtime.registry import register
+from runtime.registry import one_of, register
 from runtime.tensor import Tensor
 
 __all__ = ["print", "check_numerics"]
@@ -91,7 +91,7 @@ def _print_kernel(*values, template, summarize, output_stream):
 
 
 _PRINT = register("print", _print_kernel, _print_infer, None, num_inputs=None, num_outputs=0,
-                  stateful=True, attrs={"template": "str", "summarize": "int", "output_stream": "str"},
+                  stateful=True, attrs={"template": "str", "summarize": "int", "output_stream": one_of(*_STREAMS)},
                   defaults={"summarize": 3, "output_stream": "stdout"})
 
 

@@ -14,7 +14,7 @@ from runtime.ops import _args, _infer as inf
 from runtime.ops import math_ops as m
 from runtime.ops import array_ops as arr
 from runtime.ops._onnx import BIG, scatter_adjoint, shape_of
-from runtime.registry import register
+from runtime.registry import one_of, register
 from runtime.tensor import Tensor
 
 __all__ = ["repeat", "roll", "reverse", "linspace", "meshgrid", "outer"]
@@ -399,7 +399,7 @@ def _meshgrid_onnx(e, node, ins):
 
 
 _MESHGRID = register("meshgrid", _meshgrid_kernel, _meshgrid_infer, _meshgrid_grad,
-                     num_inputs=None, attrs={"indexing": "str"}, defaults={"indexing": "xy"},
+                     num_inputs=None, attrs={"indexing": one_of("xy", "ij")}, defaults={"indexing": "xy"},
                      num_outputs=lambda attrs, n: n, none_grads=True, onnx=_meshgrid_onnx)
 
 

@@ -1,4 +1,14 @@
-"""Variable ops on resource handles: read and the three assignments (stateful)."""
+"""Variable ops on resource handles: read, the three assignments and the scatters (stateful).
+
+Each assignment is atomic per variable: eagerly it holds the variable's lock while it reads
+the old value and stores the new one, so concurrent `assign_add`s never lose an update; a
+compiled plan that may assign holds the locks of all its variables for the whole call (the
+undo log section of graph/executor.py) and binds the bare update. Reads take no lock: an
+assignment stores a new array instead of writing into the old one, so a read always sees
+one whole value.
+"""
+import threading
+
 import numpy as np
 
 from runtime import dtypes, errors
@@ -7,15 +17,22 @@ from runtime.ops import _infer as inf
 
 
 class VariableStore:
-    """The mutable cell a resource handle points at."""
+    """The mutable cell a resource handle points at.
 
-    __slots__ = ("value", "shape", "dtype", "name")
+    `lock` (reentrant) is held by every assignment and, for a whole call, by a plan that
+    may assign; `serial` (the store's id: unique while it lives) orders locks, so calls taking several
+    always take them in one order.
+    """
+
+    __slots__ = ("value", "shape", "dtype", "name", "lock", "serial")
 
     def __init__(self, value, name):
         self.value = value
         self.shape = value.shape
         self.dtype = value.dtype
         self.name = name
+        self.lock = threading.RLock()
+        self.serial = id(self)
 
     def __repr__(self):
         return f"<variable {self.name} {self.dtype}{list(self.shape)}>"
@@ -44,13 +61,16 @@ def _check_assign(h, v, op_name):
             f"cannot assign {v.dtype.name}{list(v.shape)}")
 
 
+# The updates, run with the variable's lock held (by the eager kernel, or by the plan of a
+# call that assigns). Each stores a new array: reads already taken keep their value, and an
+# undo log can hold the old one.
 def _assign(h, v):
     _check_assign(h, v, "assign_variable")
     h.value = v
 
 
 def _assign_add(h, v):
-    new = h.value + v  # a new array: earlier reads keep their value
+    new = h.value + v
     _check_assign(h, new, "assign_add_variable")
     h.value = new
 
@@ -59,6 +79,19 @@ def _assign_sub(h, v):
     new = h.value - v
     _check_assign(h, new, "assign_sub_variable")
     h.value = new
+
+
+def _register_update(name, update, infer, num_inputs):
+    """An assignment op: the eager kernel takes the variable's lock around `update` (a
+    read-modify-write, and it must wait for a call holding the variable, whose rollback
+    would otherwise undo it); plans bind `update` itself, as a plan that may assign holds
+    its variables' locks for the whole call (graph/executor.py). `with` rather than
+    acquire/try: an interrupt cannot land between taking the lock and the try."""
+    def kernel(h, *values, dtype, shape):
+        with h.lock:
+            update(h, *values)
+    return register(name, kernel, infer, None, num_inputs=num_inputs, num_outputs=0,
+                    stateful=True, attrs=_ASSIGN_ATTRS, defaults={}, bind=lambda attrs: update)
 
 
 def _assign_infer(name):
@@ -81,18 +114,9 @@ def _assign_infer(name):
 
 
 _ASSIGN_ATTRS = {"dtype": "dtype", "shape": "shape"}
-_ASSIGN = register("assign_variable", lambda h, v, dtype, shape: _assign(h, v),
-                   _assign_infer("assign_variable"), None, num_outputs=0, stateful=True,
-                   attrs=_ASSIGN_ATTRS, num_inputs=2, defaults={})
-_ASSIGN_ADD = register("assign_add_variable",
-                       lambda h, v, dtype, shape: _assign_add(h, v),
-                       _assign_infer("assign_add_variable"), None, num_outputs=0, stateful=True,
-                       attrs=_ASSIGN_ATTRS, num_inputs=2, defaults={})
-_ASSIGN_SUB = register("assign_sub_variable",
-                       lambda h, v, dtype, shape: _assign_sub(h, v),
-                       _assign_infer("assign_sub_variable"), None, num_outputs=0, stateful=True,
-                       attrs=_ASSIGN_ATTRS, num_inputs=2, defaults={})
-
+_ASSIGN = _register_update("assign_variable", _assign, _assign_infer("assign_variable"), 2)
+_ASSIGN_ADD = _register_update("assign_add_variable", _assign_add, _assign_infer("assign_add_variable"), 2)
+_ASSIGN_SUB = _register_update("assign_sub_variable", _assign_sub, _assign_infer("assign_sub_variable"), 2)
 
 
 # ------------------------------------------------------------------ sparse (scatter) updates
@@ -172,9 +196,7 @@ def _scatter_infer(name):
 
 
 def _scatter_op(name, fn):
-    return register(name, lambda h, indices, updates, dtype, shape: fn(h, indices, updates),
-                    _scatter_infer(name), None, num_inputs=3, num_outputs=0, stateful=True,
-                    attrs=_ASSIGN_ATTRS, defaults={})
+    return _register_update(name, fn, _scatter_infer(name), 3)
 
 
 _SCATTER_ADD = _scatter_op("scatter_add_variable", _scatter_add)

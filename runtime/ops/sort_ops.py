@@ -12,7 +12,7 @@ from runtime.execute import run_op
 from runtime.ops import _args, _infer as inf
 from runtime.ops._onnx import scatter_adjoint, shape_of
 from runtime.ops.index_ops import _norm_axis, _rank
-from runtime.registry import register
+from runtime.registry import one_of, register
 
 __all__ = ["sort", "argsort", "top_k"]
 
@@ -74,7 +74,7 @@ def _sorted_onnx(e, node, x):
                 largest=int(node.attrs["direction"] == "DESCENDING"), sorted=1)
 
 
-_SORT_ATTRS = {"axis": "int", "direction": "str"}
+_SORT_ATTRS = {"axis": "int", "direction": one_of(*_DIRECTIONS)}
 _SORT = register("sort", _sort_kernel, _sort_infer("sort"), _sort_grad, num_inputs=1, attrs=_SORT_ATTRS,
                  defaults={"direction": "ASCENDING"}, kinds=inf.numeric_kinds,
                  onnx=lambda e, node, ins: _sorted_onnx(e, node, ins[0])[0])
