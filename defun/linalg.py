@@ -7,6 +7,7 @@ dimensions, differentiable (see runtime/ops/linalg_ops.py for the gradient rules
 """
 from runtime.ops.linalg_ops import (band_part, cholesky, det, diag, diag_part, eigh, inv,  # noqa: F401
                                     matrix_transpose, qr, slogdet, solve, svd, trace, triangular_solve)
+from runtime.ops.special_math_ops import norm  # noqa: F401  (df.norm, also under df.linalg as in TF)
 
-__all__ = ["band_part", "cholesky", "det", "diag", "diag_part", "eigh", "inv", "matrix_transpose", "qr",
+__all__ = ["band_part", "cholesky", "det", "diag", "diag_part", "eigh", "inv", "matrix_transpose", "norm", "qr",
            "slogdet", "solve", "svd", "trace", "triangular_solve"]

@@ -292,3 +292,14 @@ def test_blocked_triangular_solve_of_large_matrices_matches_scipy(n, k, batch):
     low = np.tril(a[(0,) * len(batch)]).astype(np.float32)
     np.testing.assert_allclose(as_numpy(la.triangular_solve(low, b[(0,) * len(batch)].astype(np.float32))),
                                np.linalg.solve(low, b[(0,) * len(batch)]), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("ord,axis", [("euclidean", None), (1, -1), (np.inf, [0, 1]), ("fro", [0, 1])])
+def test_linalg_norm_is_tf_norm(ord, axis):
+    """df.linalg.norm is df.norm (tf.linalg.norm is tf.norm), against numpy."""
+    x = np.array([[3.0, -4.0, 1.0], [0.5, 2.0, -2.0]])
+    got = df.linalg.norm(df.constant(x), ord=ord, axis=axis).numpy()
+    want = np.linalg.norm(x.reshape(-1)) if axis is None else \
+        np.linalg.norm(x, ord, axis=tuple(axis) if isinstance(axis, list) else axis)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert df.linalg.norm is df.norm
