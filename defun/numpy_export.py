@@ -1,7 +1,5 @@
 """`df.export_numpy_source`: a traced or loaded function as a Python module needing only numpy."""
-import os
-import tempfile
-
+from runtime.files import write_atomically
 from graph.numpy_source import module_source
 from graph.serialize import LoadedFunction
 from defun.export import _input_names
@@ -38,18 +36,5 @@ def export_numpy_source(function, path=None, include_backward=False):
     backward = GraphFunction.of(graph)._backward_pair() if include_backward else None
     text = module_source(graph, names, backward)
     if path is not None:
-        _write_atomically(path, text)
+        write_atomically(path, text.encode("utf-8"))
     return text
-
-
-def _write_atomically(path, text):
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".numpy_source_", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

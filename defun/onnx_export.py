@@ -1,6 +1,5 @@
 """`df.export_onnx`: a traced (or loaded) function as an ONNX model (the `[onnx]` extra)."""
-import os
-
+from runtime.files import write_atomically
 from graph.onnx_export import MIN_OPSET, to_onnx
 from graph.serialize import LoadedFunction, describe_structure
 from defun.export import _input_names
@@ -59,8 +58,5 @@ def export_onnx(fn, path=None, opset=MIN_OPSET):
     model = to_onnx(graph, captured, inputs, outputs, opset=opset,
                     doc_string=f"{graph.base_name}, exported by defun")
     if path is not None:
-        tmp = f"{os.fspath(path)}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(model.SerializeToString())
-        os.replace(tmp, path)
+        write_atomically(path, model.SerializeToString())
     return model

@@ -7,14 +7,13 @@ same dtype) before assigning any, so a bad checkpoint changes nothing. The file 
 with pickling disabled: loading runs no code from it.
 """
 import os
-import tempfile
 import zipfile
 
 import numpy as np
 
-from runtime import errors
-from runtime import dtypes
+from runtime import dtypes, errors
 from runtime.context import state
+from runtime.files import write_atomically
 from runtime.nest import flatten
 from runtime.variables import Variable
 
@@ -33,26 +32,15 @@ def save_variables(path, variables):
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise errors.NotFoundError(f"save_variables: directory {directory!r} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            # the layout of np.savez, written member by member so that any name is a key (savez
-            # takes names as keyword arguments, which clash with its own parameters)
-            with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
-                for v in variables:
-                    with zf.open(v.name + ".npy", "w", force_zip64=True) as member:
-                        np.lib.format.write_array(member, np.asarray(v.numpy()), allow_pickle=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return path
+
+    def write(f):
+        # the layout of np.savez, written member by member so that any name is a key (savez
+        # takes names as keyword arguments, which clash with its own parameters)
+        with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+            for v in variables:
+                with zf.open(v.name + ".npy", "w", force_zip64=True) as member:
+                    np.lib.format.write_array(member, np.asarray(v.numpy()), allow_pickle=False)
+    return write_atomically(path, write)
 
 
 def restore_variables(path, variables):

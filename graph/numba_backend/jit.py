@@ -20,6 +20,7 @@ from numba.core.errors import NumbaError
 from numba.extending import intrinsic, overload
 
 from runtime import registry
+from runtime.files import write_atomically
 
 __all__ = ["Fallback", "scalar", "tanh", "kernel", "load_region", "cache_dir", "is_compile_error"]
 
@@ -173,10 +174,7 @@ def _import(key, source):
     if not os.path.exists(path):
         # written once, atomically (another process may write the same file): rewriting
         # it would change its time stamp, which numba's cache index checks
-        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(source)
-        os.replace(tmp, path)
+        write_atomically(path, source.encode("utf-8"))
     name = f"defun_numba_region_{key}"
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)

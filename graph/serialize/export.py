@@ -1,15 +1,12 @@
 """Export: a function graph (and every function it reaches) as a canonical JSON document."""
 import copy
-import errno
 import json
-import os
 import re
-import secrets
-import stat
 
 import numpy as np
 
 from runtime import attr_types, dtypes, errors
+from runtime.files import write_atomically
 from runtime.tensor import EagerTensor, ResourceHandle
 from graph.serialize import schema as limits
 from graph.serialize.schema import (FORMAT, VERSION, _encode_array,
@@ -410,47 +407,6 @@ def dumps_document(doc):
 
 
 def write_document(doc, path):
-    """Write `doc`'s canonical bytes to `path` atomically (temp file + rename).
-
-    On any failure the previous file (if any) is untouched and no temp file remains. An
-    existing file keeps its permission bits; a new one gets the process umask's, as `open`
-    would give it. A missing directory is named in the FileNotFoundError.
-    """
-    data = dumps_document(doc).encode("ascii")
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise FileNotFoundError(errno.ENOENT, f"cannot write {path!r}: directory {directory!r} does "
-                                f"not exist (create it first)", directory)
-    try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
-    except FileNotFoundError:
-        mode = None
-    fd, tmp = _create_temp(directory, os.path.basename(path))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            if mode is not None:
-                os.chmod(tmp, mode)
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return path
-
-
-def _create_temp(directory, base):
-    """(fd, path) of a new file next to the target, created with mode 0o666 so the kernel
-    applies the umask (tempfile.mkstemp would make it 0o600)."""
-    for _ in range(100):
-        tmp = os.path.join(directory, f".{base}.{secrets.token_hex(6)}.json.tmp")
-        try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), tmp
-        except FileExistsError:
-            continue
-    raise FileExistsError(errno.EEXIST, f"could not create a temporary file in {directory!r}")
+    """Write `doc`'s canonical bytes to `path` atomically (runtime/files.py: the old file
+    untouched on failure, an existing file's mode kept, a missing directory named)."""
+    return write_atomically(path, dumps_document(doc).encode("ascii"))
