@@ -18,7 +18,7 @@ pytest.importorskip("numba")
 import defun as df  # noqa: E402
 import graph.numba_backend as nb  # noqa: E402
 from graph.backends import get_backend  # noqa: E402
-from opcheck import as_list, as_numpy, make_inputs, random_cotangents  # noqa: E402
+from opcheck import as_list, as_numpy, make_inputs, random_cotangents, tape_vjp  # noqa: E402
 from test_ops import ROWS, _float_inputs  # noqa: E402
 from test_ops_graph import _documented_refusal, _dtype, _graph_rows, _signature  # noqa: E402
 from graph.functions import plan_of  # noqa: E402
@@ -105,13 +105,7 @@ def test_numba_gradient_equals_numpy_backend(row, v, unknown):
     ws = random_cotangents(lambda *a: row.fn(*a, **v.kw), xs)
 
     def grads(fn):
-        ts = [df.constant(x) for x in xs]
-        with df.GradientTape() as tape:
-            for i in wrt:
-                tape.watch(ts[i])
-            out = as_list(fn(*ts))
-        gs = tape.gradient(out, [ts[i] for i in wrt], output_gradients=[df.constant(w) for w in ws])
-        return [np.zeros_like(xs[i]) if g is None else as_numpy(g) for g, i in zip(gs, wrt)]
+        return tape_vjp(fn, xs, ws, wrt)
     try:
         want = grads(_traced(row, v, xs, unknown, "numpy"))
     except df.errors.InvalidArgumentError as e:

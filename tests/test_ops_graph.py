@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import defun as df
-from opcheck import as_numpy, assert_same, make_inputs, random_cotangents, as_list
+from opcheck import as_list, as_numpy, assert_same, make_inputs, random_cotangents, tape_vjp
 from test_ops import ROWS, _float_inputs
 
 f64 = df.float64
@@ -70,13 +70,7 @@ def test_graph_gradient_matches_eager(row, v, unknown):
     ws = random_cotangents(lambda *a: row.fn(*a, **v.kw), xs)
 
     def grads(fn):
-        ts = [df.constant(x) for x in xs]
-        with df.GradientTape() as tape:
-            for i in wrt:
-                tape.watch(ts[i])
-            out = as_list(fn(*ts))
-        gs = tape.gradient(out, [ts[i] for i in wrt], output_gradients=[df.constant(w) for w in ws])
-        return [np.zeros_like(xs[i]) if g is None else as_numpy(g) for g, i in zip(gs, wrt)]
+        return tape_vjp(fn, xs, ws, wrt)
 
     eager = grads(lambda *a: row.fn(*a, **v.kw))
     traced = df.defun(lambda *a: row.fn(*a, **v.kw), input_signature=_signature(xs, unknown))
@@ -181,13 +175,7 @@ def test_json_round_trip_matches_eager(row, v, unknown):
     ws = random_cotangents(lambda *a: row.fn(*a, **v.kw), xs)
 
     def grads(fn):
-        ts = [df.constant(x) for x in xs]
-        with df.GradientTape() as tape:
-            for i in wrt:
-                tape.watch(ts[i])
-            out = as_list(fn(*ts))
-        gs = tape.gradient(out, [ts[i] for i in wrt], output_gradients=[df.constant(w) for w in ws])
-        return [np.zeros_like(xs[i]) if g is None else as_numpy(g) for g, i in zip(gs, wrt)]
+        return tape_vjp(fn, xs, ws, wrt)
     for k, (g, e) in enumerate(zip(grads(df.load_json(doc)), grads(lambda *a: row.fn(*a, **v.kw)))):
         np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12,
                                    err_msg=f"{row.op}{v!r} input {wrt[k]}: loaded backward vs eager")

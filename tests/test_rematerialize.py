@@ -10,7 +10,7 @@ import pytest
 
 import defun as df
 from defun.graph_function import GraphFunction
-from opcheck import as_list, as_numpy, make_inputs, random_cotangents
+from opcheck import make_inputs, random_cotangents, tape_vjp
 from test_ops import _float_inputs
 from test_ops_graph import _graph_rows, _variants
 
@@ -18,13 +18,7 @@ f64 = df.float64
 
 
 def _grads(fn, xs, wrt, ws):
-    ts = [df.constant(x) for x in xs]
-    with df.GradientTape() as tape:
-        for i in wrt:
-            tape.watch(ts[i])
-        out = as_list(fn(*ts))
-    gs = tape.gradient(out, [ts[i] for i in wrt], output_gradients=[df.constant(w) for w in ws])
-    return [np.zeros_like(xs[i]) if g is None else as_numpy(g) for g, i in zip(gs, wrt)]
+    return tape_vjp(fn, xs, ws, wrt)
 
 
 @pytest.mark.parametrize("row,v", _variants(lambda r, v: _graph_rows(r, v) and r.grad is True and v.grad
