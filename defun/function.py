@@ -11,7 +11,7 @@ import threading
 import types
 import warnings
 import weakref
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 
 import numpy as np
 
@@ -33,6 +33,10 @@ __all__ = ["defun", "Function", "ConcreteFunction", "GraphFunction", "TensorSpec
            "RetraceReason", "StaleCaptureWarning"]
 
 RETRACE_WARNING_THRESHOLD = 5
+
+# The fast cache key part of one argument (AttributeError when it is no tensor): C-level,
+# with `tuple(map(...))` no Python frame per call.
+_FAST_KEY_PART = attrgetter("__class__", "_value.shape", "_value.dtype")
 
 
 class RetracingWarning(UserWarning):
@@ -202,7 +206,7 @@ class Function:
         fast_key = None
         if not kwargs:
             try:
-                fast_key = tuple([(a.__class__, a._value.shape, a._value.dtype) for a in args])
+                fast_key = tuple(map(_FAST_KEY_PART, args))
             except AttributeError:
                 pass
             else:
