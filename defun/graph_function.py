@@ -14,6 +14,7 @@ nothing new, and that function runs.
 from runtime import dtypes, errors
 from runtime.context import execution_callbacks, state
 from runtime.ops.array_ops import zeros_like
+from runtime.ops.base_ops import ones_like
 from runtime.indexed_slices import IndexedSlices
 from runtime.tape import TapeEntry
 from runtime.tensor import EagerTensor, next_tensor_id, to_array
@@ -42,7 +43,7 @@ class GraphFunction:
         # a tape that watches accessed variables watches these variables
         self._resource_positions = [k for k, t in enumerate(graph.all_inputs) if t.dtype is dtypes.resource]
         self._run = None
-        self._run_first = None    # ([level 0], sizes, plan) of a call recorded for one gradient
+        self._run_first = None    # the _FirstOrder of a call recorded for one gradient
         # [Saving] per level (level 0: this graph's; level k+1: that of level k's `next`), the
         # number of outputs each level's backward is seeded for; `_closed` once the top
         # level's backward reads nothing new (every order can be taken from one run)
@@ -177,9 +178,7 @@ class GraphFunction:
             vals = [_eager_value(t) for t in inputs]
         inputs = list(inputs)
         if order == 1:     # level 0 only (`_levels` may hold more, for other calls)
-            first = self._run_first
-            if first is None:
-                first = self._run_first = _FirstOrder(self, self._first_level()[0])
+            first = self.first_order()
             saved = first.forward(vals)
             backward = first.backward_of(inputs, saved)
         else:
@@ -188,6 +187,13 @@ class GraphFunction:
         for tape in recording:
             tape.add(entry)
         return saved[:len(self.graph.outputs)]
+
+    def first_order(self):
+        """The _FirstOrder of this function: what a call recorded for one gradient runs."""
+        first = self._run_first
+        if first is None:
+            first = self._run_first = _FirstOrder(self, self._first_level()[0])
+        return first
 
     def _call_any_order(self, inputs, vals):
         levels = self._all_levels()
@@ -251,6 +257,22 @@ class _FirstOrder:
                 raise _one_gradient_only(self.name)
             return _run_backward(self.saving, self.backend, grads, inputs, saved)
         return backward
+
+    def value_and_gradients(self, inputs):
+        """(output 0, the gradient of its sum per input) of one call on eager `inputs` with
+        nobody listening: the forward with side outputs, then the backward, and no tape
+        (none could record it)."""
+        try:
+            vals = [t._value for t in inputs]
+        except AttributeError:
+            vals = [_eager_value(t) for t in inputs]
+        saved = self.forward(vals)
+        value = saved[0]
+        grads = [ones_like(value)] + [None] * (len(saved) - 1)
+        res = self.run_backward(grads, inputs, saved)
+        if res is None:
+            res = _run_backward(self.saving, self.backend, grads, inputs, saved)
+        return value, res
 
     def run_backward(self, grads, inputs, saved):
         """The input gradients, computed on arrays; None to take the general route (a

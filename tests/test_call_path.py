@@ -1,6 +1,8 @@
 """The defun call path: the eager runner made at the first quiet call, and a call recorded
 for one gradient (its backward run on arrays when nobody listens), against the general
 route (an execution callback forces it) and against the Python function run eagerly."""
+import types
+
 import numpy as np
 import pytest
 
@@ -190,3 +192,98 @@ def test_value_and_gradients_of_a_defun_match_eager_and_the_whole_step():
         np.testing.assert_allclose(np.asarray(got[0]), np.asarray(eager[0]), rtol=1e-5)
         for a, b in zip(got[1], eager[1]):
             np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-7)
+
+
+# ---------------------------------------------------------------------------------------
+# value_and_gradients_function(defun): one forward and one backward run when nobody listens
+
+# captured through an attribute: no name to watch for rebinding (a watched trace takes the
+# tape route, which checks the names)
+_HELD = types.SimpleNamespace(scale=SCALE, v=V)
+
+
+def _loss(w, x, n):
+    return df.reduce_sum(df.tanh(x @ w) * _HELD.scale) + df.reduce_sum(_HELD.v * _HELD.v) + \
+        df.cast(df.reduce_sum(n), df.float32)
+
+
+def _loss_args():
+    rng = np.random.default_rng(2)
+    return [df.constant(rng.standard_normal((3, 3)).astype(np.float32)),
+            df.constant(rng.standard_normal((2, 3)).astype(np.float32)),
+            df.constant(np.array([1, 2], np.int32))]
+
+
+@pytest.mark.parametrize("remat", [False, True], ids=["saving", "rematerialize"])
+def test_fused_value_and_gradients_match_the_tape_route_and_eager(remat, monkeypatch):
+    args = _loss_args()
+    f = df.defun(_loss, rematerialize=remat)
+    vg = df.value_and_gradients_function(f, [0, 1])
+    eager = df.value_and_gradients_function(_loss, [0, 1])(*args)
+    with _Listening():
+        listened = vg(*args)                 # the tape route (traces, fills the fast cache)
+    entered = []
+    enter = df.GradientTape.__enter__
+    monkeypatch.setattr(df.GradientTape, "__enter__", lambda tape: entered.append(tape) or enter(tape))
+    fused = vg(*args), vg(*args)
+    assert not entered                       # no tape: one forward and one backward run
+    with df.GradientTape() as outer:         # an active tape: the tape route
+        taped = vg(*args)
+    assert len(entered) == 2
+    del outer
+    for got in (listened, *fused, taped):
+        np.testing.assert_allclose(np.asarray(got[0]), np.asarray(eager[0]), rtol=1e-5)
+        assert isinstance(got[1], list) and len(got[1]) == 2
+        for a, b in zip(got[1], eager[1]):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+
+
+def test_fused_value_and_gradients_refuse_as_the_tape_route_does():
+    args = _loss_args()
+    f = df.defun(_loss)
+    f(*args)                                  # in the fast cache
+    with pytest.raises(ValueError, match="argument 'n' .position 2. of _loss is an int32 tensor"):
+        df.value_and_gradients_function(f, [0, 2])(*args)
+    unused = df.defun(lambda w, x, n: df.reduce_sum(x * 2.0))
+    unused(*args)
+    with pytest.raises(ValueError, match="position 0.*is not connected to its result"):
+        df.value_and_gradients_function(unused, [0, 1])(*args)
+    # a position given twice: two sources, chained as the tape route chains them
+    twice = df.value_and_gradients_function(f, [0, 0])(*args)[1]
+    expected = df.value_and_gradients_function(_loss, [0, 0])(*args)[1]
+    for a, b in zip(twice, expected):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+
+
+def test_fused_value_and_gradients_of_a_structured_or_integer_result_take_the_tape_route():
+    x = df.constant(np.array([0.5, -1.0], np.float32))
+    pair = df.defun(lambda x: (df.reduce_sum(x * x), df.reduce_sum(x)))
+    pair(x)
+    value, (g,) = df.value_and_gradients_function(pair)(x)    # d(sum of both)/dx
+    np.testing.assert_allclose(np.asarray(g), 2.0 * np.asarray(x) + 1.0)
+    assert isinstance(value, tuple)
+
+
+def test_gradients_of_fused_gradients_through_an_outer_tape():
+    x = df.constant(np.array([0.3, -0.7]))
+    f = df.defun(lambda x: df.reduce_sum(df.tanh(x) ** 2))
+    vg = df.value_and_gradients_function(f)
+    vg(x)
+    with df.GradientTape() as outer:
+        outer.watch(x)
+        _, (g,) = vg(x)
+    t = np.tanh(np.asarray(x))
+    np.testing.assert_allclose(np.asarray(g), 2.0 * t * (1.0 - t * t))
+    np.testing.assert_allclose(np.asarray(outer.gradient(g, x)), 2.0 * (1.0 - t * t) * (1.0 - 3.0 * t * t))
+
+
+def test_fused_value_and_gradients_keep_the_stale_capture_check():
+    scale = df.constant(2.0)
+    f = df.defun(lambda x: x * scale)
+    vg = df.value_and_gradients_function(f)
+    x = df.constant(1.0)
+    vg(x)
+    scale = df.constant(5.0)  # noqa: F841  (rebinding the captured name)
+    with pytest.warns(df.StaleCaptureWarning, match="closure name 'scale'"):
+        value, (g,) = vg(x)
+    assert float(np.asarray(value)) == 2.0 and float(np.asarray(g)) == 2.0
