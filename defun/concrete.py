@@ -11,9 +11,10 @@ import weakref
 import numpy as np
 
 from runtime import sites
+from runtime.context import execution_callbacks, state
 from runtime.nest import flatten, make_packer, pack_as
 from runtime.shapes import shape_fits, shape_str
-from runtime.tensor import Tensor
+from runtime.tensor import EagerTensor, Tensor, next_tensor_id
 from runtime.variables import _BY_HANDLE, Variable
 from graph.ir import SymbolicTensor
 from graph.printer import render_dot, to_dot
@@ -79,6 +80,12 @@ class ConcreteFunction:
             else:
                 sources.append(("const", k.value))
         self._pack = make_packer(out_structure, sources)
+        # one tensor returned as such: the eager runner returns it without packing
+        self._single = sources == [0] and not isinstance(out_structure, (list, tuple, dict))
+        # `_call_flat(tensors)`: `_run_flat`, or `_call_flat_watched` while names are watched;
+        # `_run_flat` is made at the first call (`_make_runner`), when the plan is compiled
+        self._run_flat = self._call_first
+        self._call_flat = self._call_first
 
     @property
     def inputs(self):
@@ -108,11 +115,57 @@ class ConcreteFunction:
         conv = lambda t: TensorSpec(t.shape, t.dtype) if isinstance(t, SymbolicTensor) else t  # noqa: E731
         return pack_as(args, [conv(x) for x in flatten(args)]), pack_as(kwargs, [conv(x) for x in flatten(kwargs)])
 
-    def _call_flat(self, tensors):
+    def _call_first(self, tensors):
+        """Calls until the first eager one with nobody listening, which makes the eager
+        runner (compiling the plan: a call inside a trace or under a tape needs none)."""
+        if not state.quiet or execution_callbacks:
+            return self._call_general(tensors)
+        run = self._make_runner()
+        self._run_flat = run
+        if not self._watched:
+            self._call_flat = run
+        return run(tensors)
+
+    def _call_general(self, tensors):
+        """Any call: eager, under a tape, inside a trace (a call node), with callbacks."""
         outs = self._fn.call_flat([*tensors, *self._captured])
         if self._arg_variables:
             outs += [_BY_HANDLE[tensors[k]._id] for k in self._arg_variables]
         return self._pack(outs)
+
+    def _make_runner(self):
+        """`run_flat(tensors)`: the eager call with nobody listening (no tape, trace or
+        callback) straight to the compiled plan, generated for this trace's arity (the
+        captured values read once, here); anything else goes to `_call_general`."""
+        general = self._call_general
+        try:
+            caps = [t._value for t in self._captured]
+        except AttributeError:      # captures of an enclosing trace: only ever called in it
+            return general
+        if self._arg_variables:
+            return general
+        n, n_out = len(self.graph.inputs), len(self.graph.outputs)
+        args = [f"a{i}" for i in range(n)]
+        vals = [f"v{i}" for i in range(n)]
+        outs = [f"r{j}" for j in range(n_out)]
+        lines = ["def run_flat(tensors):",
+                 "    if st.quiet and not callbacks:"]
+        if n:
+            lines += [f"        {', '.join(args)}, = tensors",
+                      "        try:",
+                      f"            {', '.join(vals)}, = {', '.join(f'{a}._value' for a in args)},",
+                      "        except AttributeError:",
+                      "            return general(tensors)"]
+        lines.append(f"        o = run({', '.join(vals + [f'c{j}' for j in range(len(caps))])})")
+        for j, r in enumerate(outs):
+            lines += [f"        {r} = new(ET)", f"        {r}._value = o[{j}]", f"        {r}._id = nid()"]
+        lines.append("        return r0" if self._single else f"        return pack([{', '.join(outs)}])")
+        lines.append("    return general(tensors)")
+        ns = {"st": state, "callbacks": execution_callbacks, "general": general, "run": self._fn.plan_run(),
+              "new": object.__new__, "ET": EagerTensor, "nid": next_tensor_id, "pack": self._pack}
+        ns.update((f"c{j}", v) for j, v in enumerate(caps))
+        exec(compile("\n".join(lines) + "\n", f"<defun call {self.name}>", "exec"), ns)  # noqa: S102 - names made here
+        return ns["run_flat"]
 
     def __call__(self, *args, **kwargs):
         key = None
@@ -161,11 +214,11 @@ class ConcreteFunction:
 
     def _unwatch(self):
         self._watched = self._watched_globals = self._watched_cells = ()
-        self.__dict__.pop("_call_flat", None)
+        self._call_flat = self._run_flat
 
     def _call_flat_watched(self, tensors):
         # the usual case, every name unchanged, costs one identity test per name (about
-        # 0.15 us for one global; the body of _call_flat is repeated to save a call)
+        # 0.15 us for one global)
         for namespace, name, named in self._watched_globals:
             if namespace.get(name) is not named:
                 self._check_stale()
@@ -178,10 +231,7 @@ class ConcreteFunction:
                         break
             except ValueError:      # an empty cell: the name was deleted
                 pass
-        outs = self._fn.call_flat([*tensors, *self._captured])
-        if self._arg_variables:
-            outs += [_BY_HANDLE[tensors[k]._id] for k in self._arg_variables]
-        return self._pack(outs)
+        return self._run_flat(tensors)
 
     def _check_stale(self):
         """Warn (once per function) for the first name that now names another tensor or variable."""

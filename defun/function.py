@@ -11,7 +11,7 @@ import threading
 import types
 import warnings
 import weakref
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 
 import numpy as np
 
@@ -33,6 +33,10 @@ __all__ = ["defun", "Function", "ConcreteFunction", "GraphFunction", "TensorSpec
            "RetraceReason", "StaleCaptureWarning"]
 
 RETRACE_WARNING_THRESHOLD = 5
+
+# The fast cache key part of one argument (AttributeError when it is no tensor): C-level,
+# with `tuple(map(...))` no Python frame per call.
+_FAST_KEY_PART = attrgetter("__class__", "_value.shape", "_value.dtype")
 
 
 class RetracingWarning(UserWarning):
@@ -202,7 +206,7 @@ class Function:
         fast_key = None
         if not kwargs:
             try:
-                fast_key = tuple([(a.__class__, a._value.shape, a._value.dtype) for a in args])
+                fast_key = tuple(map(_FAST_KEY_PART, args))
             except AttributeError:
                 pass
             else:
@@ -217,6 +221,22 @@ class Function:
                 all(type(a) is EagerTensor for a in args):
             self._fast_cache[fast_key] = concrete
         return concrete._call_flat(tensors)
+
+    def _value_and_gradients(self, args, params):
+        """`value_and_gradients_function(self, params)(*args)` when nobody listens (no tape,
+        trace or callback; the caller checks) and the call hits the fast cache with one
+        floating-point tensor returned: one run of the forward with side outputs and one
+        of the backward, no tape. None: take the tape route (it traces, fills the cache)."""
+        try:
+            concrete = self._fast_cache.get(tuple(map(_FAST_KEY_PART, args)))
+        except AttributeError:
+            return None
+        if concrete is None or not concrete._single or concrete._watched or \
+                not concrete.graph.outputs[0].dtype.is_floating:
+            return None
+        value, grads = concrete._fn.first_order().value_and_gradients([*args, *concrete._captured])
+        # integer and bool sources get none, as from a tape
+        return value, [grads[p] if args[p].dtype.is_floating else None for p in params]
 
     def get_concrete_function(self, *args, **kwargs):
         """Trace (if needed) without running; returns the ConcreteFunction for these args.

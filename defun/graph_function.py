@@ -14,8 +14,10 @@ nothing new, and that function runs.
 from runtime import dtypes, errors
 from runtime.context import execution_callbacks, state
 from runtime.ops.array_ops import zeros_like
-from runtime.tape import record_operation
-from runtime.tensor import EagerTensor, to_array
+from runtime.ops.base_ops import ones_like
+from runtime.indexed_slices import IndexedSlices
+from runtime.tape import TapeEntry
+from runtime.tensor import EagerTensor, next_tensor_id, to_array
 from runtime.variables import watch_read_handles
 from graph.backends import DEFAULT_BACKEND
 from graph.functions import call_graph, input_grads, plan_of, rematerialize
@@ -41,7 +43,7 @@ class GraphFunction:
         # a tape that watches accessed variables watches these variables
         self._resource_positions = [k for k, t in enumerate(graph.all_inputs) if t.dtype is dtypes.resource]
         self._run = None
-        self._run_first = None    # ([level 0], sizes, plan) of a call recorded for one gradient
+        self._run_first = None    # the _FirstOrder of a call recorded for one gradient
         # [Saving] per level (level 0: this graph's; level k+1: that of level k's `next`), the
         # number of outputs each level's backward is seeded for; `_closed` once the top
         # level's backward reads nothing new (every order can be taken from one run)
@@ -113,85 +115,228 @@ class GraphFunction:
         st = state
         if st.quiet and not execution_callbacks:  # eager, nobody listening: straight to the plan
             return self._run_plan(inputs)
-        if st.graph is not None:
-            if st.tapes and self._resource_positions:  # a tape in the enclosing trace sees the reads
+        if st._graph is not None:
+            if st._tapes and self._resource_positions:  # a tape in the enclosing trace sees the reads
                 self._watch_variables(inputs)
             return call_graph(self.graph, inputs)
-        tapes = st.tapes
-        order = self._recording_order(tapes, inputs) if tapes else 0
+        tapes = st._tapes
+        order = 0
+        if tapes:
+            order, ids, recording = self._recording_tapes(tapes, inputs)
         if order:
-            outs = self._call_recorded(inputs, order)
+            outs = self._call_recorded(inputs, order, ids, recording)
         else:
             outs = self._run_plan(inputs)
         if execution_callbacks:   # a defun call is one op to callbacks and traces
             for cb in tuple(execution_callbacks):
                 cb(self.graph.name, None, {}, list(inputs), tuple(outs))
-        if st.trace is not None:
-            st.trace.add(self.graph.name, outs)
+        if st._trace is not None:
+            st._trace.add(self.graph.name, outs)
         return outs
+
+    def plan_run(self):
+        """The compiled plan's function (`run(*arrays) -> tuple of arrays`), compiled once."""
+        run = self._run
+        if run is None:
+            run = self._run = plan_of(self.graph, self.backend).run
+        return run
 
     def _run_plan(self, inputs):
         run = self._run
         if run is None:
-            run = self._run = plan_of(self.graph, self.backend).run
+            run = self.plan_run()
         try:
             vals = [t._value for t in inputs]
         except AttributeError:
             vals = [_eager_value(t) for t in inputs]
-        return [EagerTensor(o) for o in run(*vals)]
+        return _wrap(run(*vals))
 
     def _watch_variables(self, inputs):
         watch_read_handles([inputs[k] for k in self._resource_positions])
 
-    def _recording_order(self, tapes, inputs):
-        """0: no tape records this call; 1: one non-persistent tape does (a first-order
-        gradient); 2: a gradient of the gradient may follow (several tapes, or a persistent
-        one, which may record its own gradient)."""
+    def _recording_tapes(self, tapes, inputs):
+        """(order, the tapes that record this call): order 0, none does; 1, one
+        non-persistent tape does (a first-order gradient); 2, a gradient of the gradient may
+        follow (several tapes, or a persistent one, which may record its own gradient)."""
         if self._resource_positions:
             self._watch_variables(inputs)
-        ids = [getattr(t, "_id", None) for t in inputs]
-        order = 0
-        for tape in tapes:
-            if tape.should_record(ids):
-                if order or tape.persistent:
-                    return 2
-                order = 1
-        return order
+        try:
+            ids = [t._id for t in inputs]
+        except AttributeError:
+            ids = [getattr(t, "_id", None) for t in inputs]
+        recording = [tape for tape in tapes if tape.should_record(ids)]
+        if not recording:
+            return 0, ids, recording
+        return (1 if len(recording) == 1 and not recording[0].persistent else 2), ids, recording
 
-    def _call_recorded(self, inputs, order):
-        if order == 1:     # level 0 only (`_levels` may hold more, for other calls)
-            first = self._run_first
-            if first is None:
-                s = self._first_level()[0]
-                first = self._run_first = ([s], [len(self.graph.outputs), len(s.next.outputs)],
-                                           plan_of(s.next, self.backend).run)
-            levels, sizes, run = first
-        else:
-            levels = self._all_levels()
-            # per level, the outputs its backward is seeded for; past the last: not saved
-            sizes = self._sizes + [len(levels[-1].next.outputs)]
-            run = plan_of(levels[-1].next, self.backend).run
-        saved = [EagerTensor(o) for o in run(*[_eager_value(t) for t in inputs])]
+    def _call_recorded(self, inputs, order, ids, recording):
+        """Run the forward with side outputs and record ONE entry on the `recording` tapes,
+        whose backward runs the backward function on what this run saved."""
+        try:
+            vals = [t._value for t in inputs]
+        except AttributeError:
+            vals = [_eager_value(t) for t in inputs]
         inputs = list(inputs)
-        backend = self.backend
-        name = self.graph.name
+        if order == 1:     # level 0 only (`_levels` may hold more, for other calls)
+            first = self.first_order()
+            saved = first.forward(vals)
+            backward = first.backward_of(inputs, saved)
+        else:
+            saved, backward = self._call_any_order(inputs, vals)
+        entry = TapeEntry(self.graph.name, ids, saved, backward, True)
+        for tape in recording:
+            tape.add(entry)
+        return saved[:len(self.graph.outputs)]
+
+    def first_order(self):
+        """The _FirstOrder of this function: what a call recorded for one gradient runs."""
+        first = self._run_first
+        if first is None:
+            first = self._run_first = _FirstOrder(self, self._first_level()[0])
+        return first
+
+    def _call_any_order(self, inputs, vals):
+        levels = self._all_levels()
+        # per level, the outputs its backward is seeded for; past the last: not saved
+        sizes = self._sizes + [len(levels[-1].next.outputs)]
+        run = plan_of(levels[-1].next, self.backend).run
+        saved = _wrap(run(*vals))
+        backend, name = self.backend, self.graph.name
 
         def backward(*grads):
             level = pick_level(sizes, grads)
             if level is None:
                 return [None] * len(inputs)
             if level >= len(levels):
-                raise errors.UnimplementedError(
-                    f"{name}: a gradient of its gradient reached a call recorded for one gradient "
-                    f"only; record it on two tapes (or a persistent one) to differentiate twice")
-            s = levels[level]
-            bw = s.backward
-            feed = [grads[k] if grads[k] is not None else zeros_like(saved[k]) for k in bw.grad_outputs]
-            res = GraphFunction.of(bw.graph, backend).call_flat(feed + s.feed(inputs, saved))
-            return input_grads(bw, res)
+                raise _one_gradient_only(name)
+            return _run_backward(levels[level], backend, grads, inputs, saved)
+        return saved, backward
 
-        record_operation(name, saved, inputs, backward, none_grads=True)
-        return saved[:len(self.graph.outputs)]
+
+class _FirstOrder:
+    """A call recorded for one gradient, prepared once per function: the forward with side
+    outputs, and its backward run straight on the arrays when nobody listens (the feed
+    positions, captured values and gradient positions worked out here, not per call)."""
+
+    __slots__ = ("name", "saving", "backend", "n_out", "fwd_run", "bw_run", "grad_pos", "feed",
+                 "grads")
+
+    def __init__(self, gf, saving):
+        self.name, self.saving, self.backend = gf.graph.name, saving, gf.backend
+        self.n_out = len(gf.graph.outputs)
+        self.fwd_run = plan_of(saving.next, gf.backend).run
+        bw = saving.backward
+        self.bw_run = None      # compiled at the first backward
+        self.grad_pos = tuple(bw.grad_outputs)
+        # per backward capture: (0, k) forward input k, (1, j) saved output j, (2, array)
+        feed = []
+        for kind, v in bw.capture_sources:
+            if kind == "input":
+                feed.append((0, v))
+            elif kind == "side":
+                feed.append((1, saving.side_pos[v]))
+            else:
+                feed.append((2, v._value) if isinstance(v, EagerTensor) else (3, v))
+        self.feed = tuple(feed)
+        self.grads = tuple(bw.input_grads)
+
+    def forward(self, vals):
+        return _wrap(self.fwd_run(*vals))
+
+    def backward_of(self, inputs, saved):
+        """The tape entry's backward for one recorded call."""
+        def backward(*grads):
+            if state.quiet and not execution_callbacks:
+                res = self.run_backward(grads, inputs, saved)
+                if res is not None:
+                    return res
+            level = pick_level((self.n_out, len(saved)), grads)
+            if level is None:
+                return [None] * len(inputs)
+            if level >= 1:
+                raise _one_gradient_only(self.name)
+            return _run_backward(self.saving, self.backend, grads, inputs, saved)
+        return backward
+
+    def value_and_gradients(self, inputs):
+        """(output 0, the gradient of its sum per input) of one call on eager `inputs` with
+        nobody listening: the forward with side outputs, then the backward, and no tape
+        (none could record it)."""
+        try:
+            vals = [t._value for t in inputs]
+        except AttributeError:
+            vals = [_eager_value(t) for t in inputs]
+        saved = self.forward(vals)
+        value = saved[0]
+        grads = [ones_like(value)] + [None] * (len(saved) - 1)
+        res = self.run_backward(grads, inputs, saved)
+        if res is None:
+            res = _run_backward(self.saving, self.backend, grads, inputs, saved)
+        return value, res
+
+    def run_backward(self, grads, inputs, saved):
+        """The input gradients, computed on arrays; None to take the general route (a
+        gradient that is no eager tensor, or one for a side output, or none at all)."""
+        n_out = self.n_out
+        given = False
+        for k, g in enumerate(grads):
+            if g is not None:
+                if k >= n_out or type(g) is not EagerTensor:
+                    return None
+                given = True
+        if not given:
+            return None
+        vals = [grads[k]._value if grads[k] is not None else zeros_like(saved[k])._value
+                for k in self.grad_pos]
+        try:
+            for kind, v in self.feed:
+                vals.append(inputs[v]._value if kind == 0 else saved[v]._value if kind == 1 else
+                            v if kind == 2 else _eager_value(v))
+        except AttributeError:
+            return None
+        run = self.bw_run
+        if run is None:
+            run = self.bw_run = plan_of(self.saving.backward.graph, self.backend).run
+        res = run(*vals)
+        out = []
+        for spec in self.grads:
+            if spec is None:
+                out.append(None)
+            elif spec[0] == "dense":
+                out.append(_tensor(res[spec[1]]))
+            else:
+                out.append(IndexedSlices(_tensor(res[spec[1]]), _tensor(res[spec[2]]), spec[3]))
+        return out
+
+
+def _one_gradient_only(name):
+    return errors.UnimplementedError(
+        f"{name}: a gradient of its gradient reached a call recorded for one gradient only; "
+        f"record it on two tapes (or a persistent one) to differentiate twice")
+
+
+def _run_backward(s, backend, grads, inputs, saved):
+    """Backward of Saving `s` as one call of its function (recorded by tapes that watch the
+    gradients, so it can be differentiated again)."""
+    bw = s.backward
+    feed = [grads[k] if grads[k] is not None else zeros_like(saved[k]) for k in bw.grad_outputs]
+    res = GraphFunction.of(bw.graph, backend).call_flat(feed + s.feed(inputs, saved))
+    return input_grads(bw, res)
+
+
+_new = object.__new__
+
+
+def _tensor(value):
+    """EagerTensor(value) without the __init__ call."""
+    t = _new(EagerTensor)
+    t._value = value
+    t._id = next_tensor_id()
+    return t
+
+
+def _wrap(values):
+    return [_tensor(v) for v in values]
 
 
 def _eager_value(t):

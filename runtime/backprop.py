@@ -4,7 +4,7 @@ import inspect
 
 from runtime import errors, tape as tape_mod
 from runtime.autodiff import imperative_grad
-from runtime.context import state
+from runtime.context import execution_callbacks, state
 from runtime.jacobian import batch_jacobian, jacobian, unconnected_mode
 from runtime.nest import flatten, pack_as
 from runtime.shapes import shape_str, shapes_compatible
@@ -192,6 +192,13 @@ def value_and_gradients_function(f, params=None):
 
     >>> df.value_and_gradients_function(lambda x, y: x * y)(2., 3.)   # (6., [3., 2.])
     """
+    hook = getattr(f, "_value_and_gradients", None)
+    try:    # each position once (a position given twice is two sources, the first unconnected)
+        if params is not None and len(set(params)) != len(params):
+            hook = None
+    except TypeError:   # not a sized collection of ints: refused at the call
+        hook = None
+
     @functools.wraps(f)
     def decorated(*args, **kwargs):
         which = range(len(args)) if params is None else params
@@ -199,18 +206,26 @@ def value_and_gradients_function(f, params=None):
             if not isinstance(p, int) or not 0 <= p < len(args):
                 raise ValueError(f"params entry {p!r} is not a positional argument index "
                                  f"(function got {len(args)} positional arguments)")
-        args = list(args)
-        with GradientTape(persistent=False) as tape:
-            sources = []
-            for p in which:
-                args[p] = _fresh(args[p])
-                tape.watch(args[p])
-                sources.append(args[p])
-            value = f(*args, **kwargs)
-        if value is None:
-            raise ValueError(f"{getattr(f, '__name__', 'function')} returned None; a differentiated "
-                             f"function must return a tensor")
-        grads = tape.gradient(value, sources)
+        # A defun may do it all in one forward and one backward run when no tape, trace or
+        # callback could see the steps (defun.Function._value_and_gradients; None: it cannot)
+        fused = None
+        if hook is not None and not kwargs and state.quiet and not execution_callbacks:
+            fused = hook(args, which)
+        if fused is not None:
+            value, grads = fused
+        else:
+            args = list(args)
+            with GradientTape(persistent=False) as tape:
+                sources = []
+                for p in which:
+                    args[p] = _fresh(args[p])
+                    tape.watch(args[p])
+                    sources.append(args[p])
+                value = f(*args, **kwargs)
+            if value is None:
+                raise ValueError(f"{getattr(f, '__name__', 'function')} returned None; a "
+                                 f"differentiated function must return a tensor")
+            grads = tape.gradient(value, sources)
         for p, g in zip(which, grads):
             if g is None:
                 names = _param_names(f, len(args))  # only for the message: inspect is slow
