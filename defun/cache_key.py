@@ -8,6 +8,7 @@ hashing and comparing it cost what a tuple's do; it prints itself by argument na
 import numpy as np
 
 from runtime import dtypes
+from runtime.nest import sorted_keys
 from runtime.shapes import shape_fits
 from runtime.tensor import EagerTensor, to_array
 from runtime.variables import Variable
@@ -216,7 +217,7 @@ def _encode(value, tensors, path):
         tensors.append(h)
         return ("V", tuple(value.shape), value.dtype.name, value.trainable)
     if isinstance(value, dict):
-        keys = tuple(sorted(value))
+        keys = tuple(sorted_keys(value))
         return ("D", keys, tuple(_encode(value[k], tensors, f"{path}[{k!r}]") for k in keys))
     if isinstance(value, tuple) and hasattr(value, "_fields"):
         return ("N", type(value), tuple(_encode(v, tensors, f"{path}.{i}") for i, v in enumerate(value)))

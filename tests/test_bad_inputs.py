@@ -193,6 +193,9 @@ def test_a_dict_with_keys_of_mixed_types_is_refused_by_name():
     f = df.defun(lambda x: {"a": x, 1: x})
     with pytest.raises(TypeError, match=r"dict .* keys of one sortable kind .* got keys 'a', 1"):
         f(df.constant([1.0]))
+    g = df.defun(lambda d: d["a"] * 2.0)    # as an argument: its cache key sorts the keys too
+    with pytest.raises(TypeError, match=r"dict .* keys of one sortable kind .* got keys 'a', 1"):
+        g({"a": df.constant([1.0]), 1: df.constant([2.0])})
 
 
 def test_a_recursive_defun_is_a_tracing_error():
