@@ -10,7 +10,7 @@ from runtime.indexed_slices import IndexedSlices
 from runtime.ops.array_ops import concat
 from runtime.ops.base_ops import cast, ones_like, zeros_like
 from runtime.ops.math_ops import add_n
-from runtime.tape import _OpView, _tuple_new
+from runtime.tape import _OpView, _tuple_new, expand_entry
 
 __all__ = ["imperative_grad"]
 
@@ -138,8 +138,11 @@ def _entries_sources_flow_into(tape, reachable, sources):
             if len(skip) == len(ids):
                 continue
         relevant.append((entry, skip))
-        for o in entry[2]:
-            flows.add(o._id)
+        if type(entry) is tuple:  # an eager op's compact entry: output ids (runtime.tape)
+            flows.update(entry[2])
+        else:
+            for o in entry[2]:
+                flows.add(o._id)
     return relevant, flows
 
 
@@ -150,11 +153,12 @@ def _walk_back(relevant, gmap, flows, source_ids):
     taken out when its producer is reached. One loop, written flat: it runs per entry.
     """
     for entry, skip in reversed(relevant):
-        op_type, input_ids, outputs, backward, none_grads, view = entry
-        if type(view) is tuple:  # an eager op's (type, inputs, outputs, attrs): see record_op
-            view = _tuple_new(_OpView, (view[0], view[1], view[2], view[3], skip))
-        elif skip and view is not None:  # a graph node: the same skip, so unused gradient
-            view = _tuple_new(_OpView, (view.type, view.inputs, view.outputs, view.attrs, skip))
+        if type(entry) is tuple:  # an eager op's compact entry: its tensors and view rebuilt
+            op_type, input_ids, outputs, backward, none_grads, view = expand_entry(entry, skip)
+        else:
+            op_type, input_ids, outputs, backward, none_grads, view = entry
+            if skip and view is not None:  # a graph node: the same skip, so unused gradient
+                view = _tuple_new(_OpView, (view.type, view.inputs, view.outputs, view.attrs, skip))
         if len(outputs) == 1:  # the common case, called without building a list of grads
             oid = outputs[0]._id
             g = gmap.get(oid) if oid in source_ids else gmap.pop(oid, None)

@@ -1,14 +1,19 @@
 """Recording: tapes, their entries, and `record_op` (called by the dispatcher for watched inputs).
 
 A tape maps each watched or produced tensor id to the entry that produced it (-1 for a
-watched source). Below the ops; the reverse walk over a tape is `runtime.autodiff`.
+watched source). An entry is a TapeEntry, or for an eager op a compact tuple the garbage
+collector does not track (see `expand_entry`). Below the ops; the reverse walk over a tape
+is `runtime.autodiff`.
 """
 from operator import itemgetter
 
 from runtime.context import state
+from runtime.tensor import EagerTensor, Tensor
 
-__all__ = ["Tape", "TapeEntry", "record_op", "record_operation", "record_more_outputs",
-           "more_outputs_entry", "skip_input_indices", "stop_recording", "push_tape", "pop_tape"]
+__all__ = ["Tape", "TapeEntry", "record_op", "record_unary", "record_binary", "claim",
+           "expand_entry", "is_eager_entry", "output_ids", "record_operation",
+           "record_more_outputs", "more_outputs_entry", "skip_input_indices", "stop_recording",
+           "push_tape", "pop_tape"]
 
 
 _tuple_new = tuple.__new__
@@ -20,8 +25,8 @@ class TapeEntry(tuple):
     Without `op`, `backward(*output_grads)` returns one gradient (or None) per input; with
     it, `backward` is a registered gradient function called as `backward(op, *grads)`.
     A tuple so that recording one costs a C-level allocation, not an `__init__` call.
-    `record_op` stores plain tuples of the same layout: creating an instance of a tuple
-    subclass costs ~0.1 us more, and `imperative_grad` only indexes entries.
+    `record_operation`, graph nodes and `graph.gradients` record these; an eager op records
+    the compact plain tuple described at `expand_entry`, which reads any entry in this layout.
     """
 
     __slots__ = ()
@@ -106,17 +111,111 @@ def skip_input_indices(op):
     return op[4] if type(op) is _OpView else ()
 
 
+# ------------------------------------------------------------------ eager entries
+# An eager op's entry is a plain tuple holding no tensor, no function and no dict:
+#     (op_name, input_ids, output_ids, input_values, output_values, attr_items or None)
+# (numpy arrays and ints are not tracked by the garbage collector, so the collector
+# untracks such a tuple the first time it sees it). A tape of 100k eager entries then adds
+# nothing to what each collection scans; tensors and views holding the gradient function
+# made every full collection visit ~5 objects per entry (an op under a 100k-entry tape cost
+# 3.7 us instead of ~2). `expand_entry` rebuilds the tensors (same ids and values) and the
+# op's view when a gradient needs them. An input that is not a plain eager tensor (a
+# variable's handle) is stored as itself. The op is found again by name in `_COMPACT`,
+# where an op claims its name on first use (an unregistered OpDef reusing a registered
+# name gets TapeEntry entries instead).
+
+_COMPACT = {}
+_EMPTY = {}
+_new_object = object.__new__
+
+
+def claim(op):
+    """True if eager entries of `op` may name it by its name (the first OpDef of that name)."""
+    return _COMPACT.setdefault(op.name, op) is op
+
+
+def _values(tensors):
+    return tuple(t._value if type(t) is EagerTensor else t for t in tensors)
+
+
+def _rebuilt(values, ids):
+    out = []
+    for v, i in zip(values, ids):
+        if not isinstance(v, Tensor):
+            t = _new_object(EagerTensor)
+            t._value = v
+            t._id = i
+            v = t
+        out.append(v)
+    return tuple(out)
+
+
+def is_eager_entry(entry):
+    """True for the compact entry of an eager op (see `expand_entry`); False for a TapeEntry."""
+    return type(entry) is tuple
+
+
+def output_ids(entry):
+    """The ids of a tape entry's outputs, for both kinds of entry."""
+    return entry[2] if type(entry) is tuple else [o._id for o in entry[2]]
+
+
+def expand_entry(entry, skip=()):
+    """(op_type, input_ids, outputs, backward, none_grads, view) of any tape entry.
+
+    An eager op's compact entry gets its tensors rebuilt (same ids and values) and the
+    view its gradient function sees, with `skip` as its `skip_input_indices`.
+    """
+    if type(entry) is not tuple:
+        return entry
+    name, ids, oids, values, out_values, items = entry
+    op = _COMPACT[name]
+    outputs = _rebuilt(out_values, oids)
+    attrs = dict(items) if items is not None else _EMPTY
+    view = _tuple_new(_OpView, (name, _rebuilt(values, ids), outputs, attrs, skip))
+    return (name, ids, outputs, op.grad, op.none_grads, view)
+
+
+def record_unary(tapes, name, x, result, value, out):
+    """Record claimed op `name` (one input, no attrs) run eagerly: `result` = op(`x`),
+    `value`, `out` their values. The public function's own recording path."""
+    xid = x._id
+    entry = None
+    for tape in tapes:
+        tt = tape.tensor_tape
+        if xid in tt:
+            if entry is None:
+                rid = result._id
+                entry = (name, (xid,), (rid,), (value,), (out,), None)
+            entries = tape.entries
+            idx = len(entries)
+            entries.append(entry)
+            tt[rid] = idx
+
+
+def record_binary(tapes, name, x, y, result, vx, vy, out):
+    """`record_unary` of a two-input op: `result` = op(`x`, `y`)."""
+    xid = x._id
+    yid = y._id
+    entry = None
+    for tape in tapes:
+        tt = tape.tensor_tape
+        if xid in tt or yid in tt:
+            if entry is None:
+                rid = result._id
+                entry = (name, (xid, yid), (rid,), (vx, vy), (out,), None)
+            entries = tape.entries
+            idx = len(entries)
+            entries.append(entry)
+            tt[rid] = idx
+
+
 def record_op(tapes, op, inputs, outputs, attrs, node=None):
     """Record registered op `op` on every tape that watches one of `inputs`.
 
-    `node` is the graph node while tracing (the gradient function's `op`); eagerly the
-    gradient sees an _OpView of inputs, outputs and attrs, stored as a plain tuple
-    (type, inputs, outputs, attrs) and made an _OpView by `imperative_grad` when needed.
+    `node` is the graph node while tracing (the gradient function's `op`, in a TapeEntry);
+    eagerly the entry is the compact tuple above, one entry shared by all tapes.
     """
-    # Inlined Tape.should_record / Tape.add, one entry shared by all tapes, tuples for the
-    # entry and the view, and the op's gradient stored next to its view instead of a new
-    # closure: together -0.5 us per recorded op (benchmarks/dispatch.py, taped add). Plain
-    # tuples rather than TapeEntry/_OpView instances: another -0.2 us.
     entry = None
     for tape in tapes:
         tt = tape.tensor_tape
@@ -126,26 +225,22 @@ def record_op(tapes, op, inputs, outputs, attrs, node=None):
         else:
             continue  # this tape watches none of the inputs
         if entry is None:
-            if type(inputs) is not tuple:
-                inputs = tuple(inputs)
-            if type(outputs) is not tuple:
-                outputs = tuple(outputs)
-            view = node if node is not None else (op.name, inputs, outputs, attrs)
-            # unrolled for unary and binary ops, like run_op's values (a comprehension
-            # frame: ~0.2 us with its setup)
-            n = len(inputs)
-            if n == 1:
-                ids = [inputs[0]._id]
-            elif n == 2:
-                ids = [inputs[0]._id, inputs[1]._id]
-            else:
-                ids = [x._id for x in inputs]
-            entry = (op.name, ids, outputs, op.grad, op.none_grads, view)
+            entry = _entry(op, inputs, outputs, attrs, node)
         entries = tape.entries
         idx = len(entries)
         entries.append(entry)
         for o in outputs:
             tt[o._id] = idx
+
+
+def _entry(op, inputs, outputs, attrs, node):
+    ids = tuple([x._id for x in inputs])
+    outputs = tuple(outputs)
+    if node is None and (_COMPACT.get(op.name) is op or claim(op)):
+        return (op.name, ids, tuple([o._id for o in outputs]), _values(inputs),
+                tuple([o._value for o in outputs]), tuple(attrs.items()) if attrs else None)
+    view = node if node is not None else _tuple_new(_OpView, (op.name, tuple(inputs), outputs, attrs, ()))
+    return _tuple_new(TapeEntry, (op.name, ids, outputs, op.grad, op.none_grads, view))
 
 
 def record_operation(op_type, output_tensors, input_tensors, backward_function, none_grads=False):
