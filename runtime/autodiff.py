@@ -138,8 +138,12 @@ def _entries_sources_flow_into(tape, reachable, sources):
             if len(skip) == len(ids):
                 continue
         relevant.append((entry, skip))
-        if type(entry) is tuple:  # an eager op's compact entry: output ids (runtime.tape)
-            flows.update(entry[2])
+        if type(entry) is tuple:  # an eager op's compact entry: its output id(s) (runtime.tape)
+            out = entry[2]
+            if type(out) is int:
+                flows.add(out)
+            else:
+                flows.update(out)
         else:
             for o in entry[2]:
                 flows.add(o._id)

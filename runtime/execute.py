@@ -5,12 +5,14 @@ someone listens) record on tapes, call callbacks, append to the execution trace.
 
 The eager path is the per-op cost of every eager program, so it is written flat: each
 trick below says what it bought, measured with benchmarks/dispatch.py (one float32 (4,)
-add; numpy's own call is ~0.3 us of it on the reference machine).
+add; numpy's own call is ~0.3 us of it on the reference machine). The public functions of
+elementwise ops (`op_function`) run their plain eager calls themselves, quiet or taped,
+and hand everything else to `run_op`: the same decisions, with the op's fields bound once.
 """
 import numpy as np
 
 from runtime import dtypes, errors, tape as tape_mod
-from runtime.context import execution_callbacks, state
+from runtime.context import busy_threads, execution_callbacks, state
 from runtime.convert import convert_operands
 from runtime.dtypes import kinds_text
 from runtime.registry import check_input_count, get as get_op
@@ -133,6 +135,9 @@ def op_function(op, doc=""):
     return f
 
 
+_QUIET = ()  # the tapes of a quiet thread (no thread is busy)
+
+
 def _fits(op):
     return op.single and not op.attrs and op.num_inputs in (1, 2) and tape_mod.claim(op)
 
@@ -144,12 +149,12 @@ def _kind_dtypes(kinds):
 
 def _unary_function(op):
     kernel, ok, op_name = op.kernel, _kind_dtypes(op.kinds), op.name
-    st, callbacks, record = state, execution_callbacks, tape_mod.record_unary
+    st, busy, callbacks, record = state, busy_threads, execution_callbacks, tape_mod.record_unary
     ET, new, next_id = EagerTensor, _new_object, next_tensor_id
 
     def f(x, name=None):
         if type(x) is ET:
-            tapes = st.eager_tapes
+            tapes = st.eager_tapes if busy else _QUIET
             if tapes is not None and not callbacks:
                 v = x._value
                 if v.dtype in ok:
@@ -163,7 +168,7 @@ def _unary_function(op):
                     r._value = out
                     r._id = next_id()
                     if tapes and op.grad is not None:
-                        record(tapes, op_name, x, r, v, out)
+                        record(tapes, op_name, x, r)
                     return r
         return run_op(op, (x,), _EMPTY, name)
     return f
@@ -171,7 +176,7 @@ def _unary_function(op):
 
 def _binary_function(op):
     kernel, ok, op_name = op.kernel, _kind_dtypes(op.kinds), op.name
-    st, callbacks, record = state, execution_callbacks, tape_mod.record_binary
+    st, busy, callbacks, record = state, busy_threads, execution_callbacks, tape_mod.record_binary
     ET, new, next_id, weak = EagerTensor, _new_object, next_tensor_id, weak_scalar_tensor
 
     def f(x, y, name=None):
@@ -183,7 +188,7 @@ def _binary_function(op):
                 return run_op(op, (x, y), _EMPTY, name)
         elif type(b) is not ET and (b := weak(b, a._value.dtype)) is None:
             return run_op(op, (x, y), _EMPTY, name)
-        tapes = st.eager_tapes
+        tapes = st.eager_tapes if busy else _QUIET
         if tapes is None or callbacks:
             return run_op(op, (x, y), _EMPTY, name)
         va = a._value
@@ -201,7 +206,7 @@ def _binary_function(op):
         r._value = out
         r._id = next_id()
         if tapes and op.grad is not None:
-            record(tapes, op_name, a, b, r, va, vb, out)
+            record(tapes, op_name, a, b, r)
         return r
     return f
 

@@ -113,16 +113,17 @@ def skip_input_indices(op):
 
 # ------------------------------------------------------------------ eager entries
 # An eager op's entry is a plain tuple holding no tensor, no function and no dict:
-#     (op_name, input_ids, output_ids, input_values, output_values, attr_items or None)
-# (numpy arrays and ints are not tracked by the garbage collector, so the collector
-# untracks such a tuple the first time it sees it). A tape of 100k eager entries then adds
-# nothing to what each collection scans; tensors and views holding the gradient function
-# made every full collection visit ~5 objects per entry (an op under a 100k-entry tape cost
-# 3.7 us instead of ~2). `expand_entry` rebuilds the tensors (same ids and values) and the
-# op's view when a gradient needs them. An input that is not a plain eager tensor (a
-# variable's handle) is stored as itself. The op is found again by name in `_COMPACT`,
-# where an op claims its name on first use (an unregistered OpDef reusing a registered
-# name gets TapeEntry entries instead).
+#     (op_name, input_ids, output_id, attr_items or None, *input_values, *output_values)
+# `output_id` is an int (one output) or a tuple of them. numpy arrays and ints are not tracked by the garbage collector, so the
+# collector stops tracking such a tuple once it has seen it (and its inner tuples). A tape
+# of 100k eager entries then adds nothing to what each collection scans: tensors, views and
+# gradient functions held by entries made every full collection visit ~5 objects per entry
+# (an op under a 100k-entry tape cost 3.7 us instead of ~2), and two tuples per entry
+# instead of five cut the young collections recording triggers (-0.15 us per taped op). `expand_entry` rebuilds
+# the tensors (same ids and values) and the op's view when a gradient needs them. An input
+# that is not a plain eager tensor (a variable's handle) is stored as itself. The op is
+# found again by name in `_COMPACT`, where an op claims its name on first use (an
+# unregistered OpDef reusing a registered name gets TapeEntry entries instead).
 
 _COMPACT = {}
 _EMPTY = {}
@@ -132,10 +133,6 @@ _new_object = object.__new__
 def claim(op):
     """True if eager entries of `op` may name it by its name (the first OpDef of that name)."""
     return _COMPACT.setdefault(op.name, op) is op
-
-
-def _values(tensors):
-    return tuple(t._value if type(t) is EagerTensor else t for t in tensors)
 
 
 def _rebuilt(values, ids):
@@ -157,7 +154,10 @@ def is_eager_entry(entry):
 
 def output_ids(entry):
     """The ids of a tape entry's outputs, for both kinds of entry."""
-    return entry[2] if type(entry) is tuple else [o._id for o in entry[2]]
+    if type(entry) is not tuple:
+        return tuple(o._id for o in entry[2])
+    out = entry[2]
+    return (out,) if type(out) is int else out
 
 
 def expand_entry(entry, skip=()):
@@ -168,17 +168,18 @@ def expand_entry(entry, skip=()):
     """
     if type(entry) is not tuple:
         return entry
-    name, ids, oids, values, out_values, items = entry
+    name, ids, _, items = entry[:4]
     op = _COMPACT[name]
-    outputs = _rebuilt(out_values, oids)
+    n = 4 + len(ids)
+    outputs = _rebuilt(entry[n:], output_ids(entry))
     attrs = dict(items) if items is not None else _EMPTY
-    view = _tuple_new(_OpView, (name, _rebuilt(values, ids), outputs, attrs, skip))
+    view = _tuple_new(_OpView, (name, _rebuilt(entry[4:n], ids), outputs, attrs, skip))
     return (name, ids, outputs, op.grad, op.none_grads, view)
 
 
-def record_unary(tapes, name, x, result, value, out):
-    """Record claimed op `name` (one input, no attrs) run eagerly: `result` = op(`x`),
-    `value`, `out` their values. The public function's own recording path."""
+def record_unary(tapes, name, x, result):
+    """Record claimed op `name` (one plain eager input, no attrs, one output) run eagerly:
+    `result` = op(`x`). The elementwise public functions' own recording path."""
     xid = x._id
     entry = None
     for tape in tapes:
@@ -186,14 +187,14 @@ def record_unary(tapes, name, x, result, value, out):
         if xid in tt:
             if entry is None:
                 rid = result._id
-                entry = (name, (xid,), (rid,), (value,), (out,), None)
+                entry = (name, (xid,), rid, None, x._value, result._value)
             entries = tape.entries
             idx = len(entries)
             entries.append(entry)
             tt[rid] = idx
 
 
-def record_binary(tapes, name, x, y, result, vx, vy, out):
+def record_binary(tapes, name, x, y, result):
     """`record_unary` of a two-input op: `result` = op(`x`, `y`)."""
     xid = x._id
     yid = y._id
@@ -203,7 +204,7 @@ def record_binary(tapes, name, x, y, result, vx, vy, out):
         if xid in tt or yid in tt:
             if entry is None:
                 rid = result._id
-                entry = (name, (xid, yid), (rid,), (vx, vy), (out,), None)
+                entry = (name, (xid, yid), rid, None, x._value, y._value, result._value)
             entries = tape.entries
             idx = len(entries)
             entries.append(entry)
@@ -237,8 +238,11 @@ def _entry(op, inputs, outputs, attrs, node):
     ids = tuple([x._id for x in inputs])
     outputs = tuple(outputs)
     if node is None and (_COMPACT.get(op.name) is op or claim(op)):
-        return (op.name, ids, tuple([o._id for o in outputs]), _values(inputs),
-                tuple([o._value for o in outputs]), tuple(attrs.items()) if attrs else None)
+        out = outputs[0]._id if len(outputs) == 1 else tuple([o._id for o in outputs])
+        entry = [op.name, ids, out, tuple(attrs.items()) if attrs else None]
+        entry.extend([x._value if type(x) is EagerTensor else x for x in inputs])
+        entry.extend([o._value for o in outputs])
+        return tuple(entry)
     view = node if node is not None else _tuple_new(_OpView, (op.name, tuple(inputs), outputs, attrs, ()))
     return _tuple_new(TapeEntry, (op.name, ids, outputs, op.grad, op.none_grads, view))
 

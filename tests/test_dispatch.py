@@ -57,9 +57,9 @@ def test_public_function_records_what_run_op_records():
     entries = tape._tape.entries
     assert len(entries) == 4
     for (e1, e2), (r1, r2) in ((entries[0:2], (a, b)), (entries[2:4], (c, d))):
-        assert e1[2] == (r1._id,) and e2[2] == (r2._id,)
-        assert (e1[0], e1[1]) == (e2[0], e2[1])
-        for v1, v2 in zip(e1[3] + e1[4], e2[3] + e2[4]):
+        assert e1[2] == r1._id and e2[2] == r2._id
+        assert (e1[0], e1[1], e1[3], len(e1)) == (e2[0], e2[1], e2[3], len(e2))
+        for v1, v2 in zip(e1[4:], e2[4:]):
             np.testing.assert_array_equal(v1, v2)
         assert tape_mod.is_eager_entry(e1) and tape_mod.is_eager_entry(e2)
     gx = tape.gradient([c, d], x)
@@ -84,3 +84,41 @@ def test_public_function_tells_callbacks_and_traces_and_builds_graph_nodes():
     np.testing.assert_allclose(f(x).numpy(), np.exp([2.0, 3.0]), rtol=1e-6)
     assert [n.op.name for n in f.get_concrete_function(x).graph.nodes
             if n.op.name in ("add", "exp")] == ["add", "exp"]
+
+
+def test_busy_threads_holds_exactly_the_threads_that_record_or_trace():
+    import threading
+    from runtime.context import busy_threads
+    me = threading.get_ident()
+    x = df.constant([1.0, 2.0])
+    assert me not in busy_threads
+    started, release, seen = threading.Event(), threading.Event(), {}
+
+    def other():       # holds a tape while this thread computes: only its own ops record
+        with df.GradientTape() as tape:
+            tape.watch(x)
+            seen["in"] = threading.get_ident() in busy_threads
+            started.set()
+            release.wait(10)
+            seen["y"] = tape.gradient(df.multiply(x, x), x)
+        seen["out"] = threading.get_ident() in busy_threads
+    th = threading.Thread(target=other)
+    th.start()
+    started.wait(10)
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        assert me in busy_threads
+        with tape.stop_recording():
+            assert me not in busy_threads      # no tape records here: quiet again
+            df.exp(x)
+        z = df.exp(x)
+    assert me not in busy_threads
+    traced = []
+    df.defun(lambda p: traced.append(me in busy_threads) or p)(x)
+    assert traced == [True] and me not in busy_threads   # tracing is not quiet
+    release.set()
+    th.join()
+    assert me not in busy_threads and seen["in"] and not seen["out"]
+    np.testing.assert_allclose(seen["y"].numpy(), [2.0, 4.0])
+    assert len(tape._tape.entries) == 1
+    np.testing.assert_allclose(tape.gradient(z, x).numpy(), np.exp([1.0, 2.0]), rtol=1e-6)
