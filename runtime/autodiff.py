@@ -87,7 +87,9 @@ def _reachable_from(tape, targets):
         if reachable[e]:
             continue
         reachable[e] = 1
-        for iid in entries[e][1]:
+        entry = entries[e]
+        # an eager op's compact entry holds its input ids flat (runtime.tape)
+        for iid in (entry[1] if type(entry) is not tuple else entry[4:4 + entry[1]]):
             j = tt.get(iid, -1)
             if j >= 0 and not reachable[j]:
                 stack.append(j)
@@ -119,7 +121,7 @@ def _entries_sources_flow_into(tape, reachable, sources):
         if not reachable[e]:
             continue
         entry = entries[e]
-        ids = entry[1]
+        ids = entry[1] if type(entry) is not tuple else entry[4:4 + entry[1]]
         # unrolled for the common arities: a generator per entry costs ~0.3 us
         if len(ids) == 2:
             first, second = ids[0] in flows, ids[1] in flows

@@ -144,7 +144,7 @@ class ForwardAccumulator:
     def _push(self, entry):
         """Compute the tangents of a just-recorded entry's floating-point outputs."""
         tangents = self._tangents
-        in_tangents = [tangents.get(i) for i in entry[1]]
+        in_tangents = [tangents.get(i) for i in tape_mod.input_ids(entry)]
         if all(t is None for t in in_tangents):
             return
         # an eager op's compact entry: its tensors and view rebuilt (runtime.tape)

@@ -11,7 +11,7 @@ from runtime.context import state
 from runtime.tensor import EagerTensor, Tensor
 
 __all__ = ["Tape", "TapeEntry", "record_op", "record_unary", "record_binary", "claim",
-           "expand_entry", "is_eager_entry", "output_ids", "record_operation",
+           "expand_entry", "is_eager_entry", "input_ids", "output_ids", "record_operation",
            "record_more_outputs", "more_outputs_entry", "skip_input_indices", "stop_recording",
            "push_tape", "pop_tape"]
 
@@ -112,18 +112,20 @@ def skip_input_indices(op):
 
 
 # ------------------------------------------------------------------ eager entries
-# An eager op's entry is a plain tuple holding no tensor, no function and no dict:
-#     (op_name, input_ids, output_id, attr_items or None, *input_values, *output_values)
-# `output_id` is an int (one output) or a tuple of them. numpy arrays and ints are not tracked by the garbage collector, so the
-# collector stops tracking such a tuple once it has seen it (and its inner tuples). A tape
-# of 100k eager entries then adds nothing to what each collection scans: tensors, views and
-# gradient functions held by entries made every full collection visit ~5 objects per entry
-# (an op under a 100k-entry tape cost 3.7 us instead of ~2), and two tuples per entry
-# instead of five cut the young collections recording triggers (-0.15 us per taped op). `expand_entry` rebuilds
-# the tensors (same ids and values) and the op's view when a gradient needs them. An input
-# that is not a plain eager tensor (a variable's handle) is stored as itself. The op is
-# found again by name in `_COMPACT`, where an op claims its name on first use (an
-# unregistered OpDef reusing a registered name gets TapeEntry entries instead).
+# An eager op's entry is one flat plain tuple holding no tensor, function or dict:
+#     (op_name, n, output_id, attr_items or None, *input_ids, *input_values, *output_values)
+# for an op of `n` inputs; `output_id` is an int (one output) or a tuple of them. numpy
+# arrays and ints are not tracked by the garbage collector, so the collector stops
+# tracking such a tuple the first or second time it sees it, and a tape of 100k entries
+# adds nothing to what later collections scan. Entries holding tensors, views and the
+# gradient function made every full collection visit ~6 objects per entry (an add under a
+# 100k-entry tape cost 3.7 us); and every tuple recording leaves alive costs ~0.1 us in
+# the young collections it triggers, more than building it: one tuple per entry, not five.
+# `expand_entry` rebuilds the tensors (same ids and values) and the op's view when a
+# gradient needs them. An input that is not a plain eager tensor (a variable's handle) is
+# stored as itself (its entry stays tracked). The op is found again by name in `_COMPACT`,
+# where an op claims its name on first use; an unregistered OpDef reusing a taken name
+# records TapeEntry entries instead.
 
 _COMPACT = {}
 _EMPTY = {}
@@ -147,6 +149,11 @@ def _rebuilt(values, ids):
     return tuple(out)
 
 
+def input_ids(entry):
+    """The ids of a tape entry's inputs, for both kinds of entry."""
+    return entry[1] if type(entry) is not tuple else entry[4:4 + entry[1]]
+
+
 def is_eager_entry(entry):
     """True for the compact entry of an eager op (see `expand_entry`); False for a TapeEntry."""
     return type(entry) is tuple
@@ -168,12 +175,12 @@ def expand_entry(entry, skip=()):
     """
     if type(entry) is not tuple:
         return entry
-    name, ids, _, items = entry[:4]
+    name, n, _, items = entry[:4]
     op = _COMPACT[name]
-    n = 4 + len(ids)
-    outputs = _rebuilt(entry[n:], output_ids(entry))
+    ids = entry[4:4 + n]
+    outputs = _rebuilt(entry[4 + 2 * n:], output_ids(entry))
     attrs = dict(items) if items is not None else _EMPTY
-    view = _tuple_new(_OpView, (name, _rebuilt(entry[4:n], ids), outputs, attrs, skip))
+    view = _tuple_new(_OpView, (name, _rebuilt(entry[4 + n:4 + 2 * n], ids), outputs, attrs, skip))
     return (name, ids, outputs, op.grad, op.none_grads, view)
 
 
@@ -187,7 +194,7 @@ def record_unary(tapes, name, x, result):
         if xid in tt:
             if entry is None:
                 rid = result._id
-                entry = (name, (xid,), rid, None, x._value, result._value)
+                entry = (name, 1, rid, None, xid, x._value, result._value)
             entries = tape.entries
             idx = len(entries)
             entries.append(entry)
@@ -204,7 +211,7 @@ def record_binary(tapes, name, x, y, result):
         if xid in tt or yid in tt:
             if entry is None:
                 rid = result._id
-                entry = (name, (xid, yid), rid, None, x._value, y._value, result._value)
+                entry = (name, 2, rid, None, xid, yid, x._value, y._value, result._value)
             entries = tape.entries
             idx = len(entries)
             entries.append(entry)
@@ -235,15 +242,16 @@ def record_op(tapes, op, inputs, outputs, attrs, node=None):
 
 
 def _entry(op, inputs, outputs, attrs, node):
-    ids = tuple([x._id for x in inputs])
     outputs = tuple(outputs)
     if node is None and (_COMPACT.get(op.name) is op or claim(op)):
         out = outputs[0]._id if len(outputs) == 1 else tuple([o._id for o in outputs])
-        entry = [op.name, ids, out, tuple(attrs.items()) if attrs else None]
+        entry = [op.name, len(inputs), out, tuple(attrs.items()) if attrs else None]
+        entry.extend([x._id for x in inputs])
         entry.extend([x._value if type(x) is EagerTensor else x for x in inputs])
         entry.extend([o._value for o in outputs])
         return tuple(entry)
     view = node if node is not None else _tuple_new(_OpView, (op.name, tuple(inputs), outputs, attrs, ()))
+    ids = tuple([x._id for x in inputs])
     return _tuple_new(TapeEntry, (op.name, ids, outputs, op.grad, op.none_grads, view))
 
 
