@@ -1,7 +1,9 @@
 """Per-thread execution state: the graph builder (None when eager), the tape stack, traces.
 
 Everything the eager hot path needs is one attribute of one thread-local object
-(`state.quiet`), so plain eager dispatch pays a single thread-local lookup per op.
+(`state.quiet`, or `state.eager_tapes` for the elementwise public functions), so plain
+eager dispatch pays a single thread-local lookup per op, and none while `busy_threads`
+says that no thread records or traces.
 """
 import threading
 from threading import get_ident

@@ -121,8 +121,8 @@ def op_function(op, doc=""):
     eager call on eager tensors (or a tensor and a Python number) runs here, taped or not,
     with the op's fields bound once; anything else (arrays, variables, a graph being
     built, an execution trace or callback, an unusual dtype, an error to report) goes to
-    `run_op`, which decides the same. Against `run_op` for a float32 (4,) add: -0.3 us
-    untaped, -0.6 us taped (benchmarks/dispatch.py).
+    `run_op`, which decides the same. For a float32 (4,) add, against `run_op`: 0.77 us
+    instead of 1.06 untaped, 1.2 instead of 2.0 taped (process time; numpy's call 0.39).
     """
     if op.num_inputs == 1:
         f = _unary_function(op) if _fits(op) else \
