@@ -144,9 +144,11 @@ class ForwardAccumulator:
     def _push(self, entry):
         """Compute the tangents of a just-recorded entry's floating-point outputs."""
         tangents = self._tangents
-        in_tangents = [tangents.get(i) for i in entry[1]]
+        in_tangents = [tangents.get(i) for i in tape_mod.input_ids(entry)]
         if all(t is None for t in in_tangents):
             return
+        # an eager op's compact entry: its tensors and view rebuilt (runtime.tape)
+        entry = tape_mod.expand_entry(entry)
         outputs = entry[2]
         wanted = [k for k, o in enumerate(outputs) if o.dtype.is_floating]
         if not wanted:
@@ -195,9 +197,7 @@ def _entry_jvp(entry, in_tangents, wanted):
                     grads[k] = zeros_like(o)
     # Inputs without a tangent need no VJP: the gradient function may skip them.
     skip = tuple(k for k, t in enumerate(in_tangents) if t is None)
-    if type(view) is tuple:          # an eager op's (type, inputs, outputs, attrs)
-        view = tuple.__new__(tape_mod._OpView, (view[0], view[1], view[2], view[3], skip))
-    elif view is not None and skip:  # a graph node
+    if view is not None and skip:  # an eager op's view or a graph node
         view = tuple.__new__(tape_mod._OpView, (view.type, view.inputs, view.outputs, view.attrs, skip))
     with GradientTape(watch_accessed_variables=False) as inner:
         for u in cotangents:

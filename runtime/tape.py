@@ -1,14 +1,19 @@
 """Recording: tapes, their entries, and `record_op` (called by the dispatcher for watched inputs).
 
 A tape maps each watched or produced tensor id to the entry that produced it (-1 for a
-watched source). Below the ops; the reverse walk over a tape is `runtime.autodiff`.
+watched source). An entry is a TapeEntry, or for an eager op a compact tuple the garbage
+collector does not track (see `expand_entry`). Below the ops; the reverse walk over a tape
+is `runtime.autodiff`.
 """
 from operator import itemgetter
 
 from runtime.context import state
+from runtime.tensor import EagerTensor, Tensor
 
-__all__ = ["Tape", "TapeEntry", "record_op", "record_operation", "record_more_outputs",
-           "more_outputs_entry", "skip_input_indices", "stop_recording", "push_tape", "pop_tape"]
+__all__ = ["Tape", "TapeEntry", "record_op", "record_unary", "record_binary", "claim",
+           "expand_entry", "is_eager_entry", "input_ids", "output_ids", "record_operation",
+           "record_more_outputs", "more_outputs_entry", "skip_input_indices", "stop_recording",
+           "push_tape", "pop_tape"]
 
 
 _tuple_new = tuple.__new__
@@ -20,8 +25,8 @@ class TapeEntry(tuple):
     Without `op`, `backward(*output_grads)` returns one gradient (or None) per input; with
     it, `backward` is a registered gradient function called as `backward(op, *grads)`.
     A tuple so that recording one costs a C-level allocation, not an `__init__` call.
-    `record_op` stores plain tuples of the same layout: creating an instance of a tuple
-    subclass costs ~0.1 us more, and `imperative_grad` only indexes entries.
+    `record_operation`, graph nodes and `graph.gradients` record these; an eager op records
+    the compact plain tuple described at `expand_entry`, which reads any entry in this layout.
     """
 
     __slots__ = ()
@@ -106,17 +111,119 @@ def skip_input_indices(op):
     return op[4] if type(op) is _OpView else ()
 
 
+# ------------------------------------------------------------------ eager entries
+# An eager op's entry is one flat plain tuple holding no tensor, function or dict:
+#     (op_name, n, output_id, attr_items or None, *input_ids, *input_values, *output_values)
+# for an op of `n` inputs; `output_id` is an int (one output) or a tuple of them. numpy
+# arrays and ints are not tracked by the garbage collector, so the collector stops
+# tracking such a tuple the first or second time it sees it, and a tape of 100k entries
+# adds nothing to what later collections scan. Entries holding tensors, views and the
+# gradient function made every full collection visit ~6 objects per entry (an add under a
+# 100k-entry tape cost 3.7 us); and every tuple recording leaves alive costs ~0.1 us in
+# the young collections it triggers, more than building it: one tuple per entry, not five.
+# `expand_entry` rebuilds the tensors (same ids and values) and the op's view when a
+# gradient needs them. An input that is not a plain eager tensor (a variable's handle) is
+# stored as itself (its entry stays tracked). The op is found again by name in `_COMPACT`,
+# where an op claims its name on first use; an unregistered OpDef reusing a taken name
+# records TapeEntry entries instead.
+
+_COMPACT = {}
+_EMPTY = {}
+_new_object = object.__new__
+
+
+def claim(op):
+    """True if eager entries of `op` may name it by its name (the first OpDef of that name)."""
+    return _COMPACT.setdefault(op.name, op) is op
+
+
+def _rebuilt(values, ids):
+    out = []
+    for v, i in zip(values, ids):
+        if not isinstance(v, Tensor):
+            t = _new_object(EagerTensor)
+            t._value = v
+            t._id = i
+            v = t
+        out.append(v)
+    return tuple(out)
+
+
+def input_ids(entry):
+    """The ids of a tape entry's inputs, for both kinds of entry."""
+    return entry[1] if type(entry) is not tuple else entry[4:4 + entry[1]]
+
+
+def is_eager_entry(entry):
+    """True for the compact entry of an eager op (see `expand_entry`); False for a TapeEntry."""
+    return type(entry) is tuple
+
+
+def output_ids(entry):
+    """The ids of a tape entry's outputs, for both kinds of entry."""
+    if type(entry) is not tuple:
+        return tuple(o._id for o in entry[2])
+    out = entry[2]
+    return (out,) if type(out) is int else out
+
+
+def expand_entry(entry, skip=()):
+    """(op_type, input_ids, outputs, backward, none_grads, view) of any tape entry.
+
+    An eager op's compact entry gets its tensors rebuilt (same ids and values) and the
+    view its gradient function sees, with `skip` as its `skip_input_indices`.
+    """
+    if type(entry) is not tuple:
+        return entry
+    name, n, _, items = entry[:4]
+    op = _COMPACT[name]
+    ids = entry[4:4 + n]
+    outputs = _rebuilt(entry[4 + 2 * n:], output_ids(entry))
+    attrs = dict(items) if items is not None else _EMPTY
+    view = _tuple_new(_OpView, (name, _rebuilt(entry[4 + n:4 + 2 * n], ids), outputs, attrs, skip))
+    return (name, ids, outputs, op.grad, op.none_grads, view)
+
+
+def record_unary(tapes, name, x, result):
+    """Record claimed op `name` (one plain eager input, no attrs, one output) run eagerly:
+    `result` = op(`x`). The elementwise public functions' own recording path."""
+    xid = x._id
+    entry = None
+    for tape in tapes:
+        tt = tape.tensor_tape
+        if xid in tt:
+            if entry is None:
+                rid = result._id
+                entry = (name, 1, rid, None, xid, x._value, result._value)
+            entries = tape.entries
+            idx = len(entries)
+            entries.append(entry)
+            tt[rid] = idx
+
+
+def record_binary(tapes, name, x, y, result):
+    """`record_unary` of a two-input op: `result` = op(`x`, `y`)."""
+    xid = x._id
+    yid = y._id
+    entry = None
+    for tape in tapes:
+        tt = tape.tensor_tape
+        if xid in tt or yid in tt:
+            if entry is None:
+                rid = result._id
+                entry = (name, 2, rid, None, xid, yid, x._value, y._value, result._value)
+            entries = tape.entries
+            idx = len(entries)
+            entries.append(entry)
+            tt[rid] = idx
+
+
 def record_op(tapes, op, inputs, outputs, attrs, node=None):
     """Record registered op `op` on every tape that watches one of `inputs`.
 
-    `node` is the graph node while tracing (the gradient function's `op`); eagerly the
-    gradient sees an _OpView of inputs, outputs and attrs, stored as a plain tuple
-    (type, inputs, outputs, attrs) and made an _OpView by `imperative_grad` when needed.
+    `node` is the graph node while tracing (the gradient function's `op`, in a TapeEntry);
+    eagerly the entry is the compact tuple above, one entry shared by all tapes.
     """
-    # Inlined Tape.should_record / Tape.add, one entry shared by all tapes, tuples for the
-    # entry and the view, and the op's gradient stored next to its view instead of a new
-    # closure: together -0.5 us per recorded op (benchmarks/dispatch.py, taped add). Plain
-    # tuples rather than TapeEntry/_OpView instances: another -0.2 us.
     entry = None
     for tape in tapes:
         tt = tape.tensor_tape
@@ -126,26 +233,38 @@ def record_op(tapes, op, inputs, outputs, attrs, node=None):
         else:
             continue  # this tape watches none of the inputs
         if entry is None:
-            if type(inputs) is not tuple:
-                inputs = tuple(inputs)
-            if type(outputs) is not tuple:
-                outputs = tuple(outputs)
-            view = node if node is not None else (op.name, inputs, outputs, attrs)
-            # unrolled for unary and binary ops, like run_op's values (a comprehension
-            # frame: ~0.2 us with its setup)
-            n = len(inputs)
-            if n == 1:
-                ids = [inputs[0]._id]
-            elif n == 2:
-                ids = [inputs[0]._id, inputs[1]._id]
-            else:
-                ids = [x._id for x in inputs]
-            entry = (op.name, ids, outputs, op.grad, op.none_grads, view)
+            entry = _entry(op, inputs, outputs, attrs, node)
         entries = tape.entries
         idx = len(entries)
         entries.append(entry)
         for o in outputs:
             tt[o._id] = idx
+
+
+def _entry(op, inputs, outputs, attrs, node):
+    outputs = tuple(outputs)
+    if node is None and (_COMPACT.get(op.name) is op or claim(op)):
+        # loops, not comprehensions: a comprehension is a call of its own (~0.2 us) before
+        # Python 3.12, and this runs per recorded op
+        entry = [op.name, len(inputs), None, tuple(attrs.items()) if attrs else None]
+        for x in inputs:
+            entry.append(x._id)
+        for x in inputs:
+            entry.append(x._value if type(x) is EagerTensor else x)
+        if len(outputs) == 1:
+            o = outputs[0]
+            entry[2] = o._id
+            entry.append(o._value)
+        else:
+            ids = []
+            for o in outputs:
+                ids.append(o._id)
+                entry.append(o._value)
+            entry[2] = tuple(ids)
+        return tuple(entry)
+    view = node if node is not None else _tuple_new(_OpView, (op.name, tuple(inputs), outputs, attrs, ()))
+    ids = tuple([x._id for x in inputs])
+    return _tuple_new(TapeEntry, (op.name, ids, outputs, op.grad, op.none_grads, view))
 
 
 def record_operation(op_type, output_tensors, input_tensors, backward_function, none_grads=False):

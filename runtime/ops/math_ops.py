@@ -8,7 +8,7 @@ those rows stay whole, one per op.
 import numpy as np
 
 from runtime import dtypes, errors
-from runtime.execute import run_op
+from runtime.execute import op_function, run_op
 from runtime.fused import Elementwise as Ew, Kernel, Reduction
 from runtime.ops import _args, _infer as inf
 from runtime.ops._onnx import chain, reduce_form, reduced_axes, running
@@ -29,24 +29,12 @@ __all__ = ["add", "subtract", "multiply", "divide", "floordiv", "mod", "pow", "m
 _EMPTY = {}
 
 
-def _public(op, doc):
-    """A public function `f(x, name=None)` / `f(x, y, name=None)` for an op without attrs."""
-    if op.name in _UNARY:
-        def f(x, name=None):
-            return run_op(op, (x,), _EMPTY, name)
-    else:
-        def f(x, y, name=None):
-            return run_op(op, (x, y), _EMPTY, name)
-    f.__name__ = f.__qualname__ = op.name
-    f.__doc__ = doc
-    return f
-
-
-_UNARY = set()
+# A public function `f(x, name=None)` / `f(x, y, name=None)` for an op without attrs: its
+# plain eager calls are dispatched by the function itself (runtime.execute.op_function).
+_public = op_function
 
 
 def _unary(name, kernel, grad, kinds=inf.numeric_kinds, doc="", fused=None, onnx=None):
-    _UNARY.add(name)
     op = register(name, kernel, inf.unary_same(name, kinds), grad, num_inputs=1, attrs={},
                   defaults={}, kinds=kinds, fused=fused, onnx=onnx)
     return _public(op, doc or f"Elementwise {name}(x).")
