@@ -18,6 +18,7 @@ from runtime import dtypes, sites
 from runtime.context import add_execution_callback, remove_execution_callback, state
 from runtime.nest import flatten
 from runtime.ops.debug_ops import check_numerics  # noqa: F401
+from runtime.tape import TapeEntry
 from runtime.tensor import EagerTensor, Tensor
 from graph import passes
 from graph.executor import compile_graph, live_nodes
@@ -231,6 +232,8 @@ def _saved_by_recorded_call(op_name, outputs):
     for tape in state.tapes:
         if tape.entries:
             entry = tape.entries[-1]
+            if not isinstance(entry, TapeEntry):    # a compact eager op's entry: not a call
+                continue
             recorded = entry[2]
             if entry[0] == op_name and len(recorded) >= len(outputs) and \
                     all(a is b for a, b in zip(recorded, outputs)):
