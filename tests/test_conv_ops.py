@@ -9,7 +9,8 @@ from hypothesis import given, settings, strategies as st
 
 import defun as df
 from op_rows_conv import (avg_pool2d_ref, conv2d_backprop_filter_ref, conv2d_backprop_input_ref, conv2d_ref,
-                          max_pool2d_grad_ref, max_pool2d_ref, pair, same_padding)
+                          max_pool2d_grad_grad_ref, max_pool2d_grad_ref, max_pool2d_ref, pair, same_padding)
+from op_rows_conv import _max_pool_grad, _max_pool_grad_grad
 from opcheck import _adjoint
 
 torch = pytest.importorskip("torch")
@@ -164,6 +165,45 @@ def test_max_pool_gradient_goes_to_the_first_maximum_of_each_window():
     yt = F.max_pool2d(xt.permute(0, 3, 1, 2), 2, 2)
     gt, = torch.autograd.grad(yt, xt, torch.tensor([[[[1., 2.], [3., 4.]]]]))
     np.testing.assert_array_equal(g.numpy(), gt.numpy())
+
+
+# exact tilings (window = stride, no padding) take the one-multiply fast path; the others
+# (padded, overlapping, gaps, a border left over) scatter offset by offset
+TIE_POOL_CASES = [
+    ((2, 4, 6, 3), (2, 2), (2, 2), "VALID"),    # tiles
+    ((2, 6, 6, 2), (2, 3), (2, 3), "VALID"),    # tiles, not square
+    ((1, 6, 4, 2), (3, 1), (3, 1), "SAME"),     # SAME with nothing to pad: tiles
+    ((1, 3, 5, 1), (1, 1), (1, 1), "VALID"),    # one-pixel windows: tiles, no ties
+    ((2, 5, 7, 2), (2, 2), (2, 2), "VALID"),    # a row and a column left over
+    ((2, 5, 6, 3), (2, 2), (2, 2), "SAME"),     # padded
+    ((1, 6, 7, 2), (3, 3), (2, 2), "SAME"),     # overlapping
+    ((1, 7, 7, 2), (2, 2), (3, 3), "VALID"),    # gaps between windows
+]
+
+
+@pytest.mark.parametrize("shape, ksize, strides, padding", TIE_POOL_CASES)
+def test_max_pool_gradients_with_ties_and_nan_match_the_first_maximum_loops(shape, ksize, strides, padding):
+    rng = np.random.default_rng(sum(shape))
+    x = rng.integers(0, 3, shape).astype(np.float32)       # many ties in every window
+    kw = dict(ksize=ksize, strides=strides, padding=padding)
+    y = df.max_pool2d(x, **kw)
+    g = rng.integers(-4, 5, y.shape).astype(np.float32)    # integers: sums in any order are exact
+    gg = rng.integers(-4, 5, shape).astype(np.float32)
+    np.testing.assert_array_equal(_max_pool_grad(x, g, **kw).numpy(), max_pool2d_grad_ref(x, g, **kw))
+    np.testing.assert_array_equal(_max_pool_grad_grad(x, gg, **kw).numpy(), max_pool2d_grad_grad_ref(x, gg, **kw))
+
+
+@pytest.mark.parametrize("size", [4, 5])      # an exact tiling, and one with a border left over
+def test_a_max_window_holding_nan_passes_no_gradient(size):
+    x = np.arange(size * size, dtype=np.float32).reshape(1, size, size, 1)
+    x[0, 1, 0, 0] = np.nan
+    g = np.arange(1.0, 5.0, dtype=np.float32).reshape(1, 2, 2, 1)
+    dx = _max_pool_grad(x, g, ksize=2, strides=2, padding="VALID").numpy()
+    assert not dx[0, :2, :2].any()
+    clean = x.copy()
+    clean[0, 1, 0, 0] = 0
+    np.testing.assert_array_equal(dx[0, 2:], max_pool2d_grad_ref(clean, g, 2, 2, "VALID")[0, 2:])
+    np.testing.assert_array_equal(dx[0, :, 2:], max_pool2d_grad_ref(clean, g, 2, 2, "VALID")[0, :, 2:])
 
 
 def test_overlapping_max_windows_add_their_gradients():
