@@ -16,7 +16,7 @@ from runtime import dtypes, errors
 from runtime.ops._infer import check_kinds
 from runtime.ops.resource_ops import VariableStore
 from runtime.tensor import HandleData, ResourceHandle
-from graph.executor import compile_graph
+from graph.executor import compile_graph, paused_gc
 from graph.gradients import Backward
 from graph.ir import Graph
 from graph.passes import prune_unused_outputs
@@ -166,6 +166,11 @@ def from_document(doc_or_path, max_bytes=DEFAULT_MAX_BYTES, max_iterations=DEFAU
     """
     _check_budget("max_bytes", max_bytes)
     _check_budget("max_iterations", max_iterations)
+    with paused_gc():    # building makes ~10 objects per node, in reference cycles
+        return _load(doc_or_path, max_bytes, max_iterations)
+
+
+def _load(doc_or_path, max_bytes, max_iterations):
     try:
         if isinstance(doc_or_path, (str, os.PathLike)):
             doc = _read_document(doc_or_path)
