@@ -296,10 +296,12 @@ class Derived:
     levels: {key: what a cond or while node at this function needs to go one level up}
         (graph.control_flow)
     functions: {backend name: the defun GraphFunction calling this graph}
+    live: ((node count, ids of the outputs asked for), ids of the live nodes), the last
+        answer of graph.executor.live_node_ids (a pass's test and then the compiler ask it)
     """
 
     __slots__ = ("plans", "effectful", "backward", "saving", "saves_for", "remat", "levels",
-                 "functions")
+                 "functions", "live")
 
     def __init__(self):
         self.plans = {}
@@ -310,6 +312,7 @@ class Derived:
         self.remat = None
         self.levels = {}
         self.functions = {}
+        self.live = None
 
 
 _name_counts = {}

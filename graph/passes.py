@@ -546,8 +546,11 @@ def prune_unused_outputs(graph):
 
 
 def _prune_applies(graph):
+    candidates = [n for n in graph.nodes if n.op.prune_outputs is not None and not n.stateful]
+    if not candidates:      # the common case: no op of the graph can prune (no reads to index)
+        return False
     used = _used_outputs(graph)
-    return any(_prunable(n, used) is not None for n in graph.nodes if n.op is not PLACEHOLDER)
+    return any(_prunable(n, used) is not None for n in candidates)
 
 
 # Tests that let `optimize` skip a pass that would only copy the graph, each sharing its

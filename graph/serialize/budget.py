@@ -117,20 +117,27 @@ class BudgetBackend(NumpyBackend):
             for t in n.inputs:
                 if id(t) in made:
                     last[id(t)] = n
+        dying_at = self._dying      # only nodes where some value dies get an entry
         for n in nodes:
+            inputs = n.inputs
+            if len(inputs) == 1:    # the common case, without the repeats check
+                if last.get(id(inputs[0])) is n:
+                    dying_at[id(n)] = (0,)
+                continue
             seen, dying = set(), []
-            for i, t in enumerate(n.inputs):
+            for i, t in enumerate(inputs):
                 if last.get(id(t)) is n and id(t) not in seen:
                     dying.append(i)
                 seen.add(id(t))
-            self._dying[id(n)] = tuple(dying)
+            if dying:
+                dying_at[id(n)] = tuple(dying)
         return super().partition(nodes, outputs)
 
     def kernel(self, node):
         if node.op.name == "while":     # before binding: the runner takes the body's plan
             self._count_iterations(node.attrs["body"])
-        fn, pass_attrs = super().kernel(node)
-        if super().writes_out(node, fn):
+        fn, pass_attrs = NumpyBackend.kernel(self, node)
+        if NumpyBackend.writes_out(self, node, fn):
             self._outable.add(id(node))
         return self._wrap(node, fn), pass_attrs
 
@@ -141,7 +148,9 @@ class BudgetBackend(NumpyBackend):
         """The kernel, keeping the meter. The common node (one array result of a size known
         when compiling) gets a wrapper of a few attribute reads and one comparison; the
         others the general one."""
-        dying = tuple(i for i in self._dying.pop(id(node), ()) if node.inputs[i].dtype is not dtypes.resource)
+        dying = self._dying.pop(id(node), ())
+        if dying:
+            dying = tuple(i for i in dying if node.inputs[i].dtype is not dtypes.resource)
         outs = node.outputs
         meter = _meter
         if not outs:
@@ -157,7 +166,7 @@ class BudgetBackend(NumpyBackend):
         static = _static_bytes(outs)
         t = outs[0]
         if static is not None and node.op.single and not node.op.function_attrs and t.dtype is not dtypes.resource:
-            room, shape, dtype = limit - static, tuple(t.shape), np.dtype(t.dtype.np)
+            room, shape, dtype = limit - static, tuple(t.shape), t.dtype.np
             first = dying[0] if len(dying) == 1 else None
 
             def run_static(*args, **kw):
