@@ -180,3 +180,25 @@ def test_chains_written_over_one_buffer_equal_numpy(backend):
     got = fn(df.constant(x)) if backend == "numpy" else fn(x)
     np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-12)
     np.testing.assert_array_equal(x, np.linspace(-2.0, 2.0, 8))     # the argument is untouched
+
+
+def test_nodes_sharing_a_budget_wrapper_are_each_named_when_refused():
+    """Five tanh nodes of the argument share one wrapper of the loaded plan; the budget
+    allows three of their results at once, and the refusal names the fourth node."""
+    doc = {"format": "defun.graph", "version": 2, "entry": "f", "variables": [],
+           "output_structure": {"list": [{"output": k} for k in range(5)]},
+           "functions": [{"name": "f", "inputs": [{"name": "x", "dtype": "float32", "shape": [4]}],
+                          "nodes": [dict(_TANH) for _ in range(5)],
+                          "outputs": [{"ref": f"{k}:0", "dtype": "float32", "shape": [4]}
+                                      for k in range(1, 6)]}]}
+    x = np.linspace(-1.0, 1.0, 4).astype(np.float32)
+    from graph.functions import plan_of
+    f = from_document(copy.deepcopy(doc), max_bytes=3 * 16 + 8)
+    tanh_lines = [line for line in plan_of(f.graph, f.backend).source.splitlines() if line.endswith("(a0)")]
+    assert len(tanh_lines) == 5 and len({line.split(" = ")[1] for line in tanh_lines}) == 1
+    with pytest.raises(df.errors.ResourceExhaustedError, match=r"%4\b") as e:
+        f(x)
+    assert "%1" not in str(e.value) and "tanh" in str(e.value)
+    results = from_document(copy.deepcopy(doc), max_bytes=5 * 16)(x)
+    for r in results:
+        np.testing.assert_allclose(r, np.tanh(x), rtol=1e-6)

@@ -106,6 +106,10 @@ class BudgetBackend(NumpyBackend):
         self._dying = {}     # id(node) -> input positions whose values die at the node
         self._outable = set()    # id(node): the numpy backend would let it write over an input
         self._counting = set()   # ids of the loop body plans that count iterations
+        # (id(kernel), op, bytes, shape, dtype, dying) -> (kernel, its static-size wrapper):
+        # nodes alike share one wrapper (a chain of tanh nodes: one), which is made once and
+        # gives the plan one name to compile instead of one per node
+        self._static_wrappers = {}
 
     def partition(self, nodes, outputs):
         """numpy's steps (one per node); notes which inputs each node reads for the last time
@@ -167,6 +171,10 @@ class BudgetBackend(NumpyBackend):
         t = outs[0]
         if static is not None and node.op.single and not node.op.function_attrs and t.dtype is not dtypes.resource:
             room, shape, dtype = limit - static, tuple(t.shape), t.dtype.np
+            key = (id(fn), node.op, static, shape, dtype, dying)
+            known = self._static_wrappers.get(key)
+            if known is not None:
+                return known[1]     # its messages name the op, as they would for this node
             first = dying[0] if len(dying) == 1 else None
 
             def run_static(*args, **kw):
@@ -183,6 +191,7 @@ class BudgetBackend(NumpyBackend):
                 else:
                     meter.live = base + static
                 return result
+            self._static_wrappers[key] = (fn, run_static)
             return run_static
         declared = [(np.dtype(t.dtype.np), tuple(t.shape)) for t in outs if t.dtype is not dtypes.resource]
         predict = _Prediction(node) if static is None and not node.op.function_attrs else None
