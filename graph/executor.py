@@ -344,14 +344,15 @@ class _PlanWriter:
             for j, (k, v) in enumerate(sorted(n.attrs.items())):
                 self.ns[f"t{n.id}_{j}"] = v
                 args.append(f"{k}=t{n.id}_{j}")
-        reused = None
+        reused = positional = None
         if outs and not pass_attrs and backend.writes_out(n, fn):
             out = outs[0]
             if _fresh_result(out):
                 target = _reusable_input(inputs, out, pos, self.reusable, self.last_use)
                 if target is not None:   # write the result over a dead temporary: no allocation
                     reused = var_of[id(target)]
-                    args.append(f"out={reused}")
+                    positional = backend.out_positional(n, fn)
+                    args.append(reused if positional else f"out={reused}")
                 if id(out) in self.out_only:
                     self.reusable.add(id(out))
         kname = self.kernel_names.get(id(fn))
@@ -364,10 +365,11 @@ class _PlanWriter:
             stmt = call
         elif op.single:
             # A result written over a dead temporary is that same array: it takes over the
-            # temporary's name (`v1 = k3(v1, c2, out=v1)`), so no `del` line follows (a
-            # statement fewer for compile(), ~4 us per node of a chain).
+            # temporary's name (`v1 = k3(v1, c2, out=v1)`, or `k3(v1, c2, v1)` when the kernel
+            # takes it positionally), so no `del` line follows (a statement fewer for
+            # compile(), ~4 us per node of a chain).
             v = var_of[id(outs[0])] = reused or f"v{n.id}"
-            stmt = f"{v} = {call}"
+            stmt = call if positional else f"{v} = {call}"
         else:
             reused = None
             stmt = f"{self._assign_names(outs, f'v{n.id}')} = {call}"

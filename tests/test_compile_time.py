@@ -177,6 +177,9 @@ def test_chains_written_over_one_buffer_equal_numpy(backend):
     fn = df.defun(f)
     if backend == "loaded":
         fn = df.load_json(df.export_json(fn.get_concrete_function(df.constant(x))))
+        from graph.functions import plan_of
+        lines = plan_of(fn.graph, fn.backend).source.splitlines()
+        assert sum(line.strip().startswith("k") for line in lines) >= 50   # written over in place
     got = fn(df.constant(x)) if backend == "numpy" else fn(x)
     np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-12)
     np.testing.assert_array_equal(x, np.linspace(-2.0, 2.0, 8))     # the argument is untouched
@@ -202,3 +205,36 @@ def test_nodes_sharing_a_budget_wrapper_are_each_named_when_refused():
     results = from_document(copy.deepcopy(doc), max_bytes=5 * 16)(x)
     for r in results:
         np.testing.assert_allclose(r, np.tanh(x), rtol=1e-6)
+
+
+def test_a_backend_taking_out_by_keyword_gets_out_keywords():
+    """writes_out without out_positional: the plan passes `out=` and assigns the result."""
+    import re
+    from graph.backends import NumpyBackend
+
+    calls = []
+
+    def tanh(x, out=None):
+        calls.append(out is not None)
+        return np.tanh(x, out=out)
+
+    class KeywordOut(NumpyBackend):
+        name = "keyword-out-test"
+
+        def kernel(self, node):
+            fn, pass_attrs = super().kernel(node)
+            return (tanh if fn is np.tanh else fn), pass_attrs
+
+        def writes_out(self, node, fn):
+            return fn is tanh or super().writes_out(node, fn)
+
+        def out_positional(self, node, fn):
+            return fn is not tanh and super().out_positional(node, fn)
+
+    g = build("f", [((4,), F32)], lambda x: df.tanh(df.tanh(x) * 2.0))
+    plan = compile_graph(g, backend=KeywordOut())
+    assert re.search(r"^\s+(v\d+) = k\d+\(\1, out=\1\)$", plan.source, re.M), plan.source
+    assert re.search(r"^\s+k\d+\((v\d+), c\d+, \1\)$", plan.source, re.M), plan.source
+    x = np.linspace(-1.0, 1.0, 4).astype(np.float32)
+    np.testing.assert_allclose(plan(x)[0], np.tanh(np.tanh(x) * 2.0), rtol=1e-6)
+    assert calls == [False, True]

@@ -131,12 +131,21 @@ def test_outputs_may_be_inputs_constants_or_repeated():
 # ---------------------------------------------------------------------------------------
 # liveness: each intermediate value is deleted right after its last use
 
+_WRITES = re.compile(r"\s+(?:(v\d+) = |k\d+\(.*\b(v\d+)\)$)")
+
+
+def _written(line):
+    """The name a plan line makes a new value of: `v1 = ...`, or the buffer a kernel
+    writes over (`v1 = k3(v1, c2, out=v1)`, `k3(v1, c2, v1)`), else None."""
+    m = _WRITES.match(line)
+    return None if m is None else next(g for g in m.groups() if g)
+
+
 def _value_lives(lines):
-    """Each value a plan line assigns: (name, line assigned, lines reading it, line ending it
-    or None, how: "del", "overwritten" (the next line assigning the name reads it as out=)
-    or "kept" (returned))."""
-    events = [(k, m.group(1)) for k, line in enumerate(lines)
-              for m in [re.match(r"\s+(v\d+) = ", line)] if m]
+    """Each value a plan line makes: (name, line made, lines reading it, line ending it
+    or None, how: "del", "overwritten" (the next line making the name writes over it, its
+    last reader) or "kept" (returned))."""
+    events = [(k, _written(line)) for k, line in enumerate(lines) if _written(line)]
     lives = []
     for e, (k, name) in enumerate(events):
         nxt = next((j for j, n in events[e + 1:] if n == name), len(lines))
@@ -172,13 +181,15 @@ def test_values_are_freed_after_their_last_use():
             assert ends[0] == max(uses) + 1, f"{name} (line {k}) lives past its last use"
         else:
             end = ends[0]
-            assert f"out={name})" in lines[end], f"{name} (line {k}) is overwritten, not reused"
+            assert lines[end].endswith((f"out={name})", f", {name})")), \
+                f"{name} (line {k}) is overwritten, not reused"
             assert max(uses) == end, f"{name} (line {k}) is read after it was overwritten"
 
 
 def test_a_value_written_over_takes_its_name_and_is_not_deleted():
-    """`v1 = k(v1, out=v1)`: the result is the dead temporary's array, so it takes its name
-    and no `del` follows; a value read elsewhere keeps its own name and is deleted."""
+    """`k(v1, v1)` (numpy ufuncs take `out` positionally): the result is the dead
+    temporary's array, so it takes its name and no `del` follows; a value read elsewhere
+    keeps its own name and is deleted."""
     def body(x):
         y = df.tanh(x)            # read by the multiply and by the add: no reuse by multiply
         z = y * 2.0
@@ -188,7 +199,7 @@ def test_a_value_written_over_takes_its_name_and_is_not_deleted():
     lines = [line.strip() for line in plan.source.splitlines()]
     assert lines[2:8] == ["v1 = k1(a0)",
                           "v3 = k3(v1, c2)",            # y is read again: a fresh result
-                          "v3 = k4(v3, v1, out=v3)",    # z is dead: the add writes over it
+                          "k4(v3, v1, v3)",             # z is dead: the add writes over it
                           "del v1",
                           "v5 = k5(v3)",                # reduce_sum: no out=
                           "del v3"]
@@ -421,7 +432,7 @@ def test_elementwise_chains_reuse_dead_temporaries_and_keep_results_exact():
     g = df.defun(f)
     x = df.constant(np.linspace(-1.0, 1.0, 16))
     src = plan_of(g.get_concrete_function(x).graph).source
-    assert "out=" in src
+    assert re.search(r"^\s+k\d+\(v(\d+), c\d+, v\1\)$", src, re.M)     # a multiply over its input
     eager = f(x)
     graph = g(x)
     for a, b in zip(eager, graph):
@@ -432,13 +443,13 @@ def test_elementwise_chains_reuse_dead_temporaries_and_keep_results_exact():
 
 def test_a_matmul_result_is_written_over_by_the_add_that_reads_it_last():
     """The numpy backend: matmul (a ufunc) makes a fresh array, the bias add keeps no view of
-    it, so the add writes over it (`out=`) instead of allocating."""
+    it, so the add writes over it (`out`) instead of allocating."""
     from graph_helpers import F32, build
     g = build("f", [((4, 3), F32), ((3, 2), F32), ((2,), F32)],
               lambda x, w, b: df.tanh(df.matmul(x, w) + b))
     plan = compile_graph(g)
-    add_line = next(line for line in plan.source.splitlines() if "out=" in line)
-    assert add_line.strip() == "v3 = k4(v3, a2, out=v3)"   # the add's result is v3's array
+    add_line = next(line for line in plan.source.splitlines() if "k4(" in line)
+    assert add_line.strip() == "k4(v3, a2, v3)"    # the add writes over v3 (ufunc's positional out)
     rng = np.random.default_rng(0)
     x, w, b = (rng.normal(size=s).astype(np.float32) for s in ((4, 3), (3, 2), (2,)))
     np.testing.assert_allclose(plan(x, w, b)[0], np.tanh(x @ w + b), rtol=1e-6)

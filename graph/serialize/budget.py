@@ -105,6 +105,7 @@ class BudgetBackend(NumpyBackend):
         self.max_iterations = max_iterations
         self._dying = {}     # id(node) -> input positions whose values die at the node
         self._outable = set()    # id(node): the numpy backend would let it write over an input
+        self._positional = set()  # id(node): ... taking it positionally (a ufunc, run_static)
         self._counting = set()   # ids of the loop body plans that count iterations
         # (id(kernel), op, bytes, shape, dtype, dying) -> (kernel, its static-size wrapper):
         # nodes alike share one wrapper (a chain of tanh nodes: one), which is made once and
@@ -141,17 +142,25 @@ class BudgetBackend(NumpyBackend):
         if node.op.name == "while":     # before binding: the runner takes the body's plan
             self._count_iterations(node.attrs["body"])
         fn, pass_attrs = NumpyBackend.kernel(self, node)
+        wrapped, passes_args = self._wrap(node, fn)
         if NumpyBackend.writes_out(self, node, fn):
             self._outable.add(id(node))
-        return self._wrap(node, fn), pass_attrs
+            if passes_args and NumpyBackend.out_positional(self, node, fn):
+                self._positional.add(id(node))
+        return wrapped, pass_attrs
 
     def writes_out(self, node, fn):
         return id(node) in self._outable
 
+    def out_positional(self, node, fn):
+        return id(node) in self._positional
+
     def _wrap(self, node, fn):
-        """The kernel, keeping the meter. The common node (one array result of a size known
-        when compiling) gets a wrapper of a few attribute reads and one comparison; the
-        others the general one."""
+        """(the kernel keeping the meter, True if that is the static-size wrapper). The
+        common node (one array result of a size known when compiling) gets that wrapper, of
+        a few attribute reads and one comparison, which hands every argument on to the kernel
+        (an `out` array after the inputs too) and reads only the inputs; the others the
+        general one."""
         dying = self._dying.pop(id(node), ())
         if dying:
             dying = tuple(i for i in dying if node.inputs[i].dtype is not dtypes.resource)
@@ -159,13 +168,13 @@ class BudgetBackend(NumpyBackend):
         meter = _meter
         if not outs:
             if not dying:
-                return fn
+                return fn, False
 
             def run_effect(*args, **kw):
                 result = fn(*args, **kw)
                 meter.live -= sum(args[i].nbytes for i in dying)
                 return result
-            return run_effect
+            return run_effect, False
         limit = self.max_bytes if self.max_bytes is not None else float("inf")
         static = _static_bytes(outs)
         t = outs[0]
@@ -174,7 +183,7 @@ class BudgetBackend(NumpyBackend):
             key = (id(fn), node.op, static, shape, dtype, dying)
             known = self._static_wrappers.get(key)
             if known is not None:
-                return known[1]     # its messages name the op, as they would for this node
+                return known[1], True     # its messages name the op, as they would for this node
             first = dying[0] if len(dying) == 1 else None
 
             def run_static(*args, **kw):
@@ -192,7 +201,7 @@ class BudgetBackend(NumpyBackend):
                     meter.live = base + static
                 return result
             self._static_wrappers[key] = (fn, run_static)
-            return run_static
+            return run_static, True
         declared = [(np.dtype(t.dtype.np), tuple(t.shape)) for t in outs if t.dtype is not dtypes.resource]
         predict = _Prediction(node) if static is None and not node.op.function_attrs else None
         single, loop = node.op.single, node.op.name == "while"
@@ -214,7 +223,7 @@ class BudgetBackend(NumpyBackend):
                     raise _refuse(node, got, base, limit)
                 meter.live = base + got - sum(args[i].nbytes for i in dying) if dying else base + got
                 return result
-            return run_sized
+            return run_sized, False
 
         def run(*args, **kw):
             base = meter.live
@@ -230,7 +239,7 @@ class BudgetBackend(NumpyBackend):
                 raise _refuse(node, got, base, limit)
             meter.live = base + got - sum(args[i].nbytes for i in dying)
             return result
-        return run
+        return run, False
 
     def _run_loop(self, node, fn, base, args, kw):
         loops = _meter.loops
