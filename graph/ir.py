@@ -611,18 +611,27 @@ def infer_types(op, inputs, attrs):
     """[(shape, dtype)] of `op`'s outputs for `inputs` (tensors) and `attrs`: the op's
     dtype-kind check, then its inference (memoized; errors are raised, never kept)."""
     key = None
-    dts = [t.dtype for t in inputs]
     akey = _attrs_key(attrs) if attrs else ()
     if akey is not None:
         # dtypes by id (DType.__hash__ is Python code); the entry keeps them alive, so an
-        # id cannot be reused while the entry exists
+        # id cannot be reused while the entry exists. One and two inputs (most nodes) make
+        # a flat key: their last item is an int, never a tuple as in the general key.
+        n = len(inputs)
         try:
-            key = (op, tuple([t.shape for t in inputs]), tuple(map(id, dts)), akey)
+            if n == 1:
+                t = inputs[0]
+                key = (op, akey, t.shape, id(t.dtype))
+            elif n == 2:
+                a, b = inputs
+                key = (op, akey, a.shape, b.shape, id(a.dtype), id(b.dtype))
+            else:
+                key = (op, akey, tuple([t.shape for t in inputs]), tuple([id(t.dtype) for t in inputs]))
             hit = _INFERRED.get(key)
         except TypeError:       # a shape that is not a tuple
             key = hit = None
         if hit is not None:
             return hit[1]
+    dts = [t.dtype for t in inputs]
     if op.kinds is not None and inputs and dts[0].np.kind not in op.kinds:
         check_kinds(op.name, dts[0], op.kinds)
     out = op.infer([t.shape for t in inputs], dts, attrs)

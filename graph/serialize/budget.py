@@ -62,8 +62,17 @@ def _nbytes(v):
     return v.nbytes if isinstance(v, (np.ndarray, np.generic)) else 0
 
 
+_INF = float("inf")
+
+
 def _static_bytes(tensors):
     """Bytes of `tensors` when every shape is fully known (resources count 0), else None."""
+    if len(tensors) == 1:       # the common case, without the loop
+        t = tensors[0]
+        if t.dtype is dtypes.resource:
+            return 0
+        shape = tuple(t.shape)
+        return None if None in shape else math.prod(shape) * t.dtype.np.itemsize
     total = 0
     for t in tensors:
         if t.dtype is dtypes.resource:
@@ -107,7 +116,7 @@ class BudgetBackend(NumpyBackend):
         self._outable = set()    # id(node): the numpy backend would let it write over an input
         self._positional = set()  # id(node): ... taking it positionally (a ufunc, run_static)
         self._counting = set()   # ids of the loop body plans that count iterations
-        # (id(kernel), op, bytes, shape, dtype, dying) -> (kernel, its static-size wrapper):
+        # (id(kernel), op, bytes, shape, id(DType), dying) -> (kernel, its static-size wrapper):
         # nodes alike share one wrapper (a chain of tanh nodes: one), which is made once and
         # gives the plan one name to compile instead of one per node
         self._static_wrappers = {}
@@ -162,7 +171,10 @@ class BudgetBackend(NumpyBackend):
         (an `out` array after the inputs too) and reads only the inputs; the others the
         general one."""
         dying = self._dying.pop(id(node), ())
-        if dying:
+        if len(dying) == 1:
+            if node.inputs[dying[0]].dtype is dtypes.resource:
+                dying = ()
+        elif dying:
             dying = tuple(i for i in dying if node.inputs[i].dtype is not dtypes.resource)
         outs = node.outputs
         meter = _meter
@@ -175,15 +187,16 @@ class BudgetBackend(NumpyBackend):
                 meter.live -= sum(args[i].nbytes for i in dying)
                 return result
             return run_effect, False
-        limit = self.max_bytes if self.max_bytes is not None else float("inf")
+        limit = self.max_bytes if self.max_bytes is not None else _INF
         static = _static_bytes(outs)
         t = outs[0]
         if static is not None and node.op.single and not node.op.function_attrs and t.dtype is not dtypes.resource:
-            room, shape, dtype = limit - static, tuple(t.shape), t.dtype.np
-            key = (id(fn), node.op, static, shape, dtype, dying)
+            shape = tuple(t.shape)
+            key = (id(fn), node.op, static, shape, id(t.dtype), dying)   # DTypes: singletons
             known = self._static_wrappers.get(key)
             if known is not None:
                 return known[1], True     # its messages name the op, as they would for this node
+            room, dtype = limit - static, t.dtype.np
             first = dying[0] if len(dying) == 1 else None
 
             def run_static(*args, **kw):
@@ -262,7 +275,7 @@ class BudgetBackend(NumpyBackend):
     def _loop_body(self, plan, num_loop_values):
         """`plan` (of a while body) counting the iterations and the loop's memory of the
         innermost running loop before each run."""
-        limit = self.max_bytes if self.max_bytes is not None else float("inf")
+        limit = self.max_bytes if self.max_bytes is not None else _INF
         max_iterations = self.max_iterations
         inner = plan.run
 

@@ -97,8 +97,10 @@ def _inferred_types(ns, inputs, attrs):
                     f"inputs must have the same dtype, got {', '.join(d.name for d in same)}")
         # the op's inference, remembered by signature as when tracing (a chain of 100,000
         # tanh nodes infers one signature)
-        inferred = [(tuple(None if d is None else int(d) for d in s), d_)
-                    for s, d_ in infer_types(op, inputs, attrs)]
+        inferred = infer_types(op, inputs, attrs)
+        if inferred == ns.outputs:      # as recorded, whose sizes are plain ints already
+            return ns.outputs
+        inferred = [(tuple(None if d is None else int(d) for d in s), d_) for s, d_ in inferred]
     except Exception as e:   # inference is registry code, but the attrs came from the file
         raise _format_error(ns.path, f"op {op.name!r} rejects its inputs or attrs: "
                             f"{type(e).__name__}: {e}") from None
