@@ -259,17 +259,20 @@ def _const_value(t):
 def _neutral(c, x, out, test, _seen={}):
     """True if `x op c` is `x` itself: `c` is a constant that passes `test` everywhere and
     broadcasting it changes neither the shape nor the dtype of `x`."""
-    xs = tuple(x.shape)
-    if c is None or c.ndim > len(xs) or x.dtype is not out.dtype or xs != tuple(out.shape):
+    if c is None:
         return False
-    lead = len(xs) - c.ndim
-    if any(d != 1 and d != xs[lead + i] for i, d in enumerate(c.shape)):
-        return False        # c would broadcast x to a bigger shape (or x's size is unknown)
-    if c.size > 16:
-        return bool(test(c))
+    xs = tuple(x.shape)
+    if c.ndim > len(xs) or x.dtype is not out.dtype or xs != tuple(out.shape):
+        return False
+    if c.ndim:
+        lead = len(xs) - c.ndim
+        if any(d != 1 and d != xs[lead + i] for i, d in enumerate(c.shape)):
+            return False    # c would broadcast x to a bigger shape (or x's size is unknown)
+        if c.size > 16:
+            return bool(test(c))
     # A constant such as 1.01 meets every node of a chain: test its bytes once.
     # (Keyed by value, not id(): the ids of dead arrays are reused.)
-    key = (test, c.dtype.str, c.shape, c.tobytes())
+    key = (test, c.dtype, c.shape, c.tobytes())
     hit = _seen.get(key)
     if hit is None:
         if len(_seen) > 4096:
