@@ -373,7 +373,11 @@ class Graph:
         """A node appended to this graph (`node_id`: keep a copied node's id; default: the next)."""
         node = Node(self, next(self._ids) if node_id is None else node_id, op, inputs, attrs,
                     list(control_inputs), site)
-        node.outputs = [SymbolicTensor(node, i, s, d) for i, (s, d) in enumerate(out_types)]
+        if len(out_types) == 1:     # most nodes: no comprehension
+            (s, d), = out_types
+            node.outputs = [SymbolicTensor(node, 0, s, d)]
+        else:
+            node.outputs = [SymbolicTensor(node, i, s, d) for i, (s, d) in enumerate(out_types)]
         if node.stateful:
             if self.last_stateful is not None and self.last_stateful not in node.control_inputs:
                 node.control_inputs.append(self.last_stateful)
