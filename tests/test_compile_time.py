@@ -238,3 +238,23 @@ def test_a_backend_taking_out_by_keyword_gets_out_keywords():
     x = np.linspace(-1.0, 1.0, 4).astype(np.float32)
     np.testing.assert_allclose(plan(x)[0], np.tanh(np.tanh(x) * 2.0), rtol=1e-6)
     assert calls == [False, True]
+
+
+def test_callees_first_is_networkx_lexicographic_order_of_the_reversed_call_graph():
+    import random
+    from collections import namedtuple
+    import networkx as nx
+    from graph.serialize.validate import _callees_first, call_graph_of
+    Spec = namedtuple("Spec", "callees")
+    rng = random.Random(0)
+    for trial in range(40):
+        names = [f"f{k}" for k in rng.sample(range(100), rng.randint(1, 12))]
+        specs = {}
+        for k, name in enumerate(names):     # calls only later names (a DAG), some twice
+            later = names[k + 1:]
+            calls = [rng.choice(later) for _ in range(rng.randint(0, 3))] if later else []
+            specs[name] = Spec([(c, "p") for c in calls])
+        expected = list(nx.lexicographical_topological_sort(call_graph_of(specs).reverse(copy=False)))
+        assert _callees_first(specs) == expected
+    cyclic = {"a": Spec([("b", "p")]), "b": Spec([("a", "p")]), "c": Spec([]), "d": Spec([("d", "p")])}
+    assert _callees_first(cyclic) == ["c"]     # functions on a cycle are left out

@@ -24,14 +24,13 @@ from graph.verify import verify
 from graph.serialize.budget import DEFAULT_MAX_BYTES, DEFAULT_MAX_ITERATIONS, BudgetBackend
 from graph.serialize.schema import _format_error
 from graph.serialize.loaded import LoadedFunction
-from graph.serialize.validate import _read_document, _validate, call_graph_of
+from graph.serialize.validate import _callees_first, _read_document, _validate
 
 
 def _build(specs):
     """Every function, callees first: ({name: graph}, names in that order)."""
-    import networkx as nx
     library, order = {}, []
-    for name in nx.lexicographical_topological_sort(call_graph_of(specs).reverse(copy=False)):
+    for name in _callees_first(specs):
         library[name] = _build_function(specs[name], Graph(name), library)
         order.append(name)
     return library, order

@@ -3,6 +3,7 @@
 Validation checks every field before anything is built: names, ops, attrs (through the
 attr-type table), references, acyclicity of nodes and calls, variables, output structure.
 """
+import heapq
 import json
 import os
 from collections import namedtuple
@@ -500,28 +501,53 @@ def call_graph_of(specs):
     return g
 
 
+def _callees_first(specs):
+    """The function names, each after every function it calls, the smallest ready name
+    first (the order of networkx's lexicographical_topological_sort of the reversed call
+    graph, without importing networkx); functions on a call cycle are left out."""
+    callers = {name: [] for name in specs}
+    waiting = {}
+    for name, spec in specs.items():
+        callees = {callee for callee, _ in spec.callees}
+        waiting[name] = len(callees)
+        for callee in callees:
+            callers[callee].append(name)
+    ready = [name for name, count in waiting.items() if count == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        name = heapq.heappop(ready)
+        order.append(name)
+        for caller in callers[name]:
+            waiting[caller] -= 1
+            if waiting[caller] == 0:
+                heapq.heappush(ready, caller)
+    return order
+
+
 def _check_calls(specs, roots):
     """Function calls form no cycle, and every function is reachable from `roots` (the entry,
     then the backward functions of the gradient records)."""
-    import networkx as nx
-    g = call_graph_of(specs)
-    try:
-        cycle = nx.find_cycle(g)
-    except nx.NetworkXNoCycle:
-        cycle = None
-    if cycle:
+    order = _callees_first(specs)
+    if len(order) < len(specs):     # a cycle: networkx names one
+        import networkx as nx
+        cycle = nx.find_cycle(call_graph_of(specs))
         text = " -> ".join(u for u, _ in cycle) + f" -> {cycle[0][0]}"
         raise _format_error("functions", f"function calls form a cycle: {text}")
     reachable = set(roots)
-    for root in roots:
-        reachable |= nx.descendants(g, root)
+    todo = list(roots)
+    while todo:
+        for callee, _ in specs[todo.pop()].callees:
+            if callee not in reachable:
+                reachable.add(callee)
+                todo.append(callee)
     for name, spec in specs.items():
         if name not in reachable:
             raise _format_error(spec.path, f"function {name!r} is not called from the entry "
                                 f"{roots[0]!r}" + (" or a backward function" if len(roots) > 1 else ""))
     depth = {}      # how many functions run inside each other from here down, callees first
-    for name in nx.lexicographical_topological_sort(g.reverse(copy=False)):
-        depth[name] = 1 + max((depth[c] for c in g.successors(name)), default=0)
+    for name in order:
+        depth[name] = 1 + max((depth[c] for c, _ in specs[name].callees), default=0)
         if depth[name] > limits.MAX_CALL_DEPTH:
             raise _format_error(specs[name].path, f"function {name!r} runs functions "
                                 f"{depth[name]} deep (calls, branches, loop bodies); the limit "
