@@ -36,7 +36,7 @@ class Region:
 
 
 class Backend:
-    """How plans run nodes. Subclasses set `name` and may override the three methods."""
+    """How plans run nodes. Subclasses set `name` and may override the methods below."""
 
     name = None
 
@@ -55,6 +55,13 @@ class Backend:
     def writes_out(self, node, fn):
         """True if `fn` (the node's kernel) takes `out=` and fills a fresh array: the plan
         may then hand it a dead temporary of the same type to write over."""
+        return False
+
+    def out_positional(self, node, fn):
+        """True if `fn`, which `writes_out`, also takes that array as the positional argument
+        after the node's inputs and returns it, as numpy ufuncs do: the plan line is then
+        `k3(v1, c2, v1)` instead of `v1 = k3(v1, c2, out=v1)` (two names fewer for
+        compile() to read, and no keyword to parse per call)."""
         return False
 
     def keeps_no_views(self, node):
@@ -77,6 +84,9 @@ class NumpyBackend(Backend):
 
     def writes_out(self, node, fn):
         return type(fn) is np.ufunc and fn.nout == 1
+
+    def out_positional(self, node, fn):
+        return type(fn) is np.ufunc and fn.nout == 1 and fn.nin == len(node.inputs)
 
     def keeps_no_views(self, node):
         op = node.op

@@ -12,6 +12,8 @@ variables it receives for the call, logs each variable's old value before assign
 per-thread undo log shared with the plans it calls) and undoes the log when the call fails,
 KeyboardInterrupt included (the section "Calls that assign" below).
 """
+import contextlib
+import gc
 import sys
 import threading
 
@@ -24,16 +26,39 @@ from graph.backends import Region, get_backend
 from graph.ir import CONST, PLACEHOLDER
 from graph.verify import functions_of
 
-__all__ = ["compile_graph", "Plan", "live_nodes", "assigns_variables"]
+__all__ = ["compile_graph", "Plan", "live_nodes", "assigns_variables", "paused_gc"]
+
+
+@contextlib.contextmanager
+def paused_gc():
+    """Pause the cyclic garbage collector for a compile-time job (nothing of the user's runs
+    meanwhile): compiling makes many small objects forming reference cycles (node <->
+    tensor), and each full collection walks them all again. Nested pauses (a plan compiled
+    while binding its caller's kernels) leave the collector to the outermost one."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def live_node_ids(graph, outputs=None):
     """ids of the nodes `outputs` (default: the graph's) or an effect depends on.
 
     Effects are stateful ops and ops running a function that contains one (a call of a
-    function that assigns a variable runs even when its outputs are unused).
+    function that assigns a variable runs even when its outputs are unused). For a
+    finalized graph the last answer is kept (`graph.derived.live`): it is shared, never
+    modify it.
     """
     outputs = graph.outputs if outputs is None else outputs
+    key = None
+    if graph.finalized:
+        key = (len(graph.nodes), tuple([id(t) for t in outputs]))
+        known = graph.derived.live
+        if known is not None and known[0] == key:
+            return known[1]
     live = {id(t.node) for t in outputs}
     add = live.add
     # one sweep from the last node back: creation order is topological, so every user of
@@ -45,6 +70,8 @@ def live_node_ids(graph, outputs=None):
                 add(id(t.node))
             for c in n.control_inputs:
                 add(id(c))
+    if key is not None:
+        graph.derived.live = (key, live)
     return live
 
 
@@ -220,16 +247,17 @@ def compile_graph(graph, outputs=None, backend=None):
     runs on `backend` (a name or a Backend; default numpy)."""
     backend = get_backend(backend)
     outputs = list(graph.outputs if outputs is None else outputs)
-    nodes = live_nodes(graph, outputs)
-    steps = backend.partition(nodes, outputs)
-    writer = _PlanWriter(graph, outputs, steps, backend)
-    for pos, step in enumerate(steps):
-        if isinstance(step, Region):
-            writer.region(pos, step)
-        else:
-            writer.node(pos, step)
-    memo = {}
-    return writer.finish(may_assign=any(assigns_variables(n, memo) for n in nodes))
+    with paused_gc():
+        nodes = live_nodes(graph, outputs)
+        steps = backend.partition(nodes, outputs)
+        writer = _PlanWriter(graph, outputs, steps, backend)
+        for pos, step in enumerate(steps):
+            if isinstance(step, Region):
+                writer.region(pos, step)
+            else:
+                writer.node(pos, step)
+        memo = {}
+        return writer.finish(may_assign=any(assigns_variables(n, memo) for n in nodes))
 
 
 class _PlanWriter:
@@ -248,16 +276,21 @@ class _PlanWriter:
         # Nodes binding the same function share one global name (all tanh nodes call `k1`):
         # fewer distinct names make compile() of a 10,000-node plan ~10% faster.
         self.kernel_names = {}
-        # last use of each value (by step position), to free buffers early; outputs never
-        self.last_use = {}
+        # last use of each value (by step position), to free buffers early; outputs never.
+        # Buffer reuse: a fresh result that only kernels keeping no view of their inputs
+        # read (so no view of it exists) may be overwritten by the one reading it last,
+        # saving an allocation: `out_only` holds those values (one sweep finds both).
+        last_use = self.last_use = {}
+        plain_read, viewed = set(), set()
         for pos, step in enumerate(steps):
+            reads = plain_read if not isinstance(step, Region) and backend.keeps_no_views(step) \
+                else viewed
             for t in step.inputs:
-                self.last_use[id(t)] = pos
+                last_use[id(t)] = pos
+                reads.add(id(t))
         for t in outputs:
-            self.last_use[id(t)] = -1
-        # Buffer reuse: a fresh result that only out=-capable kernels read (so no view of
-        # it exists) may be overwritten by the one reading it last, saving an allocation.
-        self.out_only = _out_only_consumers(steps, backend)
+            last_use[id(t)] = -1
+        self.out_only = plain_read - viewed
         self.reusable = set()   # id(tensor): fresh arrays of this plan nothing else aliases
 
     def _kernel_name(self, fn, node_id):
@@ -277,19 +310,21 @@ class _PlanWriter:
             self.var_of[id(t)] = v
         return f"{', '.join(names)}{',' if len(names) == 1 else ''}"
 
-    def _free_dead(self, pos, inputs):
-        """`del` the values (of nodes: not inputs or constants) whose last use is step `pos`."""
+    def _free_dead(self, pos, inputs, kept=None):
+        """`del` the values (of nodes: not inputs or constants) whose last use is step `pos`,
+        but the name `kept` (the step's result, written over that value)."""
         dead = None
         last_use, var_of = self.last_use, self.var_of
         for t in inputs:
             if last_use[id(t)] == pos:
                 v = var_of[id(t)]
-                if v[0] == "v":
+                if v[0] == "v" and v != kept:
                     dead = [v] if dead is None else dead + [v]
         if dead is not None:
             self.lines.append(f"{self.BODY}del {', '.join(sorted(set(dead)))}")
 
     def node(self, pos, n):
+        # (one method with the helpers' fast paths inlined: it runs once per node compiled)
         if id(n) in self.input_nodes:
             return
         op, var_of = n.op, self.var_of
@@ -301,30 +336,47 @@ class _PlanWriter:
             self.ns[cname] = n.attrs["value"]
             var_of[id(n.outputs[0])] = cname
             return
-        fn, pass_attrs = self.backend.kernel(n)
-        args = [var_of[id(t)] for t in n.inputs]
+        backend = self.backend
+        fn, pass_attrs = backend.kernel(n)
+        inputs, outs = n.inputs, n.outputs
+        args = [var_of[id(t)] for t in inputs]
         if pass_attrs:
             for j, (k, v) in enumerate(sorted(n.attrs.items())):
                 self.ns[f"t{n.id}_{j}"] = v
                 args.append(f"{k}=t{n.id}_{j}")
-        outs = n.outputs
-        if outs and not pass_attrs and self.backend.writes_out(n, fn):
-            target = _reusable_input(n, pos, self.reusable, self.last_use)
-            if target is not None:   # write the result over a dead temporary: no allocation
-                args.append(f"out={var_of[id(target)]}")
-            if _fresh_result(outs[0]) and id(outs[0]) in self.out_only:
-                self.reusable.add(id(outs[0]))
-        call = f"{self._kernel_name(fn, n.id)}({', '.join(args)})"
+        reused = positional = None
+        if outs and not pass_attrs and backend.writes_out(n, fn):
+            out = outs[0]
+            if _fresh_result(out):
+                target = _reusable_input(inputs, out, pos, self.reusable, self.last_use)
+                if target is not None:   # write the result over a dead temporary: no allocation
+                    reused = var_of[id(target)]
+                    positional = backend.out_positional(n, fn)
+                    args.append(reused if positional else f"out={reused}")
+                if id(out) in self.out_only:
+                    self.reusable.add(id(out))
+        kname = self.kernel_names.get(id(fn))
+        if kname is None:
+            kname = self._kernel_name(fn, n.id)
+        call = f"{kname}({', '.join(args)})"
         if op.name in ASSIGN_OPS:    # a bad handle fails on this line: it names the node
-            self._emit(_log_assignment(var_of[id(n.inputs[0])]), n)
+            self._emit(_log_assignment(var_of[id(inputs[0])]), n)
         if not outs:
-            self._emit(call, n)
+            stmt = call
         elif op.single:
-            v = var_of[id(outs[0])] = f"v{n.id}"
-            self._emit(f"{v} = {call}", n)
+            # A result written over a dead temporary is that same array: it takes over the
+            # temporary's name (`v1 = k3(v1, c2, out=v1)`, or `k3(v1, c2, v1)` when the kernel
+            # takes it positionally), so no `del` line follows (a statement fewer for
+            # compile(), ~4 us per node of a chain).
+            v = var_of[id(outs[0])] = reused or f"v{n.id}"
+            stmt = call if positional else f"{v} = {call}"
         else:
-            self._emit(f"{self._assign_names(outs, f'v{n.id}')} = {call}", n)
-        self._free_dead(pos, n.inputs)
+            reused = None
+            stmt = f"{self._assign_names(outs, f'v{n.id}')} = {call}"
+        lines = self.lines
+        lines.append(self.BODY + stmt)
+        self.line_node[len(lines)] = n
+        self._free_dead(pos, inputs, reused)
 
     def region(self, pos, r):
         first = r.nodes[0]
@@ -366,27 +418,12 @@ def _fresh_result(t):
     return t.shape and None not in t.shape
 
 
-def _out_only_consumers(nodes, backend):
-    """id(tensor) of values every consumer of which keeps no view of them (elementwise
-    kernels), so the last of them may write over them."""
-    ok, bad = set(), set()
-    for n in nodes:
-        plain = not isinstance(n, Region) and backend.keeps_no_views(n)
-        for t in n.inputs:
-            (ok if plain else bad).add(id(t))
-    return ok - bad
-
-
-def _reusable_input(node, pos, reusable, last_use):
-    out = node.outputs[0]
-    if not _fresh_result(out):
-        return None
-    seen = set()
-    for t in node.inputs:
-        if id(t) in seen:
-            return None     # the same value twice: leave it alone
-        seen.add(id(t))
-    for t in node.inputs:
+def _reusable_input(inputs, out, pos, reusable, last_use):
+    """The input a node's fresh result `out` may be written over: a reusable value of the
+    same type whose last use is this step (`pos`), read once by the node; or None."""
+    if len(inputs) > 1 and len({id(t) for t in inputs}) != len(inputs):
+        return None     # the same value twice: leave it alone
+    for t in inputs:
         if id(t) in reusable and last_use.get(id(t)) == pos and t.shape == out.shape \
                 and t.dtype is out.dtype:
             reusable.discard(id(t))

@@ -296,10 +296,12 @@ class Derived:
     levels: {key: what a cond or while node at this function needs to go one level up}
         (graph.control_flow)
     functions: {backend name: the defun GraphFunction calling this graph}
+    live: ((node count, ids of the outputs asked for), ids of the live nodes), the last
+        answer of graph.executor.live_node_ids (a pass's test and then the compiler ask it)
     """
 
     __slots__ = ("plans", "effectful", "backward", "saving", "saves_for", "remat", "levels",
-                 "functions")
+                 "functions", "live")
 
     def __init__(self):
         self.plans = {}
@@ -310,6 +312,7 @@ class Derived:
         self.remat = None
         self.levels = {}
         self.functions = {}
+        self.live = None
 
 
 _name_counts = {}
@@ -370,7 +373,11 @@ class Graph:
         """A node appended to this graph (`node_id`: keep a copied node's id; default: the next)."""
         node = Node(self, next(self._ids) if node_id is None else node_id, op, inputs, attrs,
                     list(control_inputs), site)
-        node.outputs = [SymbolicTensor(node, i, s, d) for i, (s, d) in enumerate(out_types)]
+        if len(out_types) == 1:     # most nodes: no comprehension
+            (s, d), = out_types
+            node.outputs = [SymbolicTensor(node, 0, s, d)]
+        else:
+            node.outputs = [SymbolicTensor(node, i, s, d) for i, (s, d) in enumerate(out_types)]
         if node.stateful:
             if self.last_stateful is not None and self.last_stateful not in node.control_inputs:
                 node.control_inputs.append(self.last_stateful)
@@ -608,18 +615,27 @@ def infer_types(op, inputs, attrs):
     """[(shape, dtype)] of `op`'s outputs for `inputs` (tensors) and `attrs`: the op's
     dtype-kind check, then its inference (memoized; errors are raised, never kept)."""
     key = None
-    dts = [t.dtype for t in inputs]
     akey = _attrs_key(attrs) if attrs else ()
     if akey is not None:
         # dtypes by id (DType.__hash__ is Python code); the entry keeps them alive, so an
-        # id cannot be reused while the entry exists
+        # id cannot be reused while the entry exists. One and two inputs (most nodes) make
+        # a flat key: their last item is an int, never a tuple as in the general key.
+        n = len(inputs)
         try:
-            key = (op, tuple([t.shape for t in inputs]), tuple(map(id, dts)), akey)
+            if n == 1:
+                t = inputs[0]
+                key = (op, akey, t.shape, id(t.dtype))
+            elif n == 2:
+                a, b = inputs
+                key = (op, akey, a.shape, b.shape, id(a.dtype), id(b.dtype))
+            else:
+                key = (op, akey, tuple([t.shape for t in inputs]), tuple([id(t.dtype) for t in inputs]))
             hit = _INFERRED.get(key)
         except TypeError:       # a shape that is not a tuple
             key = hit = None
         if hit is not None:
             return hit[1]
+    dts = [t.dtype for t in inputs]
     if op.kinds is not None and inputs and dts[0].np.kind not in op.kinds:
         check_kinds(op.name, dts[0], op.kinds)
     out = op.infer([t.shape for t in inputs], dts, attrs)

@@ -14,12 +14,10 @@ or reordered, and keep their control edges; no pass reorders any node.
     inline_calls -> simplify_algebra -> fold_constants
                  -> eliminate_common_subexpressions -> eliminate_dead_code
 """
-import gc
-
 import numpy as np
 
 from runtime import registry
-from graph.executor import live_node_ids
+from graph.executor import live_node_ids, paused_gc
 from graph.ir import CONST, PLACEHOLDER, Graph, infer_types
 from graph.rewrite import GraphCopy
 from runtime.ops._infer import num_elements
@@ -261,17 +259,20 @@ def _const_value(t):
 def _neutral(c, x, out, test, _seen={}):
     """True if `x op c` is `x` itself: `c` is a constant that passes `test` everywhere and
     broadcasting it changes neither the shape nor the dtype of `x`."""
-    xs = tuple(x.shape)
-    if c is None or c.ndim > len(xs) or x.dtype is not out.dtype or xs != tuple(out.shape):
+    if c is None:
         return False
-    lead = len(xs) - c.ndim
-    if any(d != 1 and d != xs[lead + i] for i, d in enumerate(c.shape)):
-        return False        # c would broadcast x to a bigger shape (or x's size is unknown)
-    if c.size > 16:
-        return bool(test(c))
+    xs = tuple(x.shape)
+    if c.ndim > len(xs) or x.dtype is not out.dtype or xs != tuple(out.shape):
+        return False
+    if c.ndim:
+        lead = len(xs) - c.ndim
+        if any(d != 1 and d != xs[lead + i] for i, d in enumerate(c.shape)):
+            return False    # c would broadcast x to a bigger shape (or x's size is unknown)
+        if c.size > 16:
+            return bool(test(c))
     # A constant such as 1.01 meets every node of a chain: test its bytes once.
     # (Keyed by value, not id(): the ids of dead arrays are reused.)
-    key = (test, c.dtype.str, c.shape, c.tobytes())
+    key = (test, c.dtype, c.shape, c.tobytes())
     hit = _seen.get(key)
     if hit is None:
         if len(_seen) > 4096:
@@ -548,8 +549,11 @@ def prune_unused_outputs(graph):
 
 
 def _prune_applies(graph):
+    candidates = [n for n in graph.nodes if n.op.prune_outputs is not None and not n.stateful]
+    if not candidates:      # the common case: no op of the graph can prune (no reads to index)
+        return False
     used = _used_outputs(graph)
-    return any(_prunable(n, used) is not None for n in graph.nodes if n.op is not PLACEHOLDER)
+    return any(_prunable(n, used) is not None for n in candidates)
 
 
 # Tests that let `optimize` skip a pass that would only copy the graph, each sharing its
@@ -576,9 +580,7 @@ def optimize(graph, pipeline=DEFAULT_PIPELINE):
     """
     # Passes make many small objects that form reference cycles (node <-> tensor); pausing
     # the cyclic collector meanwhile took a 10,000-node chain from 0.62 s to 0.43 s.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with paused_gc():
         try:
             verify(graph)
         except VerifyError as e:
@@ -596,6 +598,3 @@ def optimize(graph, pipeline=DEFAULT_PIPELINE):
                                   f"graph/passes.py; call optimize(g, pipeline=...) without "
                                   f"that pass to work around it): {e}") from None
         return graph
-    finally:
-        if gc_was_enabled:
-            gc.enable()

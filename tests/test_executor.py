@@ -131,27 +131,81 @@ def test_outputs_may_be_inputs_constants_or_repeated():
 # ---------------------------------------------------------------------------------------
 # liveness: each intermediate value is deleted right after its last use
 
+_WRITES = re.compile(r"\s+(?:(v\d+) = |k\d+\(.*\b(v\d+)\)$)")
+
+
+def _written(line):
+    """The name a plan line makes a new value of: `v1 = ...`, or the buffer a kernel
+    writes over (`v1 = k3(v1, c2, out=v1)`, `k3(v1, c2, v1)`), else None."""
+    m = _WRITES.match(line)
+    return None if m is None else next(g for g in m.groups() if g)
+
+
+def _value_lives(lines):
+    """Each value a plan line makes: (name, line made, lines reading it, line ending it
+    or None, how: "del", "overwritten" (the next line making the name writes over it, its
+    last reader) or "kept" (returned))."""
+    events = [(k, _written(line)) for k, line in enumerate(lines) if _written(line)]
+    lives = []
+    for e, (k, name) in enumerate(events):
+        nxt = next((j for j, n in events[e + 1:] if n == name), len(lines))
+        uses = [j for j in range(k + 1, min(nxt + 1, len(lines))) if re.search(rf"\b{name}\b", lines[j])]
+        dels = [j for j in uses if lines[j].strip().startswith("del ")]
+        if dels:
+            lives.append((name, k, [j for j in uses if j < dels[0]], dels, "del"))
+        elif nxt < len(lines):
+            lives.append((name, k, uses, [nxt], "overwritten"))
+        else:
+            lives.append((name, k, uses, [], "kept"))
+    return lives
+
+
 def test_values_are_freed_after_their_last_use():
     g = build("chain", [((16,), F64)], lambda x: _chain(x)[0])
     plan = compile_graph(g)
     lines = plan.source.splitlines()
     assert any(line.strip().startswith("del ") for line in lines)
-    assigned = {}
-    for k, line in enumerate(lines):
-        m = re.match(r"\s+(v\d+) = ", line)
-        if m:
-            assigned[m.group(1)] = k
     (out_name,) = re.search(r"return \((\w+),\)", plan.source).groups()
-    assert len(assigned) == 301                               # 300 chain ops + the sum
-    for name, k in assigned.items():
-        uses = [j for j, line in enumerate(lines) if j > k and re.search(rf"\b{name}\b", line)]
-        if name == out_name:
-            assert not any(lines[j].strip().startswith("del ") for j in uses)
+    lives = _value_lives(lines)
+    assert len(lives) == 301                                   # 300 chain ops + the sum
+    hows = [how for *_, how in lives]
+    # the chain's results are written over by the op reading them (one array throughout);
+    # the last is deleted after the sum reads it; the sum is returned
+    assert hows == ["overwritten"] * 299 + ["del", "kept"]
+    for name, k, uses, ends, how in lives:
+        if how == "kept":
+            assert name == out_name and not any(lines[j].strip().startswith("del ") for j in uses)
             continue
-        dels = [j for j in uses if lines[j].strip().startswith("del ")]
-        assert len(dels) == 1, name
-        assert dels[0] == max(uses), f"{name} is used after it was deleted"
-        assert dels[0] == max(j for j in uses if j < dels[0]) + 1, f"{name} lives past its last use"
+        assert len(ends) == 1, name
+        if how == "del":
+            assert ends[0] == max(uses) + 1, f"{name} (line {k}) lives past its last use"
+        else:
+            end = ends[0]
+            assert lines[end].endswith((f"out={name})", f", {name})")), \
+                f"{name} (line {k}) is overwritten, not reused"
+            assert max(uses) == end, f"{name} (line {k}) is read after it was overwritten"
+
+
+def test_a_value_written_over_takes_its_name_and_is_not_deleted():
+    """`k(v1, v1)` (numpy ufuncs take `out` positionally): the result is the dead
+    temporary's array, so it takes its name and no `del` follows; a value read elsewhere
+    keeps its own name and is deleted."""
+    def body(x):
+        y = df.tanh(x)            # read by the multiply and by the add: no reuse by multiply
+        z = y * 2.0
+        return df.reduce_sum(z + y)
+    g = build("f", [((8,), F64)], body)
+    plan = compile_graph(g)
+    lines = [line.strip() for line in plan.source.splitlines()]
+    assert lines[2:8] == ["v1 = k1(a0)",
+                          "v3 = k3(v1, c2)",            # y is read again: a fresh result
+                          "k4(v3, v1, v3)",             # z is dead: the add writes over it
+                          "del v1",
+                          "v5 = k5(v3)",                # reduce_sum: no out=
+                          "del v3"]
+    x = np.linspace(-1.0, 1.0, 8)
+    t = np.tanh(x)
+    np.testing.assert_allclose(plan(x)[0], np.sum(t * 2.0 + t), rtol=1e-12)
 
 
 def test_dead_nodes_are_not_compiled_but_stateful_ones_are():
@@ -378,7 +432,7 @@ def test_elementwise_chains_reuse_dead_temporaries_and_keep_results_exact():
     g = df.defun(f)
     x = df.constant(np.linspace(-1.0, 1.0, 16))
     src = plan_of(g.get_concrete_function(x).graph).source
-    assert "out=" in src
+    assert re.search(r"^\s+k\d+\(v(\d+), c\d+, v\1\)$", src, re.M)     # a multiply over its input
     eager = f(x)
     graph = g(x)
     for a, b in zip(eager, graph):
@@ -389,13 +443,13 @@ def test_elementwise_chains_reuse_dead_temporaries_and_keep_results_exact():
 
 def test_a_matmul_result_is_written_over_by_the_add_that_reads_it_last():
     """The numpy backend: matmul (a ufunc) makes a fresh array, the bias add keeps no view of
-    it, so the add writes over it (`out=`) instead of allocating."""
+    it, so the add writes over it (`out`) instead of allocating."""
     from graph_helpers import F32, build
     g = build("f", [((4, 3), F32), ((3, 2), F32), ((2,), F32)],
               lambda x, w, b: df.tanh(df.matmul(x, w) + b))
     plan = compile_graph(g)
-    add_line = next(line for line in plan.source.splitlines() if "out=" in line)
-    assert add_line.strip().startswith("v4 = ") and add_line.strip().endswith("out=v3)")
+    add_line = next(line for line in plan.source.splitlines() if "k4(" in line)
+    assert add_line.strip() == "k4(v3, a2, v3)"    # the add writes over v3 (ufunc's positional out)
     rng = np.random.default_rng(0)
     x, w, b = (rng.normal(size=s).astype(np.float32) for s in ((4, 3), (3, 2), (2,)))
     np.testing.assert_allclose(plan(x, w, b)[0], np.tanh(x @ w + b), rtol=1e-6)

@@ -62,8 +62,17 @@ def _nbytes(v):
     return v.nbytes if isinstance(v, (np.ndarray, np.generic)) else 0
 
 
+_INF = float("inf")
+
+
 def _static_bytes(tensors):
     """Bytes of `tensors` when every shape is fully known (resources count 0), else None."""
+    if len(tensors) == 1:       # the common case, without the loop
+        t = tensors[0]
+        if t.dtype is dtypes.resource:
+            return 0
+        shape = tuple(t.shape)
+        return None if None in shape else math.prod(shape) * t.dtype.np.itemsize
     total = 0
     for t in tensors:
         if t.dtype is dtypes.resource:
@@ -105,7 +114,12 @@ class BudgetBackend(NumpyBackend):
         self.max_iterations = max_iterations
         self._dying = {}     # id(node) -> input positions whose values die at the node
         self._outable = set()    # id(node): the numpy backend would let it write over an input
+        self._positional = set()  # id(node): ... taking it positionally (a ufunc, run_static)
         self._counting = set()   # ids of the loop body plans that count iterations
+        # (id(kernel), op, bytes, shape, id(DType), dying) -> (kernel, its static-size wrapper):
+        # nodes alike share one wrapper (a chain of tanh nodes: one), which is made once and
+        # gives the plan one name to compile instead of one per node
+        self._static_wrappers = {}
 
     def partition(self, nodes, outputs):
         """numpy's steps (one per node); notes which inputs each node reads for the last time
@@ -117,47 +131,72 @@ class BudgetBackend(NumpyBackend):
             for t in n.inputs:
                 if id(t) in made:
                     last[id(t)] = n
+        dying_at = self._dying      # only nodes where some value dies get an entry
         for n in nodes:
+            inputs = n.inputs
+            if len(inputs) == 1:    # the common case, without the repeats check
+                if last.get(id(inputs[0])) is n:
+                    dying_at[id(n)] = (0,)
+                continue
             seen, dying = set(), []
-            for i, t in enumerate(n.inputs):
+            for i, t in enumerate(inputs):
                 if last.get(id(t)) is n and id(t) not in seen:
                     dying.append(i)
                 seen.add(id(t))
-            self._dying[id(n)] = tuple(dying)
+            if dying:
+                dying_at[id(n)] = tuple(dying)
         return super().partition(nodes, outputs)
 
     def kernel(self, node):
         if node.op.name == "while":     # before binding: the runner takes the body's plan
             self._count_iterations(node.attrs["body"])
-        fn, pass_attrs = super().kernel(node)
-        if super().writes_out(node, fn):
+        fn, pass_attrs = NumpyBackend.kernel(self, node)
+        wrapped, passes_args = self._wrap(node, fn)
+        if NumpyBackend.writes_out(self, node, fn):
             self._outable.add(id(node))
-        return self._wrap(node, fn), pass_attrs
+            if passes_args and NumpyBackend.out_positional(self, node, fn):
+                self._positional.add(id(node))
+        return wrapped, pass_attrs
 
     def writes_out(self, node, fn):
         return id(node) in self._outable
 
+    def out_positional(self, node, fn):
+        return id(node) in self._positional
+
     def _wrap(self, node, fn):
-        """The kernel, keeping the meter. The common node (one array result of a size known
-        when compiling) gets a wrapper of a few attribute reads and one comparison; the
-        others the general one."""
-        dying = tuple(i for i in self._dying.pop(id(node), ()) if node.inputs[i].dtype is not dtypes.resource)
+        """(the kernel keeping the meter, True if that is the static-size wrapper). The
+        common node (one array result of a size known when compiling) gets that wrapper, of
+        a few attribute reads and one comparison, which hands every argument on to the kernel
+        (an `out` array after the inputs too) and reads only the inputs; the others the
+        general one."""
+        dying = self._dying.pop(id(node), ())
+        if len(dying) == 1:
+            if node.inputs[dying[0]].dtype is dtypes.resource:
+                dying = ()
+        elif dying:
+            dying = tuple(i for i in dying if node.inputs[i].dtype is not dtypes.resource)
         outs = node.outputs
         meter = _meter
         if not outs:
             if not dying:
-                return fn
+                return fn, False
 
             def run_effect(*args, **kw):
                 result = fn(*args, **kw)
                 meter.live -= sum(args[i].nbytes for i in dying)
                 return result
-            return run_effect
-        limit = self.max_bytes if self.max_bytes is not None else float("inf")
+            return run_effect, False
+        limit = self.max_bytes if self.max_bytes is not None else _INF
         static = _static_bytes(outs)
         t = outs[0]
         if static is not None and node.op.single and not node.op.function_attrs and t.dtype is not dtypes.resource:
-            room, shape, dtype = limit - static, tuple(t.shape), np.dtype(t.dtype.np)
+            shape = tuple(t.shape)
+            key = (id(fn), node.op, static, shape, id(t.dtype), dying)   # DTypes: singletons
+            known = self._static_wrappers.get(key)
+            if known is not None:
+                return known[1], True     # its messages name the op, as they would for this node
+            room, dtype = limit - static, t.dtype.np
             first = dying[0] if len(dying) == 1 else None
 
             def run_static(*args, **kw):
@@ -174,7 +213,8 @@ class BudgetBackend(NumpyBackend):
                 else:
                     meter.live = base + static
                 return result
-            return run_static
+            self._static_wrappers[key] = (fn, run_static)
+            return run_static, True
         declared = [(np.dtype(t.dtype.np), tuple(t.shape)) for t in outs if t.dtype is not dtypes.resource]
         predict = _Prediction(node) if static is None and not node.op.function_attrs else None
         single, loop = node.op.single, node.op.name == "while"
@@ -196,7 +236,7 @@ class BudgetBackend(NumpyBackend):
                     raise _refuse(node, got, base, limit)
                 meter.live = base + got - sum(args[i].nbytes for i in dying) if dying else base + got
                 return result
-            return run_sized
+            return run_sized, False
 
         def run(*args, **kw):
             base = meter.live
@@ -212,7 +252,7 @@ class BudgetBackend(NumpyBackend):
                 raise _refuse(node, got, base, limit)
             meter.live = base + got - sum(args[i].nbytes for i in dying)
             return result
-        return run
+        return run, False
 
     def _run_loop(self, node, fn, base, args, kw):
         loops = _meter.loops
@@ -235,7 +275,7 @@ class BudgetBackend(NumpyBackend):
     def _loop_body(self, plan, num_loop_values):
         """`plan` (of a while body) counting the iterations and the loop's memory of the
         innermost running loop before each run."""
-        limit = self.max_bytes if self.max_bytes is not None else float("inf")
+        limit = self.max_bytes if self.max_bytes is not None else _INF
         max_iterations = self.max_iterations
         inner = plan.run
 

@@ -16,22 +16,21 @@ from runtime import dtypes, errors
 from runtime.ops._infer import check_kinds
 from runtime.ops.resource_ops import VariableStore
 from runtime.tensor import HandleData, ResourceHandle
-from graph.executor import compile_graph
+from graph.executor import compile_graph, paused_gc
 from graph.gradients import Backward
-from graph.ir import Graph
+from graph.ir import Graph, infer_types
 from graph.passes import prune_unused_outputs
 from graph.verify import verify
 from graph.serialize.budget import DEFAULT_MAX_BYTES, DEFAULT_MAX_ITERATIONS, BudgetBackend
 from graph.serialize.schema import _format_error
 from graph.serialize.loaded import LoadedFunction
-from graph.serialize.validate import _read_document, _validate, call_graph_of
+from graph.serialize.validate import _callees_first, _read_document, _validate
 
 
 def _build(specs):
     """Every function, callees first: ({name: graph}, names in that order)."""
-    import networkx as nx
     library, order = {}, []
-    for name in nx.lexicographical_topological_sort(call_graph_of(specs).reverse(copy=False)):
+    for name in _callees_first(specs):
         library[name] = _build_function(specs[name], Graph(name), library)
         order.append(name)
     return library, order
@@ -49,17 +48,20 @@ def _build_function(spec, g, library):
         values.append([g.capture(handle)])
     nodes = {}
     for j, ns in enumerate(spec.nodes):
-        attrs = dict(ns.op.defaults)   # attrs a document leaves out take the declared default
-        for key, v in ns.attrs.items():
-            kind = ns.op.attrs[key]
-            attrs[key] = library[v.name] if kind == "func" else \
-                tuple(library[f.name] for f in v) if kind == "funcs" else v
-        for key, kind in ns.op.attrs.items():
-            if kind == "transient":
-                attrs[key] = None
+        op = ns.op
+        attrs = dict(op.defaults)   # attrs a document leaves out take the declared default
+        if op.attrs:
+            for key, v in ns.attrs.items():
+                kind = op.attrs[key]
+                attrs[key] = library[v.name] if kind == "func" else \
+                    tuple(library[f.name] for f in v) if kind == "funcs" else v
+            for key, kind in op.attrs.items():
+                if kind == "transient":
+                    attrs[key] = None
         inputs = [values[k][i] for k, i in ns.inputs]
         out_types = _inferred_types(ns, inputs, attrs)
-        node = g._new_node(ns.op, inputs, attrs, out_types, None, [nodes[c] for c in ns.control])
+        node = g._new_node(op, inputs, attrs, out_types, None,
+                           [nodes[c] for c in ns.control] if ns.control else ())
         if ns.stateful is not None and ns.stateful is not node.stateful:
             raise _format_error(ns.path + ".stateful", f"the node says {str(ns.stateful).lower()}, but "
                                 f"its op and the functions it runs make it {str(node.stateful).lower()}")
@@ -87,12 +89,17 @@ def _inferred_types(ns, inputs, attrs):
     try:
         if op.kinds is not None and inputs and dts[0].np.kind not in op.kinds:
             check_kinds(op.name, dts[0], op.kinds)
-        same = [dts[k] for k in (op.same_dtype or ()) if k < len(dts)]
-        if any(d is not same[0] for d in same):
-            raise errors.InvalidArgumentError(
-                f"inputs must have the same dtype, got {', '.join(d.name for d in same)}")
-        inferred = [(tuple(None if d is None else int(d) for d in s), d_)
-                    for s, d_ in op.infer([t.shape for t in inputs], dts, attrs)]
+        if op.same_dtype:
+            same = [dts[k] for k in op.same_dtype if k < len(dts)]
+            if any(d is not same[0] for d in same):
+                raise errors.InvalidArgumentError(
+                    f"inputs must have the same dtype, got {', '.join(d.name for d in same)}")
+        # the op's inference, remembered by signature as when tracing (a chain of 100,000
+        # tanh nodes infers one signature)
+        inferred = infer_types(op, inputs, attrs)
+        if inferred == ns.outputs:      # as recorded, whose sizes are plain ints already
+            return ns.outputs
+        inferred = [(tuple(None if d is None else int(d) for d in s), d_) for s, d_ in inferred]
     except Exception as e:   # inference is registry code, but the attrs came from the file
         raise _format_error(ns.path, f"op {op.name!r} rejects its inputs or attrs: "
                             f"{type(e).__name__}: {e}") from None
@@ -166,6 +173,11 @@ def from_document(doc_or_path, max_bytes=DEFAULT_MAX_BYTES, max_iterations=DEFAU
     """
     _check_budget("max_bytes", max_bytes)
     _check_budget("max_iterations", max_iterations)
+    with paused_gc():    # building makes ~10 objects per node, in reference cycles
+        return _load(doc_or_path, max_bytes, max_iterations)
+
+
+def _load(doc_or_path, max_bytes, max_iterations):
     try:
         if isinstance(doc_or_path, (str, os.PathLike)):
             doc = _read_document(doc_or_path)

@@ -3,6 +3,7 @@
 Validation checks every field before anything is built: names, ops, attrs (through the
 attr-type table), references, acyclicity of nodes and calls, variables, output structure.
 """
+import heapq
 import json
 import os
 from collections import namedtuple
@@ -301,57 +302,8 @@ def _validate_function(fdoc, path, ctx, is_entry):
     nodes = []
     for j, ndoc in enumerate(ndocs):
         p = f"{path}.nodes[{j}]"
-        _fields(ndoc, p, ("op", "inputs", "attrs", "outputs", "control_inputs"),
-                ("stateful",) if ctx.version >= 2 else ())
-        opname = _check_str(ndoc["op"], p + ".op", 64)
-        if ctx.version == 1:
-            opname = _V1_STATEFUL_TWINS.get(opname, opname)
-        stateful = None     # version 1: whatever the op and its functions make it
-        if ctx.version >= 2:
-            stateful = ndoc.get("stateful", False)
-            if stateful is not True and stateful is not False:
-                raise _format_error(p + ".stateful", f"expected true or false, got {_kind(stateful)}")
-        if opname == "placeholder" or not registry.exists(opname):
-            raise _format_error(p + ".op", f"unknown op {_show(opname)}")
-        op = registry.get(opname)
-        refs = [_check_ref(r, f"{p}.inputs[{i}]", total)
-                for i, r in enumerate(_check_list(ndoc["inputs"], p + ".inputs"))]
-        adoc = ndoc["attrs"]
-        if not isinstance(adoc, dict):
-            raise _format_error(p + ".attrs", f"expected object, got {_kind(adoc)}")
-        attrs = {}
-        for key in adoc:
-            kind = op.attrs.get(key) if isinstance(key, str) else None
-            ap = _attr_path(p + ".attrs", key)
-            if kind is None:
-                declared = ", ".join(sorted(op.attrs)) or "none"
-                raise _format_error(ap, f"op {opname!r} has no attr {_show(key)} (it declares: {declared})")
-            if kind == "transient":
-                raise _format_error(ap, "a transient attr is never exported; remove it")
-            attrs[key] = attr_types.TYPES[kind].decode(adoc[key], ap, ctx)
-        for key in sorted(op.required_attrs - attrs.keys()):
-            raise _format_error(p + ".attrs", f"op {opname!r} needs attr {key!r} "
-                                f"({op.attrs[key]}), which is missing")
-        outputs = []
-        for i, odoc in enumerate(_check_list(ndoc["outputs"], p + ".outputs")):
-            op_ = f"{p}.outputs[{i}]"
-            _fields(odoc, op_, ("dtype", "shape"))
-            outputs.append((_check_shape(odoc["shape"], op_ + ".shape"),
-                            _check_dtype(odoc["dtype"], op_ + ".dtype", allow_resource=True)))
-        controls = {}   # ordered, with O(1) repeats check
-        for i, c in enumerate(_check_list(ndoc["control_inputs"], p + ".control_inputs")):
-            cp = f"{p}.control_inputs[{i}]"
-            c = _check_int(c, cp, 0)
-            if c >= total:
-                raise _format_error(cp, f"there is no node {c}")
-            if c < n_in:
-                raise _format_error(cp, f"{c} is an input; control inputs are nodes")
-            if c in controls:
-                raise _format_error(cp, f"node {c} is listed twice")
-            controls[c] = None
-        if opname == "read_variable" or opname in ASSIGN_OPS:
-            _check_variable_attrs(refs, attrs, bound, p)
-        nodes.append(_NodeSpec(p, op, refs, attrs, outputs, list(controls), stateful))
+        spec = _plain_node(ndoc, p, ctx, total)
+        nodes.append(spec if spec is not None else _checked_node(ndoc, p, ctx, total, n_in, bound))
 
     _check_acyclic(nodes, n_in, path)
     counts = [1] * n_in + [len(n.outputs) for n in nodes]
@@ -376,6 +328,133 @@ def _validate_function(fdoc, path, ctx, is_entry):
         outputs.append((k, idx))
         output_types.append((shape, dtype))
     return _FunctionSpec(path, name, inputs, nodes, outputs, output_types, list(ctx.callees))
+
+
+_NODE_FIELDS = frozenset(["op", "inputs", "attrs", "outputs", "control_inputs"])
+_NODE_FIELDS_V2 = _NODE_FIELDS | {"stateful"}
+_REF_MATCH = limits._REF.match
+_DTYPE_OF = limits._ALL_DTYPES
+
+
+def _plain_node(ndoc, p, ctx, total):
+    """The spec of a node whose fields are plainly valid, checked without building a path per
+    field (a few us per node less); None for anything else (control inputs, a variable op,
+    a field to look at closer), which `_checked_node` then checks field by field and
+    explains. Accepts only what `_checked_node` accepts, and makes the same spec."""
+    if ndoc.__class__ is not dict or not (ndoc.keys() == _NODE_FIELDS or (
+            ctx.version >= 2 and ndoc.keys() == _NODE_FIELDS_V2)):
+        return None
+    opname = ndoc["op"]
+    if opname.__class__ is not str or len(opname) > 64 or opname in _V1_STATEFUL_TWINS or \
+            opname == "read_variable" or opname in ASSIGN_OPS or opname == "placeholder" or \
+            not registry.exists(opname):
+        return None
+    stateful = None
+    if ctx.version >= 2:
+        stateful = ndoc.get("stateful", False)
+        if stateful is not True and stateful is not False:
+            return None
+    op = registry.get(opname)
+    irefs, adoc, odocs, cdoc = ndoc["inputs"], ndoc["attrs"], ndoc["outputs"], ndoc["control_inputs"]
+    if irefs.__class__ is not list or len(irefs) > limits.MAX_LIST or adoc.__class__ is not dict or \
+            odocs.__class__ is not list or len(odocs) > limits.MAX_LIST or cdoc.__class__ is not list \
+            or cdoc:
+        return None
+    refs = []
+    for r in irefs:
+        m = _REF_MATCH(r) if r.__class__ is str else None
+        if m is None:
+            return None
+        k = int(m.group(1))
+        if k >= total:
+            return None
+        refs.append((k, int(m.group(2))))
+    if adoc:
+        attrs = _decoded_attrs(adoc, op, opname, p, ctx)
+    elif op.required_attrs:
+        return None
+    else:
+        attrs = {}
+    outputs = []
+    for odoc in odocs:
+        if odoc.__class__ is not dict or len(odoc) != 2:
+            return None
+        shape, dname = odoc.get("shape"), odoc.get("dtype")
+        dtype = _DTYPE_OF.get(dname) if dname.__class__ is str else None
+        if dtype is None or shape.__class__ is not list or len(shape) > limits.MAX_RANK:
+            return None
+        count = 1
+        for d in shape:
+            if d is not None:
+                if d.__class__ is not int or not 0 <= d <= limits.MAX_ELEMENTS:
+                    return None
+                count *= d
+        if count > limits.MAX_ELEMENTS:
+            return None
+        outputs.append((tuple(shape), dtype))
+    return _NodeSpec(p, op, refs, attrs, outputs, [], stateful)
+
+
+def _decoded_attrs(adoc, op, opname, p, ctx):
+    """A node's attrs decoded through the attr-type table; the declared ones only, all the
+    required ones."""
+    attrs = {}
+    for key in adoc:
+        kind = op.attrs.get(key) if isinstance(key, str) else None
+        ap = _attr_path(p + ".attrs", key)
+        if kind is None:
+            declared = ", ".join(sorted(op.attrs)) or "none"
+            raise _format_error(ap, f"op {opname!r} has no attr {_show(key)} (it declares: {declared})")
+        if kind == "transient":
+            raise _format_error(ap, "a transient attr is never exported; remove it")
+        attrs[key] = attr_types.TYPES[kind].decode(adoc[key], ap, ctx)
+    for key in sorted(op.required_attrs - attrs.keys()):
+        raise _format_error(p + ".attrs", f"op {opname!r} needs attr {key!r} "
+                            f"({op.attrs[key]}), which is missing")
+    return attrs
+
+
+def _checked_node(ndoc, p, ctx, total, n_in, bound):
+    """A node's spec, every field checked with its path (GraphFormatError naming it)."""
+    _fields(ndoc, p, ("op", "inputs", "attrs", "outputs", "control_inputs"),
+            ("stateful",) if ctx.version >= 2 else ())
+    opname = _check_str(ndoc["op"], p + ".op", 64)
+    if ctx.version == 1:
+        opname = _V1_STATEFUL_TWINS.get(opname, opname)
+    stateful = None     # version 1: whatever the op and its functions make it
+    if ctx.version >= 2:
+        stateful = ndoc.get("stateful", False)
+        if stateful is not True and stateful is not False:
+            raise _format_error(p + ".stateful", f"expected true or false, got {_kind(stateful)}")
+    if opname == "placeholder" or not registry.exists(opname):
+        raise _format_error(p + ".op", f"unknown op {_show(opname)}")
+    op = registry.get(opname)
+    refs = [_check_ref(r, f"{p}.inputs[{i}]", total)
+            for i, r in enumerate(_check_list(ndoc["inputs"], p + ".inputs"))]
+    adoc = ndoc["attrs"]
+    if not isinstance(adoc, dict):
+        raise _format_error(p + ".attrs", f"expected object, got {_kind(adoc)}")
+    attrs = _decoded_attrs(adoc, op, opname, p, ctx)
+    outputs = []
+    for i, odoc in enumerate(_check_list(ndoc["outputs"], p + ".outputs")):
+        op_ = f"{p}.outputs[{i}]"
+        _fields(odoc, op_, ("dtype", "shape"))
+        outputs.append((_check_shape(odoc["shape"], op_ + ".shape"),
+                        _check_dtype(odoc["dtype"], op_ + ".dtype", allow_resource=True)))
+    controls = {}   # ordered, with O(1) repeats check
+    for i, c in enumerate(_check_list(ndoc["control_inputs"], p + ".control_inputs")):
+        cp = f"{p}.control_inputs[{i}]"
+        c = _check_int(c, cp, 0)
+        if c >= total:
+            raise _format_error(cp, f"there is no node {c}")
+        if c < n_in:
+            raise _format_error(cp, f"{c} is an input; control inputs are nodes")
+        if c in controls:
+            raise _format_error(cp, f"node {c} is listed twice")
+        controls[c] = None
+    if opname == "read_variable" or opname in ASSIGN_OPS:
+        _check_variable_attrs(refs, attrs, bound, p)
+    return _NodeSpec(p, op, refs, attrs, outputs, list(controls), stateful)
 
 
 def _check_variable_attrs(refs, attrs, bound, path):
@@ -422,28 +501,53 @@ def call_graph_of(specs):
     return g
 
 
+def _callees_first(specs):
+    """The function names, each after every function it calls, the smallest ready name
+    first (the order of networkx's lexicographical_topological_sort of the reversed call
+    graph, without importing networkx); functions on a call cycle are left out."""
+    callers = {name: [] for name in specs}
+    waiting = {}
+    for name, spec in specs.items():
+        callees = {callee for callee, _ in spec.callees}
+        waiting[name] = len(callees)
+        for callee in callees:
+            callers[callee].append(name)
+    ready = [name for name, count in waiting.items() if count == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        name = heapq.heappop(ready)
+        order.append(name)
+        for caller in callers[name]:
+            waiting[caller] -= 1
+            if waiting[caller] == 0:
+                heapq.heappush(ready, caller)
+    return order
+
+
 def _check_calls(specs, roots):
     """Function calls form no cycle, and every function is reachable from `roots` (the entry,
     then the backward functions of the gradient records)."""
-    import networkx as nx
-    g = call_graph_of(specs)
-    try:
-        cycle = nx.find_cycle(g)
-    except nx.NetworkXNoCycle:
-        cycle = None
-    if cycle:
+    order = _callees_first(specs)
+    if len(order) < len(specs):     # a cycle: networkx names one
+        import networkx as nx
+        cycle = nx.find_cycle(call_graph_of(specs))
         text = " -> ".join(u for u, _ in cycle) + f" -> {cycle[0][0]}"
         raise _format_error("functions", f"function calls form a cycle: {text}")
     reachable = set(roots)
-    for root in roots:
-        reachable |= nx.descendants(g, root)
+    todo = list(roots)
+    while todo:
+        for callee, _ in specs[todo.pop()].callees:
+            if callee not in reachable:
+                reachable.add(callee)
+                todo.append(callee)
     for name, spec in specs.items():
         if name not in reachable:
             raise _format_error(spec.path, f"function {name!r} is not called from the entry "
                                 f"{roots[0]!r}" + (" or a backward function" if len(roots) > 1 else ""))
     depth = {}      # how many functions run inside each other from here down, callees first
-    for name in nx.lexicographical_topological_sort(g.reverse(copy=False)):
-        depth[name] = 1 + max((depth[c] for c in g.successors(name)), default=0)
+    for name in order:
+        depth[name] = 1 + max((depth[c] for c, _ in specs[name].callees), default=0)
         if depth[name] > limits.MAX_CALL_DEPTH:
             raise _format_error(specs[name].path, f"function {name!r} runs functions "
                                 f"{depth[name]} deep (calls, branches, loop bodies); the limit "
