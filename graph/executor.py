@@ -29,19 +29,29 @@ from graph.verify import functions_of
 __all__ = ["compile_graph", "Plan", "live_nodes", "assigns_variables", "paused_gc"]
 
 
+_gc_pause = {"depth": 0, "was_enabled": False}     # compile-time jobs running, in any thread
+_gc_pause_lock = threading.Lock()
+
+
 @contextlib.contextmanager
 def paused_gc():
     """Pause the cyclic garbage collector for a compile-time job (nothing of the user's runs
     meanwhile): compiling makes many small objects forming reference cycles (node <->
-    tensor), and each full collection walks them all again. Nested pauses (a plan compiled
-    while binding its caller's kernels) leave the collector to the outermost one."""
-    was_enabled = gc.isenabled()
-    gc.disable()
+    tensor), and each full collection walks them all again. Pauses nest and overlap across
+    threads: the first to start records whether the collector was on, the last to end puts
+    it back so (one thread finishing never re-enables it under another still compiling)."""
+    with _gc_pause_lock:
+        if _gc_pause["depth"] == 0:
+            _gc_pause["was_enabled"] = gc.isenabled()
+            gc.disable()
+        _gc_pause["depth"] += 1
     try:
         yield
     finally:
-        if was_enabled:
-            gc.enable()
+        with _gc_pause_lock:
+            _gc_pause["depth"] -= 1
+            if _gc_pause["depth"] == 0 and _gc_pause["was_enabled"]:
+                gc.enable()
 
 
 def live_node_ids(graph, outputs=None):

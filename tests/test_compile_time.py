@@ -145,6 +145,40 @@ def test_compiling_and_loading_leave_the_collector_as_they_found_it(enabled):
         gc.enable() if was else gc.disable()
 
 
+def test_overlapping_pauses_in_two_threads_end_with_the_last():
+    """Thread A pauses, B pauses, A ends: the collector stays off until B ends too."""
+    import threading
+    was = gc.isenabled()
+    gc.enable()
+    a_in, b_in, a_out, b_may_end = (threading.Event() for _ in range(4))
+    seen = {}
+
+    def a():
+        with paused_gc():
+            a_in.set()
+            b_in.wait(5)
+        a_out.set()
+
+    def b():
+        a_in.wait(5)
+        with paused_gc():
+            b_in.set()
+            a_out.wait(5)
+            seen["after A ended"] = gc.isenabled()
+            b_may_end.wait(5)
+    try:
+        ts = [threading.Thread(target=a), threading.Thread(target=b)]
+        for t in ts:
+            t.start()
+        a_out.wait(5)
+        b_may_end.set()
+        for t in ts:
+            t.join(5)
+        assert seen == {"after A ended": False} and gc.isenabled()
+    finally:
+        gc.enable() if was else gc.disable()
+
+
 def test_the_kept_live_nodes_follow_the_outputs_asked_for():
     def body(x):
         a = df.tanh(x)
