@@ -213,3 +213,14 @@ def test_plans_of_ordinary_defuns_pay_nothing():
     assert loaded._plan.backend == "loaded"
     assert registry.get("tanh").kernel not in [v for k, v in loaded._plan.run.__globals__.items()
                                                if k.startswith("k")]
+
+
+def test_no_budgets_run_numpys_kernels_unwrapped():
+    """max_bytes=None and max_iterations=None: nothing to count, so the plain numpy backend
+    runs the document (the same results, no meter)."""
+    x = df.constant(np.linspace(-1, 1, 6, dtype=F32).reshape(2, 3))
+    doc = export(lambda a: df.reduce_sum(df.tanh(a) * 2.0, axis=1), x)
+    free = df.load_json(doc, max_bytes=None, max_iterations=None)
+    metered = df.load_json(doc)
+    assert free.backend.name == "numpy" and type(metered.backend).__name__ == "BudgetBackend"
+    np.testing.assert_array_equal(free(x.numpy()).numpy(), metered(x.numpy()).numpy())

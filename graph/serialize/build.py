@@ -21,6 +21,7 @@ from graph.gradients import Backward
 from graph.ir import Graph, infer_types
 from graph.passes import prune_unused_outputs
 from graph.verify import verify
+from graph.backends import get_backend
 from graph.serialize.budget import DEFAULT_MAX_BYTES, DEFAULT_MAX_ITERATIONS, BudgetBackend
 from graph.serialize.schema import _format_error
 from graph.serialize.loaded import LoadedFunction
@@ -193,7 +194,9 @@ def _load(doc_or_path, max_bytes, max_iterations):
         raise errors.GraphFormatError("document: too large to read into memory") from None
     except Exception as e:    # a check that should have caught this did not: still a format error
         raise errors.GraphFormatError(f"document: cannot be read: {type(e).__name__}: {e}") from None
-    backend = BudgetBackend(max_bytes, max_iterations)
+    # no budget at all: numpy's kernels as they are (nothing to count)
+    backend = get_backend("numpy") if max_bytes is None and max_iterations is None else \
+        BudgetBackend(max_bytes, max_iterations)
     try:
         for name in order:
             verify(library[name], recursive=False)     # callees were verified before

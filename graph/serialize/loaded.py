@@ -23,7 +23,7 @@ class LoadedFunction:
 
     def __init__(self, graph, backend, input_names, output_structure, backward_depth=0):
         self.graph = graph
-        self.backend = backend                  # a BudgetBackend: the document's budgets
+        self.backend = backend                  # a BudgetBackend (the budgets), or numpy for none
         self.output_structure = output_structure
         self.backward_depth = backward_depth    # levels of backward functions the document holds
         self._plan = plan_of(graph, backend)
