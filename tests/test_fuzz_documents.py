@@ -23,6 +23,7 @@ import numpy as np
 
 import defun as df
 from graph.serialize import dumps_document, from_document
+from test_serialize import _leaves
 
 FUZZ_MUTATIONS = 3000
 F32 = np.float32
@@ -216,14 +217,6 @@ class _quiet_stderr:
     def __exit__(self, *exc):
         import sys
         sys.stdout, sys.stderr = self.old
-
-
-def _leaves(x):
-    if isinstance(x, dict):
-        return [v for item in x.values() for v in _leaves(item)]
-    if isinstance(x, (list, tuple)):
-        return [v for item in x for v in _leaves(item)]
-    return [] if x is None else [x]
 
 
 def test_the_base_documents_load_and_run():
