@@ -70,6 +70,10 @@ class Backend:
         return False
 
 
+# ufuncs whose positional `out` numpy deprecates (they may take more inputs one day)
+_OUT_BY_KEYWORD = frozenset([np.maximum, np.minimum, np.fmax, np.fmin])
+
+
 class NumpyBackend(Backend):
     """Kernels as registered: `op.bind(attrs)` when the op binds its attrs once, else the
     kernel with the attrs as keywords; numpy ufuncs write over dead temporaries (`out=`)."""
@@ -86,7 +90,8 @@ class NumpyBackend(Backend):
         return type(fn) is np.ufunc and fn.nout == 1
 
     def out_positional(self, node, fn):
-        return type(fn) is np.ufunc and fn.nout == 1 and fn.nin == len(node.inputs)
+        return type(fn) is np.ufunc and fn.nout == 1 and fn.nin == len(node.inputs) and \
+            fn not in _OUT_BY_KEYWORD
 
     def keeps_no_views(self, node):
         op = node.op

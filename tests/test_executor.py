@@ -453,3 +453,15 @@ def test_a_matmul_result_is_written_over_by_the_add_that_reads_it_last():
     rng = np.random.default_rng(0)
     x, w, b = (rng.normal(size=s).astype(np.float32) for s in ((4, 3), (3, 2), (2,)))
     np.testing.assert_allclose(plan(x, w, b)[0], np.tanh(x @ w + b), rtol=1e-6)
+
+
+def test_ufuncs_whose_positional_out_numpy_deprecates_get_it_by_keyword():
+    """maximum/minimum written over a dead temporary: `out=` by keyword (numpy deprecates
+    a third positional argument for them), so the plan runs with warnings as errors."""
+    import warnings
+    f = df.defun(lambda x: df.maximum(df.tanh(x), 0.5) * 2.0 + df.minimum(x * 3.0, 1.0))
+    x = np.linspace(-1, 1, 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = f(df.constant(x)).numpy()
+    np.testing.assert_allclose(got, np.maximum(np.tanh(x), 0.5) * 2.0 + np.minimum(x * 3.0, 1.0))
