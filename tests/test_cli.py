@@ -131,7 +131,6 @@ def test_story_run(story):
     assert same_bits(predictions, loaded(x).numpy()) is None
 
 
-@pytest.mark.skipif(not hasattr(df, "export_onnx"), reason="df.export_onnx lands with the onnx branch")
 def test_story_onnx_predicts_the_same_in_onnxruntime(story):
     import onnxruntime as ort
     where, _, loaded = story
