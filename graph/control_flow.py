@@ -230,15 +230,19 @@ def _with_extras(branch, saving_fn, before, after):
     return w.finalize(outs)
 
 
-def _cond_level(then_g, else_g):
-    key = ("cond", else_g.uid)
-    lv = then_g.derived.levels.get(key)
+def _derived_level(g, key, make):
+    """`g.derived.levels[key]`, made once by `make()` (double-checked under the lock)."""
+    lv = g.derived.levels.get(key)
     if lv is None:
         with _grad_lock:
-            lv = then_g.derived.levels.get(key)
+            lv = g.derived.levels.get(key)
             if lv is None:
-                lv = then_g.derived.levels[key] = _CondLevel(then_g, else_g)
+                lv = g.derived.levels[key] = make()
     return lv
+
+
+def _cond_level(then_g, else_g):
+    return _derived_level(then_g, ("cond", else_g.uid), lambda: _CondLevel(then_g, else_g))
 
 
 def _cond_outputs(attrs, n):
@@ -285,12 +289,9 @@ def _effective_body(attrs):
     body = attrs["body"]
     if not attrs["history"]:
         return body
-    hit = body.derived.levels.get("history")
-    if hit is None:
-        n = _num_loop_vars(attrs)
-        hit = body.derived.levels["history"] = body.view(
-            body.outputs[:n] + body.all_inputs[:n] + body.outputs[n:], f"{body.name}_history")
-    return hit
+    n = _num_loop_vars(attrs)
+    return _derived_level(body, "history", lambda: body.view(
+        body.outputs[:n] + body.all_inputs[:n] + body.outputs[n:], f"{body.name}_history"))
 
 
 def _while_runner(attrs, backend=None):
@@ -483,14 +484,7 @@ class _WhileLevel:
 
 
 def _while_level(body, n):
-    key = ("while", n)
-    lv = body.derived.levels.get(key)
-    if lv is None:
-        with _grad_lock:
-            lv = body.derived.levels.get(key)
-            if lv is None:
-                lv = body.derived.levels[key] = _WhileLevel(body, n)
-    return lv
+    return _derived_level(body, ("while", n), lambda: _WhileLevel(body, n))
 
 
 _WHILE_ATTRS = {"cond": "func", "body": "func", "maximum_iterations": "opt_int", "history": "bool",
@@ -504,10 +498,8 @@ def _while_prune(attrs, used):
         return None
     body = attrs["body"]
     if attrs["saves"]:
-        hit = body.derived.levels.get("pruned")
-        if hit is None:
-            hit = body.derived.levels["pruned"] = body.view(body.outputs[:n], f"{body.name}_pruned")
-        body = hit
+        whole = body
+        body = _derived_level(whole, "pruned", lambda: whole.view(whole.outputs[:n], f"{whole.name}_pruned"))
     return {**attrs, "body": body, "history": False, "saves": None}
 
 
