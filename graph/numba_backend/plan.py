@@ -87,20 +87,14 @@ def stages_of(run):
     for n in run:
         form = n.op.fused
         last = stages[-1] if stages else None
-        if isinstance(form, Elementwise):
-            shape = tuple(n.outputs[0].shape)
+        if isinstance(form, (Elementwise, Reduction)):
+            ew = isinstance(form, Elementwise)     # a loop runs over an output's or a reduced input's shape
+            shape = tuple((n.outputs if ew else n.inputs)[0].shape)
             if not (isinstance(last, Loop) and last.shape == shape and readable(last, n.inputs)):
                 last = Loop(shape)
                 stages.append(last)
-            last.nodes.append(n)
-            where[id(n.outputs[0])] = (last, "ew")
-        elif isinstance(form, Reduction):
-            shape = tuple(n.inputs[0].shape)
-            if not (isinstance(last, Loop) and last.shape == shape and readable(last, n.inputs)):
-                last = Loop(shape)
-                stages.append(last)
-            last.reductions.append(n)
-            where[id(n.outputs[0])] = (last, "red")
+            (last.nodes if ew else last.reductions).append(n)
+            where[id(n.outputs[0])] = (last, "ew" if ew else "red")
         else:
             last = Call(n)
             stages.append(last)
