@@ -269,17 +269,7 @@ def test_custom_gradient_closing_over_a_forward_intermediate_second_order_in_a_d
         return y, grad_fn
 
     f = df.defun(lambda x: cube(x) * 2.0)
-    x = df.constant(1.5, f64)
-    with df.GradientTape() as t3:
-        t3.watch(x)
-        with df.GradientTape() as t2:
-            t2.watch(x)
-            with df.GradientTape() as t1:
-                t1.watch(x)
-                y = f(x)
-            g1 = t1.gradient(y, x)
-        g2 = t2.gradient(g1, x)
-    g3 = t3.gradient(g2, x)
+    g1, g2, g3 = _nested_tapes(f, df.constant(1.5, f64), 3)
     np.testing.assert_allclose([float(g1), float(g2), float(g3)], [6 * 1.5 ** 2, 12 * 1.5, 12.0],
                                rtol=1e-12)     # of 2 x**3
 
