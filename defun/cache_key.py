@@ -7,12 +7,12 @@ hashing and comparing it cost what a tuple's do; it prints itself by argument na
 """
 import numpy as np
 
-from runtime import dtypes
-from runtime.nest import sorted_keys
-from runtime.shapes import shape_fits
-from runtime.tensor import EagerTensor, to_array
-from runtime.variables import Variable
-from graph.ir import SymbolicTensor
+from defun.runtime import dtypes
+from defun.runtime.nest import sorted_keys
+from defun.runtime.shapes import shape_fits
+from defun.runtime.tensor import EagerTensor, to_array
+from defun.runtime.variables import Variable
+from defun.graph.ir import SymbolicTensor
 from defun.spec import TensorSpec
 
 __all__ = ["CacheKey", "SIGNATURE_KEY"]

@@ -21,10 +21,10 @@ import time
 import numpy as np
 
 import defun
-from runtime import errors
-from runtime.nest import flatten
-from graph.printer import format_graph, render_dot, to_dot
-from graph.serialize import from_document
+from defun.runtime import errors
+from defun.runtime.nest import flatten
+from defun.graph.printer import format_graph, render_dot, to_dot
+from defun.graph.serialize import from_document
 from defun.graph_function import GraphFunction
 from defun.numpy_export import export_numpy_source
 

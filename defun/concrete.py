@@ -10,15 +10,15 @@ import weakref
 
 import numpy as np
 
-from runtime import sites
-from runtime.context import execution_callbacks, state
-from runtime.nest import flatten, make_packer, pack_as
-from runtime.shapes import shape_fits, shape_str
-from runtime.tensor import EagerTensor, Tensor, next_tensor_id
-from runtime.variables import _BY_HANDLE, Variable
-from graph.ir import SymbolicTensor
-from graph.printer import render_dot, to_dot
-from graph.backends import DEFAULT_BACKEND
+from defun.runtime import sites
+from defun.runtime.context import execution_callbacks, state
+from defun.runtime.nest import flatten, make_packer, pack_as
+from defun.runtime.shapes import shape_fits, shape_str
+from defun.runtime.tensor import EagerTensor, Tensor, next_tensor_id
+from defun.runtime.variables import _BY_HANDLE, Variable
+from defun.graph.ir import SymbolicTensor
+from defun.graph.printer import render_dot, to_dot
+from defun.graph.backends import DEFAULT_BACKEND
 from defun.cache_key import CacheKey
 from defun.graph_function import GraphFunction
 from defun.spec import TensorSpec

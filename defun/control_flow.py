@@ -8,16 +8,16 @@ weak typing of returned numbers, the checks that name the user's function).
 """
 import numpy as np
 
-from runtime import dtypes, errors, sites
-from runtime.context import state
-from runtime.nest import flatten, pack_as, sorted_keys
-from runtime.ops._args import error
-from runtime.ops.array_ops import identity
-from runtime.shapes import shape_str, shapes_compatible
-from runtime.tensor import EagerTensor, Tensor, convert_to_tensor
-from runtime.variables import Variable
-from graph.control_flow import cond_node, while_node
-from graph.ir import Graph, SymbolicTensor, unique_name
+from defun.runtime import dtypes, errors, sites
+from defun.runtime.context import state
+from defun.runtime.nest import flatten, pack_as, sorted_keys
+from defun.runtime.ops._args import error
+from defun.runtime.ops.array_ops import identity
+from defun.runtime.shapes import shape_str, shapes_compatible
+from defun.runtime.tensor import EagerTensor, Tensor, convert_to_tensor
+from defun.runtime.variables import Variable
+from defun.graph.control_flow import cond_node, while_node
+from defun.graph.ir import Graph, SymbolicTensor, unique_name
 
 __all__ = ["cond", "while_loop"]
 

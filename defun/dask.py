@@ -25,12 +25,15 @@ import weakref
 
 import numpy as np
 
-import defun as df
-from graph.executor import assigns_variables
-from graph.functionalize import replay_reading
-from runtime import dtypes, errors
-from runtime.tensor import EagerTensor
-from runtime.variables import _BY_HANDLE
+from defun.runtime import dtypes, errors
+from defun.runtime.backprop import GradientTape
+from defun.runtime.ops.array_ops import zeros_like
+from defun.runtime.tensor import EagerTensor, constant, convert_to_tensor
+from defun.runtime.variables import _BY_HANDLE, Variable
+from defun.graph.executor import assigns_variables
+from defun.graph.functionalize import replay_reading
+from defun.export import export_json, load_json
+from defun.function import ConcreteFunction, Function, TensorSpec, defun
 
 __all__ = ["map_blocks", "value_and_gradients", "build_counts", "SCATTER_BYTES", "SPLIT_EVERY"]
 
@@ -98,7 +101,7 @@ def _function_for(key, text):
                     raise errors.GraphFormatError(
                         f"document {key[:12]}: the text received does not have the hash it was "
                         f"sent with (corrupted in transit)")
-                fn = df.load_json(json.loads(text))
+                fn = load_json(json.loads(text))
                 _store(key, fn)
     return fn
 
@@ -170,13 +173,13 @@ class _Document:
     @classmethod
     def of(cls, f):
         """From a ConcreteFunction, a loaded function, a document dict or a file path."""
-        if isinstance(f, df.ConcreteFunction):
-            doc = df.export_json(f)
-            return cls(doc, df.load_json(doc))
+        if isinstance(f, ConcreteFunction):
+            doc = export_json(f)
+            return cls(doc, load_json(doc))
         if hasattr(f, "to_document") and hasattr(f, "signature"):    # a loaded function
             return cls(f.to_document(), f)
         if isinstance(f, dict) or isinstance(f, str) or hasattr(f, "__fspath__"):
-            fn = df.load_json(f)        # validates here: GraphFormatError on the client
+            fn = load_json(f)        # validates here: GraphFormatError on the client
             return cls(fn.to_document(), fn)
         raise TypeError(f"expected a df.defun, a ConcreteFunction, a loaded function (df.load_json) "
                         f"or a graph document, got {type(f).__name__}")
@@ -236,7 +239,7 @@ def _blocked(arrays, who):
 
 
 def _spec(rows, a):
-    return df.TensorSpec((None if math.isnan(rows) else int(rows),) + tuple(a.shape[1:]), a.dtype)
+    return TensorSpec((None if math.isnan(rows) else int(rows),) + tuple(a.shape[1:]), a.dtype)
 
 
 def _name(f):
@@ -262,7 +265,7 @@ def map_blocks(f, *arrays):
     dask = _dask()
     from dask.highlevelgraph import HighLevelGraph
     arrays = _blocked(arrays, "map_blocks")
-    if isinstance(f, df.Function):
+    if isinstance(f, Function):
         f = f.get_concrete_function(*[_spec(math.nan, a) for a in arrays])
     document = _Document.of(f)
     fn = document.function
@@ -342,7 +345,7 @@ def _output_types(fn, specs):
 
     def infer(*xs):
         return replay_reading(graph, list(xs) + graph.captured_values)
-    cf = df.defun(infer).get_concrete_function(*specs)
+    cf = defun(infer).get_concrete_function(*specs)
     return [(tuple(t.shape), t.dtype) for t in cf.outputs]
 
 
@@ -403,11 +406,11 @@ def value_and_gradients(f, variables, *arrays, client=None):
     from dask.delayed import Delayed
     from dask.highlevelgraph import HighLevelGraph
     variables = list(variables)
-    if not isinstance(f, df.Function):
+    if not isinstance(f, Function):
         raise TypeError(f"value_and_gradients: f must be a df.defun (got {type(f).__name__}); "
                         f"decorate the loss with @df.defun")
     for k, v in enumerate(variables):
-        if not isinstance(v, df.Variable):
+        if not isinstance(v, Variable):
             raise TypeError(f"value_and_gradients: variables[{k}] is a {type(v).__name__}, expected a df.Variable")
         if any(v is w for w in variables[:k]):
             raise errors.InvalidArgumentError(f"value_and_gradients: variable {v.name!r} is listed twice")
@@ -439,7 +442,7 @@ def value_and_gradients(f, variables, *arrays, client=None):
     total = Delayed(name, HighLevelGraph.from_collections(name, dsk, dependencies=arrays), layer=name)
     result = client.compute(total, sync=True) if client is not None else total.compute()
     loss, grads = result[0], result[1:]
-    return df.constant(loss), [df.constant(g) if c else None for g, c in zip(grads, step.connected)]
+    return constant(loss), [constant(g) if c else None for g, c in zip(grads, step.connected)]
 
 
 def _step_for(f, variables, arrays):
@@ -484,17 +487,17 @@ def _build_step(f, variables, arrays):
     def step(*args):
         blocks, values = args[:n_args], list(args[n_args:])
         feed = list(blocks) + [values[position[c._id]] if c._id in position else c for c in captured]
-        with df.GradientTape(watch_accessed_variables=False) as tape:
+        with GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(values)
             loss, = replay_reading(graph, feed)
         grads = tape.gradient(loss, values)
         connected[:] = [g is not None for g in grads]
-        return (loss,) + tuple(df.zeros_like(v) if g is None else df.convert_to_tensor(g)
+        return (loss,) + tuple(zeros_like(v) if g is None else convert_to_tensor(g)
                                for g, v in zip(grads, values))
 
     step.__name__ = f"{graph.base_name}_value_and_gradients"
-    specs = [_spec(math.nan, a) for a in arrays] + [df.TensorSpec(v.shape, v.dtype) for v in variables]
-    pure = df.defun(step).get_concrete_function(*specs)
+    specs = [_spec(math.nan, a) for a in arrays] + [TensorSpec(v.shape, v.dtype) for v in variables]
+    pure = defun(step).get_concrete_function(*specs)
     result = _Step()
     result.document = _Document.of(pure)
     result.connected = tuple(connected)

@@ -14,16 +14,16 @@ import threading
 
 import numpy as np
 
-from runtime import dtypes, sites
-from runtime.context import add_execution_callback, remove_execution_callback, state
-from runtime.nest import flatten
-from runtime.ops.debug_ops import check_numerics  # noqa: F401
-from runtime.tape import TapeEntry
-from runtime.tensor import EagerTensor, Tensor
-from graph import passes
-from graph.executor import compile_graph, live_nodes
-from graph.ir import CONST, PLACEHOLDER
-from graph.printer import format_node
+from defun.runtime import dtypes, sites
+from defun.runtime.context import add_execution_callback, remove_execution_callback, state
+from defun.runtime.nest import flatten
+from defun.runtime.ops.debug_ops import check_numerics  # noqa: F401
+from defun.runtime.tape import TapeEntry
+from defun.runtime.tensor import EagerTensor, Tensor
+from defun.graph import passes
+from defun.graph.executor import compile_graph, live_nodes
+from defun.graph.ir import CONST, PLACEHOLDER
+from defun.graph.printer import format_node
 from defun.concrete import TRACED_GRAPHS, SideOutput, SideOutputs, side_output_row
 from defun.function import Function
 from defun.graph_function import GraphFunction

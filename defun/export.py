@@ -9,15 +9,15 @@ whose gradient runs the document's backward function.
 """
 import inspect
 
-from runtime import errors
-from runtime.context import state
-from runtime.nest import flatten
-from runtime.tensor import EagerTensor
-from runtime.variables import SymbolicVariable, Variable
-from graph.functions import call_graph
-from graph.ir import Graph, SymbolicTensor
-from graph import serialize
-from graph.serialize import budget, describe_structure, from_document, to_document, write_document
+from defun.runtime import errors
+from defun.runtime.context import state
+from defun.runtime.nest import flatten
+from defun.runtime.tensor import EagerTensor
+from defun.runtime.variables import SymbolicVariable, Variable
+from defun.graph.functions import call_graph
+from defun.graph.ir import Graph, SymbolicTensor
+from defun.graph import serialize
+from defun.graph.serialize import budget, describe_structure, from_document, to_document, write_document
 from defun.concrete import _Static
 from defun.function import ConcreteFunction, Function
 from defun.graph_function import GraphFunction

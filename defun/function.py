@@ -15,15 +15,15 @@ from operator import attrgetter, itemgetter
 
 import numpy as np
 
-from runtime import dtypes, errors
-from runtime.context import state
-from runtime.indexed_slices import IndexedSlices
-from runtime.nest import flatten, pack_as
-from runtime.shapes import shape_fits, shape_str
-from runtime.tensor import EagerTensor, Tensor, to_array
-from runtime.variables import _BY_HANDLE, SymbolicVariable, Variable
-from graph.backends import DEFAULT_BACKEND, get_backend
-from graph.ir import Graph, SymbolicTensor, unique_name
+from defun.runtime import dtypes, errors
+from defun.runtime.context import state
+from defun.runtime.indexed_slices import IndexedSlices
+from defun.runtime.nest import flatten, pack_as
+from defun.runtime.shapes import shape_fits, shape_str
+from defun.runtime.tensor import EagerTensor, Tensor, to_array
+from defun.runtime.variables import _BY_HANDLE, SymbolicVariable, Variable
+from defun.graph.backends import DEFAULT_BACKEND, get_backend
+from defun.graph.ir import Graph, SymbolicTensor, unique_name
 from defun.cache_key import SIGNATURE_KEY, CacheKey
 from defun.concrete import ConcreteFunction, StaleCaptureWarning, _ArgVariable, _named_value, _Static
 from defun.graph_function import GraphFunction  # noqa: F401  (re-exported)

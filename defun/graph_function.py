@@ -11,18 +11,18 @@ persistent one, which may record its own gradient), the call saves what every or
 needs: the levels (graph/gradients.py) are raised until the backward of the top one reads
 nothing new, and that function runs.
 """
-from runtime import dtypes, errors
-from runtime.context import execution_callbacks, state
-from runtime.ops.array_ops import zeros_like
-from runtime.ops.base_ops import ones_like
-from runtime.indexed_slices import IndexedSlices
-from runtime.tape import TapeEntry
-from runtime.tensor import EagerTensor, next_tensor_id, to_array
-from runtime.variables import watch_read_handles
-from graph.backends import DEFAULT_BACKEND
-from graph.functions import call_graph, input_grads, plan_of, rematerialize
-from graph.gradients import LOCK, MAX_LEVELS, pick_level, saving_from, saving_of
-from graph.ir import SymbolicTensor
+from defun.runtime import dtypes, errors
+from defun.runtime.context import execution_callbacks, state
+from defun.runtime.ops.array_ops import zeros_like
+from defun.runtime.ops.base_ops import ones_like
+from defun.runtime.indexed_slices import IndexedSlices
+from defun.runtime.tape import TapeEntry
+from defun.runtime.tensor import EagerTensor, next_tensor_id, to_array
+from defun.runtime.variables import watch_read_handles
+from defun.graph.backends import DEFAULT_BACKEND
+from defun.graph.functions import call_graph, input_grads, plan_of, rematerialize
+from defun.graph.gradients import LOCK, MAX_LEVELS, pick_level, saving_from, saving_of
+from defun.graph.ir import SymbolicTensor
 
 __all__ = ["GraphFunction"]
 

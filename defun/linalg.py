@@ -5,9 +5,9 @@ dimensions, differentiable (see runtime/ops/linalg_ops.py for the gradient rules
     low = df.linalg.cholesky(k)
     alpha = df.linalg.triangular_solve(low, y)
 """
-from runtime.ops.linalg_ops import (band_part, cholesky, det, diag, diag_part, eigh, inv,  # noqa: F401
-                                    matrix_transpose, qr, slogdet, solve, svd, trace, triangular_solve)
-from runtime.ops.special_math_ops import norm  # noqa: F401  (df.norm, also under df.linalg as in TF)
+from defun.runtime.ops.linalg_ops import (band_part, cholesky, det, diag, diag_part, eigh, inv,  # noqa: F401
+                                          matrix_transpose, qr, slogdet, solve, svd, trace, triangular_solve)
+from defun.runtime.ops.special_math_ops import norm  # noqa: F401  (df.norm, also under df.linalg as in TF)
 
 __all__ = ["band_part", "cholesky", "det", "diag", "diag_part", "eigh", "inv", "matrix_transpose", "norm", "qr",
            "slogdet", "solve", "svd", "trace", "triangular_solve"]

@@ -1,7 +1,7 @@
 """`df.export_numpy_source`: a traced or loaded function as a Python module needing only numpy."""
-from runtime.files import write_atomically
-from graph.numpy_source import module_source
-from graph.serialize import LoadedFunction
+from defun.runtime.files import write_atomically
+from defun.graph.numpy_source import module_source
+from defun.graph.serialize import LoadedFunction
 from defun.export import _input_names
 from defun.function import ConcreteFunction, Function
 from defun.graph_function import GraphFunction

@@ -1,7 +1,7 @@
 """`df.export_onnx`: a traced (or loaded) function as an ONNX model (the `[onnx]` extra)."""
-from runtime.files import write_atomically
-from graph.onnx_export import MIN_OPSET, to_onnx
-from graph.serialize import LoadedFunction, describe_structure
+from defun.runtime.files import write_atomically
+from defun.graph.onnx_export import MIN_OPSET, to_onnx
+from defun.graph.serialize import LoadedFunction, describe_structure
 from defun.export import _input_names
 from defun.function import ConcreteFunction, Function
 

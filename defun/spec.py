@@ -1,8 +1,8 @@
 """TensorSpec: the shape (None for any size) and dtype a function argument must have."""
 import numpy as np
 
-from runtime import dtypes
-from runtime.shapes import shape_fits
+from defun.runtime import dtypes
+from defun.runtime.shapes import shape_fits
 
 __all__ = ["TensorSpec"]
 

@@ -21,7 +21,7 @@ sys.path.insert(0, ROOT)
 
 import defun as df  # noqa: E402
 from defun.graph_function import GraphFunction  # noqa: E402
-from graph.printer import render_dot, to_dot  # noqa: E402
+from defun.graph.printer import render_dot, to_dot  # noqa: E402
 
 
 def _example():

@@ -16,18 +16,18 @@ The Python tracers `df.cond` / `df.while_loop` (defun/control_flow.py) make the 
 """
 import numpy as np
 
-from runtime import dtypes, errors
-from runtime.context import state
-from runtime.execute import run_op
-from runtime.indexed_slices import IndexedSlices
-from runtime.ops.array_ops import gather, identity, zeros, zeros_like
-from runtime.ops.math_ops import greater
-from runtime.registry import register
-from runtime.shapes import merge_shapes, shape_str, shapes_compatible
-from runtime.variables import watch_read_handles
-from graph.functions import call_graph, input_grads, plan_of, raise_node
-from graph.gradients import LOCK as _grad_lock, levels_of, pick_level, saving_of
-from graph.ir import Graph, unique_name
+from defun.runtime import dtypes, errors
+from defun.runtime.context import state
+from defun.runtime.execute import run_op
+from defun.runtime.indexed_slices import IndexedSlices
+from defun.runtime.ops.array_ops import gather, identity, zeros, zeros_like
+from defun.runtime.ops.math_ops import greater
+from defun.runtime.registry import register
+from defun.runtime.shapes import merge_shapes, shape_str, shapes_compatible
+from defun.runtime.variables import watch_read_handles
+from defun.graph.functions import call_graph, input_grads, plan_of, raise_node
+from defun.graph.gradients import LOCK as _grad_lock, levels_of, pick_level, saving_of
+from defun.graph.ir import Graph, unique_name
 
 __all__ = ["COND", "WHILE", "cond_node", "while_node", "share_captures"]
 

@@ -17,14 +17,14 @@ import gc
 import sys
 import threading
 
-from runtime import dtypes, errors
-from graph.printer import format_node
-from runtime import sites
-from runtime.execute import describe_value
-from runtime.ops.resource_ops import ASSIGN_OPS, VariableStore
-from graph.backends import Region, get_backend
-from graph.ir import CONST, PLACEHOLDER
-from graph.verify import functions_of
+from defun.runtime import dtypes, errors
+from defun.graph.printer import format_node
+from defun.runtime import sites
+from defun.runtime.execute import describe_value
+from defun.runtime.ops.resource_ops import ASSIGN_OPS, VariableStore
+from defun.graph.backends import Region, get_backend
+from defun.graph.ir import CONST, PLACEHOLDER
+from defun.graph.verify import functions_of
 
 __all__ = ["compile_graph", "Plan", "live_nodes", "assigns_variables", "paused_gc"]
 

@@ -15,13 +15,13 @@ differentiated with respect to the values and shipped without any state:
 Assigning a variable given as a value raises InvalidArgumentError (the result would be
 lost); any other op that receives one raises UnimplementedError naming the op.
 """
-from runtime import dtypes, errors
-from runtime.context import state
-from runtime.execute import run_op
-from runtime.ops.resource_ops import ASSIGN_OPS
-from graph.executor import live_nodes
-from graph.ir import Graph
-from graph.verify import functions_of
+from defun.runtime import dtypes, errors
+from defun.runtime.context import state
+from defun.runtime.execute import run_op
+from defun.runtime.ops.resource_ops import ASSIGN_OPS
+from defun.graph.executor import live_nodes
+from defun.graph.ir import Graph
+from defun.graph.verify import functions_of
 
 __all__ = ["replay_reading"]
 

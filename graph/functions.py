@@ -10,18 +10,18 @@ gradients of any order work through nested calls.
 """
 import numpy as np
 
-from runtime import errors
-from runtime import tape as tape_mod
-from runtime.execute import run_op
-from runtime.indexed_slices import IndexedSlices
-from runtime.ops.array_ops import zeros_like
-from runtime.registry import register
-from runtime.shapes import shape_str, shapes_compatible
-from graph.backends import get_backend
-from graph.executor import compile_graph
-from graph.gradients import LOCK, Backward, capture_sources, levels_of, pick_level, saving_of
-from graph.ir import Graph, Node, SymbolicTensor, infer_types
-from graph.passes import optimize
+from defun.runtime import errors
+from defun.runtime import tape as tape_mod
+from defun.runtime.execute import run_op
+from defun.runtime.indexed_slices import IndexedSlices
+from defun.runtime.ops.array_ops import zeros_like
+from defun.runtime.registry import register
+from defun.runtime.shapes import shape_str, shapes_compatible
+from defun.graph.backends import get_backend
+from defun.graph.executor import compile_graph
+from defun.graph.gradients import LOCK, Backward, capture_sources, levels_of, pick_level, saving_of
+from defun.graph.ir import Graph, Node, SymbolicTensor, infer_types
+from defun.graph.passes import optimize
 
 __all__ = ["CALL", "plan_of", "call_graph", "raise_node", "node_of", "input_grads",
            "rematerialize", "CHEAP_OPS"]

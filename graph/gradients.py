@@ -17,12 +17,12 @@ the forward with side outputs is a function like any other, with its own Saving.
 """
 import threading
 
-from runtime import tape as tape_mod
-from runtime.autodiff import imperative_grad
-from runtime.indexed_slices import IndexedSlices
-from graph.executor import live_node_ids
-from graph.ir import PLACEHOLDER, Graph, SymbolicTensor
-from graph.rewrite import GraphCopy
+from defun.runtime import tape as tape_mod
+from defun.runtime.autodiff import imperative_grad
+from defun.runtime.indexed_slices import IndexedSlices
+from defun.graph.executor import live_node_ids
+from defun.graph.ir import PLACEHOLDER, Graph, SymbolicTensor
+from defun.graph.rewrite import GraphCopy
 
 __all__ = ["build_backward", "Backward", "Saving", "saving_of", "saving_from", "levels_of",
            "pick_level", "capture_sources", "LOCK"]

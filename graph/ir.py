@@ -14,14 +14,14 @@ import threading
 
 import numpy as np
 
-from runtime import dtypes, errors, sites
-from runtime import tensor as rt
-from runtime.context import state
-from runtime.convert import convert_operands
-from runtime.ops._infer import check_kinds
-from runtime.registry import check_input_count, register
-from runtime.tensor import EagerTensor, Tensor, to_array
-from graph.printer import bracket_shape, format_graph, format_node, type_str
+from defun.runtime import dtypes, errors, sites
+from defun.runtime import tensor as rt
+from defun.runtime.context import state
+from defun.runtime.convert import convert_operands
+from defun.runtime.ops._infer import check_kinds
+from defun.runtime.registry import check_input_count, register
+from defun.runtime.tensor import EagerTensor, Tensor, to_array
+from defun.graph.printer import bracket_shape, format_graph, format_node, type_str
 
 __all__ = ["Graph", "Node", "SymbolicTensor", "Derived", "PLACEHOLDER", "CONST", "infer_types",
            "functions_in", "has_effects", "unique_name"]

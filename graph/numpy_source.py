@@ -20,15 +20,15 @@ graph and input names appear only sanitized in docstrings and as string data.
 """
 import re
 
-from runtime import errors, registry
-from runtime.dtypes import from_numpy
-from runtime.ops.resource_ops import VariableStore
-from runtime.tensor import ResourceHandle
-from graph.executor import live_nodes
-from graph.functions import plan_of
-from graph.ir import CONST, PLACEHOLDER
-from graph.printer import type_str
-from graph.pysource import SourceWriter, numpy_type
+from defun.runtime import errors, registry
+from defun.runtime.dtypes import from_numpy
+from defun.runtime.ops.resource_ops import VariableStore
+from defun.runtime.tensor import ResourceHandle
+from defun.graph.executor import live_nodes
+from defun.graph.functions import plan_of
+from defun.graph.ir import CONST, PLACEHOLDER
+from defun.graph.printer import type_str
+from defun.graph.pysource import SourceWriter, numpy_type
 
 __all__ = ["module_source"]
 

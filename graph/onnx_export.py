@@ -16,10 +16,10 @@ gives the same bytes (names come from node ids and a counter in walk order).
 """
 import numpy as np
 
-from runtime import dtypes, errors, sites
-from runtime.tensor import ResourceHandle
-from graph.ir import PLACEHOLDER
-from graph.passes import optimize
+from defun.runtime import dtypes, errors, sites
+from defun.runtime.tensor import ResourceHandle
+from defun.graph.ir import PLACEHOLDER
+from defun.graph.passes import optimize
 
 __all__ = ["to_onnx", "Emitter", "NO_FORM", "import_onnx", "MIN_OPSET"]
 

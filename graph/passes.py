@@ -16,12 +16,12 @@ or reordered, and keep their control edges; no pass reorders any node.
 """
 import numpy as np
 
-from runtime import registry
-from graph.executor import live_node_ids, paused_gc
-from graph.ir import CONST, PLACEHOLDER, Graph, infer_types
-from graph.rewrite import GraphCopy
-from runtime.ops._infer import num_elements
-from graph.verify import VerifyError, verify
+from defun.runtime import registry
+from defun.graph.executor import live_node_ids, paused_gc
+from defun.graph.ir import CONST, PLACEHOLDER, Graph, infer_types
+from defun.graph.rewrite import GraphCopy
+from defun.runtime.ops._infer import num_elements
+from defun.graph.verify import VerifyError, verify
 
 __all__ = ["optimize", "DEFAULT_PIPELINE", "FOLD_MAX_ELEMENTS", "GraphCopy",
            "eliminate_dead_code", "eliminate_common_subexpressions", "fold_constants",

@@ -1,7 +1,7 @@
 """Three views of a graph: readable text (one line per node), Graphviz DOT, networkx."""
 import numpy as np
 
-from runtime.dtypes import DType
+from defun.runtime.dtypes import DType
 
 __all__ = ["format_graph", "format_node", "format_attr", "to_dot", "render_dot", "to_networkx"]
 

@@ -21,7 +21,7 @@ import types
 
 import numpy as np
 
-from runtime import errors
+from defun.runtime import errors
 
 __all__ = ["PROJECT_PACKAGES", "STDLIB", "is_project", "refuse", "Lookup", "references",
            "global_names", "module_source", "bound_names", "functions_of", "class_body_names",
@@ -29,7 +29,7 @@ __all__ = ["PROJECT_PACKAGES", "STDLIB", "is_project", "refuse", "Lookup", "refe
            "shift", "numpy_path", "is_builtin"]
 
 
-PROJECT_PACKAGES = ("runtime", "graph", "defun")
+PROJECT_PACKAGES = ("defun",)     # defun.runtime and defun.graph are inside it
 # Standard-library modules emitted code may use (the module imports them): part of Python.
 STDLIB = ("math", "operator", "string", "sys")
 

@@ -29,19 +29,20 @@ import types
 
 import numpy as np
 
-from runtime import errors
-from runtime.dtypes import DType
-from graph.pycode import (STDLIB, Lookup, apply_edits, base_spans, bound_names, class_body_names,
-                          find_class_node, find_code_node, functions_of, global_names,
-                          header_lines, is_builtin, is_project, module_source, numpy_path,
-                          references, refuse, shift)
+from defun.runtime import errors
+from defun.runtime.dtypes import DType
+from defun.graph.pycode import (STDLIB, Lookup, apply_edits, base_spans, bound_names, class_body_names,
+                                find_class_node, find_code_node, functions_of, global_names,
+                                header_lines, is_builtin, is_project, module_source, numpy_path,
+                                references, refuse, shift)
 
 __all__ = ["SourceWriter", "numpy_type"]
 
 # Modules whose functions need the library at run time (dispatch, tensors, tapes): a kernel
 # reaching one cannot stand alone.
-_LIBRARY_ONLY = ("runtime.execute", "runtime.context", "runtime.tape", "runtime.tensor",
-                 "runtime.registry", "runtime.backprop", "runtime.autodiff", "graph.")
+_LIBRARY_ONLY = tuple("defun." + m for m in (
+    "runtime.execute", "runtime.context", "runtime.tape", "runtime.tensor", "runtime.registry",
+    "runtime.backprop", "runtime.autodiff", "graph."))
 _MAX_LITERAL = 32     # arrays up to this many (finite) elements are written as literals
 _MAX_INLINE = 60      # longer literal constants in code get a module-level name
 # local names of the emitted graph and entry functions (inputs, values, loop state)

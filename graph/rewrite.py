@@ -7,9 +7,9 @@ import itertools
 
 import numpy as np
 
-from runtime import dtypes, registry
-from graph.ir import CONST, PLACEHOLDER, Graph
-from graph.verify import VerifyError
+from defun.runtime import dtypes, registry
+from defun.graph.ir import CONST, PLACEHOLDER, Graph
+from defun.graph.verify import VerifyError
 
 __all__ = ["GraphCopy"]
 

@@ -14,10 +14,10 @@ A graph is valid when:
 
     >>> verify(g)          # returns g, or raises VerifyError printing the failing node
 """
-from runtime import attr_types, errors, registry
-from runtime.shapes import shapes_compatible
-from graph.ir import Node, SymbolicTensor, functions_in, has_effects, infer_types
-from graph.printer import format_node, type_str
+from defun.runtime import attr_types, errors, registry
+from defun.runtime.shapes import shapes_compatible
+from defun.graph.ir import Node, SymbolicTensor, functions_in, has_effects, infer_types
+from defun.graph.printer import format_node, type_str
 
 __all__ = ["verify", "VerifyError", "functions_of", "reaches"]
 
@@ -144,7 +144,7 @@ class _Verifier:
         if op not in self.known_ops:
             if not registry.exists(op.name) or registry.get(op.name) is not op:
                 _fail(graph, node, f"op {op.name!r} is not the registered op of that name",
-                      "Use ops from runtime.registry (register new ops there first)")
+                      "Use ops from defun.runtime.registry (register new ops there first)")
             self.known_ops.add(op)
         inputs = node.inputs
         for t in inputs:

@@ -6,8 +6,8 @@ the file format's primitives: arrays, function references, limits, error message
 """
 import numpy as np
 
-from runtime import dtypes, errors
-from runtime.dtypes import DType
+from defun.runtime import dtypes, errors
+from defun.runtime.dtypes import DType
 
 __all__ = ["AttrType", "TYPES", "check", "is_function", "one_of", "choices"]
 

@@ -5,12 +5,12 @@ them in reverse recording order (a topological order), sums incoming gradients a
 zero-fills missing ones. Cost is linear in the tape's length. Eager tapes and backward
 graphs (graph/gradients.py) both run it.
 """
-from runtime import dtypes, errors
-from runtime.indexed_slices import IndexedSlices
-from runtime.ops.array_ops import concat
-from runtime.ops.base_ops import cast, ones_like, zeros_like
-from runtime.ops.math_ops import add_n
-from runtime.tape import _OpView, _tuple_new, expand_entry
+from defun.runtime import dtypes, errors
+from defun.runtime.indexed_slices import IndexedSlices
+from defun.runtime.ops.array_ops import concat
+from defun.runtime.ops.base_ops import cast, ones_like, zeros_like
+from defun.runtime.ops.math_ops import add_n
+from defun.runtime.tape import _OpView, _tuple_new, expand_entry
 
 __all__ = ["imperative_grad"]
 

@@ -2,15 +2,15 @@
 import functools
 import inspect
 
-from runtime import errors, tape as tape_mod
-from runtime.autodiff import imperative_grad
-from runtime.context import execution_callbacks, state
-from runtime.jacobian import batch_jacobian, jacobian, unconnected_mode
-from runtime.nest import flatten, pack_as
-from runtime.shapes import shape_str, shapes_compatible
-from runtime.ops.array_ops import identity, zeros, zeros_like
-from runtime.tensor import Tensor, _a, convert_to_tensor
-from runtime.variables import Variable, handle_in_context, watch_variable
+from defun.runtime import errors, tape as tape_mod
+from defun.runtime.autodiff import imperative_grad
+from defun.runtime.context import execution_callbacks, state
+from defun.runtime.jacobian import batch_jacobian, jacobian, unconnected_mode
+from defun.runtime.nest import flatten, pack_as
+from defun.runtime.shapes import shape_str, shapes_compatible
+from defun.runtime.ops.array_ops import identity, zeros, zeros_like
+from defun.runtime.tensor import Tensor, _a, convert_to_tensor
+from defun.runtime.variables import Variable, handle_in_context, watch_variable
 
 __all__ = ["GradientTape", "gradients_function", "value_and_gradients_function",
            "implicit_gradients", "implicit_value_and_gradients"]

@@ -11,11 +11,11 @@ import zipfile
 
 import numpy as np
 
-from runtime import dtypes, errors
-from runtime.context import state
-from runtime.files import write_atomically
-from runtime.nest import flatten
-from runtime.variables import Variable
+from defun.runtime import dtypes, errors
+from defun.runtime.context import state
+from defun.runtime.files import write_atomically
+from defun.runtime.nest import flatten
+from defun.runtime.variables import Variable
 
 __all__ = ["save_variables", "restore_variables"]
 

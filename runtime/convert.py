@@ -15,7 +15,7 @@ Python numbers adopt the dtype of its first tensor. `df.convert_to_tensor` packs
 """
 import numpy as np
 
-from runtime import errors
+from defun.runtime import errors
 
 __all__ = ["convert_operands", "holds_tensor", "pack_list", "install_stack"]
 

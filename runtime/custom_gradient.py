@@ -6,12 +6,12 @@ intermediates is differentiable too: gradients of custom gradients, to any order
 """
 import functools
 
-from runtime import tape as tape_mod
-from runtime.variables import handle_in_context, watch_reads
-from runtime.execute import run_op
-from runtime.nest import flatten, pack_as
-from runtime.registry import register
-from runtime.tensor import Tensor, convert_to_tensor
+from defun.runtime import tape as tape_mod
+from defun.runtime.variables import handle_in_context, watch_reads
+from defun.runtime.execute import run_op
+from defun.runtime.nest import flatten, pack_as
+from defun.runtime.registry import register
+from defun.runtime.tensor import Tensor, convert_to_tensor
 
 __all__ = ["custom_gradient"]
 

@@ -3,7 +3,7 @@ import builtins
 
 import numpy as np
 
-from runtime import errors
+from defun.runtime import errors
 
 __all__ = ["DType", "as_dtype", "float16", "float32", "float64", "int32", "int64",
            "bool", "resource", "variant"]

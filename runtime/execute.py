@@ -11,12 +11,12 @@ and hand everything else to `run_op`: the same decisions, with the op's fields b
 """
 import numpy as np
 
-from runtime import dtypes, errors, tape as tape_mod
-from runtime.context import busy_threads, execution_callbacks, state
-from runtime.convert import convert_operands
-from runtime.dtypes import kinds_text
-from runtime.registry import check_input_count, get as get_op
-from runtime.tensor import EagerTensor, Tensor, next_tensor_id, to_array, weak_scalar_tensor
+from defun.runtime import dtypes, errors, tape as tape_mod
+from defun.runtime.context import busy_threads, execution_callbacks, state
+from defun.runtime.convert import convert_operands
+from defun.runtime.dtypes import kinds_text
+from defun.runtime.registry import check_input_count, get as get_op
+from defun.runtime.tensor import EagerTensor, Tensor, next_tensor_id, to_array, weak_scalar_tensor
 
 __all__ = ["run_op", "execute", "op_function"]
 

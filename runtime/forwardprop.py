@@ -13,14 +13,14 @@ inside it compute (forward-over-reverse: Hessian-vector products).
 
 Nothing here touches the eager dispatch path: with no accumulator active, ops pay nothing.
 """
-from runtime import errors, tape as tape_mod
-from runtime.backprop import GradientTape
-from runtime.context import state
-from runtime.indexed_slices import IndexedSlices
-from runtime.nest import flatten, pack_as
-from runtime.tensor import Tensor, convert_to_tensor
-from runtime.ops.array_ops import zeros, zeros_like
-from runtime.variables import Variable, handle_in_context
+from defun.runtime import errors, tape as tape_mod
+from defun.runtime.backprop import GradientTape
+from defun.runtime.context import state
+from defun.runtime.indexed_slices import IndexedSlices
+from defun.runtime.nest import flatten, pack_as
+from defun.runtime.tensor import Tensor, convert_to_tensor
+from defun.runtime.ops.array_ops import zeros, zeros_like
+from defun.runtime.variables import Variable, handle_in_context
 
 __all__ = ["ForwardAccumulator"]
 

@@ -4,9 +4,9 @@ A plain data class; its ops (densify, aggregate) are declared beside `gather` in
 """
 import numpy as np
 
-from runtime import registry
-from runtime.execute import run_op
-from runtime.tensor import Tensor
+from defun.runtime import registry
+from defun.runtime.execute import run_op
+from defun.runtime.tensor import Tensor
 
 __all__ = ["IndexedSlices"]
 

@@ -12,13 +12,13 @@ unknown sizes (except batch_jacobian's batch dimension) is refused with a messag
 """
 import numpy as np
 
-from runtime import errors
-from runtime.nest import flatten, pack_as
-from runtime.ops import _infer as inf
-from runtime.ops.array_ops import expand_dims, stack, zeros, zeros_like
-from runtime.tape import stop_recording
-from runtime.tensor import Tensor, constant, convert_to_tensor
-from runtime.variables import Variable
+from defun.runtime import errors
+from defun.runtime.nest import flatten, pack_as
+from defun.runtime.ops import _infer as inf
+from defun.runtime.ops.array_ops import expand_dims, stack, zeros, zeros_like
+from defun.runtime.tape import stop_recording
+from defun.runtime.tensor import Tensor, constant, convert_to_tensor
+from defun.runtime.variables import Variable
 
 __all__ = ["jacobian", "batch_jacobian", "unconnected_mode"]
 

@@ -21,15 +21,15 @@ sparse behaviour).
 """
 import numpy as np
 
-from runtime import dtypes, errors
-from runtime.context import init_scope
-from runtime.indexed_slices import IndexedSlices
-from runtime.ops.array_ops import gather, reshape
-from runtime.ops.math_ops import cast, pow, sqrt, square
-from runtime.ops.sparse_ops import sum_duplicate_rows
-from runtime.tape import stop_recording
-from runtime.tensor import Tensor, convert_to_tensor
-from runtime.variables import SymbolicVariable, Variable
+from defun.runtime import dtypes, errors
+from defun.runtime.context import init_scope
+from defun.runtime.indexed_slices import IndexedSlices
+from defun.runtime.ops.array_ops import gather, reshape
+from defun.runtime.ops.math_ops import cast, pow, sqrt, square
+from defun.runtime.ops.sparse_ops import sum_duplicate_rows
+from defun.runtime.tape import stop_recording
+from defun.runtime.tensor import Tensor, convert_to_tensor
+from defun.runtime.variables import SymbolicVariable, Variable
 
 __all__ = ["Optimizer", "SGD", "Adam"]
 

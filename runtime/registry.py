@@ -2,7 +2,7 @@
 
 Every op is declared once with `register(...)`; all layers read its row (`get(name)`).
 """
-from runtime import attr_types, errors
+from defun.runtime import attr_types, errors
 
 __all__ = ["OpDef", "register", "get", "all_ops", "exists", "ATTR_TYPES", "one_of"]
 

@@ -5,7 +5,7 @@ checks, the loader and the defun signature checks all use the same functions.
 """
 import operator
 
-from runtime import errors
+from defun.runtime import errors
 
 __all__ = ["shape_str", "shape_fits", "shapes_compatible", "merge_shapes", "broadcast_shapes",
            "normalize_axis", "normalize_axes", "num_elements"]

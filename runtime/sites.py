@@ -2,8 +2,12 @@
 import os
 import sys
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_OWN = tuple(os.path.join(_ROOT, p) + os.sep for p in ("runtime", "graph", "defun"))
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_ROOT = os.path.dirname(_HERE)
+# Installed, runtime/ sits inside the defun package (one folder holds everything); in the
+# repository it sits beside graph/ and defun/ (and tests/, examples/, which are the user's).
+_OWN = ((_ROOT + os.sep,) if os.path.isfile(os.path.join(_ROOT, "__init__.py")) else
+        tuple(os.path.join(_ROOT, p) + os.sep for p in ("runtime", "graph", "defun")))
 _OWN_FILES = {}
 
 

@@ -7,8 +7,8 @@ is `runtime.autodiff`.
 """
 from operator import itemgetter
 
-from runtime.context import state
-from runtime.tensor import EagerTensor, Tensor
+from defun.runtime.context import state
+from defun.runtime.tensor import EagerTensor, Tensor
 
 __all__ = ["Tape", "TapeEntry", "record_op", "record_unary", "record_binary", "claim",
            "expand_entry", "is_eager_entry", "input_ids", "output_ids", "record_operation",

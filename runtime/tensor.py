@@ -4,8 +4,8 @@ import numbers
 
 import numpy as np
 
-from runtime import convert, dtypes, errors
-from runtime.context import DEVICE, state
+from defun.runtime import convert, dtypes, errors
+from defun.runtime.context import DEVICE, state
 
 __all__ = ["Tensor", "EagerTensor", "ResourceHandle", "HandleData", "tensor_id",
            "to_array", "weak_scalar_tensor", "constant", "convert_to_tensor", "is_tensor_like"]

@@ -3,12 +3,12 @@ import weakref
 
 import numpy as np
 
-from runtime import dtypes, errors, sites
-from runtime.context import state
-from runtime.execute import run_op
-from runtime.indexed_slices import IndexedSlices
-from runtime.ops import resource_ops
-from runtime.tensor import EagerTensor, HandleData, ResourceHandle, Tensor, constant, to_array
+from defun.runtime import dtypes, errors, sites
+from defun.runtime.context import state
+from defun.runtime.execute import run_op
+from defun.runtime.indexed_slices import IndexedSlices
+from defun.runtime.ops import resource_ops
+from defun.runtime.tensor import EagerTensor, HandleData, ResourceHandle, Tensor, constant, to_array
 
 __all__ = ["Variable", "SymbolicVariable", "watch_variable", "watch_reads", "watch_read_handles",
            "handle_in_context"]
@@ -270,5 +270,5 @@ def handle_in_context(var):
     return var.handle if g is None else g.capture(var.handle)
 
 
-from runtime.ops import _install_operators  # noqa: E402
+from defun.runtime.ops import _install_operators  # noqa: E402
 _install_operators(Variable)

@@ -1,4 +1,2 @@
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+"""Test-wide settings. The library is imported as installed (`pip install -e .`), as
+`defun`, `defun.runtime` and `defun.graph`; nothing here changes `sys.path`."""

@@ -2,7 +2,7 @@
 import textwrap
 
 import defun as df
-from graph.ir import Graph
+from defun.graph.ir import Graph
 
 F32, F64, I32 = df.float32, df.float64, df.int32
 

@@ -8,13 +8,13 @@ import contextlib
 import numpy as np
 
 import defun as df
-from runtime import dtypes, errors, registry
-from runtime.context import state
-from runtime.execute import run_op
-from runtime.indexed_slices import IndexedSlices
-from runtime.ops import _infer
-from runtime.convert import convert_operands
-from runtime.tensor import Tensor, to_array
+from defun.runtime import dtypes, errors, registry
+from defun.runtime.context import state
+from defun.runtime.execute import run_op
+from defun.runtime.indexed_slices import IndexedSlices
+from defun.runtime.ops import _infer
+from defun.runtime.convert import convert_operands
+from defun.runtime.tensor import Tensor, to_array
 
 FLOATS = (df.float32, df.float64)
 NUMERIC = (df.float32, df.float64, df.int32, df.int64)

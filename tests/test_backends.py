@@ -4,9 +4,9 @@ import pytest
 
 import defun as df
 from defun_helpers import assert_close
-from graph.backends import Backend, NumpyBackend, Region, backends, get_backend, register_backend
-from graph.executor import compile_graph
-from graph.functions import plan_of
+from defun.graph.backends import Backend, NumpyBackend, Region, backends, get_backend, register_backend
+from defun.graph.executor import compile_graph
+from defun.graph.functions import plan_of
 from graph_helpers import F64, build
 
 
@@ -77,7 +77,7 @@ FUSING = FusingBackend()
 @pytest.fixture(autouse=True)
 def fusing_backend():
     """The test backend is installed only while a test of this module runs."""
-    from graph import backends as registry
+    from defun.graph import backends as registry
     registry.register_backend(FUSING)
     yield FUSING
     del registry._BACKENDS[FUSING.name]
@@ -177,7 +177,7 @@ def test_defun_runs_on_its_backend_with_gradients_and_nested_functions():
 
 
 def test_a_call_node_compiles_its_callee_for_the_callers_backend():
-    from graph.functions import call_graph
+    from defun.graph.functions import call_graph
     h = build("h", [((2,), F64)], lambda x: df.tanh(df.exp(x)))
     g = build("g", [((2,), F64)], lambda x: call_graph(h, [x])[0] * 2.0)
     plan = compile_graph(g, backend="test_fusing")     # not optimized: the call stays

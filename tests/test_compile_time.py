@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 import defun as df
-from graph.executor import compile_graph, live_node_ids, paused_gc
-from graph.serialize import from_document
-from graph.serialize.validate import _Context, _checked_node, _plain_node
+from defun.graph.executor import compile_graph, live_node_ids, paused_gc
+from defun.graph.serialize import from_document
+from defun.graph.serialize.validate import _Context, _checked_node, _plain_node
 from graph_helpers import F32, build
-from runtime.errors import GraphFormatError
+from defun.runtime.errors import GraphFormatError
 
 _TANH = {"op": "tanh", "inputs": ["0:0"], "attrs": {}, "control_inputs": [],
          "outputs": [{"dtype": "float32", "shape": [4]}]}
@@ -104,7 +104,7 @@ def test_the_fast_path_accepts_what_the_full_checks_accept_and_makes_the_same_sp
 
 
 def test_a_document_loads_the_same_through_either_path(monkeypatch):
-    from graph.serialize import validate
+    from defun.graph.serialize import validate
     nodes = [dict(_TANH, inputs=[f"{k}:0"]) for k in range(30)]
     nodes[7] = dict(nodes[7], control_inputs=[3])           # the full checks for this one
     doc = {"format": "defun.graph", "version": 2, "entry": "f", "variables": [],
@@ -211,7 +211,7 @@ def test_chains_written_over_one_buffer_equal_numpy(backend):
     fn = df.defun(f)
     if backend == "loaded":
         fn = df.load_json(df.export_json(fn.get_concrete_function(df.constant(x))))
-        from graph.functions import plan_of
+        from defun.graph.functions import plan_of
         lines = plan_of(fn.graph, fn.backend).source.splitlines()
         assert sum(line.strip().startswith("k") for line in lines) >= 50   # written over in place
     got = fn(df.constant(x)) if backend == "numpy" else fn(x)
@@ -229,7 +229,7 @@ def test_nodes_sharing_a_budget_wrapper_are_each_named_when_refused():
                           "outputs": [{"ref": f"{k}:0", "dtype": "float32", "shape": [4]}
                                       for k in range(1, 6)]}]}
     x = np.linspace(-1.0, 1.0, 4).astype(np.float32)
-    from graph.functions import plan_of
+    from defun.graph.functions import plan_of
     f = from_document(copy.deepcopy(doc), max_bytes=3 * 16 + 8)
     tanh_lines = [line for line in plan_of(f.graph, f.backend).source.splitlines() if line.endswith("(a0)")]
     assert len(tanh_lines) == 5 and len({line.split(" = ")[1] for line in tanh_lines}) == 1
@@ -244,7 +244,7 @@ def test_nodes_sharing_a_budget_wrapper_are_each_named_when_refused():
 def test_a_backend_taking_out_by_keyword_gets_out_keywords():
     """writes_out without out_positional: the plan passes `out=` and assigns the result."""
     import re
-    from graph.backends import NumpyBackend
+    from defun.graph.backends import NumpyBackend
 
     calls = []
 
@@ -278,7 +278,7 @@ def test_callees_first_is_networkx_lexicographic_order_of_the_reversed_call_grap
     import random
     from collections import namedtuple
     import networkx as nx
-    from graph.serialize.validate import _callees_first, call_graph_of
+    from defun.graph.serialize.validate import _callees_first, call_graph_of
     Spec = namedtuple("Spec", "callees")
     rng = random.Random(0)
     for trial in range(40):

@@ -443,7 +443,7 @@ def _export_and_load(concrete):
     if hasattr(df, "export_json") and hasattr(df, "load_json"):
         import json
         return df.load_json(json.loads(json.dumps(df.export_json(concrete))))
-    from graph import serialize
+    from defun.graph import serialize
     return serialize.from_document(serialize.to_document(concrete.graph))
 
 
@@ -465,7 +465,7 @@ def test_cond_and_while_survive_json_export():
 
 def test_while_keeps_per_iteration_values_only_in_the_forward_that_a_gradient_follows():
     from defun.graph_function import GraphFunction
-    from graph.functions import plan_of
+    from defun.graph.functions import plan_of
     f = df.defun(lambda x: df.while_loop(lambda i, v: i < 5, lambda i, v: (i + 1, df.sin(v)), (0, x))[1])
     x = df.constant(np.array([1.0, 2.0]))
     cf = f.get_concrete_function(x)
@@ -502,9 +502,9 @@ def test_eager_cond_refuses_a_non_scalar_or_non_bool_predicate_like_traced_cond(
 def test_a_while_node_of_an_earlier_document_keeps_its_history_and_differentiates():
     """`history=True` (how loops were traced before): the node also returns the count and
     the loop variables that entered each iteration; a gradient raises it like any loop."""
-    from graph.control_flow import WHILE, share_captures
-    from graph.ir import Graph
-    from runtime.execute import run_op
+    from defun.graph.control_flow import WHILE, share_captures
+    from defun.graph.ir import Graph
+    from defun.runtime.execute import run_op
 
     @df.defun
     def f(x):

@@ -359,8 +359,8 @@ def test_nchw_is_unimplemented_with_a_hint():
 
 
 def test_backprop_ops_check_the_output_gradient_shape():
-    from runtime.execute import run_op
-    from runtime.registry import get
+    from defun.runtime.execute import run_op
+    from defun.runtime.registry import get
     attrs = {"strides": (1, 1), "padding": "VALID", "dilations": (1, 1)}
     with pytest.raises(df.errors.InvalidArgumentError,
                        match=r"conv2d_backprop_input: the output gradient has shape \(1, 2, 2, 1\), but the "

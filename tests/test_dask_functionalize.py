@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import defun as df
-from graph.functionalize import replay_reading
-from graph.verify import functions_of
+from defun.graph.functionalize import replay_reading
+from defun.graph.verify import functions_of
 
 
 def all_nodes(graph, seen=None):

@@ -69,7 +69,7 @@ def test_traced_print_runs_on_every_call_in_program_order(capsys):
 
 
 def test_print_survives_optimization_export_and_reload(capsys):
-    from graph.passes import optimize
+    from defun.graph.passes import optimize
 
     @df.defun
     def f(x):

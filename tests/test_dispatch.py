@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 import defun as df
-from runtime import tape as tape_mod
-from runtime.execute import run_op
-from runtime.registry import get
+from defun.runtime import tape as tape_mod
+from defun.runtime.execute import run_op
+from defun.runtime.registry import get
 
 f32 = np.float32
 _CALLS = [
@@ -88,7 +88,7 @@ def test_public_function_tells_callbacks_and_traces_and_builds_graph_nodes():
 
 def test_busy_threads_holds_exactly_the_threads_that_record_or_trace():
     import threading
-    from runtime.context import busy_threads
+    from defun.runtime.context import busy_threads
     me = threading.get_ident()
     x = df.constant([1.0, 2.0])
     assert me not in busy_threads

@@ -7,11 +7,11 @@ import pytest
 
 import defun as df
 from graph_helpers import F32, F64, I32, build, golden  # noqa: F401
-from graph.executor import compile_graph, live_nodes
-from graph.functions import call_graph, plan_of
-from graph.ir import Graph
-from graph.printer import format_node
-from runtime import errors
+from defun.graph.executor import compile_graph, live_nodes
+from defun.graph.functions import call_graph, plan_of
+from defun.graph.ir import Graph
+from defun.graph.printer import format_node
+from defun.runtime import errors
 
 
 
@@ -317,7 +317,7 @@ def _call_then_fail(v):
 
 
 def test_a_failed_call_rolls_back_assignments_of_inlined_functions():
-    from graph.functions import plan_of
+    from defun.graph.functions import plan_of
     v = df.Variable(np.array([1.0, 2.0], np.float32))
     g = _call_then_fail(v)
     with pytest.raises(errors.InvalidArgumentError, match="matmul"):
@@ -358,7 +358,7 @@ def test_a_failed_call_rolls_back_assignments_two_calls_deep_in_order():
 
 def test_the_undo_log_is_per_thread_and_released_after_each_call():
     import threading
-    from graph import executor
+    from defun.graph import executor
     v = df.Variable(np.array([1.0, 2.0], np.float32))
     g = _call_then_fail(v)
     plan = compile_graph(g)

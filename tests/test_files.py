@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import defun as df
-from runtime.files import write_atomically
+from defun.runtime.files import write_atomically
 
 W = df.Variable(np.array([1.0, 2.0], np.float32), name="w")
 

@@ -12,7 +12,7 @@ import defun as df
 from schema_check import SCHEMA, assert_valid, schema_errors
 from test_fuzz_documents import BASES
 from test_serialize import _as_version_1, _stateful_control_flow_function, build_rich
-from graph.serialize import to_document
+from defun.graph.serialize import to_document
 
 
 def test_the_schema_is_a_draft_2020_12_schema():

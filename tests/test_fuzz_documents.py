@@ -22,7 +22,7 @@ import random
 import numpy as np
 
 import defun as df
-from graph.serialize import dumps_document, from_document
+from defun.graph.serialize import dumps_document, from_document
 from test_serialize import _leaves
 
 FUZZ_MUTATIONS = 3000
@@ -183,7 +183,7 @@ def run_one(doc, xs, outcomes, as_text):
             except (TypeError, ValueError, RecursionError):
                 as_text = False   # odd Python objects: only a dict can hold them
             else:
-                from graph.serialize.validate import _parse_text
+                from defun.graph.serialize.validate import _parse_text
                 doc = _parse_text(text)
         loaded = df.load_json(doc, **BUDGET)
     except df.errors.GraphFormatError:

@@ -2,9 +2,9 @@
 import numpy as np
 
 import defun as df
-from graph.executor import compile_graph
-from graph.gradients import build_backward
-from graph.ir import Graph
+from defun.graph.executor import compile_graph
+from defun.graph.gradients import build_backward
+from defun.graph.ir import Graph
 
 
 def _mlp_loss(x, labels, w1, b1, w2, b2):

@@ -12,8 +12,8 @@ import pytest
 
 import defun as df
 from defun.function import GraphFunction
-from graph import backends, passes
-from runtime import registry
+from defun.graph import backends, passes
+from defun.runtime import registry
 
 
 def _line_of(fn, text):

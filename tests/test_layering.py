@@ -1,12 +1,24 @@
-"""Layering: `runtime` <- `graph` <- `defun`; no module imports a layer above its own."""
+"""Layering: `runtime` <- `graph` <- `defun`; no module imports a layer above its own.
+
+The folders sit at the repository's top level and install as `defun.runtime`,
+`defun.graph` and `defun`; module names here are the installed ones."""
 import ast
 import os
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LAYERS = ["runtime", "graph", "defun"]        # lowest first
+LAYERS = ["runtime", "graph", "defun"]        # lowest first (the folders)
 RANK = {name: i for i, name in enumerate(LAYERS)}
+PACKAGE = {"runtime": "defun.runtime", "graph": "defun.graph", "defun": "defun"}
+
+
+def layer_of(name):
+    """The layer ('runtime', 'graph', 'defun') of a dotted module name, or None."""
+    parts = name.split(".")
+    if parts[0] != "defun":
+        return None
+    return parts[1] if len(parts) > 1 and parts[1] in ("runtime", "graph") else "defun"
 
 
 def modules():
@@ -16,16 +28,17 @@ def modules():
             for f in sorted(files):
                 if f.endswith(".py"):
                     path = os.path.join(dirpath, f)
-                    rel = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
-                    if rel.endswith(".__init__"):
-                        rel = rel[:-len(".__init__")]
-                    yield pkg, rel, path
+                    rel = os.path.relpath(path, os.path.join(ROOT, pkg))[:-3].replace(os.sep, ".")
+                    name = PACKAGE[pkg] if rel == "__init__" else f"{PACKAGE[pkg]}.{rel}"
+                    if name.endswith(".__init__"):
+                        name = name[:-len(".__init__")]
+                    yield pkg, name, path
 
 
 def imported_modules(tree, module):
     """(line, absolute module name) for every import in `tree`, at any depth."""
-    package = module if module in LAYERS else module.rsplit(".", 1)[0]
-    is_pkg_init = module in LAYERS
+    is_pkg_init = module in PACKAGE.values() or module.endswith(".ops")
+    package = module if is_pkg_init else module.rsplit(".", 1)[0]
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -51,7 +64,7 @@ def upward_imports():
         with open(path, encoding="utf-8") as fh:
             tree = ast.parse(fh.read(), filename=path)
         for line, name in imported_modules(tree, module):
-            top = name.split(".")[0]
+            top = layer_of(name)
             if top in RANK and RANK[top] > RANK[pkg]:
                 bad.append(f"{os.path.relpath(path, ROOT)}:{line} imports {name} "
                            f"({pkg} must not depend on {top})")
@@ -70,29 +83,41 @@ def test_no_upward_imports():
 
 # The checker itself must be able to fail: feed it sources with upward imports.
 @pytest.mark.parametrize("source, module", [
-    ("import graph.ir\n", "runtime.tape"),
-    ("from defun import function\n", "graph.ir"),
-    ("def f():\n    from graph import ir\n    return ir\n", "runtime.execute"),
-    ("class C:\n    def m(self):\n        import defun\n", "runtime.ops.math_ops"),
-    ("import importlib\nimportlib.import_module('graph.executor')\n", "runtime.context"),
-    ("from ..graph import ir\n", "runtime.tape"),
+    ("import defun.graph.ir\n", "defun.runtime.tape"),
+    ("from defun import function\n", "defun.graph.ir"),
+    ("def f():\n    from defun.graph import ir\n    return ir\n", "defun.runtime.execute"),
+    ("class C:\n    def m(self):\n        import defun\n", "defun.runtime.ops.math_ops"),
+    ("import importlib\nimportlib.import_module('defun.graph.executor')\n", "defun.runtime.context"),
+    ("from ..graph import ir\n", "defun.runtime.tape"),
 ])
 def test_checker_detects_upward_imports(source, module):
-    pkg = module.split(".")[0]
+    pkg = layer_of(module)
     names = [name for _, name in imported_modules(ast.parse(source), module)]
-    assert any(RANK.get(n.split(".")[0], -1) > RANK[pkg] for n in names), names
+    assert any(RANK.get(layer_of(n), -1) > RANK[pkg] for n in names), names
 
 
 @pytest.mark.parametrize("source, module", [
-    ("import numpy\nfrom runtime import tape\n", "graph.ir"),
-    ("from . import dtypes\n", "runtime.tape"),
-    ("from .ops import math_ops\n", "runtime"),
-    ("from graph.ir import Graph\n", "defun.function"),
+    ("import numpy\nfrom defun.runtime import tape\n", "defun.graph.ir"),
+    ("from . import dtypes\n", "defun.runtime.tape"),
+    ("from .ops import math_ops\n", "defun.runtime"),
+    ("from defun.graph.ir import Graph\n", "defun.function"),
 ])
 def test_checker_accepts_downward_and_local_imports(source, module):
-    pkg = module.split(".")[0]
+    pkg = layer_of(module)
     names = [name for _, name in imported_modules(ast.parse(source), module)]
-    assert all(RANK.get(n.split(".")[0], -1) <= RANK[pkg] for n in names), names
+    assert all(RANK.get(layer_of(n), -1) <= RANK[pkg] for n in names), names
+
+
+def test_no_module_imports_the_top_level_names():
+    """`runtime` and `graph` are not top-level packages: every import says `defun.`."""
+    bad = []
+    for _, module, path in modules():
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read(), filename=path)
+        for line, name in imported_modules(tree, module):
+            if name.split(".")[0] in ("runtime", "graph"):
+                bad.append(f"{os.path.relpath(path, ROOT)}:{line} imports {name}")
+    assert not bad, "\n".join(bad)
 
 
 # ---------------------------------------------------------------------------------------

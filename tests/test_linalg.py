@@ -12,7 +12,7 @@ import pytest
 import defun as df
 from opcheck import (SymbolicBuilder, SymbolicTensor, as_numpy, assert_same, check_gradient,
                      check_second_order)
-from runtime import dtypes
+from defun.runtime import dtypes
 
 IAE = df.errors.InvalidArgumentError
 la = df.linalg

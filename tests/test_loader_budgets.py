@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import defun as df
-from graph.functions import plan_of
-from graph.serialize import budget
-from runtime import registry
+from defun.graph.functions import plan_of
+from defun.graph.serialize import budget
+from defun.runtime import registry
 
 F32, F64 = np.float32, np.float64
 MB = 1 << 20
@@ -175,7 +175,7 @@ def test_pad_modes_outside_the_format_are_refused(mode):
 
 
 def test_enumerated_attrs_are_declared_once_in_the_attr_type_table():
-    from runtime import attr_types
+    from defun.runtime import attr_types
     enumerated = {(op.name, a): attr_types.choices(t) for op in registry.all_ops()
                   for a, t in op.attrs.items() if attr_types.choices(t)}
     assert enumerated[("pad", "mode")] == ("CONSTANT", "REFLECT", "SYMMETRIC")

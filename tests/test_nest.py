@@ -1,6 +1,6 @@
 import collections
 
-from runtime.nest import flatten, make_packer, pack_as
+from defun.runtime.nest import flatten, make_packer, pack_as
 
 Pair = collections.namedtuple("Pair", "a b")
 

@@ -13,8 +13,8 @@ import pytest
 pytest.importorskip("numba")
 
 import defun as df  # noqa: E402
-import graph.numba_backend as nb  # noqa: E402
-from graph.functions import plan_of  # noqa: E402
+import defun.graph.numba_backend as nb  # noqa: E402
+from defun.graph.functions import plan_of  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -240,7 +240,7 @@ def test_large_matmuls_keep_numpy_kernels():
 def test_a_second_process_reuses_the_compiled_regions(tmp_path):
     # (compile times are reported by benchmarks/anchors.py; here numba's own cache counters)
     code = ("import numpy as np, defun as df\n"
-            "from graph.numba_backend import jit\n"
+            "from defun.graph.numba_backend import jit\n"
             "def f(x):\n    return df.reduce_sum(df.tanh(x * 1.5 + 0.25) * df.exp(x), axis=1)\n"
             "x = df.constant(np.linspace(-1, 1, 12).reshape(3, 4))\n"
             "out = df.defun(f, backend='numba')(x).numpy()\n"

@@ -16,16 +16,16 @@ import pytest
 pytest.importorskip("numba")
 
 import defun as df  # noqa: E402
-import graph.numba_backend as nb  # noqa: E402
-from graph.backends import get_backend  # noqa: E402
+import defun.graph.numba_backend as nb  # noqa: E402
+from defun.graph.backends import get_backend  # noqa: E402
 from opcheck import as_list, as_numpy, make_inputs, random_cotangents, tape_vjp  # noqa: E402
 from test_ops import ROWS, _float_inputs  # noqa: E402
 from test_ops_graph import _documented_refusal, _dtype, _graph_rows, _signature  # noqa: E402
-from graph.functions import plan_of  # noqa: E402
-from graph.numba_backend.plan import fused_form  # noqa: E402
-from graph.passes import optimize  # noqa: E402
-from runtime import registry  # noqa: E402
-from runtime.fused import Reduction  # noqa: E402
+from defun.graph.functions import plan_of  # noqa: E402
+from defun.graph.numba_backend.plan import fused_form  # noqa: E402
+from defun.graph.passes import optimize  # noqa: E402
+from defun.runtime import registry  # noqa: E402
+from defun.runtime.fused import Reduction  # noqa: E402
 
 EXHAUSTIVE = bool(os.environ.get("DEFUN_NUMBA_EXHAUSTIVE"))
 f64 = df.float64

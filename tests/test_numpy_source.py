@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import defun as df
-from graph.functions import plan_of
+from defun.graph.functions import plan_of
 from isolated import run_without_defun, same_bits
 from opcheck import as_numpy, make_inputs
 from test_ops import ROWS, _float_inputs
@@ -115,7 +115,7 @@ import re  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 
-from runtime import errors  # noqa: E402
+from defun.runtime import errors  # noqa: E402
 
 _EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
                         "train_mlp.py")
@@ -227,7 +227,7 @@ def test_cond_and_while_forward_and_backward_without_defun(tmp_path):
 
 def test_a_call_node_is_a_call(monkeypatch):
     # inlining removes calls; without it the plan (and the module) calls the callee
-    from graph import functions, passes
+    from defun.graph import functions, passes
     pipeline = [p for p in passes.DEFAULT_PIPELINE if p is not passes.inline_calls]
     monkeypatch.setattr(functions, "optimize", lambda g: passes.optimize(g, pipeline=pipeline))
 
@@ -327,7 +327,7 @@ def test_the_module_checks_its_arguments():
 
 
 def test_what_cannot_be_exported_is_refused_by_name():
-    from graph.pysource import SourceWriter
+    from defun.graph.pysource import SourceWriter
     with pytest.raises(errors.UnimplementedError, match="op 'mine'.*test_numpy_source"):
         SourceWriter().ref(lambda x: x, "mine", "op 'mine'")
     with pytest.raises(errors.UnimplementedError, match="op 'mine'.*object"):

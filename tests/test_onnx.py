@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import defun as df
-from graph.onnx_export import NO_FORM
-from runtime import registry
+from defun.graph.onnx_export import NO_FORM
+from defun.runtime import registry
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import defun as df
-from runtime import registry
+from defun.runtime import registry
 from opcheck import as_numpy, make_inputs
 from test_ops import ROWS
 from test_ops_graph import _documented_refusal, _dtype, _signature

@@ -18,7 +18,7 @@ import pytest
 
 import defun as df
 from opcheck import A, make_inputs
-from runtime import registry
+from defun.runtime import registry
 from test_ops import ROWS
 
 TESTS = os.path.dirname(os.path.abspath(__file__))

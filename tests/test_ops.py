@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import defun as df
-from runtime import registry
-from runtime.ops import array_ops, index_ops
+from defun.runtime import registry
+from defun.runtime.ops import array_ops, index_ops
 from opcheck import (A, FLOATS, NUMERIC, Row, V, _adjoint, _internal, _like, as_numpy, assert_same,
                      bin_, check_call_inference, check_gradient, check_second_order,
                      check_symbolic_gradient, idx, make_inputs, recording, red, un)
@@ -553,7 +553,7 @@ def test_every_registered_op_has_a_row():
 
 def test_every_op_declares_num_inputs_attrs_and_defaults():
     import inspect
-    from runtime import registry
+    from defun.runtime import registry
     src = inspect.getsource(registry.register)
     assert "signature" not in src and "import inspect" not in inspect.getsource(registry)
     for op in registry.all_ops():
@@ -566,7 +566,7 @@ def test_every_op_declares_num_inputs_attrs_and_defaults():
 
 @pytest.mark.parametrize("missing", ["num_inputs", "attrs", "defaults"])
 def test_register_refuses_an_op_without_explicit_declarations(missing):
-    from runtime import registry
+    from defun.runtime import registry
     kw = {"num_inputs": 1, "attrs": {}, "defaults": {}}
     del kw[missing]
     with pytest.raises(TypeError, match=missing):

@@ -9,7 +9,7 @@ import pytest
 
 import defun as df
 from opcheck import SymbolicBuilder, SymbolicTensor
-from runtime import dtypes
+from defun.runtime import dtypes
 
 IAE = df.errors.InvalidArgumentError
 
@@ -144,7 +144,7 @@ def test_typed_error_names_the_op(row, mode):
 
 
 def test_unknown_op_name_suggests_close_names():
-    from runtime import registry
+    from defun.runtime import registry
     with pytest.raises(df.errors.NotFoundError, match="softmax"):
         registry.get("sofmax")
 

@@ -90,7 +90,7 @@ def test_graph_gradient_matches_eager(row, v, unknown):
 def _bound_calls(row, v):
     """[(op, attrs, input values, output values)] of every op with a `bind` that the row
     runs eagerly, forward and (for differentiable rows) backward."""
-    from runtime import registry
+    from defun.runtime import registry
     calls = []
 
     def record(op_name, name, attrs, inputs, outputs):

@@ -8,16 +8,16 @@ import pytest
 
 import defun as df
 from graph_helpers import F32, F64, I32, build, golden  # noqa: F401
-from graph import passes
-from graph.executor import compile_graph
-from graph.functions import CALL, call_graph, plan_of
-from graph.ir import Graph
-from graph.printer import format_node
-from graph.verify import VerifyError, verify
-from runtime import attr_types
-from runtime.attr_types import check as check_attr
-from runtime import errors, registry
-from runtime.registry import OpDef
+from defun.graph import passes
+from defun.graph.executor import compile_graph
+from defun.graph.functions import CALL, call_graph, plan_of
+from defun.graph.ir import Graph
+from defun.graph.printer import format_node
+from defun.graph.verify import VerifyError, verify
+from defun.runtime import attr_types
+from defun.runtime.attr_types import check as check_attr
+from defun.runtime import errors, registry
+from defun.runtime.registry import OpDef
 
 
 ALL_PASSES = [passes.eliminate_dead_code, passes.eliminate_common_subexpressions,
@@ -765,7 +765,7 @@ def _corrupt_duplicate_id(g):
 
 
 def _corrupt_stale_tensor(g):
-    from graph.ir import SymbolicTensor
+    from defun.graph.ir import SymbolicTensor
     n = g.nodes[3]
     old = n.inputs[0]
     n.inputs = [SymbolicTensor(old.node, 0, old.shape, old.dtype), n.inputs[1]]

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 
 import defun as df
-from graph.printer import render_dot
+from defun.graph.printer import render_dot
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

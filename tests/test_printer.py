@@ -4,9 +4,9 @@ import numpy as np
 
 import defun as df
 from graph_helpers import F32, F64, I32, build, golden  # noqa: F401
-from graph.functions import call_graph
-from graph.ir import Graph
-from graph.printer import format_attr, format_node, to_dot, to_networkx
+from defun.graph.functions import call_graph
+from defun.graph.ir import Graph
+from defun.graph.printer import format_attr, format_node, to_dot, to_networkx
 
 
 
@@ -173,7 +173,7 @@ def test_dot_draws_forward_and_backward_with_side_outputs_and_captures():
 
 
 def test_dot_renders_to_svg_and_png():
-    from graph.printer import render_dot    # the [viz] extra (in the test extra) and Graphviz
+    from defun.graph.printer import render_dot    # the [viz] extra (in the test extra) and Graphviz
     g = _step_graph()
     svg = render_dot(to_dot(g), "svg").decode()
     assert svg.lstrip().startswith("<?xml") and "<svg" in svg and "assign_add_variable" in svg

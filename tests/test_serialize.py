@@ -11,14 +11,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import defun as df
-from graph import serialize as ser
-from graph.executor import compile_graph
-from graph.functions import call_graph
-from graph.ir import Graph
-from graph.serialize import (describe_structure, dumps_document, from_document, to_document,
-                             write_document)
-from runtime import attr_types
-from runtime.errors import GraphFormatError, InvalidArgumentError
+from defun.graph import serialize as ser
+from defun.graph.executor import compile_graph
+from defun.graph.functions import call_graph
+from defun.graph.ir import Graph
+from defun.graph.serialize import (describe_structure, dumps_document, from_document, to_document,
+                                   write_document)
+from defun.runtime import attr_types
+from defun.runtime.errors import GraphFormatError, InvalidArgumentError
 
 F32 = np.float32
 
@@ -810,7 +810,7 @@ def test_a_loaded_function_does_not_alias_the_callers_array():
 
 
 def test_export_bytes_do_not_depend_on_what_the_process_traced_before():
-    from graph.serialize import dumps_document
+    from defun.graph.serialize import dumps_document
 
     def make():
         @df.defun
@@ -929,7 +929,7 @@ GRAPH_ONLY_LOADER = r"""
 import json, sys
 import numpy as np
 sys.path.insert(0, sys.argv[1])
-from graph import serialize
+from defun.graph import serialize
 doc = json.load(open(sys.argv[2]))
 loaded = serialize.from_document(doc)
 out = loaded(np.array([1.0, -3.0]))

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 import defun as df
-from runtime import registry, tape as tape_mod
-from runtime.autodiff import imperative_grad
+from defun.runtime import registry, tape as tape_mod
+from defun.runtime.autodiff import imperative_grad
 
 
 def val(t):
@@ -395,7 +395,7 @@ def test_differentiated_function_returning_none_raises():
 
 
 def test_gradients_function_does_not_leave_a_tape_active():
-    from runtime.context import state
+    from defun.runtime.context import state
     df.gradients_function(lambda x: x * x)(1.0)
     with pytest.raises(ValueError):
         df.gradients_function(lambda x, y: x)(1.0, 2.0)
@@ -924,8 +924,8 @@ def test_a_long_tape_adds_no_tracked_objects_and_constant_bytes_per_entry():
 
 
 def test_an_unregistered_op_reusing_a_registered_name_is_recorded_with_its_own_gradient():
-    from runtime.execute import run_op
-    from runtime.registry import OpDef, get
+    from defun.runtime.execute import run_op
+    from defun.runtime.registry import OpDef, get
     add = get("add")
     twice = OpDef("add", lambda a, b: a + b, add.infer, lambda op, g: [2.0 * g, None],
                   num_inputs=2, same_dtype=(0, 1))

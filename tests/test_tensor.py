@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import defun as df
-from runtime import context
+from defun.runtime import context
 
 
 def val(t):
@@ -563,7 +563,7 @@ def test_cached_numbers_keep_python_types_and_signs_apart():
 
 
 def test_the_number_cache_is_bounded():
-    from runtime import tensor as tensor_mod
+    from defun.runtime import tensor as tensor_mod
     x = df.constant(np.zeros(1))
     for i in range(tensor_mod._WEAK_SCALARS_MAX + 10):
         x + float(i + 1)

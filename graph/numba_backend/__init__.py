@@ -14,10 +14,10 @@ backend is not installed, and asking for it names the extra.
 import importlib.util
 import warnings
 
-from graph.backends import NumpyBackend, Region, get_backend, needs_extra, register_backend
-from graph.ir import CONST, PLACEHOLDER
-from graph.numba_backend.codegen import region_source
-from graph.numba_backend.plan import fused_form, stages_of
+from defun.graph.backends import NumpyBackend, Region, get_backend, needs_extra, register_backend
+from defun.graph.ir import CONST, PLACEHOLDER
+from defun.graph.numba_backend.codegen import region_source
+from defun.graph.numba_backend.plan import fused_form, stages_of
 
 __all__ = ["NumbaBackend", "available", "stats"]
 
@@ -69,7 +69,7 @@ class NumbaBackend(NumpyBackend):
 
     def _region(self, run, last_use, end):
         # function-level: jit imports numba, which only building a region needs
-        from graph.numba_backend.jit import is_compile_error, load_region  # imports numba
+        from defun.graph.numba_backend.jit import is_compile_error, load_region  # imports numba
         inside = {id(t) for n in run for t in n.outputs}
         inputs, seen = [], set()
         for n in run:

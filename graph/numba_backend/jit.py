@@ -19,8 +19,8 @@ from numba import njit, types
 from numba.core.errors import NumbaError
 from numba.extending import intrinsic, overload
 
-from runtime import registry
-from runtime.files import write_atomically
+from defun.runtime import registry
+from defun.runtime.files import write_atomically
 
 __all__ = ["Fallback", "scalar", "tanh", "kernel", "load_region", "cache_dir", "is_compile_error"]
 

@@ -17,7 +17,7 @@ stage or step reads are stored in arrays.
 """
 import numpy as np
 
-from runtime.fused import Elementwise, Kernel, Reduction
+from defun.runtime.fused import Elementwise, Kernel, Reduction
 
 __all__ = ["Loop", "Call", "fused_form", "stages_of", "reduced_axes"]
 

@@ -9,14 +9,14 @@ The format itself (layout, attr encodings, versions, limits) is docs/format.md; 
 holds its limits and field checks. Loading needs the op registry and nothing else: this
 package imports every op module a document may name, and never `defun`.
 """
-from runtime import custom_gradient as _custom_gradient  # noqa: F401  (registers its op)
-from runtime import ops as _ops  # noqa: F401  (registers the ops a document may name)
-from graph import control_flow as _control_flow  # noqa: F401  (registers `cond`, `while`)
-from graph import functions as _functions  # noqa: F401  (registers `call`)
-from graph.serialize.build import from_document
-from graph.serialize.export import describe_structure, dumps_document, to_document, write_document
-from graph.serialize.loaded import InputSpec, LoadedFunction
-from graph.serialize.schema import FORMAT, READABLE_VERSIONS, VERSION
+from defun.runtime import custom_gradient as _custom_gradient  # noqa: F401  (registers its op)
+from defun.runtime import ops as _ops  # noqa: F401  (registers the ops a document may name)
+from defun.graph import control_flow as _control_flow  # noqa: F401  (registers `cond`, `while`)
+from defun.graph import functions as _functions  # noqa: F401  (registers `call`)
+from defun.graph.serialize.build import from_document
+from defun.graph.serialize.export import describe_structure, dumps_document, to_document, write_document
+from defun.graph.serialize.loaded import InputSpec, LoadedFunction
+from defun.graph.serialize.schema import FORMAT, READABLE_VERSIONS, VERSION
 
 __all__ = ["FORMAT", "VERSION", "READABLE_VERSIONS", "to_document", "write_document",
            "from_document", "dumps_document", "describe_structure", "LoadedFunction", "InputSpec"]

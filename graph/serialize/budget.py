@@ -27,10 +27,10 @@ import threading
 
 import numpy as np
 
-from runtime import dtypes, errors
-from graph.backends import NumpyBackend
-from graph.executor import Plan
-from graph.functions import plan_of
+from defun.runtime import dtypes, errors
+from defun.graph.backends import NumpyBackend
+from defun.graph.executor import Plan
+from defun.graph.functions import plan_of
 
 __all__ = ["BudgetBackend", "DEFAULT_MAX_BYTES", "DEFAULT_MAX_ITERATIONS", "start_call", "end_call"]
 

@@ -12,20 +12,20 @@ import os
 
 import numpy as np
 
-from runtime import dtypes, errors
-from runtime.ops._infer import check_kinds
-from runtime.ops.resource_ops import VariableStore
-from runtime.tensor import HandleData, ResourceHandle
-from graph.executor import compile_graph, paused_gc
-from graph.gradients import Backward
-from graph.ir import Graph, infer_types
-from graph.passes import prune_unused_outputs
-from graph.verify import verify
-from graph.backends import get_backend
-from graph.serialize.budget import DEFAULT_MAX_BYTES, DEFAULT_MAX_ITERATIONS, BudgetBackend
-from graph.serialize.schema import _format_error
-from graph.serialize.loaded import LoadedFunction
-from graph.serialize.validate import _callees_first, _read_document, _validate
+from defun.runtime import dtypes, errors
+from defun.runtime.ops._infer import check_kinds
+from defun.runtime.ops.resource_ops import VariableStore
+from defun.runtime.tensor import HandleData, ResourceHandle
+from defun.graph.executor import compile_graph, paused_gc
+from defun.graph.gradients import Backward
+from defun.graph.ir import Graph, infer_types
+from defun.graph.passes import prune_unused_outputs
+from defun.graph.verify import verify
+from defun.graph.backends import get_backend
+from defun.graph.serialize.budget import DEFAULT_MAX_BYTES, DEFAULT_MAX_ITERATIONS, BudgetBackend
+from defun.graph.serialize.schema import _format_error
+from defun.graph.serialize.loaded import LoadedFunction
+from defun.graph.serialize.validate import _callees_first, _read_document, _validate
 
 
 def _build(specs):

@@ -5,13 +5,13 @@ import re
 
 import numpy as np
 
-from runtime import attr_types, dtypes, errors
-from runtime.files import write_atomically
-from runtime.tensor import EagerTensor, ResourceHandle
-from graph.serialize import schema as limits
-from graph.serialize.schema import (FORMAT, VERSION, _encode_array,
-                                    _encode_float, _shape_doc)
-from graph.serialize.validate import _check_structure
+from defun.runtime import attr_types, dtypes, errors
+from defun.runtime.files import write_atomically
+from defun.runtime.tensor import EagerTensor, ResourceHandle
+from defun.graph.serialize import schema as limits
+from defun.graph.serialize.schema import (FORMAT, VERSION, _encode_array,
+                                          _encode_float, _shape_doc)
+from defun.graph.serialize.validate import _check_structure
 
 # =======================================================================================
 # Export

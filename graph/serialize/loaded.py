@@ -7,13 +7,13 @@ from collections import namedtuple
 
 import numpy as np
 
-from runtime import errors
-from runtime.shapes import shape_fits, shape_str
-from runtime.tensor import EagerTensor, ResourceHandle, Tensor, to_array
-from graph.functions import plan_of
-from graph.serialize import budget
-from graph.serialize.schema import _shape_doc
-from graph.serialize.export import to_document
+from defun.runtime import errors
+from defun.runtime.shapes import shape_fits, shape_str
+from defun.runtime.tensor import EagerTensor, ResourceHandle, Tensor, to_array
+from defun.graph.functions import plan_of
+from defun.graph.serialize import budget
+from defun.graph.serialize.schema import _shape_doc
+from defun.graph.serialize.export import to_document
 
 InputSpec = namedtuple("InputSpec", "name shape dtype")
 

@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 
-from runtime import dtypes, errors
+from defun.runtime import dtypes, errors
 
 
 FORMAT = "defun.graph"

@@ -8,14 +8,14 @@ import json
 import os
 from collections import namedtuple
 
-from runtime import attr_types, dtypes, errors, registry
-from runtime.ops.resource_ops import ASSIGN_OPS
-from graph.serialize import schema as limits
-from graph.serialize.schema import (FORMAT, READABLE_VERSIONS, VERSION, _FuncRef, _V1_STATEFUL_TWINS,
-                                    _attr_path, _check_array, _check_dtype, _check_int,
-                                    _check_list, _check_name, _check_ref, _check_shape,
-                                    _check_str, _decode_array, _decode_float, _fields,
-                                    _format_error, _kind, _show)
+from defun.runtime import attr_types, dtypes, errors, registry
+from defun.runtime.ops.resource_ops import ASSIGN_OPS
+from defun.graph.serialize import schema as limits
+from defun.graph.serialize.schema import (FORMAT, READABLE_VERSIONS, VERSION, _FuncRef, _V1_STATEFUL_TWINS,
+                                          _attr_path, _check_array, _check_dtype, _check_int,
+                                          _check_list, _check_name, _check_ref, _check_shape,
+                                          _check_str, _decode_array, _decode_float, _fields,
+                                          _format_error, _kind, _show)
 
 # =======================================================================================
 # Import, step 1: parse

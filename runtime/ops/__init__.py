@@ -1,13 +1,13 @@
 """All registered ops and their public functions; installs Tensor operators."""
-from runtime.ops import math_ops, array_ops  # noqa: F401  (registration happens on import)
-from runtime.ops.math_ops import *  # noqa: F401,F403
-from runtime.ops.array_ops import *  # noqa: F401,F403
-from runtime.ops import nn_ops, resource_ops  # noqa: F401,E402
-from runtime.ops.nn_ops import *  # noqa: F401,F403,E402
-from runtime.ops import linalg_ops, numpy_methods  # noqa: F401,E402  (df.linalg: defun/linalg.py)
-from runtime.ops.more_math_ops import *  # noqa: F401,F403,E402
-from runtime.ops.more_array_ops import *  # noqa: F401,F403,E402
-from runtime.ops import sparse_ops  # noqa: F401,E402
+from defun.runtime.ops import math_ops, array_ops  # noqa: F401  (registration happens on import)
+from defun.runtime.ops.math_ops import *  # noqa: F401,F403
+from defun.runtime.ops.array_ops import *  # noqa: F401,F403
+from defun.runtime.ops import nn_ops, resource_ops  # noqa: F401,E402
+from defun.runtime.ops.nn_ops import *  # noqa: F401,F403,E402
+from defun.runtime.ops import linalg_ops, numpy_methods  # noqa: F401,E402  (df.linalg: defun/linalg.py)
+from defun.runtime.ops.more_math_ops import *  # noqa: F401,F403,E402
+from defun.runtime.ops.more_array_ops import *  # noqa: F401,F403,E402
+from defun.runtime.ops import sparse_ops  # noqa: F401,E402
 
 
 def _install_operators(cls):
@@ -37,17 +37,17 @@ def _install_operators(cls):
         setattr(cls, k, f)
 
 
-from runtime.tensor import Tensor  # noqa: E402
+from defun.runtime.tensor import Tensor  # noqa: E402
 _install_operators(Tensor)
-from runtime.ops import special_math_ops  # noqa: F401,E402
-from runtime.ops.special_math_ops import *  # noqa: F401,F403,E402
-from runtime.ops import einsum_ops  # noqa: F401,E402
-from runtime.ops.einsum_ops import *  # noqa: F401,F403,E402
-from runtime.ops import sort_ops  # noqa: F401,E402
-from runtime.ops.sort_ops import *  # noqa: F401,F403,E402
-from runtime.ops import scatter_ops  # noqa: F401,E402
-from runtime.ops.scatter_ops import *  # noqa: F401,F403,E402
-from runtime.ops import conv_ops  # noqa: F401,E402
-from runtime.ops.conv_ops import *  # noqa: F401,F403,E402
-from runtime.ops import random_ops, debug_ops  # noqa: F401,E402
-from runtime.ops.random_ops import *  # noqa: F401,F403,E402
+from defun.runtime.ops import special_math_ops  # noqa: F401,E402
+from defun.runtime.ops.special_math_ops import *  # noqa: F401,F403,E402
+from defun.runtime.ops import einsum_ops  # noqa: F401,E402
+from defun.runtime.ops.einsum_ops import *  # noqa: F401,F403,E402
+from defun.runtime.ops import sort_ops  # noqa: F401,E402
+from defun.runtime.ops.sort_ops import *  # noqa: F401,F403,E402
+from defun.runtime.ops import scatter_ops  # noqa: F401,E402
+from defun.runtime.ops.scatter_ops import *  # noqa: F401,F403,E402
+from defun.runtime.ops import conv_ops  # noqa: F401,E402
+from defun.runtime.ops.conv_ops import *  # noqa: F401,F403,E402
+from defun.runtime.ops import random_ops, debug_ops  # noqa: F401,E402
+from defun.runtime.ops.random_ops import *  # noqa: F401,F403,E402

@@ -14,12 +14,12 @@ ends with the user's source line (the place the op was called), as inference err
 """
 import numpy as np
 
-from runtime import dtypes, errors, sites
-from runtime.context import state
-from runtime.execute import run_op
-from runtime.registry import get as get_op
-from runtime.shapes import shape_str
-from runtime.tensor import EagerTensor, Tensor
+from defun.runtime import dtypes, errors, sites
+from defun.runtime.context import state
+from defun.runtime.execute import run_op
+from defun.runtime.registry import get as get_op
+from defun.runtime.shapes import shape_str
+from defun.runtime.tensor import EagerTensor, Tensor
 
 __all__ = ["error", "describe", "value_now", "is_tensor_arg", "int_arg", "count_arg", "float_arg",
            "int_list_arg", "axes_arg", "axis_arg", "shape_arg", "shape_operand", "shape_value",

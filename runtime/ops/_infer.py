@@ -1,7 +1,7 @@
 """Static shape/dtype inference helpers shared by op declarations (sizes may be None)."""
-from runtime import dtypes, errors
-from runtime.shapes import (broadcast_shapes, merge_shapes, normalize_axes, normalize_axis,  # noqa: F401
-                            num_elements, shape_fits, shape_str, shapes_compatible)
+from defun.runtime import dtypes, errors
+from defun.runtime.shapes import (broadcast_shapes, merge_shapes, normalize_axes, normalize_axis,  # noqa: F401
+                                  num_elements, shape_fits, shape_str, shapes_compatible)
 
 float_kinds = "f"
 numeric_kinds = "fiu"

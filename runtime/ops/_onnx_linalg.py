@@ -11,7 +11,7 @@ Loop over the matrix's columns, batched over the leading axes, any float dtype:
 A singular matrix gives inf/nan (the kernels raise instead). Used by runtime/ops/linalg_ops.py;
 nothing here imports onnx.
 """
-from runtime.ops._onnx import diag_part_of
+from defun.runtime.ops._onnx import diag_part_of
 
 __all__ = ["eye_mask", "gauss_jordan", "det", "slogdet", "solve", "cholesky", "qr"]
 

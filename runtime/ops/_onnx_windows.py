@@ -9,7 +9,7 @@ one strided Slice per window offset (i, j), in an ONNX Loop over the kh * kw off
 Sizes may be unknown (int64 [1] vectors computed when the model runs). Used by the forms in
 runtime/ops/conv_ops.py; nothing here imports onnx.
 """
-from runtime.ops._onnx import iota
+from defun.runtime.ops._onnx import iota
 
 __all__ = ["Windows"]
 

@@ -8,13 +8,13 @@ import math
 
 import numpy as np
 
-from runtime import dtypes, errors
-from runtime.execute import run_op
-from runtime.fused import Elementwise as Ew, Reduction
-from runtime.ops import _args, _infer as inf
-from runtime.ops._onnx import reduce_form, shape_of
-from runtime.registry import register
-from runtime.tensor import EagerTensor
+from defun.runtime import dtypes, errors
+from defun.runtime.execute import run_op
+from defun.runtime.fused import Elementwise as Ew, Reduction
+from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops._onnx import reduce_form, shape_of
+from defun.runtime.registry import register
+from defun.runtime.tensor import EagerTensor
 
 __all__ = ["identity", "stop_gradient", "zeros_like", "ones_like", "reshape", "expand_dims", "squeeze",
            "broadcast_to", "shape", "size", "where", "cast", "reduce_sum", "unbroadcast"]

@@ -28,12 +28,12 @@ import functools
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from runtime import errors
-from runtime.execute import run_op
-from runtime.ops import _args, _infer as inf
-from runtime.ops._onnx_windows import Windows
-from runtime.registry import one_of, register
-from runtime.tape import skip_input_indices
+from defun.runtime import errors
+from defun.runtime.execute import run_op
+from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops._onnx_windows import Windows
+from defun.runtime.registry import one_of, register
+from defun.runtime.tape import skip_input_indices
 
 __all__ = ["conv2d", "max_pool2d", "avg_pool2d"]
 

@@ -12,11 +12,11 @@ import sys
 
 import numpy as np
 
-from runtime import errors
-from runtime.execute import run_op
-from runtime.ops import _args, _infer as inf
-from runtime.registry import one_of, register
-from runtime.tensor import Tensor
+from defun.runtime import errors
+from defun.runtime.execute import run_op
+from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.registry import one_of, register
+from defun.runtime.tensor import Tensor
 
 __all__ = ["print", "check_numerics"]
 

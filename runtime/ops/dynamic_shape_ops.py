@@ -9,11 +9,11 @@ the run-time value against them (`_args.shape_value`), as the random ops do.
 """
 import numpy as np
 
-from runtime import dtypes, errors
-from runtime.execute import run_op
-from runtime.ops import _args, _infer as inf
-from runtime.ops.base_ops import _shape_input_infer, reduce_sum
-from runtime.registry import register
+from defun.runtime import dtypes, errors
+from defun.runtime.execute import run_op
+from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops.base_ops import _shape_input_infer, reduce_sum
+from defun.runtime.registry import register
 
 __all__ = ["dynamic_fill", "dynamic_tile", "dynamic_range", "range_length"]
 

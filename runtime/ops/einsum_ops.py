@@ -13,15 +13,15 @@ import string
 
 import numpy as np
 
-from runtime import errors
-from runtime.execute import run_op
-from runtime.ops import _args, _infer as inf
-from runtime.ops._onnx import scatter_adjoint
-from runtime.ops.array_ops import ones_like
-from runtime.ops.index_ops import _rank
-from runtime.ops.math_ops import reduce_sum, unbroadcast
-from runtime.registry import register
-from runtime.tape import skip_input_indices
+from defun.runtime import errors
+from defun.runtime.execute import run_op
+from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops._onnx import scatter_adjoint
+from defun.runtime.ops.array_ops import ones_like
+from defun.runtime.ops.index_ops import _rank
+from defun.runtime.ops.math_ops import reduce_sum, unbroadcast
+from defun.runtime.registry import register
+from defun.runtime.tape import skip_input_indices
 
 __all__ = ["einsum", "tensordot"]
 

@@ -7,14 +7,14 @@ import operator
 
 import numpy as np
 
-from runtime import dtypes, errors
-from runtime.execute import run_op
-from runtime.indexed_slices import IndexedSlices
-from runtime.ops import _args, _infer as inf
-from runtime.ops._onnx import BIG, scatter_adjoint, shape_of
-from runtime.ops.base_ops import reshape
-from runtime.registry import register
-from runtime.tensor import EagerTensor, Tensor
+from defun.runtime import dtypes, errors
+from defun.runtime.execute import run_op
+from defun.runtime.indexed_slices import IndexedSlices
+from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops._onnx import BIG, scatter_adjoint, shape_of
+from defun.runtime.ops.base_ops import reshape
+from defun.runtime.registry import register
+from defun.runtime.tensor import EagerTensor, Tensor
 
 __all__ = ["gather", "one_hot", "strided_slice", "slice_helper"]
 

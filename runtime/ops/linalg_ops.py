@@ -24,15 +24,15 @@ import functools
 
 import numpy as np
 
-from runtime import dtypes, errors
-from runtime.execute import run_op
-from runtime.ops import _args, _infer as inf
-from runtime.ops import _onnx_linalg as la
-from runtime.ops._onnx import diag_part_of, scatter_adjoint, shape_of
-from runtime.ops import array_ops as arr
-from runtime.ops import math_ops as m
-from runtime.ops.more_array_ops import rank_of
-from runtime.registry import register
+from defun.runtime import dtypes, errors
+from defun.runtime.execute import run_op
+from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops import _onnx_linalg as la
+from defun.runtime.ops._onnx import diag_part_of, scatter_adjoint, shape_of
+from defun.runtime.ops import array_ops as arr
+from defun.runtime.ops import math_ops as m
+from defun.runtime.ops.more_array_ops import rank_of
+from defun.runtime.registry import register
 
 __all__ = []  # the public functions live in the `df.linalg` namespace (defun/linalg.py)
 

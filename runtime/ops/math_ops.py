@@ -7,17 +7,17 @@ those rows stay whole, one per op.
 """
 import numpy as np
 
-from runtime import dtypes, errors
-from runtime.execute import op_function, run_op
-from runtime.fused import Elementwise as Ew, Kernel, Reduction
-from runtime.ops import _args, _infer as inf
-from runtime.ops._onnx import chain, reduce_form, reduced_axes, running
-from runtime.ops.base_ops import (_broadcast_back, _keepdims_grad, _mask, cast,  # noqa: F401
-                                  ones_like, reducer, reduce_sum, size, unbroadcast, where,
-                                  zeros_like)
-from runtime.registry import register
-from runtime.tape import skip_input_indices
-from runtime.tensor import EagerTensor, convert_to_tensor, weak_scalar_tensor
+from defun.runtime import dtypes, errors
+from defun.runtime.execute import op_function, run_op
+from defun.runtime.fused import Elementwise as Ew, Kernel, Reduction
+from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops._onnx import chain, reduce_form, reduced_axes, running
+from defun.runtime.ops.base_ops import (_broadcast_back, _keepdims_grad, _mask, cast,  # noqa: F401
+                                        ones_like, reducer, reduce_sum, size, unbroadcast, where,
+                                        zeros_like)
+from defun.runtime.registry import register
+from defun.runtime.tape import skip_input_indices
+from defun.runtime.tensor import EagerTensor, convert_to_tensor, weak_scalar_tensor
 
 __all__ = ["add", "subtract", "multiply", "divide", "floordiv", "mod", "pow", "maximum", "minimum",
            "negative", "square", "sqrt", "rsqrt", "exp", "log", "log1p", "tanh", "sigmoid", "relu",

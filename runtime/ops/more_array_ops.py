@@ -8,14 +8,14 @@ attrs; gradients are written with ops, and the linear ops pair with their adjoin
 
 import numpy as np
 
-from runtime import dtypes, errors
-from runtime.execute import run_op
-from runtime.ops import _args, _infer as inf
-from runtime.ops import math_ops as m
-from runtime.ops import array_ops as arr
-from runtime.ops._onnx import BIG, scatter_adjoint, shape_of
-from runtime.registry import one_of, register
-from runtime.tensor import Tensor
+from defun.runtime import dtypes, errors
+from defun.runtime.execute import run_op
+from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops import math_ops as m
+from defun.runtime.ops import array_ops as arr
+from defun.runtime.ops._onnx import BIG, scatter_adjoint, shape_of
+from defun.runtime.registry import one_of, register
+from defun.runtime.tensor import Tensor
 
 __all__ = ["repeat", "roll", "reverse", "linspace", "meshgrid", "outer"]
 

@@ -6,13 +6,13 @@ build graph nodes while tracing, and second order works).
 """
 import numpy as np
 
-from runtime.execute import run_op
-from runtime.ops import _infer as inf
-from runtime.ops import math_ops as m
-from runtime.ops import _onnx_float64 as f64
-from runtime.ops._onnx import with_float64
-from runtime.registry import register
-from runtime.tape import skip_input_indices
+from defun.runtime.execute import run_op
+from defun.runtime.ops import _infer as inf
+from defun.runtime.ops import math_ops as m
+from defun.runtime.ops import _onnx_float64 as f64
+from defun.runtime.ops._onnx import with_float64
+from defun.runtime.registry import register
+from defun.runtime.tape import skip_input_indices
 
 __all__ = ["asin", "acos", "atan", "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "hypot",
            "log2", "log10", "logaddexp", "reciprocal", "ceil", "squared_difference"]

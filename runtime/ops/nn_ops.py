@@ -10,13 +10,13 @@ composing log_softmax, multiply and reduce_sum). Users only see the per-example 
 """
 import numpy as np
 
-from runtime import errors
-from runtime.execute import run_op
-from runtime.fused import Kernel
-from runtime.ops import _args, _infer as inf
-from runtime.ops.array_ops import _norm_axis, _rank, expand_dims
-from runtime.ops.math_ops import add, exp, multiply, negative, reduce_sum, subtract
-from runtime.registry import register
+from defun.runtime import errors
+from defun.runtime.execute import run_op
+from defun.runtime.fused import Kernel
+from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops.array_ops import _norm_axis, _rank, expand_dims
+from defun.runtime.ops.math_ops import add, exp, multiply, negative, reduce_sum, subtract
+from defun.runtime.registry import register
 
 __all__ = ["softmax", "log_softmax", "softmax_cross_entropy_with_logits",
            "sparse_softmax_cross_entropy_with_logits"]

@@ -9,10 +9,10 @@ and Variable.
 """
 import operator
 
-from runtime import dtypes, errors, sites
-from runtime.ops import _infer as inf
-from runtime.ops import array_ops as arr
-from runtime.ops import math_ops as m
+from defun.runtime import dtypes, errors, sites
+from defun.runtime.ops import _infer as inf
+from defun.runtime.ops import array_ops as arr
+from defun.runtime.ops import math_ops as m
 
 __all__ = ["METHODS"]
 

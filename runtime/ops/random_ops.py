@@ -18,12 +18,12 @@ do not):
 """
 import numpy as np
 
-from runtime import dtypes, errors
-from runtime.execute import run_op
-from runtime.ops import _args, _infer as inf
-from runtime.ops.math_ops import add, multiply, subtract
-from runtime.registry import register
-from runtime.tensor import Tensor
+from defun.runtime import dtypes, errors
+from defun.runtime.execute import run_op
+from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops.math_ops import add, multiply, subtract
+from defun.runtime.registry import register
+from defun.runtime.tensor import Tensor
 
 __all__ = ["dropout"]
 

@@ -11,9 +11,9 @@ import threading
 
 import numpy as np
 
-from runtime import dtypes, errors
-from runtime.registry import register
-from runtime.ops import _infer as inf
+from defun.runtime import dtypes, errors
+from defun.runtime.registry import register
+from defun.runtime.ops import _infer as inf
 
 
 class VariableStore:

@@ -8,15 +8,15 @@ params), scatter_nd's is gather_nd of the gradient, the segment sums' are gather
 """
 import numpy as np
 
-from runtime import errors
-from runtime.dtypes import from_numpy
-from runtime.execute import run_op
-from runtime.ops import _args, _infer as inf
-from runtime.ops._onnx import scatter_adjoint, shape_of
-from runtime.ops.array_ops import expand_dims, gather, where, zeros_like
-from runtime.ops.index_ops import _check_int_dtype
-from runtime.ops.math_ops import cast, greater_equal, multiply
-from runtime.registry import register
+from defun.runtime import errors
+from defun.runtime.dtypes import from_numpy
+from defun.runtime.execute import run_op
+from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops._onnx import scatter_adjoint, shape_of
+from defun.runtime.ops.array_ops import expand_dims, gather, where, zeros_like
+from defun.runtime.ops.index_ops import _check_int_dtype
+from defun.runtime.ops.math_ops import cast, greater_equal, multiply
+from defun.runtime.registry import register
 
 __all__ = ["gather_nd", "scatter_nd", "segment_sum", "unsorted_segment_sum"]
 

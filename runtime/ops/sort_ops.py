@@ -7,12 +7,12 @@ reverse), so sorting is differentiable to any order.
 """
 import numpy as np
 
-from runtime import dtypes, errors
-from runtime.execute import run_op
-from runtime.ops import _args, _infer as inf
-from runtime.ops._onnx import scatter_adjoint, shape_of
-from runtime.ops.index_ops import _norm_axis, _rank
-from runtime.registry import one_of, register
+from defun.runtime import dtypes, errors
+from defun.runtime.execute import run_op
+from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops._onnx import scatter_adjoint, shape_of
+from defun.runtime.ops.index_ops import _norm_axis, _rank
+from defun.runtime.registry import one_of, register
 
 __all__ = ["sort", "argsort", "top_k"]
 

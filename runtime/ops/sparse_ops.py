@@ -9,10 +9,10 @@ the same value.
 """
 import numpy as np
 
-from runtime import dtypes, errors
-from runtime.execute import run_op
-from runtime.registry import register
-from runtime.ops import _infer as inf
+from defun.runtime import dtypes, errors
+from defun.runtime.execute import run_op
+from defun.runtime.registry import register
+from defun.runtime.ops import _infer as inf
 
 __all__ = ["sum_duplicate_rows"]
 

@@ -8,20 +8,20 @@ the public functions, so they build graph nodes while tracing and differentiate 
 """
 import numpy as np
 
-from runtime import dtypes, errors
-from runtime.execute import run_op
-from runtime.ops import _args, _infer as inf
-from runtime.ops import _onnx_float64 as f64
-from runtime.ops._onnx import reduced_axes, running, with_float64
-from runtime.ops.array_ops import concat, ones_like, strided_slice, where, zeros_like
-from runtime.ops.base_ops import _keepdims_grad, _reduce_infer
-from runtime.ops.index_ops import _norm_axis, _rank
-from runtime.ops.math_ops import (abs, add, cast,
-                                  divide, equal, exp, greater, less, less_equal, logical_and, logical_not,
-                                  minimum, multiply, negative, pow, reduce_sum, sigmoid, sign, square, subtract,
-                                  tanh, unbroadcast)
-from runtime.registry import register
-from runtime.tape import skip_input_indices
+from defun.runtime import dtypes, errors
+from defun.runtime.execute import run_op
+from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops import _onnx_float64 as f64
+from defun.runtime.ops._onnx import reduced_axes, running, with_float64
+from defun.runtime.ops.array_ops import concat, ones_like, strided_slice, where, zeros_like
+from defun.runtime.ops.base_ops import _keepdims_grad, _reduce_infer
+from defun.runtime.ops.index_ops import _norm_axis, _rank
+from defun.runtime.ops.math_ops import (abs, add, cast,
+                                        divide, equal, exp, greater, less, less_equal, logical_and, logical_not,
+                                        minimum, multiply, negative, pow, reduce_sum, sigmoid, sign, square, subtract,
+                                        tanh, unbroadcast)
+from defun.runtime.registry import register
+from defun.runtime.tape import skip_input_indices
 
 __all__ = ["tan", "expm1", "erf", "softplus", "elu", "leaky_relu", "gelu", "is_nan", "is_finite",
            "clip_by_value", "reduce_logsumexp", "reduce_any", "reduce_all", "norm", "cumsum", "cumprod",
