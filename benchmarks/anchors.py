@@ -38,7 +38,8 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 import defun as df  # noqa: E402
-from common import assert_same, markdown_table, median_us, median_us_interleaved  # noqa: E402
+from common import (assert_same, machine_figures, machine_line, markdown_table, median_us,  # noqa: E402
+                    median_us_interleaved)
 
 CHAIN_STEPS = 100
 
@@ -389,7 +390,9 @@ def cached_first_calls():
 
 
 def measure_call(repeat):
-    """A compiled one-op function next to the raw numpy op and the eager df op."""
+    """A compiled one-op function next to the raw numpy op and the eager df op, and the eager
+    op recorded on a tape already holding 100k entries (timed with np.add beside it, the tape
+    active for both). {name: us per call}."""
     a = np.arange(4, dtype=np.float32)
     b = np.ones(4, dtype=np.float32)
     x, y = df.constant(a), df.constant(b)
@@ -407,7 +410,20 @@ def measure_call(repeat):
         jadd = jax.jit(lambda a, b: a + b)
         ja, jb = jax.device_put(a), jax.device_put(b)
         calls["jax.jit(a + b)"] = lambda: jadd(ja, jb).block_until_ready()
-    return median_us_interleaved(calls, repeat=repeat)
+    out = median_us_interleaved(calls, repeat=repeat)
+    with df.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        for _ in range(100_000):
+            df.add(x, y)
+        taped = median_us_interleaved({"np": lambda: np.add(a, b), "df": lambda: df.add(x, y)},
+                                      repeat=repeat)
+    del tape
+    # as a multiple of np.add measured beside it, scaled to the first table's np.add
+    out[TAPED] = taped["df"] / taped["np"] * out["numpy np.add"]
+    return out
+
+
+TAPED = "df.add eager, tape of 100k entries"
 
 
 def elementwise_chain(n, tanh, scale):
@@ -543,6 +559,7 @@ def main():
     print(f"# defun anchor benchmarks\n\n{platform.python_implementation()} "
           f"{platform.python_version()}, {platform.machine()}; {', '.join(versions)}; "
           f"single-threaded; median of {repeat} runs{' (--quick)' if args.quick else ''}.\n")
+    print(machine_line(machine_figures(repeat)) + "\n")
 
     f32_tol, f64_tol = (2e-4, 2e-6), (1e-9, 1e-12)
     workloads = {
@@ -584,25 +601,30 @@ def main():
         return workloads[workload][name] / workloads[workload][floor]
     checks = [   # DESIGN.md's targets, then the speed issue's (tighter) ones
         ("mlp_small defun(whole step) <= 1.0x", ratio("mlp_small"), 1.0),
-        ("mlp_medium defun(whole step) <= 1.1x", ratio("mlp_medium"), 1.1),
-        ("chain defun(whole step) <= 1.3x", ratio("chain"), 1.3),
+        ("mlp_medium defun(whole step) <= 1.0x", ratio("mlp_medium"), 1.0),
+        ("chain defun(whole step) <= 0.65x", ratio("chain"), 0.65),
         ("conv defun(whole step) <= 1.3x", ratio("conv"), 1.3),
         ("mlp_small value_and_grads(defun(loss)) <= 1.5x",
          ratio("mlp_small", "df value_and_grads(defun(loss))"), 1.5),
-        ("eager df.add <= 0.8 us", call["df.add eager"], 0.8),
-        ("one-op compiled call <= 1.2 us", call["df.defun(a + b)"], 1.2),
+        ("eager df.add <= 1.8x np.add", call["df.add eager"] / call["numpy np.add"], 1.8),
+        ("eager df.add under a 100k-entry tape <= 2.5x np.add", call[TAPED] / call["numpy np.add"], 2.5),
+        ("one-op compiled call <= 3.0x np.add", call["df.defun(a + b)"] / call["numpy np.add"], 3.0),
         ("trace + compile <= 15 us/op (N = 1000)", trace.get(("df.defun", 1000), float("nan")), 15.0),
         ("trace + compile <= 50 us/op (largest N)", trace[("df.defun", trace_sizes[-1])], 50.0),
     ]
     if FIRST_CALL_S:
         def numba_ratio(workload):
             return workloads[workload][NUMBA] / workloads[workload][floor]
-        checks += [("chain defun(whole step), numba <= 0.05x", numba_ratio("chain"), 0.05),
-                   ("mlp_small defun(whole step), numba <= 0.4x", numba_ratio("mlp_small"), 0.4)]
-        jax_name = "jax.jit(value_and_grad)"
-        if jax_name in workloads["chain"]:
-            checks.append(("chain numba / jax.jit (< 1: faster)",
-                           workloads["chain"][NUMBA] / workloads["chain"][jax_name], 0.999))
+        checks += [("chain defun(whole step), numba <= 0.04x", numba_ratio("chain"), 0.04),
+                   ("mlp_small defun(whole step), numba <= 0.35x", numba_ratio("mlp_small"), 0.35),
+                   ("mlp_medium defun(whole step), numba <= 0.8x", numba_ratio("mlp_medium"), 0.8),
+                   ("conv defun(whole step), numba <= 0.85x", numba_ratio("conv"), 0.85)]
+        for workload in ("mlp_small", "mlp_medium", "chain"):
+            peers = [workloads[workload][n] for n in workloads[workload]
+                     if n.startswith(("jax", "torch"))]
+            if peers:
+                checks.append((f"{workload} numba / fastest peer (< 1: ahead)",
+                               workloads[workload][NUMBA] / min(peers), 0.999 if workload != "mlp_medium" else 1.1))
     print("\n## Targets\n")
     print(markdown_table(["target", "measured", "met"],
                          [[t, f"{v:.3f}" if v < 0.1 else f"{v:.2f}", "yes" if v <= lim else "no"]

@@ -69,6 +69,44 @@ def median_us(fn, repeat=25, min_run_s=0.001, clock=time.perf_counter):
     return median_us_interleaved({"fn": fn}, repeat, min_run_s, clock)["fn"]
 
 
+def cpu_name():
+    """The processor's model name (Linux /proc/cpuinfo; platform.processor() elsewhere)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+    return platform.processor() or platform.machine()
+
+
+def machine_figures(repeat=25):
+    """What this machine's Python and numpy cost, so figures from two machines compare:
+    {"np.add us": one np.add of two float32 (4,) arrays (Python's per-call cost),
+     "sgemm GFLOP/s": a (256x256) @ (256x256) float32 matmul on one BLAS thread,
+     "tanh ns/elem": numpy's float32 tanh over 65,536 elements}."""
+    a, b = np.arange(4, dtype=np.float32), np.ones(4, dtype=np.float32)
+    m1 = np.random.default_rng(0).standard_normal((256, 256)).astype(np.float32)
+    m2 = np.random.default_rng(1).standard_normal((256, 256)).astype(np.float32)
+    t = np.random.default_rng(2).standard_normal(65536).astype(np.float32)
+    out = np.empty_like(t)
+    us = median_us_interleaved({"add": lambda: np.add(a, b), "mm": lambda: m1 @ m2,
+                                "tanh": lambda: np.tanh(t, out=out)}, repeat=repeat)
+    return {"np.add us": us["add"], "sgemm GFLOP/s": 2 * 256 ** 3 / (us["mm"] * 1e3),
+            "tanh ns/elem": us["tanh"] * 1e3 / t.size}
+
+
+def machine_line(figures):
+    """One line naming the machine and its calibration figures."""
+    import os as _os
+    return (f"Machine: {cpu_name()}, {_os.cpu_count()} cores; np.add of float32 (4,) "
+            f"{figures['np.add us']:.2f} us, single-thread sgemm 256^3 "
+            f"{figures['sgemm GFLOP/s']:.1f} GFLOP/s, numpy float32 tanh "
+            f"{figures['tanh ns/elem']:.2f} ns/element.")
+
+
 def to_numpy(x):
     """An array from a df tensor, torch tensor, jax array or numpy value."""
     if hasattr(x, "detach"):            # torch
