@@ -925,16 +925,31 @@ def test_version_1_has_no_stateful_field():
         df.load_json(old)
 
 
+# The graph layer alone: `defun` stands in as a bare package whose path holds only the
+# repository's folders (so defun/__init__.py, which imports the decorator layer, never runs)
+# and any module of the decorator layer is refused.
 GRAPH_ONLY_LOADER = r"""
-import json, sys
+import importlib.abc, json, sys, types
 import numpy as np
-sys.path.insert(0, sys.argv[1])
+bare = types.ModuleType("defun")
+bare.__path__ = [sys.argv[1]]
+sys.modules["defun"] = bare
+
+class Blocker(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        parts = name.split(".")
+        if parts[0] == "defun" and len(parts) > 1 and parts[1] not in ("runtime", "graph"):
+            raise ImportError(f"{name} is blocked: the graph layer must not need it")
+        return None
+
+sys.meta_path.insert(0, Blocker())
 from defun.graph import serialize
 doc = json.load(open(sys.argv[2]))
 loaded = serialize.from_document(doc)
 out = loaded(np.array([1.0, -3.0]))
 print(json.dumps(np.asarray(out.numpy() if hasattr(out, "numpy") else out).tolist()))
-print(json.dumps(sorted(m for m in sys.modules if m == "defun" or m.startswith("defun."))))
+print(json.dumps(sorted(m for m in sys.modules if m.startswith("defun.")
+                        and m.split(".")[1] not in ("runtime", "graph"))))
 """
 
 
