@@ -327,7 +327,7 @@ def test_the_module_checks_its_arguments():
 
 
 def test_what_cannot_be_exported_is_refused_by_name():
-    from defun.graph.pysource import SourceWriter
+    from defun.graph.numpy_source.writer import SourceWriter
     with pytest.raises(errors.UnimplementedError, match="op 'mine'.*test_numpy_source"):
         SourceWriter().ref(lambda x: x, "mine", "op 'mine'")
     with pytest.raises(errors.UnimplementedError, match="op 'mine'.*object"):

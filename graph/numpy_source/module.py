@@ -11,7 +11,7 @@ program order), one line per node:
         v4 = np.add(v3, a2)
         return (v4,)
 
-The kernels are the ops' own (graph/pysource.py writes them and what they use from their
+The kernels are the ops' own (graph/numpy_source/writer.py writes them and what they use from their
 source), so results equal the plan's bit for bit. A `call` node is a call, a `cond` an
 `if`, a `while` a `while` loop kept as the while kernel keeps it. Captured tensors are
 module-level constants; variables are module-level cells (`VariableStore`) whose values
@@ -28,7 +28,7 @@ from defun.graph.executor import live_nodes
 from defun.graph.functions import plan_of
 from defun.graph.ir import CONST, PLACEHOLDER
 from defun.graph.printer import type_str
-from defun.graph.pysource import SourceWriter, numpy_type
+from defun.graph.numpy_source.writer import SourceWriter, numpy_type
 
 __all__ = ["module_source"]
 

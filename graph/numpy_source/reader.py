@@ -6,7 +6,7 @@ constants, so what is found is what runs); `references` lists a node's uses of g
 names with their values (following attribute chains on project modules, so
 `errors.InvalidArgumentError` is one reference); `apply_edits` and `shift` give the node's
 text with those uses replaced and its indentation changed (string literals untouched).
-graph/pysource.py builds on these to write kernels out as standalone code.
+graph/numpy_source/writer.py builds on these to write kernels out as standalone code.
 """
 import ast
 import builtins

@@ -31,10 +31,11 @@ import numpy as np
 
 from defun.runtime import errors
 from defun.runtime.dtypes import DType
-from defun.graph.pycode import (STDLIB, Lookup, apply_edits, base_spans, bound_names, class_body_names,
-                                find_class_node, find_code_node, functions_of, global_names,
-                                header_lines, is_builtin, is_project, module_source, numpy_path,
-                                references, refuse, shift)
+from defun.graph.numpy_source.reader import (STDLIB, Lookup, apply_edits, base_spans, bound_names,
+                                             class_body_names, find_class_node, find_code_node,
+                                             functions_of, global_names, header_lines, is_builtin,
+                                             is_project, module_source, numpy_path, references,
+                                             refuse, shift)
 
 __all__ = ["SourceWriter", "numpy_type"]
 
