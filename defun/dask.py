@@ -30,7 +30,7 @@ from defun.runtime.backprop import GradientTape
 from defun.runtime.ops.array_ops import zeros_like
 from defun.runtime.tensor import EagerTensor, constant, convert_to_tensor
 from defun.runtime.variables import _BY_HANDLE, Variable
-from defun.graph.executor import assigns_variables
+from defun.graph.analysis import assigns_variables
 from defun.graph.functionalize import replay_reading
 from defun.export import export_json, load_json
 from defun.function import ConcreteFunction, Function, TensorSpec, defun

@@ -21,7 +21,8 @@ from defun.runtime.ops.debug_ops import check_numerics  # noqa: F401
 from defun.runtime.tape import TapeEntry
 from defun.runtime.tensor import EagerTensor, Tensor
 from defun.graph import passes
-from defun.graph.executor import compile_graph, live_nodes
+from defun.graph.executor import compile_graph
+from defun.graph.analysis import live_nodes
 from defun.graph.ir import CONST, PLACEHOLDER
 from defun.graph.printer import format_node
 from defun.concrete import TRACED_GRAPHS, SideOutput, SideOutputs, side_output_row

@@ -1,4 +1,5 @@
-"""The executor: compile a function graph once into straight-line Python.
+"""The executor: compile a function graph once into straight-line Python (what it knows of
+the graph first, liveness and assignments, comes from graph/analysis.py).
 
 `compile_graph(graph, backend=...)` decides the order at compile time (creation order is
 topological and keeps stateful ops in program order), asks the backend (graph/backends.py)
@@ -12,83 +13,19 @@ variables it receives for the call, logs each variable's old value before assign
 per-thread undo log shared with the plans it calls) and undoes the log when the call fails,
 KeyboardInterrupt included (the section "Calls that assign" below).
 """
-import contextlib
-import gc
 import sys
 import threading
 
-from defun.runtime import dtypes, errors
-from defun.graph.printer import format_node
-from defun.runtime import sites
+from defun.runtime import dtypes, errors, sites
+from defun.runtime.collector import paused_gc
 from defun.runtime.execute import describe_value
 from defun.runtime.ops.resource_ops import ASSIGN_OPS, VariableStore
+from defun.graph.analysis import assigns_variables, live_nodes
 from defun.graph.backends import Region, get_backend
 from defun.graph.ir import CONST, PLACEHOLDER
-from defun.graph.verify import functions_of
+from defun.graph.printer import format_node
 
-__all__ = ["compile_graph", "Plan", "live_nodes", "assigns_variables", "paused_gc"]
-
-
-_gc_pause = {"depth": 0, "was_enabled": False}     # compile-time jobs running, in any thread
-_gc_pause_lock = threading.Lock()
-
-
-@contextlib.contextmanager
-def paused_gc():
-    """Pause the cyclic garbage collector for a compile-time job (nothing of the user's runs
-    meanwhile): compiling makes many small objects forming reference cycles (node <->
-    tensor), and each full collection walks them all again. Pauses nest and overlap across
-    threads: the first to start records whether the collector was on, the last to end puts
-    it back so (one thread finishing never re-enables it under another still compiling)."""
-    with _gc_pause_lock:
-        if _gc_pause["depth"] == 0:
-            _gc_pause["was_enabled"] = gc.isenabled()
-            gc.disable()
-        _gc_pause["depth"] += 1
-    try:
-        yield
-    finally:
-        with _gc_pause_lock:
-            _gc_pause["depth"] -= 1
-            if _gc_pause["depth"] == 0 and _gc_pause["was_enabled"]:
-                gc.enable()
-
-
-def live_node_ids(graph, outputs=None):
-    """ids of the nodes `outputs` (default: the graph's) or an effect depends on.
-
-    Effects are stateful ops and ops running a function that contains one (a call of a
-    function that assigns a variable runs even when its outputs are unused). For a
-    finalized graph the last answer is kept (`graph.derived.live`): it is shared, never
-    modify it.
-    """
-    outputs = graph.outputs if outputs is None else outputs
-    key = None
-    if graph.finalized:
-        key = (len(graph.nodes), tuple([id(t) for t in outputs]))
-        known = graph.derived.live
-        if known is not None and known[0] == key:
-            return known[1]
-    live = {id(t.node) for t in outputs}
-    add = live.add
-    # one sweep from the last node back: creation order is topological, so every user of
-    # a node is seen before it (a third faster than a depth-first walk from the outputs)
-    for n in reversed(graph.nodes):
-        if id(n) in live or n.stateful:
-            add(id(n))
-            for t in n.inputs:
-                add(id(t.node))
-            for c in n.control_inputs:
-                add(id(c))
-    if key is not None:
-        graph.derived.live = (key, live)
-    return live
-
-
-def live_nodes(graph, outputs=None):
-    """The nodes of `live_node_ids`, in program order."""
-    live = live_node_ids(graph, outputs)
-    return [n for n in graph.nodes if id(n) in live]
+__all__ = ["compile_graph", "Plan"]
 
 
 class Plan:
@@ -98,38 +35,6 @@ class Plan:
 
     def __call__(self, *args):
         return self.run(*args)
-
-
-def assigns_variables(node, memo=None):
-    """True if `node` assigns a variable, or runs a function that does (calls, branches).
-
-    `memo` ({id(function graph): bool}) keeps answers across calls. A walk over the
-    functions reachable from the node, not a recursion: a chain of 1000 calls is fine.
-    """
-    if node.op.name in ASSIGN_OPS:
-        return True
-    if not node.op.function_attrs:
-        return False
-    memo = {} if memo is None else memo
-    todo, seen = list(functions_of(node)), set()
-    while todo:
-        g = todo.pop()
-        if id(g) in seen:
-            continue
-        known = memo.get(id(g))
-        if known:
-            return True
-        seen.add(id(g))
-        if known is None:
-            for n in g.nodes:
-                if n.op.name in ASSIGN_OPS:
-                    memo[id(g)] = True
-                    return True
-                if n.op.function_attrs:
-                    todo.extend(functions_of(n))
-    for gid in seen:    # none of them reaches an assignment
-        memo[gid] = False
-    return False
 
 
 # ---------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from defun.runtime import dtypes, errors
 from defun.runtime.context import state
 from defun.runtime.execute import run_op
 from defun.runtime.ops.resource_ops import ASSIGN_OPS
-from defun.graph.executor import live_nodes
+from defun.graph.analysis import live_nodes
 from defun.graph.ir import Graph
 from defun.graph.verify import functions_of
 

@@ -20,7 +20,7 @@ import threading
 from defun.runtime import tape as tape_mod
 from defun.runtime.autodiff import imperative_grad
 from defun.runtime.indexed_slices import IndexedSlices
-from defun.graph.executor import live_node_ids
+from defun.graph.analysis import live_node_ids
 from defun.graph.ir import PLACEHOLDER, Graph, SymbolicTensor
 from defun.graph.rewrite import GraphCopy
 

@@ -297,7 +297,7 @@ class Derived:
         (graph.control_flow)
     functions: {backend name: the defun GraphFunction calling this graph}
     live: ((node count, ids of the outputs asked for), ids of the live nodes), the last
-        answer of graph.executor.live_node_ids (a pass's test and then the compiler ask it)
+        answer of graph.analysis.live_node_ids (a pass's test and then the compiler ask it)
     """
 
     __slots__ = ("plans", "effectful", "backward", "saving", "saves_for", "remat", "levels",

@@ -17,7 +17,8 @@ or reordered, and keep their control edges; no pass reorders any node.
 import numpy as np
 
 from defun.runtime import registry
-from defun.graph.executor import live_node_ids, paused_gc
+from defun.graph.analysis import live_node_ids
+from defun.runtime.collector import paused_gc
 from defun.graph.ir import CONST, PLACEHOLDER, Graph, infer_types
 from defun.graph.rewrite import GraphCopy
 from defun.runtime.ops._infer import num_elements

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 import defun as df
-from defun.graph.executor import compile_graph, live_node_ids, paused_gc
+from defun.graph.executor import compile_graph
+from defun.graph.analysis import live_node_ids
+from defun.runtime.collector import paused_gc
 from defun.graph.serialize import from_document
 from defun.graph.serialize.validate import _Context, _checked_node, _plain_node
 from graph_helpers import F32, build

@@ -7,7 +7,8 @@ import pytest
 
 import defun as df
 from graph_helpers import F32, F64, I32, build, golden  # noqa: F401
-from defun.graph.executor import compile_graph, live_nodes
+from defun.graph.executor import compile_graph
+from defun.graph.analysis import live_nodes
 from defun.graph.functions import call_graph, plan_of
 from defun.graph.ir import Graph
 from defun.graph.printer import format_node

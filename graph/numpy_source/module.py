@@ -24,7 +24,7 @@ from defun.runtime import errors, registry
 from defun.runtime.dtypes import from_numpy
 from defun.runtime.ops.resource_ops import VariableStore
 from defun.runtime.tensor import ResourceHandle
-from defun.graph.executor import live_nodes
+from defun.graph.analysis import live_nodes
 from defun.graph.functions import plan_of
 from defun.graph.ir import CONST, PLACEHOLDER
 from defun.graph.printer import type_str

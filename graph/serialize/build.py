@@ -16,7 +16,8 @@ from defun.runtime import dtypes, errors
 from defun.runtime.ops._infer import check_kinds
 from defun.runtime.ops.resource_ops import VariableStore
 from defun.runtime.tensor import HandleData, ResourceHandle
-from defun.graph.executor import compile_graph, paused_gc
+from defun.graph.executor import compile_graph
+from defun.runtime.collector import paused_gc
 from defun.graph.gradients import Backward
 from defun.graph.ir import Graph, infer_types
 from defun.graph.passes import prune_unused_outputs
