@@ -24,7 +24,7 @@ from defun.runtime.tensor import EagerTensor, Tensor, to_array
 from defun.graph.printer import bracket_shape, format_graph, format_node, type_str
 
 __all__ = ["Graph", "Node", "SymbolicTensor", "Derived", "PLACEHOLDER", "CONST", "infer_types",
-           "functions_in", "has_effects", "unique_name"]
+           "functions_in", "has_effects", "unique_name", "evaluate", "shape_stand_in"]
 
 _graph_ids = itertools.count(1)
 _PY_SCALARS = frozenset([float, int, bool])
@@ -150,13 +150,45 @@ class SymbolicTensor(Tensor):
 _next_tensor_id = rt._next_id   # the runtime's counter: symbolic and eager ids never collide
 
 
-_SHAPE_ONLY = ("shape", "size", "zeros_like", "ones_like")
-
-
 _STATIC_BUDGET = 10000   # nodes one static_value query may evaluate
 
 
-def _static_value(t, depth=None):
+def evaluate(node, values):
+    """Run `node`'s kernel on the arrays `values`: a list of output arrays, or None when the
+    kernel fails, meets a floating-point error (overflow, 0/0, ...; it then stays where the
+    user sees it, at call time) or disagrees with the node's inferred types. The one constant
+    evaluator: `static_value` and the constant-folding pass both use it.
+
+    np.errstate is per thread; warnings.catch_warnings is not, so it is not used here.
+    """
+    op, attrs = node.op, node.attrs
+    try:
+        with np.errstate(all="raise"):
+            out = op.bind(attrs)(*values) if op.bind is not None else op.kernel(*values, **attrs)
+    except Exception:
+        return None
+    outs = (out,) if op.single else tuple(out)
+    if len(outs) != len(node.outputs):
+        return None
+    result = []
+    for t, v in zip(node.outputs, outs):
+        if not isinstance(v, (np.ndarray, np.generic)):
+            return None
+        v = np.asarray(v)
+        if v.dtype.kind == "O" or v.dtype != t.dtype.np or len(v.shape) != len(t.shape) or \
+                any(d is not None and d != s for d, s in zip(t.shape, v.shape)):
+            return None     # the kernel disagrees with inference: leave it to run (and fail)
+        result.append(v)
+    return result
+
+
+def shape_stand_in(t):
+    """For a shape-only op's input (`OpDef.shape_only`): an array of `t`'s static shape and
+    dtype, a broadcast view of one zero (no allocation); None if a size is unknown."""
+    return None if None in t.shape else np.broadcast_to(np.zeros((), t.dtype.np), t.shape)
+
+
+def _static_value(t):
     """Evaluate `t` from constants and static shapes, iteratively and memoized per query."""
     memo = {}            # id(node) -> tuple of output values, or None when not known
     stack = [t.node]
@@ -176,10 +208,9 @@ def _static_value(t, depth=None):
             memo[id(node)] = None
             stack.pop()
             continue
-        if op.name in _SHAPE_ONLY:
-            x = node.inputs[0]
-            values = None if None in x.shape else \
-                [np.broadcast_to(np.zeros((), x.dtype.np), x.shape)]   # a view: no allocation
+        if op.shape_only:
+            x = shape_stand_in(node.inputs[0])
+            values = None if x is None else [x]
         else:
             pending = [u.node for u in node.inputs if id(u.node) not in memo]
             if pending:
@@ -200,11 +231,8 @@ def _static_value(t, depth=None):
         if values is None:
             memo[id(node)] = None
             continue
-        try:
-            out = op.kernel(*values, **node.attrs)
-            memo[id(node)] = tuple(np.asarray(o) for o in ((out,) if op.single else out))
-        except Exception:
-            memo[id(node)] = None
+        out = evaluate(node, values)
+        memo[id(node)] = None if out is None else tuple(out)
     got = memo[id(t.node)]
     return None if got is None else got[t.index]
 

@@ -19,7 +19,7 @@ import numpy as np
 from defun.runtime import registry
 from defun.graph.analysis import live_node_ids
 from defun.runtime.collector import paused_gc
-from defun.graph.ir import CONST, PLACEHOLDER, Graph, infer_types
+from defun.graph.ir import CONST, PLACEHOLDER, Graph, evaluate, infer_types, shape_stand_in
 from defun.graph.rewrite import GraphCopy
 from defun.runtime.ops._infer import num_elements
 from defun.graph.verify import VerifyError, verify
@@ -147,36 +147,6 @@ def _cse_applies(graph):
 # ---------------------------------------------------------------------------------------
 # Constant folding
 
-def _evaluate(node, values):
-    """Run `node`'s kernel on `values`; None if it fails or hits a floating-point error
-    (overflow, 0/0, ...), which then stays where the user sees it: at call time.
-
-    np.errstate is per thread; warnings.catch_warnings is not, so it is not used here.
-    """
-    op, attrs = node.op, node.attrs
-    try:
-        with np.errstate(all="raise"):
-            if op.bind is not None:
-                out = op.bind(attrs)(*values)
-            else:
-                out = op.kernel(*values, **attrs)
-    except Exception:
-        return None
-    outs = (out,) if op.single else tuple(out)
-    if len(outs) != len(node.outputs):
-        return None
-    result = []
-    for t, v in zip(node.outputs, outs):
-        if not isinstance(v, (np.ndarray, np.generic)):
-            return None
-        v = np.asarray(v)
-        if v.dtype.kind == "O" or v.dtype != t.dtype.np or len(v.shape) != len(t.shape) or \
-                any(d is not None and d != s for d, s in zip(t.shape, v.shape)):
-            return None     # the kernel disagrees with inference: leave it to run (and fail)
-        result.append(v)
-    return result
-
-
 def fold_constants(graph, max_elements=None):
     """Replace ops whose inputs are all constants by constants of their results.
 
@@ -188,9 +158,9 @@ def fold_constants(graph, max_elements=None):
         %4: f32[2] = add(%0, %3)                  %4: f32[2] = add(%0, %3)
         return (%4)                               return (%4)
 
-    Results are computed by the op's own kernel, so they equal what the plan would compute.
-    Shape-only ops (SHAPE_ONLY_OPS: zeros_like, ones_like, shape, size) also fold when their
-    input's static shape is fully known, whatever computes it.
+    Results are computed by the op's own kernel (graph.ir.evaluate), so they equal what the
+    plan would compute. Shape-only ops (rows with `shape_only`: zeros_like, ones_like, shape,
+    size) also fold when their input's static shape is fully known, whatever computes it.
     Not folded: stateful ops and function calls, nodes with control inputs, results with
     more than `max_elements` (default FOLD_MAX_ELEMENTS) elements, nodes whose kernel fails
     or meets a floating-point error (it stays where it belongs, at call time), nodes producing a
@@ -207,7 +177,7 @@ def fold_constants(graph, max_elements=None):
         inputs = cp.inputs_of(node)
         values = None
         if _may_fold(node, inputs, output_nodes, cap):
-            values = _evaluate(node, [_fold_input(t) for t in inputs])
+            values = evaluate(node, [_fold_input(t) for t in inputs])
         if values is None or any(v.size > cap for v in values):
             cp.copy(node, inputs)
             continue
@@ -217,16 +187,11 @@ def fold_constants(graph, max_elements=None):
     return cp.finish()
 
 
-# Ops whose result depends only on their inputs' static shape and dtype, never the values:
-# they fold whenever the shape is fully known (e.g. the `ones_like(loss)` gradient seed).
-SHAPE_ONLY_OPS = frozenset(["zeros_like", "ones_like", "shape", "size"])
-
-
 def _fold_input(t):
     """A constant input's value; for a shape-only op, a stand-in of the right shape/dtype."""
     if t.node.op is CONST:
         return t.node.attrs["value"]
-    return np.zeros(t.shape, t.dtype.np)
+    return shape_stand_in(t)
 
 
 def _may_fold(node, inputs, output_nodes, cap):
@@ -234,7 +199,7 @@ def _may_fold(node, inputs, output_nodes, cap):
     op = node.op
     if op is CONST or not node.outputs or node.control_inputs or id(node) in output_nodes:
         return False
-    shape_only = op.name in SHAPE_ONLY_OPS
+    shape_only = op.shape_only
     for t in inputs:
         if t.node.op is not CONST and not (shape_only and None not in t.shape):
             return False

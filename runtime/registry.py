@@ -25,11 +25,12 @@ class OpDef:
 
     __slots__ = ("name", "kernel", "infer", "grad", "num_outputs", "stateful", "none_grads",
                  "same_dtype", "attrs", "single", "kinds", "bind", "prune_outputs",
-                 "num_inputs", "required_attrs", "defaults", "function_attrs", "fused", "onnx")
+                 "num_inputs", "required_attrs", "defaults", "function_attrs", "fused", "onnx",
+                 "shape_only")
 
     def __init__(self, name, kernel, infer, grad=None, num_inputs=None, attrs=None, defaults=None,
                  num_outputs=1, stateful=False, none_grads=False, same_dtype=None, kinds=None,
-                 bind=None, prune_outputs=None, fused=None, onnx=None):
+                 bind=None, prune_outputs=None, fused=None, onnx=None, shape_only=False):
         self.name = name
         self.kernel = kernel
         self.infer = infer
@@ -78,6 +79,10 @@ class OpDef:
         if onnx is not None and not (isinstance(onnx, str) or callable(onnx)):
             raise ValueError(f"op {name!r}: onnx must be an ONNX op name or a form function, got {onnx!r}")
         self.onnx = onnx
+        # True if the result depends only on the first input's static shape and dtype,
+        # never its values (shape, size, zeros_like, ones_like): constant evaluation
+        # (static_value, constant folding) runs it whenever that shape is fully known.
+        self.shape_only = bool(shape_only)
 
     @property
     def differentiable(self):

@@ -975,3 +975,25 @@ def test_fold_shape_only_ops_when_the_static_shape_is_known():
     yv = np.ones((4, 3), np.float32)
     for a, b in zip(compile_graph(g)(xv, yv), compile_graph(folded)(xv, yv)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_shape_only_is_one_row_flag_that_folding_and_static_values_read(monkeypatch):
+    from defun.runtime import registry
+    assert {op.name for op in registry.all_ops() if op.shape_only} == \
+        {"shape", "size", "zeros_like", "ones_like"}
+
+    def build():
+        g = Graph("f")
+        with g.building():
+            x = g.placeholder((2, 3), df.float32)
+            s = df.size(df.tanh(x))
+            out = df.tanh(x) * df.cast(s, df.float32)
+        g.finalize([out])
+        return g, s
+    g, s = build()
+    assert s.static_value() == 6
+    assert "size" not in [n.op.name for n in passes.fold_constants(g).nodes]
+    monkeypatch.setattr(registry.get("size"), "shape_only", False)    # the flag, nothing else
+    g, s = build()
+    assert s.static_value() is None
+    assert "size" in [n.op.name for n in passes.fold_constants(g).nodes]

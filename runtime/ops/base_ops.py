@@ -59,11 +59,11 @@ def _filled_like_onnx(value):
 _empty_like = np.empty_like
 _ZEROS_LIKE = register("zeros_like", _filled_like(0), inf.unary_same("zeros_like", None),
                        lambda op, g: [None], num_inputs=1, attrs={}, defaults={},
-                       fused=Ew("0", shape_of=0),
+                       fused=Ew("0", shape_of=0), shape_only=True,
                        onnx=_filled_like_onnx(0))
 _ONES_LIKE = register("ones_like", _filled_like(1), inf.unary_same("ones_like", None),
                       lambda op, g: [None], num_inputs=1, attrs={}, defaults={},
-                      fused=Ew("1", shape_of=0),
+                      fused=Ew("1", shape_of=0), shape_only=True,
                       onnx=_filled_like_onnx(1))
 
 
@@ -370,11 +370,13 @@ _DYNAMIC_BROADCAST_TO = register(
 _SHAPE = register("shape", lambda x, out_type: np.asarray(np.shape(x), out_type.np),
                   lambda s, d, a: [((len(s[0]),), a.get("out_type", dtypes.int32))], None,
                   attrs={"out_type": "dtype"}, num_inputs=1, defaults={"out_type": dtypes.int32},
-                  onnx=lambda e, node, ins: e.cast(e.op("Shape", ins[0]), node.outputs[0].dtype))
+                  onnx=lambda e, node, ins: e.cast(e.op("Shape", ins[0]), node.outputs[0].dtype),
+                  shape_only=True)
 _SIZE = register("size", lambda x, out_type: np.asarray(np.size(x), out_type.np),
                  lambda s, d, a: [((), a.get("out_type", dtypes.int32))], None,
                  attrs={"out_type": "dtype"}, num_inputs=1, defaults={"out_type": dtypes.int32},
-                 onnx=lambda e, node, ins: e.cast(e.op("Size", ins[0]), node.outputs[0].dtype))
+                 onnx=lambda e, node, ins: e.cast(e.op("Size", ins[0]), node.outputs[0].dtype),
+                 shape_only=True)
 
 
 def shape(input, out_type=dtypes.int32, name=None):
