@@ -5,9 +5,10 @@
     print(df.debugging.side_outputs(train, x, labels))  # what one step saves for its backward
 
 `compare` runs a function eagerly, recording every op with its user source line, then runs
-its optimized graph with every node's value kept, and pairs nodes with eager ops by
-(source line, op, occurrence at that line). `side_outputs` runs one step and lists what
-each defun call recorded on a tape saved for the backward.
+its graph as traced (and, if that agrees, its optimized graph) with every node's value
+kept, and pairs nodes with eager ops by (source line, op, occurrence at that line).
+`side_outputs` runs one step and lists what each defun call recorded on a tape saved for
+the backward.
 """
 import collections
 import threading
@@ -37,14 +38,15 @@ __all__ = ["check_numerics", "compare", "Difference", "side_outputs"]
 
 class Difference(collections.namedtuple(
         "Difference", "node op line source output graph_shape eager_shape max_abs max_rel "
-                      "eager_only")):
+                      "eager_only optimized", defaults=(False,))):
     """The first graph node whose value differs from the eager op paired with it.
 
     node: the node as the graph listing prints it; op; line (`file:line`) and source (its
     text); output: which output of the node; graph_shape / eager_shape; max_abs / max_rel:
     the largest absolute and relative difference (inf when the shapes differ or only one
-    is NaN); eager_only: ops the eager run executed at that line that the optimized graph
-    does not have there (a pass removed or rewrote them).
+    is NaN); eager_only: ops the eager run executed at that line that the compared graph
+    does not have there (a pass removed or rewrote them); optimized: False when the graph
+    as traced differs there, True when only the optimized graph does (a pass changed it).
     """
 
     __slots__ = ()
@@ -57,24 +59,30 @@ class Difference(collections.namedtuple(
             what = (f"the graph's value differs from eager by up to {self.max_abs:.6g} "
                     f"(relative {self.max_rel:.3g})")
         out = f" output {self.output}" if self.output else ""
+        graph = "optimized graph" if self.optimized else "graph"
         only = ""
         if self.eager_only:
             only = (f"; eagerly this line also ran {', '.join(self.eager_only)}, which the "
-                    f"optimized graph does not have there")
+                    f"{graph} does not have there")
+        if self.optimized:
+            only += " (the graph as traced agrees: an optimization pass changed this value)"
         return f"{where}{out}: {what}{only}"
 
 
 def compare(f, *args, rtol=1e-5, atol=1e-6, **kwargs):
-    """Run `f(*args, **kwargs)` eagerly and as its optimized graph; return the Difference of
-    the first node (in program order) whose value differs beyond `atol + rtol * |eager|`,
-    or None when every node agrees.
+    """Run `f(*args, **kwargs)` eagerly and as a graph; return the Difference of the first
+    node (in program order) whose value differs beyond `atol + rtol * |eager|`, or None when
+    every node agrees.
 
     >>> df.debugging.compare(loss, x, labels)    # None, or the first node that disagrees
 
-    `f` is a defun (or a plain function, traced for the comparison). Variables start both
-    runs from the same values and end as after one call. Nodes are paired with eager ops by
-    (user source line, op, occurrence at that line); nodes with no partner (inlined defuns,
-    nodes a pass rewrote) are not compared themselves, but what they feed is.
+    `f` is a defun (or a plain function, traced for the comparison). The graph as traced
+    runs first, so a difference is named at the node you wrote; only when it agrees
+    everywhere does the optimized graph run, to find a node a pass changed
+    (`Difference.optimized`). Variables start every run from the same values and end as
+    after one call. Nodes are paired with eager ops by (user source line, op, occurrence at
+    that line); nodes with no partner (nodes a pass rewrote) are not compared themselves,
+    but what they feed is.
     """
     if state.graph is not None:
         raise RuntimeError("df.debugging.compare runs a function eagerly; call it outside traced code")
@@ -84,20 +92,18 @@ def compare(f, *args, rtol=1e-5, atol=1e-6, **kwargs):
     inputs = [*tensors, *concrete.graph.captured_values]
     stores = [t._value for t in inputs if t.dtype is dtypes.resource]
     start = [(s, np.array(s.value, copy=True)) for s in stores]
+
+    def restore():      # every graph run starts from the variable values the eager run had
+        for store, value in start:
+            store.value = np.array(value, copy=True)
     try:
         eager_ops, eager_result = _run_recording(fn.python_function, args, kwargs)
     finally:
-        for store, value in start:      # the graph starts from the same variable values
-            store.value = value
-    graph = passes.optimize(concrete.graph)
-    nodes = [n for n in live_nodes(graph) if n.op is not PLACEHOLDER and n.op is not CONST]
-    kept = [t for n in nodes for t in n.outputs if t.dtype is not dtypes.resource]
-    plan = compile_graph(graph, outputs=list(graph.outputs) + kept, backend=concrete._fn.backend)
-    results = plan.run(*[t._value for t in inputs])
-    n_out = len(graph.outputs)
-    values = {id(t): v for t, v in zip(kept, results[n_out:])}
-
-    # pair: a node's occurrence at its (line, op) counts in the traced graph, whose ids the
+        restore()
+    eager = collections.defaultdict(list)
+    for op_name, site, outs in eager_ops:
+        eager[(site, op_name)].append(outs)
+    # a node's occurrence at its (line, op) counts in the traced graph, whose ids the
     # optimized copy keeps, so nodes a pass dropped do not shift their neighbours' pairing
     occurrence, counts = {}, collections.Counter()
     for n in concrete.graph.nodes:
@@ -105,9 +111,25 @@ def compare(f, *args, rtol=1e-5, atol=1e-6, **kwargs):
             key = (n.site, _op_key(n))
             occurrence[n.id] = counts[key]
             counts[key] += 1
-    eager = collections.defaultdict(list)
-    for op_name, site, outs in eager_ops:
-        eager[(site, op_name)].append(outs)
+    traced = concrete.graph
+    d = _first_difference(traced, concrete, inputs, eager, occurrence, eager_result, rtol, atol)
+    optimized = passes.optimize(traced)
+    if d is not None or optimized is traced:
+        return d
+    restore()
+    d = _first_difference(optimized, concrete, inputs, eager, occurrence, eager_result, rtol, atol)
+    return d._replace(optimized=True) if d is not None else None
+
+
+def _first_difference(graph, concrete, inputs, eager, occurrence, eager_result, rtol, atol):
+    """Run `graph` (concrete's traced graph or an optimized copy) keeping every node's value;
+    the Difference of its first node that disagrees with its eager partner, or of an output."""
+    nodes = [n for n in live_nodes(graph) if n.op is not PLACEHOLDER and n.op is not CONST]
+    kept = [t for n in nodes for t in n.outputs if t.dtype is not dtypes.resource]
+    plan = compile_graph(graph, outputs=list(graph.outputs) + kept, backend=concrete._fn.backend)
+    results = plan.run(*[t._value for t in inputs])
+    n_out = len(graph.outputs)
+    values = {id(t): v for t, v in zip(kept, results[n_out:])}
     pairs, paired = [], set()
     for n in nodes:
         key, k = (n.site, _op_key(n)), occurrence.get(n.id)

@@ -371,9 +371,11 @@ def test_compare_names_a_node_a_broken_pass_rewrote_wrongly(monkeypatch):
                        node_id=node.id).outputs
 
     monkeypatch.setitem(passes._RULES, "multiply", wrong_multiply)
-    f, _ = _model()
+    f, counter = _model()
     d = df.debugging.compare(f, df.constant(X))
     assert d.op == "multiply" and d.line == _line_of(f.python_function, "y = h * 3.0")
+    assert d.optimized and "the graph as traced agrees: an optimization pass changed" in str(d)
+    assert float(counter.numpy()) == 1.0    # three runs (eager, traced, optimized): one call's effect
 
 
 def test_compare_points_past_a_node_a_broken_pass_removed(monkeypatch):
@@ -394,6 +396,31 @@ def test_compare_checks_the_outputs_when_the_wrong_node_has_no_eager_partner(mon
     assert d.op == "reduce_sum" and d.line == _line_of(f.python_function, "y - 0.5")
     assert d.eager_only == ("subtract",)
     assert abs(d.max_abs - 2.0) < 1e-5      # four entries of 0.5
+
+
+_TABLE = np.array([1.0, 2.0, 3.0])
+
+
+def test_compare_names_the_node_the_user_wrote_when_a_pass_folded_its_line_away():
+    # A constant that changed after the trace: eagerly exp(7), in the graph exp(2). The
+    # optimized graph folds that line into one constant; compare used to report the first
+    # node it kept (on the return line), now it compares the graph as traced first.
+    table = _TABLE.copy()
+
+    @df.defun
+    def f(x):
+        w = df.exp(df.constant(table)) * 2.0
+        return df.reduce_sum(x * w)
+
+    x = df.constant(np.array([0.1, 0.2, 0.3]))
+    f(x)
+    assert not any(n.op.name == "exp" for n in passes.optimize(f.get_concrete_function(x).graph).nodes)
+    table[1] = 7.0
+    d = df.debugging.compare(f, x)
+    assert d.op == "exp" and d.line == _line_of(f.python_function, "w = df.exp(")
+    assert d.source == "w = df.exp(df.constant(table)) * 2.0" and not d.optimized
+    np.testing.assert_allclose(d.max_abs, np.exp(7.0) - np.exp(2.0), rtol=1e-12)
+    assert d.eager_only == () and "optimization pass" not in str(d)
 
 
 # ====================================================================== stale captures
