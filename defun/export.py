@@ -76,7 +76,8 @@ def _returning_variable_values(cf, out_index):
         reads = [v.read_value() for v in variables]
     outer.finalize(outs + reads)
     read_of = {id(v): len(outs) + j for j, v in enumerate(variables)}
-    return outer, [read_of.get(id(k.value)) if type(k) is _Static else k for k in out_index]
+    # (from cf._out_index: `out_index` already has None for every static leaf)
+    return outer, [read_of.get(id(k.value)) if type(k) is _Static else k for k in cf._out_index]
 
 
 def export_json(concrete_function, path=None, include_backward=False):

@@ -51,6 +51,7 @@ class GraphFunction:
         self._fns = None          # per level, the function it differentiates
         self._sizes = None
         self._closed = False
+        self._beyond = None       # why no level past the last can be built (raised when one is needed)
 
     @staticmethod
     def of(graph, backend=DEFAULT_BACKEND, rematerialize=False):
@@ -101,9 +102,17 @@ class GraphFunction:
                             f"{self.graph.name}: its backward keeps needing new side outputs "
                             f"after {MAX_LEVELS} levels of differentiation")
                     else:
+                        try:
+                            nxt = saving_of(top.next)
+                        except errors.UnimplementedError as e:
+                            # no higher order here (a loaded custom_gradient past the
+                            # document's levels): the orders below still work; one that
+                            # needs this level raises `e` when it is asked for
+                            self._closed, self._beyond = True, e
+                            break
                         self._fns.append(top.next)
                         self._sizes.append(len(top.next.outputs))
-                        levels.append(saving_of(top.next))
+                        levels.append(nxt)
         return levels
 
     def call_flat(self, inputs):
@@ -208,7 +217,7 @@ class GraphFunction:
             if level is None:
                 return [None] * len(inputs)
             if level >= len(levels):
-                raise _one_gradient_only(name)
+                raise self._beyond or _one_gradient_only(name)
             return _run_backward(levels[level], backend, grads, inputs, saved)
         return saved, backward
 

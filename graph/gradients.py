@@ -80,15 +80,24 @@ class Saving:
 
 
 def saving_of(f):
-    """The Saving of finalized function `f` (built once, kept in f.derived)."""
+    """The Saving of finalized function `f` (built once, kept in f.derived).
+
+    A function whose Backward is given (`f.derived.backward`, set by a document's loader
+    from its gradient record) is differentiated by that one; others get one built from the
+    op registry's gradient rules.
+    """
     s = f.derived.saving
     if s is None:
         with LOCK:
             s = f.derived.saving
             if s is None:
-                bw = build_backward(f)
+                given = f.derived.backward
+                if given is None:
+                    bw = build_backward(f)
+                    f.derived.backward = (bw, bw.forward)
+                else:
+                    bw = given[0]
                 s = saving_from(f, bw)
-                f.derived.backward = (bw, bw.forward)
                 f.derived.saving = s
     return s
 

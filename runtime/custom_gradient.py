@@ -6,6 +6,7 @@ intermediates is differentiable too: gradients of custom gradients, to any order
 """
 import functools
 
+from defun.runtime import errors
 from defun.runtime import tape as tape_mod
 from defun.runtime.variables import handle_in_context, watch_reads
 from defun.runtime.execute import run_op
@@ -37,7 +38,11 @@ def _grad(op, *grads):
     xs = op.inputs[n:len(op.inputs) - nv]
     grad_fn = op.attrs["grad_fn"]
     if grad_fn is None:
-        raise RuntimeError("custom_gradient: this graph was loaded without its Python gradient")
+        raise errors.UnimplementedError(
+            "custom_gradient: this graph was loaded from a document, which holds no Python "
+            "gradient function: through it, only the gradients of the backward functions the "
+            "document holds exist (export with include_backward=True, or k levels); this one "
+            "needs a level the document does not have")
     if nv:
         variables = list(op.attrs["variables"])
         try:

@@ -135,7 +135,9 @@ def _attach_gradients(gradients, library):
         b.grad_outputs = list(r.seeds)
         b.capture_sources = list(r.feeds)
         b.side_outputs = full.outputs[r.results:]
+        b.side_source = [None] * len(b.side_outputs)   # each is an output of its own, past the results
         b.input_grads = list(r.input_grads)
+        b.forward = full
         views[r.function].derived.backward = (b, full)
     return views
 
