@@ -183,6 +183,8 @@ def while_loop(cond, body, loop_vars, maximum_iterations=None, name=None):
         return vs[0] if single else vs
 
     init = [convert_to_tensor(x.read_value() if isinstance(x, Variable) else x) for x in flatten(vars_in)]
+    # an outer eager tensor among them enters as a capture of the graph being traced
+    init = [outer.capture(t) if isinstance(t, EagerTensor) else t for t in init]
     cond_g = Graph(unique_name("while_cond"), outer=outer, base_name="while_cond")
     with cond_g.building():
         ph = [cond_g.placeholder(t.shape, t.dtype, t.handle_data) for t in init]

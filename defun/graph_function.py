@@ -15,7 +15,7 @@ from defun.runtime import dtypes, errors
 from defun.runtime.context import execution_callbacks, state
 from defun.runtime.ops.array_ops import zeros_like
 from defun.runtime.ops.base_ops import ones_like
-from defun.runtime.indexed_slices import IndexedSlices
+from defun.runtime.indexed_slices import IndexedSlices, dense
 from defun.runtime.tape import TapeEntry
 from defun.runtime.tensor import EagerTensor, next_tensor_id, to_array
 from defun.runtime.variables import watch_read_handles
@@ -328,7 +328,7 @@ def _run_backward(s, backend, grads, inputs, saved):
     """Backward of Saving `s` as one call of its function (recorded by tapes that watch the
     gradients, so it can be differentiated again)."""
     bw = s.backward
-    feed = [grads[k] if grads[k] is not None else zeros_like(saved[k]) for k in bw.grad_outputs]
+    feed = [dense(grads[k]) if grads[k] is not None else zeros_like(saved[k]) for k in bw.grad_outputs]
     res = GraphFunction.of(bw.graph, backend).call_flat(feed + s.feed(inputs, saved))
     return input_grads(bw, res)
 

@@ -19,17 +19,17 @@ import numpy as np
 from defun.runtime import dtypes, errors
 from defun.runtime.context import state
 from defun.runtime.execute import run_op
-from defun.runtime.indexed_slices import IndexedSlices
+from defun.runtime.indexed_slices import IndexedSlices, dense
 from defun.runtime.ops.array_ops import gather, identity, zeros, zeros_like
 from defun.runtime.ops.math_ops import greater
 from defun.runtime.registry import register
 from defun.runtime.shapes import merge_shapes, shape_str, shapes_compatible
 from defun.runtime.variables import watch_read_handles
-from defun.graph.functions import call_graph, input_grads, plan_of, raise_node
+from defun.graph.functions import CALL, call_graph, input_grads, plan_of, raise_node
 from defun.graph.gradients import LOCK as _grad_lock, levels_of, pick_level, saving_of
-from defun.graph.ir import Graph, unique_name
+from defun.graph.ir import CONST, Graph, unique_name
 
-__all__ = ["COND", "WHILE", "cond_node", "while_node", "share_captures"]
+__all__ = ["COND", "WHILE", "cond_node", "while_node", "share_captures", "holds_stand_ins"]
 
 
 def _type_text(t):
@@ -218,7 +218,8 @@ class _CondLevel:
 def _with_extras(branch, saving_fn, before, after):
     """A branch returning `saving_fn`'s outputs (those of `branch`, then its side outputs)
     with empty stand-ins for the other branch's side outputs: `before` ahead of its own,
-    `after` behind them (same dtype and rank, no elements: nothing is computed)."""
+    `after` behind them (same dtype and rank, no elements: nothing is computed; a loop
+    keeping them per iteration gives them the shape of the real ones, see _stack)."""
     n = len(branch.outputs)
     w = Graph(unique_name(f"{branch.base_name}_saves"), outer=branch.outer,
               base_name=f"{branch.base_name}_saves")
@@ -312,6 +313,7 @@ def _while_runner(attrs, backend=None):
     body = _effective_body(attrs)
     run_body = plan_of(body, backend).run
     kept = body.outputs[n:]
+    loose = [holds_stand_ins(t) for t in kept]
 
     def run_saving_while(*vals):
         loop, consts = tuple(vals[:n]), tuple(vals[n:])
@@ -324,22 +326,48 @@ def _while_runner(attrs, backend=None):
                 r.append(v)
             count += 1
         return tuple(loop) + (np.asarray(count, np.int32),) + tuple(
-            _stack(r, t, body) for r, t in zip(rows, kept))
+            _stack(r, t, body, lo) for r, t, lo in zip(rows, kept, loose))
     return run_saving_while
 
 
-def _stack(rows, t, body):
-    """One kept value of every iteration, stacked (no rows: an empty stack of its type)."""
+def _stack(rows, t, body, loose=False):
+    """One kept value of every iteration, stacked (no rows: an empty stack of its type).
+
+    `loose`: `t` is a cond's side output, which the branch not taken gives as an empty
+    stand-in (_with_extras); those rows become zeros of the others' shape (the backward
+    reads them only where that branch ran, so their values are never used)."""
     if not rows:
         return np.zeros((0,) + tuple(d or 0 for d in t.shape), t.dtype.np)
-    first = rows[0].shape
+    empty = (0,) * len(t.shape)
+    ref = next((k for k, r in enumerate(rows) if not (loose and r.shape == empty)), 0)
+    first = rows[ref].shape
     for k, r in enumerate(rows):
-        if r.shape != first:
+        if r.shape != first and not (loose and r.shape == empty):
             raise errors.InvalidArgumentError(
                 f"while: the gradient keeps {t.name} of {body.name} from every iteration, but its "
-                f"shape changes ({list(first)} in iteration 0, {list(r.shape)} in iteration {k}); "
-                f"a differentiated loop must keep the shapes of what its gradient reads")
+                f"shape changes ({list(first)} in iteration {ref}, {list(r.shape)} in iteration "
+                f"{k}); a differentiated loop must keep the shapes of what its gradient reads")
+    if loose and first != empty:
+        rows = [r if r.shape == first else np.zeros(first, r.dtype) for r in rows]
     return np.stack(rows)
+
+
+def holds_stand_ins(t):
+    """True if `t`, a value of unknown size a loop body keeps per iteration, can be a
+    cond's empty stand-in for the side output of the branch that did not run (a branch
+    returns an empty constant there, also inside a called function): stacking it, rows of
+    that empty shape take the shape of the others."""
+    return None in t.shape and _from_stand_in(t)
+
+
+def _from_stand_in(t):
+    node = t.node
+    if node.op is COND:
+        return any(g.outputs[t.index].node.op is CONST and g.outputs[t.index].node.attrs["value"].size == 0
+                   for g in (node.attrs["then_branch"], node.attrs["else_branch"]))
+    if node.op is CALL:
+        return _from_stand_in(node.attrs["f"].outputs[t.index])
+    return False
 
 
 def _while_kernel(*vals, **attrs):
@@ -408,14 +436,14 @@ def _while_grad(op, *grads):
     consts = list(op.inputs[n:])
     float_vars = [k for k in range(n) if body.outputs[k].dtype.is_floating]
     cap = [j for j in range(len(consts)) if bw.input_grads[n + j] is not None]
-    seeds = [grads[k] if k < len(grads) and grads[k] is not None else zeros_like(outs[k])
+    seeds = [dense(grads[k]) if k < len(grads) and grads[k] is not None else zeros_like(outs[k])
              for k in float_vars]
     accum = [_zeros_for(consts[j]) for j in cap]
     kept_grads = {}     # stack position -> the gradient of the stack (zeros when none came)
     for k in bw.grad_outputs:
         if k >= n:
             g = body_grads[k] if k < len(body_grads) else None
-            kept_grads[k - n] = g if g is not None else zeros_like(stacks[k - n])
+            kept_grads[k - n] = dense(g) if g is not None else zeros_like(stacks[k - n])
     nv = len(float_vars)
 
     def more(i, *g):
@@ -428,8 +456,7 @@ def _while_grad(op, *grads):
                 for k in bw.grad_outputs]
         for kind, v in lv.feed:
             feed.append(gather(stacks[v], i) if kind == "stack" else consts[v] if kind == "const" else v)
-        got = [g._as_tensor() if isinstance(g, IndexedSlices) else g
-               for g in input_grads(bw, call_graph(bw.graph, feed))]
+        got = [dense(g) for g in input_grads(bw, call_graph(bw.graph, feed))]
         new_vars = [got[k] if got[k] is not None else zeros_like(carried[j])
                     for j, k in enumerate(float_vars)]
         new_sums = [sums[j] + got[n + c] for j, c in enumerate(cap)]

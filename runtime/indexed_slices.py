@@ -8,7 +8,7 @@ from defun.runtime import registry
 from defun.runtime.execute import run_op
 from defun.runtime.tensor import Tensor
 
-__all__ = ["IndexedSlices"]
+__all__ = ["IndexedSlices", "dense"]
 
 
 class IndexedSlices:
@@ -48,6 +48,12 @@ class IndexedSlices:
     def __repr__(self):
         return (f"IndexedSlices(indices={np.asarray(self.indices).tolist() if not _symbolic(self.indices) else self.indices}, "
                 f"dense_shape={self.dense_shape})")
+
+
+def dense(g):
+    """`g` as a dense tensor: an IndexedSlices densified, anything else as it is (for code
+    that takes tensors only, such as a function's backward fed a gather's gradient)."""
+    return g._as_tensor() if isinstance(g, IndexedSlices) else g
 
 
 def _symbolic(t):

@@ -1,5 +1,7 @@
 """df.cond and df.while_loop: eager Python vs one traced op, structures, captures, state,
 errors, and gradients (defun vs eager vs central finite differences, float64)."""
+import json
+
 import numpy as np
 import pytest
 
@@ -538,3 +540,98 @@ def test_a_while_node_of_an_earlier_document_keeps_its_history_and_differentiate
     for k in range(3):
         chain.append(chain[-1] * 2.0 * np.cos(want[k]))     # d y_{k+1} / d x
     assert_close(tape.gradient(total, x), chain[3] + chain[0] + chain[1] + chain[2], rtol=1e-12)
+
+
+# ====================================================================== a cond switching branches in a loop
+def switching_loop(x):
+    """Iteration 0 takes the false branch, iterations 1 and 2 the true one; each branch keeps
+    intermediates of its own for the gradient (y * 3, y + 1), so what the loop stacks per
+    iteration is, in turn, each branch's real value and its empty stand-in."""
+    def body(i, y):
+        return i + 1, df.cond(i > 0, lambda: df.sin(y * 3.0), lambda: df.cos(y + 1.0) * y)
+    return df.reduce_sum(df.while_loop(lambda i, y: i < 3, body, (0, x))[1])
+
+
+def switching_loop_gradient(x):
+    """d switching_loop / dx by the chain rule, in numpy."""
+    d = -np.sin(x + 1.0) * x + np.cos(x + 1.0)         # iteration 0: cos(y + 1) * y
+    y = np.cos(x + 1.0) * x
+    for _ in range(2):                                  # iterations 1, 2: sin(3 y)
+        d, y = d * 3.0 * np.cos(3.0 * y), np.sin(3.0 * y)
+    return d
+
+
+@pytest.mark.parametrize("signature", [None, [df.TensorSpec([None], df.float64)]],
+                         ids=["static", "unknown_size"])
+def test_while_gradient_through_a_cond_whose_branch_changes_between_iterations(signature):
+    # before: "while: the gradient keeps %6:1 ... its shape changes ([3] in iteration 0,
+    # [0] in iteration 1)"; eager (and TensorFlow) differentiate it
+    x = np.array([0.1, 0.2, 0.3])
+    want = switching_loop_gradient(x)
+    eager = grads_of(switching_loop, x)[0]
+    assert_close(eager, want, rtol=1e-12)
+    assert_close(fd(switching_loop, x)[0], want, rtol=1e-6)
+    f = df.defun(switching_loop, input_signature=signature)
+    assert_close(grads_of(f, x)[0], want, rtol=1e-12)
+    cf = f.get_concrete_function(f64(x))
+    for depth in (True, False):     # the document's backward, or one derived from its forward
+        loaded = df.load_json(json.loads(json.dumps(df.export_json(cf, include_backward=depth))))
+        assert_close(grads_of(loaded, x)[0], want, rtol=1e-12)
+    module = {}
+    exec(df.export_numpy_source(cf, include_backward=True), module)
+    _, saved = module["forward_with_side_outputs"](x)
+    assert_close(module["backward"]([np.float64(1.0)], saved)[0], want, rtol=1e-12)
+
+    def row_sums_of_hessian(fn):
+        t = f64(x)
+        with df.GradientTape() as outer:
+            outer.watch(t)
+            with df.GradientTape() as inner:
+                inner.watch(t)
+                y = fn(t)
+            s = df.reduce_sum(inner.gradient(y, t))
+        return outer.gradient(s, t)
+    second = row_sums_of_hessian(f)
+    assert_close(second, row_sums_of_hessian(switching_loop), rtol=1e-10)
+    num = numeric_grads(lambda a: np.sum(switching_loop_gradient(a)), [x])[0]
+    assert_close(second, num, rtol=1e-5, atol=1e-7)
+
+
+def test_a_loop_keeping_values_of_a_changing_size_still_refuses_them():
+    """Only a cond's stand-ins are given the shape of the real rows: a value the body
+    keeps whose size really changes per iteration is still an error naming it."""
+    def growing(x):
+        def body(i, y):
+            kept = df.cast(df.range(i + 1), df.float64) * y[0]    # i + 1 values in iteration i
+            return i + 1, y * df.reduce_sum(df.sin(kept))
+        return df.reduce_sum(df.while_loop(lambda i, y: i < 3, body, (0, x))[1])
+    f = df.defun(growing)
+    with pytest.raises(df.errors.InvalidArgumentError, match="its shape changes"):
+        grads_of(f, np.array([0.1, 0.4, 0.7, 0.9]))
+
+
+# ====================================================================== captured initial loop values
+def test_while_in_a_defun_starts_from_a_captured_eager_tensor():
+    # before: "'EagerTensor' object has no attribute 'handle_data'"
+    c = f64([1.0, 2.0])
+
+    def f(x):
+        _, y = df.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y * x), (0, c))
+        return df.reduce_sum(y * y)
+
+    g = df.defun(f)
+    assert_close(g(f64(1.5)), np.sum((np.array([1.0, 2.0]) * 1.5 ** 3) ** 2), rtol=1e-12)
+    x, cv = f64(1.5), c
+    for fn in (f, g):
+        with df.GradientTape() as tape:
+            tape.watch([x, cv])
+            y = fn(x)
+        dx, dc = tape.gradient(y, [x, cv])
+        # y = sum(c^2) x^6
+        assert_close(dx, 6 * 1.5 ** 5 * 5.0, rtol=1e-12)
+        assert_close(dc, 2 * np.array([1.0, 2.0]) * 1.5 ** 6, rtol=1e-12)
+    # inside a branch too, and through a document
+    h = df.defun(lambda x: df.cond(x > 0.0, lambda: f(x), lambda: f(-x)))
+    assert_close(h(f64(-1.5)), g(f64(1.5)), rtol=1e-12)
+    loaded = df.load_json(df.export_json(h.get_concrete_function(x)))
+    assert_close(loaded(np.float64(1.5)), g(f64(1.5)), rtol=1e-12)

@@ -1062,6 +1062,51 @@ def test_gather_gradient_on_variable_through_defun_is_indexed_slices_or_dense():
     assert_close(g, [[0, 0], [6, 6], [0, 0], [3, 3]])
 
 
+def test_a_gather_after_a_defun_call_feeds_its_backward_an_indexed_slices_gradient():
+    # TensorFlow's backprop_test testFunctionIndexedSlicesGradient: d gather(f(x), [0]) / dx
+    # is [1.0] for f(x) = x + 1. Before: "cannot convert IndexedSlices ... to a tensor"
+    f = df.defun(lambda x: x + 1)
+    x = df.constant([1.0])
+    with df.GradientTape() as t:
+        t.watch(x)
+        y = df.gather(f(x), [0])
+    assert val(t.gradient(y, x)).tolist() == [1.0]
+    # every route a call's backward runs: one tape, a persistent one, nested tapes, in a
+    # trace (call node), through cond/while gradients, and a loaded document
+    g = df.defun(lambda x: x * x + 1.0)
+    xs = np.array([1.0, 2.0, 3.0])
+    want = np.array([2.0, 0.0, 6.0])     # rows 0 and 2 of d(x^2)/dx; row 2 twice below
+    loaded = df.load_json(df.export_json(g.get_concrete_function(f64(xs)), include_backward=True))
+
+    def gathered(fn):
+        def run(x):
+            with df.GradientTape() as t:
+                t.watch(x)
+                y = df.reduce_sum(df.gather(fn(x), [0, 2]) * [1.0, 2.0])
+            return t.gradient(y, x)
+        return run
+
+    def in_loop(x):
+        return df.while_loop(lambda i, y: i < 1, lambda i, y: (i + 1, g(y)), (0, x))[1]
+
+    routes = {"tape": gathered(g), "defun": df.defun(gathered(g)), "loaded": gathered(loaded),
+              "loaded in a defun": df.defun(gathered(loaded)),
+              "cond": df.defun(gathered(lambda x: df.cond(x[0] > 0.0, lambda: g(x), lambda: x))),
+              "while": df.defun(gathered(in_loop))}
+    for name, run in routes.items():
+        assert_close(run(f64(xs)), want * [1.0, 1.0, 2.0], msg=name)
+    with df.GradientTape() as outer:
+        x = f64(xs)
+        outer.watch(x)
+        with df.GradientTape(persistent=True) as inner:
+            inner.watch(x)
+            y = df.reduce_sum(df.gather(g(x), [0, 2]))
+        first = inner.gradient(y, x)
+        total = df.reduce_sum(first)
+    assert_close(first, want)
+    assert_close(outer.gradient(total, x), [2.0, 0.0, 2.0])
+
+
 @pytest.mark.parametrize("use", ["float", "numpy", "asarray"])
 def test_leaked_symbolic_tensor_converted_after_trace_names_creation_site(use):
     leaked = []

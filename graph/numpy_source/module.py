@@ -25,6 +25,7 @@ from defun.runtime.dtypes import from_numpy
 from defun.runtime.ops.resource_ops import VariableStore
 from defun.runtime.tensor import ResourceHandle
 from defun.graph.analysis import live_nodes
+from defun.graph.control_flow import holds_stand_ins
 from defun.graph.functions import plan_of
 from defun.graph.ir import CONST, PLACEHOLDER
 from defun.graph.printer import type_str
@@ -34,7 +35,7 @@ __all__ = ["module_source"]
 
 # Names the module's own code uses: never given to a kernel, helper or constant.
 _ENTRY_NAMES = ("forward", "forward_with_side_outputs", "backward", "INPUTS", "OUTPUTS",
-                "_frozen", "_from_hex", "_argument", "_seed", "_shape_text")
+                "_frozen", "_from_hex", "_argument", "_seed", "_shape_text", "_stand_ins_shaped")
 _WHILE_ATTRS = frozenset(["cond", "body", "maximum_iterations", "history", "saves"])
 _BODY = "    "
 
@@ -69,6 +70,19 @@ def _argument(value, what, dtype, shape):
         raise ValueError(f"{what} has shape {list(array.shape)}, expected "
                          f"{_shape_text(shape)} (? is any size)")
     return array
+'''
+
+_STAND_INS = '''
+
+def _stand_ins_shaped(rows):
+    """A cond's side output kept per iteration: the empty stand-ins of the iterations that
+    ran the other branch take the shape of the rest (never read, only stacked)."""
+    empty = (0,) * rows[0].ndim if rows else ()
+    shapes = {r.shape for r in rows if r.shape != empty}
+    if len(shapes) != 1:
+        return rows
+    shape = shapes.pop()
+    return [r if r.shape == shape else np.zeros(shape, r.dtype) for r in rows]
 '''
 
 _SEED = '''
@@ -127,6 +141,7 @@ class _ModuleWriter:
         self.functions = []   # source blocks of graph functions, in the order written
         self._names = {}      # id(graph) -> its Python function's name
         self._keep = []
+        self.stand_ins = False   # a loop keeps a cond's stand-ins: the module needs _stand_ins_shaped
 
     # ------------------------------------------------------------------ values
     def captured(self, value, where):
@@ -306,6 +321,9 @@ class _FunctionBody:
                     t = body.outputs[nv + k - (nv if history else 0)]
                     shape = (0,) + tuple(d or 0 for d in t.shape)
                     empty = f"np.zeros({shape!r}, {numpy_type(t.dtype.np)})"
+                    if holds_stand_ins(t):     # the kernel's rule for a cond's stand-ins
+                        self.w.stand_ins = True
+                        self.emit(f"{h}[{k}] = _stand_ins_shaped({h}[{k}])")
                 self.emit(f"{names[nv + 1 + k]} = np.stack({h}[{k}]) if {h}[{k}] else {empty}")
 
 
@@ -354,7 +372,7 @@ def module_source(graph, input_names, backward=None):
     imports = ["import numpy as np"] + [f"import {m}" for m in sorted(w.src.imports)]
     signature = [f"INPUTS = {[(str(n), t.dtype.name, tuple(t.shape)) for n, t in zip(input_names, graph.inputs)]!r}",
                  f"OUTPUTS = {[(t.dtype.name, tuple(t.shape)) for t in outputs]!r}"]
-    support = _SUPPORT + (_SEED if backward is not None else "")
+    support = _SUPPORT + (_SEED if backward is not None else "") + (_STAND_INS if w.stand_ins else "")
     parts = ["\n".join(doc), "\n".join(imports), "\n".join(signature), support.rstrip("\n"),
              "# " + "-" * 86 + "\n# The ops' kernels and what they use, from this library's source",
              *w.src.blocks,
