@@ -573,6 +573,15 @@ def test_while_gradient_through_a_cond_whose_branch_changes_between_iterations(s
     assert_close(fd(switching_loop, x)[0], want, rtol=1e-6)
     f = df.defun(switching_loop, input_signature=signature)
     assert_close(grads_of(f, x)[0], want, rtol=1e-12)
+    for dtype, rtol in ((np.float32, 1e-5), (np.float16, 2e-2)):     # the same loop in each float
+        g = df.defun(switching_loop, input_signature=signature and [df.TensorSpec([None], dtype)])
+        t = df.constant(x.astype(dtype))
+        with df.GradientTape() as tape:
+            tape.watch(t)
+            y = g(t)
+        got = tape.gradient(y, t)
+        assert got.dtype.np == dtype
+        assert_close(got, want, rtol=rtol, atol=rtol)
     cf = f.get_concrete_function(f64(x))
     for depth in (True, False):     # the document's backward, or one derived from its forward
         loaded = df.load_json(json.loads(json.dumps(df.export_json(cf, include_backward=depth))))
