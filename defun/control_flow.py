@@ -1,8 +1,11 @@
-"""The tracers `df.cond` and `df.while_loop`: plain Python eagerly, one node while tracing.
+"""The tracers `df.cond`, `df.while_loop`, `df.scan`, `df.map_fn` and `df.foldl`: plain
+Python eagerly, one node while tracing.
 
 While tracing, `cond` traces each branch into its own function graph and `while_loop`
 traces `cond` and `body` the same way; graph/control_flow.py owns the `cond` and `while`
-ops those functions go into (kernels, inference, gradients). Tensors a branch or body uses
+ops those functions go into (kernels, inference, gradients). `scan`, `map_fn` and `foldl`
+trace `fn` once into the body of one `scan` node (graph/scan.py), whatever the number of
+rows. Tensors a branch or body uses
 from outside become extra inputs of the node. Here: the Python side only (structures,
 weak typing of returned numbers, the checks that name the user's function).
 """
@@ -12,14 +15,16 @@ from defun.runtime import dtypes, errors, sites
 from defun.runtime.context import state
 from defun.runtime.nest import flatten, pack_as, sorted_keys
 from defun.runtime.ops._args import error
-from defun.runtime.ops.array_ops import identity
+from defun.runtime.ops.array_ops import concat, expand_dims, identity, stack, zeros
 from defun.runtime.shapes import shape_str, shapes_compatible
 from defun.runtime.tensor import EagerTensor, Tensor, convert_to_tensor
 from defun.runtime.variables import Variable
 from defun.graph.control_flow import cond_node, while_node
+from defun.graph.scan import scan_node
 from defun.graph.ir import Graph, SymbolicTensor, unique_name
+from defun.spec import TensorSpec
 
-__all__ = ["cond", "while_loop"]
+__all__ = ["cond", "while_loop", "scan", "map_fn", "foldl"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -234,3 +239,208 @@ def _max_iterations(m):
     if m < 0:
         raise errors.InvalidArgumentError(f"while_loop: maximum_iterations must be >= 0, got {m}")
     return m
+
+
+# ---------------------------------------------------------------------------------------
+# scan, map_fn, foldl
+def scan(fn, elems, initializer=None, reverse=False, name=None):
+    """Every accumulator of `acc = fn(acc, x)` over the rows `x` of `elems`, stacked (TF's
+    `tf.scan`); while tracing, one `scan` node however many rows.
+
+    >>> df.scan(lambda a, x: a + x, df.constant([1., 2., 3.]))     # [1., 3., 6.]
+
+    `elems` is a tensor or a nest of tensors of one length along axis 0 (`fn` gets rows
+    in that nest); the accumulator has the structure of `initializer`, or without one of
+    `elems`, whose first row (the last with `reverse`) is then the first accumulator and
+    the first (last) result. With `reverse`, rows are taken from the last; result t is
+    still the accumulator after row t.
+    """
+    return _fold("scan", fn, elems, initializer, reverse, True, name)
+
+
+def foldl(fn, elems, initializer=None, name=None):
+    """The last accumulator of `acc = fn(acc, x)` over the rows of `elems` (TF's
+    `tf.foldl`); while tracing, one `scan` node that stacks nothing.
+
+    >>> df.foldl(lambda a, x: a * x, df.constant([1., 2., 3., 4.]))  # 24.
+    """
+    return _fold("foldl", fn, elems, initializer, False, False, name)
+
+
+def map_fn(fn, elems, fn_output_signature=None, name=None):
+    """`fn(x)` for every row `x` of `elems` (a tensor or a nest of them), the results
+    stacked (TF's `tf.map_fn`); while tracing, one `scan` node with no carry.
+
+    >>> df.map_fn(lambda x: df.reduce_sum(x * x), df.ones([4, 3]))   # [3., 3., 3., 3.]
+
+    `fn_output_signature` (a dtype, a df.TensorSpec, or a nest of them) states what `fn`
+    returns; it is checked against the trace (Python numbers returned take its dtypes).
+    """
+    if not callable(fn):
+        raise TypeError(f"map_fn: fn must be a callable, got {type(fn).__name__}")
+    flat = _elements("map_fn", elems)
+    signature = None if fn_output_signature is None else _signature(fn_output_signature)
+    outer = state.graph
+    if outer is None:
+        results = [_leaves_like(fn(pack_as(elems, [x[t] for x in flat])), signature, "map_fn")
+                   for t in range(int(flat[0].shape[0]))]
+        if not results:     # no row to run: the types from a trace of fn
+            structure, body_g = _trace_fn("map_fn", flat, lambda rows: fn(pack_as(elems, rows)), signature)
+            return pack_as(structure, [zeros((0,) + tuple(d or 0 for d in t.shape), t.dtype)
+                                       for t in body_g.outputs])
+        for k, r in enumerate(results[1:]):
+            if _structure(r) != _structure(results[0]):
+                raise errors.InvalidArgumentError(
+                    f"map_fn: fn returned {_describe(results[0])} for row 0 but {_describe(r)} for "
+                    f"row {k + 1}; every row must give the same structure")
+        flat_results = [flatten(r) for r in results]
+        return pack_as(results[0], [stack([r[k] for r in flat_results])
+                                    for k in range(len(flat_results[0]))])
+    structure, body_g = _trace_fn("map_fn", flat, lambda rows: fn(pack_as(elems, rows)), signature)
+    out = scan_node(body_g, [], flat, False, name)
+    return pack_as(structure, out) if flatten(structure) else structure
+
+
+def _fold(what, fn, elems, initializer, reverse, stacked, name):
+    if not callable(fn):
+        raise TypeError(f"{what}: fn must be a callable taking (accumulator, row), got {type(fn).__name__}")
+    flat = _elements(what, elems)
+    if initializer is None:
+        if flat[0].shape[0] == 0:
+            raise errors.InvalidArgumentError(
+                f"{what}: elems has no rows and no initializer is given; the first row is the "
+                f"initializer when none is given, so give one (or at least one row)")
+        structure = elems
+        init = [x[-1] if reverse else x[0] for x in flat]
+        rows = [x[:-1] if reverse else x[1:] for x in flat]
+    else:
+        structure = initializer
+        init = [convert_to_tensor(v.read_value() if isinstance(v, Variable) else v)
+                for v in flatten(initializer)]
+        rows = flat
+    if not init:
+        raise errors.InvalidArgumentError(f"{what}: the initializer {_describe(initializer)} holds no tensor")
+    acc_text = "initializer" if initializer is not None else "elems"
+
+    def step(acc, row_leaves):
+        new = fn(pack_as(structure, acc), pack_as(elems, row_leaves))
+        if _structure(new) != _structure(structure):
+            raise errors.InvalidArgumentError(
+                f"{what}: fn must return the structure of the accumulator ({acc_text}: "
+                f"{_describe(structure)}), got {_describe(new)}")
+        return flatten(new)
+
+    if state.graph is None:
+        order = range(int(rows[0].shape[0]))
+        acc, history = list(init), [None] * len(order)
+        for t in (reversed(order) if reverse else order):
+            acc = [_weak(v, a) if not isinstance(v, (Tensor, Variable)) else v
+                   for v, a in zip(step(acc, [x[t] for x in rows]), acc)]
+            acc = [v.read_value() if isinstance(v, Variable) else convert_to_tensor(v) for v in acc]
+            history[t] = acc
+        if not stacked:
+            return pack_as(structure, acc)
+        out = [stack([h[k] for h in history]) if history else
+               zeros((0,) + tuple(init[k].shape), init[k].dtype) for k in range(len(init))]
+    else:
+        body_g = _trace_fold(what, init, rows, step, stacked)
+        out = scan_node(body_g, init, rows, reverse, name)
+        if not stacked:
+            return pack_as(structure, out[:len(init)])
+        out = out[len(init):]
+    if initializer is None:     # the first accumulator is the first (last) row itself
+        ends = [expand_dims(a, 0) for a in init]
+        out = [concat([o, e] if reverse else [e, o], 0) for o, e in zip(out, ends)]
+    return pack_as(structure, out)
+
+
+def _elements(what, elems):
+    flat = flatten(elems)
+    if not flat:
+        raise errors.InvalidArgumentError(f"{what}: elems {_describe(elems)} holds no tensor")
+    out = []
+    for k, x in enumerate(flat):
+        t = convert_to_tensor(x.read_value() if isinstance(x, Variable) else x)
+        if not t.shape:
+            raise errors.InvalidArgumentError(
+                f"{what}: elems leaf {k} is a scalar ({_type_text(t)}); {what} walks the rows "
+                f"(axis 0) of tensors of rank >= 1")
+        out.append(t)
+    lengths = {t.shape[0] for t in out} - {None}
+    if len(lengths) > 1:
+        raise errors.InvalidArgumentError(
+            f"{what}: the tensors of elems must have the same size in dimension 0, got "
+            f"{', '.join(_type_text(t) for t in out)}")
+    return out
+
+
+def _trace_fold(what, init, rows, step, stacked):
+    """The body of a fold: carries = the accumulator leaves, then (scan) the same again to stack."""
+    body_g = Graph(unique_name(f"{what}_body"), outer=state.graph, base_name=f"{what}_body")
+    with body_g.building():
+        acc = [body_g.placeholder(t.shape, t.dtype, getattr(t, "handle_data", None)) for t in init]
+        xs = [body_g.placeholder(tuple(x.shape)[1:], x.dtype) for x in rows]
+        leaves = []
+        for k, (leaf, t) in enumerate(zip(step(acc, xs), init)):
+            if not isinstance(leaf, (Tensor, Variable)) and leaf is not None:
+                leaf = _weak(leaf, t)
+            r = _own_tensor(body_g, leaf, f"{what}: accumulator leaf {k} returned by fn")
+            if r.dtype is not t.dtype:
+                raise errors.InvalidArgumentError(
+                    f"{what}: accumulator leaf {k} enters as {t.dtype.name} but fn returns "
+                    f"{r.dtype.name}; an accumulator keeps its dtype (use df.cast)")
+            if not shapes_compatible(tuple(t.shape), tuple(r.shape)):
+                raise errors.InvalidArgumentError(
+                    f"{what}: accumulator leaf {k} enters with shape {shape_str(t.shape)} but fn "
+                    f"returns shape {shape_str(r.shape)}; an accumulator keeps its shape")
+            leaves.append(r)
+    return body_g.finalize(leaves + leaves if stacked else leaves)
+
+
+def _trace_fn(what, rows, fn, signature):
+    """(structure of fn's result, the finalized body graph returning its leaves) for fn(rows)."""
+    body_g = Graph(unique_name(f"{what}_body"), outer=state.graph, base_name=f"{what}_body")
+    with body_g.building():
+        xs = [body_g.placeholder(tuple(x.shape)[1:], x.dtype) for x in rows]
+        result = _leaves_like(fn(xs), signature, what)
+        leaves = [_own_tensor(body_g, leaf, f"{what}: output {k} of fn") for k, leaf in enumerate(flatten(result))]
+    if signature is not None:
+        for k, (t, spec) in enumerate(zip(leaves, flatten(signature))):
+            if t.dtype is not spec.dtype or not shapes_compatible(tuple(t.shape), tuple(spec.shape or t.shape)):
+                raise errors.InvalidArgumentError(
+                    f"{what}: output {k} of fn is {_type_text(t)}, fn_output_signature says "
+                    f"{spec.dtype.name}{'' if spec.shape is None else shape_str(spec.shape)}")
+    return result, body_g.finalize(leaves)
+
+
+def _signature(sig):
+    """fn_output_signature as a nest of TensorSpec-likes (shape None: any)."""
+    class _Any:
+        __slots__ = ("shape", "dtype")
+
+        def __init__(self, dtype):
+            self.shape, self.dtype = None, dtypes.as_dtype(dtype)
+
+    def leaf(s):
+        return s if isinstance(s, TensorSpec) else _Any(s)
+    if isinstance(sig, (list, tuple, dict)):
+        return pack_as(sig, [leaf(s) for s in flatten(sig)])
+    return leaf(sig)
+
+
+def _leaves_like(result, signature, what):
+    """`result` with Python numbers as tensors of the signature's dtypes (or their own)."""
+    if signature is not None and _structure(result) != _structure(signature):
+        raise errors.InvalidArgumentError(
+            f"{what}: fn returned {_describe(result)}, but fn_output_signature has the structure "
+            f"{_describe(signature)}")
+    leaves = flatten(result)
+    specs = flatten(signature) if signature is not None else [None] * len(leaves)
+    out = []
+    for leaf, spec in zip(leaves, specs):
+        if isinstance(leaf, Variable):
+            leaf = leaf.read_value()
+        elif not isinstance(leaf, Tensor) and leaf is not None:
+            leaf = convert_to_tensor(leaf, None if spec is None else spec.dtype)
+        out.append(leaf)
+    return pack_as(result, out) if isinstance(result, (list, tuple, dict)) else out[0]

@@ -330,8 +330,9 @@ def _while_runner(attrs, backend=None):
     return run_saving_while
 
 
-def _stack(rows, t, body, loose=False):
-    """One kept value of every iteration, stacked (no rows: an empty stack of its type).
+def _stack(rows, t, body, loose=False, op="while"):
+    """One kept value of every iteration, stacked (no rows: an empty stack of its type;
+    `op`: whose, for the message).
 
     `loose`: `t` is a cond's side output, which the branch not taken gives as an empty
     stand-in (_with_extras); those rows become zeros of the others' shape (the backward
@@ -343,10 +344,14 @@ def _stack(rows, t, body, loose=False):
     first = rows[ref].shape
     for k, r in enumerate(rows):
         if r.shape != first and not (loose and r.shape == empty):
+            what, fix = (("the gradient keeps", "a differentiated loop must keep the shapes of what "
+                          "its gradient reads") if op == "while" else
+                         ("it stacks", "what a scan stacks (its results, what its gradient reads) "
+                          "must keep its shape"))
             raise errors.InvalidArgumentError(
-                f"while: the gradient keeps {t.name} of {body.name} from every iteration, but its "
-                f"shape changes ({list(first)} in iteration {ref}, {list(r.shape)} in iteration "
-                f"{k}); a differentiated loop must keep the shapes of what its gradient reads")
+                f"{op}: {what} {t.name} of {body.name} from every iteration, but its shape "
+                f"changes ({list(first)} in iteration {ref}, {list(r.shape)} in iteration {k}); "
+                f"{fix}")
     if loose and first != empty:
         rows = [r if r.shape == first else np.zeros(first, r.dtype) for r in rows]
     return np.stack(rows)
@@ -474,12 +479,15 @@ def _while_grad(op, *grads):
 class _WhileLevel:
     """A loop body one level up: `next`, the body that also returns (to stack per
     iteration) what the body's backward reads, and `feed`, per capture of that backward,
-    where one iteration's value is: ("stack", j) the j-th stacked value, ("const", j) the
-    loop's j-th captured input, or ("value", v) an outer value."""
+    where one iteration's value is: ("stack", j) the j-th stacked value, ("slice", j) the
+    iteration's row of the j-th sliced input (a scan's elements), ("const", j) the loop's
+    j-th captured input, or ("value", v) an outer value. The body takes `n` loop variables,
+    then `sliced` rows (a while: none), then the captures; its outputs past the first `n`
+    are stacked per iteration."""
 
     __slots__ = ("saving", "next", "feed")
 
-    def __init__(self, body, n):
+    def __init__(self, body, n, sliced=0):
         self.saving = s = saving_of(body)
         bw = s.backward
         fwd = bw.forward                    # its tensors are those of bw's forward graph
@@ -498,7 +506,8 @@ class _WhileLevel:
         self.feed = []
         for kind, v in bw.capture_sources:
             if kind == "input":
-                self.feed.append(("stack", stack_of(fwd.all_inputs[v])) if v < n else ("const", v - n))
+                self.feed.append(("stack", stack_of(fwd.all_inputs[v])) if v < n else
+                                 ("slice", v - n) if v < n + sliced else ("const", v - n - sliced))
             elif kind == "side":
                 self.feed.append(("stack", stack_of(bw.side_outputs[v])))
             else:
@@ -510,8 +519,8 @@ class _WhileLevel:
             self.next = body
 
 
-def _while_level(body, n):
-    return _derived_level(body, ("while", n), lambda: _WhileLevel(body, n))
+def _while_level(body, n, sliced=0):
+    return _derived_level(body, ("while", n, sliced), lambda: _WhileLevel(body, n, sliced))
 
 
 _WHILE_ATTRS = {"cond": "func", "body": "func", "maximum_iterations": "opt_int", "history": "bool",

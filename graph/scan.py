@@ -1,0 +1,256 @@
+"""The `scan` op: a loop over the rows of tensors, one node (kernel, inference, gradient,
+ONNX form, how nodes are made). `df.scan`, `df.map_fn` and `df.foldl` (defun/scan.py) trace
+their `fn` into its body.
+
+A scan node takes `carries` loop variables, `sliced` tensors whose rows (axis 0) it walks
+(all of one length T), then the values its body captures. Per row t (from the last with
+`reverse`) the body takes the carries, row t of each sliced tensor and the captures, and
+returns the new carries then values the node stacks at position t. The node returns the
+final carries, then the stacks: a foldl has no stacked value, a map_fn no carry, a scan
+stacks its carries.
+
+The gradient is another scan, in the other direction, over the body's backward function,
+so it is one node too and has gradients of its own. It reads only what the forward saved,
+with the machinery of `while` (graph/control_flow.py): raised a level, the body also
+returns (stacked per row, as any stacked value) what its backward reads; a row of a
+sliced input the backward reads is sliced again, not saved. The carries of the backward
+scan are the carries' gradients and the sums of the captures' gradients; its stacked
+values are the sliced inputs' gradients.
+
+    %3, %4 = scan(%0, %1, %2) {body=@scan_body_0, carries=1, reverse=False, sliced=1}
+"""
+import numpy as np
+
+from defun.runtime import dtypes, errors
+from defun.runtime.context import state
+from defun.runtime.execute import run_op
+from defun.runtime.indexed_slices import IndexedSlices
+from defun.runtime.ops.array_ops import zeros_like
+from defun.runtime.registry import register
+from defun.runtime.shapes import shape_str, shapes_compatible
+from defun.runtime.variables import watch_read_handles
+from defun.graph.control_flow import _as_list, _stack, _while_level, _zeros_for, share_captures
+from defun.graph.functions import call_graph, input_grads, plan_of, raise_node
+from defun.graph.gradients import levels_of, pick_level
+from defun.graph.ir import Graph, unique_name
+
+__all__ = ["SCAN", "scan_node"]
+
+
+def _type_text(shape, dtype):
+    return f"{dtype.name}{shape_str(shape)}"
+
+
+def _split(attrs, vals):
+    n, m = attrs["carries"], attrs["sliced"]
+    return vals[:n], vals[n:n + m], vals[n + m:]
+
+
+def _length(xs):
+    length = xs[0].shape[0]
+    for k, x in enumerate(xs[1:]):
+        if x.shape[0] != length:
+            raise errors.InvalidArgumentError(
+                f"scan: the sliced inputs must have the same size in dimension 0; input 0 has "
+                f"{length} rows, input {k + 1} has {x.shape[0]}")
+    return length
+
+
+def _scan_runner(attrs, backend=None):
+    body = attrs["body"]
+    run_body = plan_of(body, backend).run
+    n, reverse = attrs["carries"], attrs["reverse"]
+    kept = body.outputs[n:]
+
+    def run_scan(*vals):
+        carry, xs, consts = _split(attrs, vals)
+        length = _length(xs)
+        rows = [[None] * length for _ in kept]
+        for t in (range(length - 1, -1, -1) if reverse else range(length)):
+            out = run_body(*carry, *[x[t, ...] for x in xs], *consts)
+            carry = out[:n]
+            for r, v in zip(rows, out[n:]):
+                r[t] = v
+        return tuple(carry) + tuple(_stack(r, t, body, "scan") for r, t in zip(rows, kept))
+    return run_scan
+
+
+def _scan_kernel(*vals, **attrs):
+    return _scan_runner(attrs)(*vals)
+
+
+def _scan_outputs(attrs, n_inputs):
+    return len(attrs["body"].outputs)
+
+
+def _scan_infer(shapes, dts, attrs):
+    body, n, m = attrs["body"], attrs["carries"], attrs["sliced"]
+    params = body.all_inputs
+    if n < 0 or m < 1 or n + m > len(shapes):
+        raise errors.InvalidArgumentError(
+            f"scan: carries={n} and sliced={m} for a node of {len(shapes)} inputs (it needs "
+            f"sliced >= 1 and carries + sliced <= the inputs)")
+    if len(params) != len(shapes):
+        raise errors.InvalidArgumentError(
+            f"scan: body {body.name} takes {len(params)} inputs, the node passes {len(shapes)}")
+    length = None
+    for k, (s, d, p) in enumerate(zip(shapes, dts, params)):
+        s = tuple(s)
+        row = s[1:] if n <= k < n + m else s
+        if n <= k < n + m and not s:
+            raise errors.InvalidArgumentError(
+                f"scan: sliced input {k - n} is a scalar ({d.name}); a scan walks the rows of "
+                f"tensors of rank >= 1")
+        if d is not p.dtype or not shapes_compatible(row, tuple(p.shape)):
+            raise errors.InvalidArgumentError(
+                f"scan: input {k} is {_type_text(s, d)}, body {body.name} expects "
+                f"{'rows of ' if n <= k < n + m else ''}{_type_text(p.shape, p.dtype)}")
+        if n <= k < n + m and s[0] is not None:
+            if length is not None and s[0] != length:
+                raise errors.InvalidArgumentError(
+                    f"scan: the sliced inputs must have the same size in dimension 0; got "
+                    f"{length} and {s[0]}")
+            length = s[0]
+    if len(body.outputs) < n:
+        raise errors.InvalidArgumentError(
+            f"scan: body {body.name} returns {len(body.outputs)} values for {n} carries")
+    carries = [(tuple(p.shape), p.dtype) for p in params[:n]]
+    for k, ((s, d), t) in enumerate(zip(carries, body.outputs)):
+        if t.dtype is not d or not shapes_compatible(s, tuple(t.shape)):
+            raise errors.InvalidArgumentError(
+                f"scan: carry {k} enters as {_type_text(s, d)} but body {body.name} returns "
+                f"{_type_text(t.shape, t.dtype)}")
+    return carries + [((length,) + tuple(t.shape), t.dtype) for t in body.outputs[n:]]
+
+
+def _trace_rows(base, types, fn):
+    """A finalized function graph of `fn(*placeholders)` for [(shape, dtype, handle_data)]."""
+    g = Graph(unique_name(base), outer=state.graph, base_name=base)
+    with g.building():
+        outs = fn(*[g.placeholder(s, d, h) for s, d, h in types])
+    return g.finalize(outs)
+
+
+def _dense(g):
+    return g._as_tensor() if isinstance(g, IndexedSlices) else g
+
+
+def _scan_grad(op, *grads):
+    attrs = op.attrs
+    n, m = attrs["carries"], attrs["sliced"]
+    chain = levels_of(attrs["body"])
+    top = chain[-1]
+    grads = [g if k < len(top.outputs) and top.outputs[k].dtype.is_floating else None
+             for k, g in enumerate(grads)]
+    level = pick_level([len(b.outputs) for b in chain], grads)
+    if level is None:
+        return [None] * len(op.inputs)
+    body = chain[level]
+    lv = _while_level(body, n, m)
+    outs = op.outputs
+    if level == len(chain) - 1 and lv.next is not body:
+        outs = raise_node(op, {"body": lv.next})
+    bw = lv.saving.backward
+    stacks = outs[n:]
+    _, xs, consts = _split(attrs, list(op.inputs))
+    float_vars = [k for k in range(n) if body.outputs[k].dtype.is_floating]
+    cap = [j for j in range(len(consts)) if bw.input_grads[n + m + j] is not None]
+    rows_of = [j for j in range(m) if bw.input_grads[n + j] is not None]
+    if not float_vars and not cap and not rows_of:
+        return [None] * len(op.inputs)
+    seeds = [grads[k] if k < len(grads) and grads[k] is not None else zeros_like(outs[k])
+             for k in float_vars]
+    accum = [_zeros_for(consts[j]) for j in cap]
+    # what the backward scan slices per row: stacked gradients, saved stacks, forward rows
+    sliced, slot = [], {}
+
+    def row_of(t):
+        if id(t) not in slot:
+            slot[id(t)] = len(sliced)
+            sliced.append(t)
+        return slot[id(t)]
+    feed_plan = []
+    for k in bw.grad_outputs:
+        if k < n:
+            feed_plan.append(("carry", float_vars.index(k)))
+        else:
+            g = grads[k] if k < len(grads) and grads[k] is not None else zeros_like(stacks[k - n])
+            feed_plan.append(("row", row_of(g)))
+    for kind, v in lv.feed:
+        feed_plan.append(("row", row_of(stacks[v])) if kind == "stack" else
+                         ("row", row_of(xs[v])) if kind == "slice" else
+                         ("value", consts[v]) if kind == "const" else ("value", v))
+    nv, nc = len(float_vars), len(cap)
+
+    def step(*vals):
+        carried, sums, rows = vals[:nv], vals[nv:nv + nc], vals[nv + nc:]
+        feed = [carried[v] if kind == "carry" else rows[v] if kind == "row" else v
+                for kind, v in feed_plan]
+        got = [_dense(g) for g in input_grads(bw, call_graph(bw.graph, feed))]
+        new_vars = [got[k] if got[k] is not None else zeros_like(carried[j])
+                    for j, k in enumerate(float_vars)]
+        new_sums = [sums[j] + got[n + m + c] for j, c in enumerate(cap)]
+        row_grads = [got[n + j] for j in rows_of]     # (given: its backward returns one)
+        return new_vars + new_sums + row_grads
+
+    init = seeds + accum
+    types = [(tuple(t.shape), t.dtype, None) for t in init] + \
+            [(tuple(t.shape)[1:], t.dtype, None) for t in sliced]
+    body_g = _trace_rows(f"{body.base_name}_grad", types, step)
+    out = scan_node(body_g, init, sliced, reverse=not attrs["reverse"])
+    result = [None] * len(op.inputs)
+    for j, k in enumerate(float_vars):
+        result[k] = out[j]
+    for j, c in enumerate(cap):
+        result[n + m + c] = out[nv + j]
+    for j, k in enumerate(rows_of):
+        result[n + k] = out[nv + nc + j]
+    return result
+
+
+def _scan_onnx(e, node, ins):
+    """ONNX Loop over the rows: the trip count is the rows' number, the loop variables the
+    carries; the body gathers row i (T-1-i with `reverse`) of each sliced input, emits the
+    body function and returns its stacked values as scan outputs (reversed afterwards with
+    `reverse`, so row t stays at position t)."""
+    body_g, n, m = node.attrs["body"], node.attrs["carries"], node.attrs["sliced"]
+    reverse = node.attrs["reverse"]
+    init, xs, consts = _split(node.attrs, list(ins))
+    first = node.inputs[n]
+    length = e.dim(xs[0], 0, tuple(first.shape))
+    carry_types = [(tuple(p.shape), p.dtype) for p in body_g.all_inputs[:n]]
+    y_types = [(tuple(t.shape), t.dtype) for t in body_g.outputs[n:]]
+    last = e.op("Sub", e.squeeze(length, [0]), e.scalar(1, dtypes.int64)) if reverse else None
+
+    def body(args):
+        i = e.op("Sub", last, args[0]) if reverse else args[0]
+        rows = [e.op("Gather", x, i, axis=0) for x in xs]
+        out = e.inline(body_g, list(args[2:2 + n]) + rows + consts)
+        return [e.op("Identity", args[1])] + out[:n] + [e.op("Identity", y) for y in out[n:]]
+    graph = e.subgraph([((), dtypes.int64), ((), dtypes.bool)] + carry_types, body,
+                       [((), dtypes.bool)] + carry_types + y_types, name="scan")
+    outs = e.op("Loop", e.squeeze(length, [0]), e.scalar(True, dtypes.bool), *init,
+                n=len(node.outputs), body=graph)
+    outs = [outs] if len(node.outputs) == 1 else list(outs)
+    if reverse:
+        for k in range(n, len(outs)):
+            outs[k] = e.op("Slice", outs[k], e.ints([-1]), e.ints([-(2 ** 63)]), e.ints([0]), e.ints([-1]))
+    return outs
+
+
+_SCAN_ATTRS = {"body": "func", "carries": "int", "sliced": "int", "reverse": "bool"}
+SCAN = register("scan", _scan_kernel, _scan_infer, _scan_grad, num_outputs=_scan_outputs,
+                none_grads=True, attrs=_SCAN_ATTRS, bind=_scan_runner, num_inputs=None,
+                defaults={}, onnx=_scan_onnx)
+
+
+def scan_node(body_g, carries, sliced, reverse=False, name=None):
+    """Add (or run eagerly) one `scan` node of finalized `body_g` over the rows of `sliced`
+    with loop variables `carries` (then the body's captures); a list: the final carries,
+    then the stacked values."""
+    captured = share_captures([body_g])
+    watch_read_handles(captured)
+    out = _as_list(run_op(SCAN, list(carries) + list(sliced) + captured,
+                          {"body": body_g, "carries": len(carries), "sliced": len(sliced),
+                           "reverse": bool(reverse)}, name))
+    return out[:len(body_g.outputs)]
