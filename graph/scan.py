@@ -180,6 +180,8 @@ def _scan_grad(op, *grads):
         feed_plan.append(("row", row_of(stacks[v])) if kind == "stack" else
                          ("row", row_of(xs[v])) if kind == "slice" else
                          ("value", consts[v]) if kind == "const" else ("value", v))
+    if not sliced:
+        row_of(xs[0])       # (read by nothing: it gives the backward scan its number of rows)
     nv, nc = len(float_vars), len(cap)
 
     def step(*vals):

@@ -381,6 +381,7 @@ EXCLUDED = {
     "call": "calls a graph function; needs the graph layer (defun tests)",
     "cond": "control flow holding graph functions (defun control-flow tests)",
     "while": "control flow holding graph functions (defun control-flow tests)",
+    "scan": "control flow holding a graph function (tests/test_scan.py)",
     "read_variable": "stateful variable read; test_ops_special.py::test_variable_ops",
     "assign_variable": "stateful; test_ops_special.py::test_variable_ops",
     "assign_add_variable": "stateful; test_ops_special.py::test_variable_ops",

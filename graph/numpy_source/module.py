@@ -13,9 +13,9 @@ program order), one line per node:
 
 The kernels are the ops' own (graph/numpy_source/writer.py writes them and what they use from their
 source), so results equal the plan's bit for bit. A `call` node is a call, a `cond` an
-`if`, a `while` a `while` loop kept as the while kernel keeps it. Captured tensors are
-module-level constants; variables are module-level cells (`VariableStore`) whose values
-the assignments replace. Names in the module are made here, never taken from a graph:
+`if`, a `while` a `while` loop kept as the while kernel keeps it, a `scan` a `for` loop
+over the rows. Captured tensors are module-level constants; variables are module-level
+cells (`VariableStore`) whose values the assignments replace. Names in the module are made here, never taken from a graph:
 graph and input names appear only sanitized in docstrings and as string data.
 """
 import re
@@ -37,6 +37,7 @@ __all__ = ["module_source"]
 _ENTRY_NAMES = ("forward", "forward_with_side_outputs", "backward", "INPUTS", "OUTPUTS",
                 "_frozen", "_from_hex", "_argument", "_seed", "_shape_text", "_stand_ins_shaped")
 _WHILE_ATTRS = frozenset(["cond", "body", "maximum_iterations", "history", "saves"])
+_SCAN_ATTRS = frozenset(["body", "carries", "sliced", "reverse"])
 _BODY = "    "
 
 _SUPPORT = '''\
@@ -243,7 +244,7 @@ class _FunctionBody:
             if handler is None:
                 raise errors.UnimplementedError(
                     f"numpy source: {where}: an op running functions has no numpy form here "
-                    f"(call, cond and while have)")
+                    f"(call, cond, while and scan have)")
             handler(self, n, where)
             return
         src = self.w.src
@@ -327,7 +328,47 @@ class _FunctionBody:
                 self.emit(f"{names[nv + 1 + k]} = np.stack({h}[{k}]) if {h}[{k}] else {empty}")
 
 
-_CONTROL = {"call": _FunctionBody.call, "cond": _FunctionBody.cond, "while": _FunctionBody.while_}
+    def scan(self, n, where):
+        attrs = n.attrs
+        if set(attrs) != _SCAN_ATTRS:
+            raise errors.UnimplementedError(
+                f"numpy source: {where}: a scan node with attrs {sorted(attrs)} (this writer "
+                f"knows {sorted(_SCAN_ATTRS)})")
+        body = attrs["body"]
+        body_f = self.w.function(body)
+        nc, m = attrs["carries"], attrs["sliced"]
+        args = self.args(n)
+        carry, xs, consts = args[:nc], args[nc:nc + m], args[nc + m:]
+        c, r, t, k = f"carry{n.id}", f"rows{n.id}", f"t{n.id}", len(body.outputs) - nc
+        order = f"range(len{n.id} - 1, -1, -1)" if attrs["reverse"] else f"range(len{n.id})"
+        self.emit(f"# scan %{n.id}: {body_f} over the rows of {', '.join(xs)}"
+                  + (" from the last" if attrs["reverse"] else ""))
+        self.emit(f"len{n.id} = np.shape({xs[0]})[0]")
+        for x in xs[1:]:
+            self.emit(f"if np.shape({x})[0] != len{n.id}:")
+            self.emit("raise ValueError('scan: the sliced inputs must have the same size in dimension 0')", 2)
+        self.emit(f"{c} = ({', '.join(carry)}{',' if len(carry) == 1 else ''})")
+        self.emit(f"{r} = [[None] * len{n.id} for _ in range({k})]")
+        rows = "".join(f", {x}[{t}, ...]" for x in xs)
+        extra = "".join(f", {x}" for x in consts)
+        self.emit(f"for {t} in {order}:")
+        self.emit(f"out{n.id} = {body_f}(*{c}{rows}{extra})", 2)
+        self.emit(f"{c} = out{n.id}[:{nc}]", 2)
+        for j in range(k):
+            self.emit(f"{r}[{j}][{t}] = out{n.id}[{nc + j}]", 2)
+        names = [f"v{n.id}_{j}" for j in range(len(n.outputs))]
+        for tensor, v in zip(n.outputs, names):
+            self.var[id(tensor)] = v
+        if nc:
+            self.emit(f"{', '.join(names[:nc])}, = {c}")
+        for j in range(k):
+            y = body.outputs[nc + j]
+            empty = f"np.zeros({(0,) + tuple(d or 0 for d in y.shape)!r}, {numpy_type(y.dtype.np)})"
+            self.emit(f"{names[nc + j]} = np.stack({r}[{j}]) if len{n.id} else {empty}")
+
+
+_CONTROL = {"call": _FunctionBody.call, "cond": _FunctionBody.cond, "while": _FunctionBody.while_,
+            "scan": _FunctionBody.scan}
 
 
 # ---------------------------------------------------------------------------------------

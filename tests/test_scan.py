@@ -1,0 +1,403 @@
+"""df.scan, df.map_fn, df.foldl: TF's semantics (the examples of TF's docs, nests, reverse,
+the first row as initializer), against a Python loop of the same fn, eager == traced ==
+reloaded; one `scan` node however long the sequence; gradients against finite differences
+(float16/32/64, second order, both modes) read from what the forward saved; JSON with
+backward, numpy source run without defun, ONNX in onnxruntime; errors that name the problem."""
+import json
+
+import numpy as np
+import pytest
+
+import defun as df
+from defun.graph.gradients import saving_of
+from defun.graph.verify import verify
+from defun.runtime import errors
+from isolated import run_without_defun
+from schema_check import assert_valid
+
+f32, f64 = df.float32, df.float64
+RS = np.random.RandomState(7)
+
+
+def np_of(x):
+    if isinstance(x, (list, tuple)):
+        return type(x)(np_of(v) for v in x)
+    if isinstance(x, dict):
+        return {k: np_of(v) for k, v in x.items()}
+    return np.asarray(x.numpy())
+
+
+def three_ways(fn, *args):
+    """fn(*args) eagerly, in a defun, and from the defun's JSON document (flat numpy lists)."""
+    eager = np_of(fn(*args))
+    d = df.defun(fn)
+    traced = np_of(d(*args))
+    cf = d.get_concrete_function(*args)
+    loaded = df.load_json(json.loads(json.dumps(df.export_json(cf))))
+    reloaded = np_of(loaded(*[a.numpy() for a in args]))
+    return eager, traced, reloaded
+
+
+def assert_all(results, expected, rtol=1e-12, atol=0.0):
+    exp = [np.asarray(e) for e in (expected if isinstance(expected, list) else [expected])]
+    for got in results:
+        flat = _flat(got)
+        assert len(flat) == len(exp)
+        for g, e in zip(flat, exp):
+            assert g.shape == e.shape, (g.shape, e.shape)
+            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol)
+
+
+def _flat(x):
+    if isinstance(x, (list, tuple)):
+        return [z for y in x for z in _flat(y)]
+    if isinstance(x, dict):
+        return [z for k in sorted(x) for z in _flat(x[k])]
+    return [np.asarray(x)]
+
+
+# ---------------------------------------------------------------------------------------
+# TF semantics: the examples of tf.scan / tf.foldl / tf.map_fn's documentation
+
+ELEMS = df.constant(np.array([1, 2, 3, 4, 5, 6], np.int64))
+
+
+def test_scan_sums_with_the_first_element_as_initializer():
+    assert_all(three_ways(lambda e: df.scan(lambda a, x: a + x, e), ELEMS), [[1, 3, 6, 10, 15, 21]])
+
+
+def test_scan_in_reverse_keeps_result_t_at_position_t():
+    assert_all(three_ways(lambda e: df.scan(lambda a, x: a + x, e, reverse=True), ELEMS),
+               [[21, 20, 18, 15, 11, 6]])
+
+
+def test_scan_over_a_tuple_of_elems_with_an_initializer():
+    fn = lambda e: df.scan(lambda a, x: x[0] - x[1] + a, (e + 1, e), df.constant(np.int64(0)))  # noqa: E731
+    assert_all(three_ways(fn, ELEMS), [[1, 2, 3, 4, 5, 6]])
+
+
+def test_scan_with_a_tuple_accumulator_gives_fibonacci():
+    init = (df.constant(np.int64(0)), df.constant(np.int64(1)))
+    fn = lambda e: df.scan(lambda a, _: (a[1], a[0] + a[1]), e, init)  # noqa: E731
+    for got in three_ways(fn, df.constant(np.array([1, 0, 0, 0, 0, 0], np.int64))):
+        assert isinstance(got, tuple) and len(got) == 2
+    assert_all(three_ways(fn, df.constant(np.array([1, 0, 0, 0, 0, 0], np.int64))),
+               [[1, 1, 2, 3, 5, 8], [1, 2, 3, 5, 8, 13]])
+
+
+def test_foldl_sums_and_takes_the_first_row_without_initializer():
+    assert_all(three_ways(lambda e: df.foldl(lambda a, x: a + x, e), ELEMS), [np.int64(21)])
+    assert_all(three_ways(lambda e: df.foldl(lambda a, x: a * 10 + x, e, df.constant(np.int64(0))), ELEMS),
+               [np.int64(123456)])
+
+
+def test_map_fn_squares_and_maps_nests_to_nests():
+    assert_all(three_ways(lambda e: df.map_fn(lambda x: x * x, e), ELEMS), [[1, 4, 9, 16, 25, 36]])
+    neg = df.constant(np.array([-1, 1, -1], np.int64))
+    fn = lambda a, b: df.map_fn(lambda x: {"prod": x[0] * x[1], "sum": x[0] + x[1]}, (a, b))  # noqa: E731
+    results = three_ways(fn, df.constant(np.array([1, 2, 3], np.int64)), neg)
+    for got in results:
+        assert set(got) == {"prod", "sum"}
+        np.testing.assert_array_equal(got["prod"], [-1, 2, -3])
+        np.testing.assert_array_equal(got["sum"], [0, 3, 2])
+
+
+def test_map_fn_checks_and_applies_fn_output_signature():
+    e = df.constant(np.array([1.0, 2.0], np.float32))
+    # a Python number returned takes the signature's dtype
+    for got in three_ways(lambda e: df.map_fn(lambda x: 3, e, fn_output_signature=df.int64), e):
+        assert got.dtype == np.int64 and got.tolist() == [3, 3]
+    spec = df.TensorSpec([2], df.float32)
+    for got in three_ways(lambda e: df.map_fn(lambda x: df.stack([x, -x]), e, fn_output_signature=spec), e):
+        np.testing.assert_array_equal(got, [[1, -1], [2, -2]])
+    with pytest.raises(errors.InvalidArgumentError, match="fn_output_signature says int32"):
+        df.defun(lambda e: df.map_fn(lambda x: x, e, fn_output_signature=df.int32))(e)
+
+
+def test_rows_are_slices_of_matrices_and_results_stack_matrices():
+    m = df.constant(RS.randn(5, 2, 2))
+    acc, expect = None, []
+    for r in m.numpy():
+        acc = r if acc is None else acc @ r
+        expect.append(acc)
+    assert_all(three_ways(lambda m: df.scan(lambda a, r: df.matmul(a, r), m), m), [np.stack(expect)],
+               rtol=1e-12, atol=1e-12)
+
+
+def test_an_rnn_cell_agrees_with_a_python_loop_of_the_same_fn():
+    w = df.constant(RS.randn(3, 4) * 0.5)
+    u = df.constant(RS.randn(4, 4) * 0.5)
+    xs = df.constant(RS.randn(9, 2, 3))         # 9 steps, batch 2
+    h0 = df.constant(np.zeros((2, 4)))
+
+    def cell(h, x):
+        return df.tanh(df.matmul(x, w) + df.matmul(h, u))
+    h, loop = h0, []
+    for x in df.unstack(xs):
+        h = cell(h, x)
+        loop.append(h.numpy())
+    assert_all(three_ways(lambda xs, h0: df.scan(cell, xs, h0), xs, h0), [np.stack(loop)], rtol=1e-12)
+    assert_all(three_ways(lambda xs, h0: df.foldl(cell, xs, h0), xs, h0), [loop[-1]], rtol=1e-12)
+    rev, h = [None] * 9, h0
+    for t in reversed(range(9)):
+        h = cell(h, xs[t])
+        rev[t] = h.numpy()
+    assert_all(three_ways(lambda xs, h0: df.scan(cell, xs, h0, reverse=True), xs, h0), [np.stack(rev)],
+               rtol=1e-12)
+
+
+def test_empty_elems_with_an_initializer():
+    e = df.constant(np.zeros((0, 3)))
+    init = df.constant(np.ones(3))
+    for fn, expect in [(lambda e: df.scan(lambda a, x: a + x, e, init), np.zeros((0, 3))),
+                       (lambda e: df.foldl(lambda a, x: a + x, e, init), np.ones(3)),
+                       (lambda e: df.map_fn(lambda x: x * 2.0, e), np.zeros((0, 3)))]:
+        assert_all(three_ways(fn, e), [expect])
+
+
+# ---------------------------------------------------------------------------------------
+# One node, whatever the length
+
+def _node_counts(fn):
+    """Sorted (function name, node count) of graph `fn` (or a concrete function's graph) and
+    of every function it reaches."""
+    seen, todo, counts = set(), [getattr(fn, "graph", fn)], []
+    while todo:
+        g = todo.pop()
+        if id(g) in seen:
+            continue
+        seen.add(id(g))
+        counts.append((g.base_name, len(g.nodes)))
+        for node in g.nodes:
+            for v in node.attrs.values():
+                if hasattr(v, "nodes") and hasattr(v, "all_inputs"):
+                    todo.append(v)
+    return sorted(counts)
+
+
+@pytest.mark.parametrize("op", ["scan", "foldl", "map_fn"])
+def test_a_traced_loop_is_one_node_whatever_the_length(op):
+    w = df.constant(RS.randn(4, 4) * 0.3)
+
+    def f(xs):
+        if op == "map_fn":
+            return df.map_fn(lambda x: df.tanh(df.matmul(x[None], w))[0], xs)
+        fn = getattr(df, op)
+        return fn(lambda h, x: df.tanh(df.matmul(h[None], w)[0] + x), xs, df.zeros([4], f64))
+    d = df.defun(f)
+    short = d.get_concrete_function(df.TensorSpec([10, 4], f64))
+    long = d.get_concrete_function(df.TensorSpec([1000, 4], f64))
+    assert _node_counts(short) == _node_counts(long)
+    ops = [n.op.name for n in long.graph.nodes]
+    assert ops.count("scan") == 1 and "while" not in ops
+    verify(long.graph)
+    assert "scan(" in str(long.graph)
+
+
+def test_the_gradient_is_one_reverse_scan_too():
+    w = df.constant(RS.randn(4, 4) * 0.3)
+
+    def loss(xs):
+        return df.reduce_sum(df.scan(lambda h, x: df.tanh(df.matmul(h[None], w)[0] + x), xs,
+                                     df.zeros([4], f64)))
+    shapes = []
+    for n in (10, 1000):
+        cf = df.defun(loss).get_concrete_function(df.TensorSpec([n, 4], f64))
+        saving = saving_of(cf.graph)
+        bw, fwd = saving.backward.graph, saving.next
+        shapes.append((_node_counts(bw), _node_counts(fwd)))
+        ops = [node.op.name for node in bw.nodes]
+        assert ops.count("scan") == 1, ops
+        reverse = [node.attrs["reverse"] for node in bw.nodes if node.op.name == "scan"]
+        assert reverse == [True]
+    assert shapes[0] == shapes[1]
+
+
+# ---------------------------------------------------------------------------------------
+# Gradients
+
+def _rnn_loss(reverse=False):
+    def loss(w, u, xs, h0):
+        def cell(h, x):
+            return df.tanh(df.matmul(x[None], w)[0] + df.matmul(h[None], u)[0])
+        hs = df.scan(cell, xs, h0, reverse=reverse)
+        last = df.foldl(lambda a, x: a * 0.5 + x, xs, h0[:2])
+        mapped = df.map_fn(lambda x: df.sin(x) * x[0], xs)
+        return df.reduce_sum(hs * hs) + df.reduce_sum(last * last) + df.reduce_sum(mapped)
+    return loss
+
+
+def _rnn_args(dtype, steps=5):
+    rs = np.random.RandomState(3)
+    return [rs.randn(2, 3) * 0.5, rs.randn(3, 3) * 0.5, rs.randn(steps, 2), rs.randn(3) * 0.5]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_gradients_match_finite_differences_in_every_float_dtype(dtype):
+    args = [a.astype(dtype) for a in _rnn_args(dtype)]
+    kw = {"rtol": 0.1, "atol": 0.1} if dtype == np.float16 else {}
+    for reverse in (False, True):
+        df.test.check_gradients(df.defun(_rnn_loss(reverse)), args, **kw)
+    df.test.check_gradients(_rnn_loss(), args, modes=("rev",), **kw)     # eagerly: the tape
+
+
+def test_second_order_in_both_modes():
+    args = _rnn_args(np.float64, steps=3)
+    df.test.check_gradients(df.defun(_rnn_loss()), args, order=2)
+
+
+def test_eager_traced_and_reloaded_gradients_agree():
+    args = [df.constant(a) for a in _rnn_args(np.float64)]
+    d = df.defun(_rnn_loss())
+    cf = d.get_concrete_function(*args)
+    loaded = df.load_json(json.loads(json.dumps(df.export_json(cf, include_backward=2))))
+    results = []
+    for fn in (_rnn_loss(), d, loaded):
+        with df.GradientTape() as tape:
+            for a in args:
+                tape.watch(a)
+            y = fn(*args)
+        results.append([g.numpy() for g in tape.gradient(y, args)])
+    for got in results[1:]:
+        for a, b in zip(got, results[0]):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+def test_gradients_of_integer_carries_and_unused_outputs_are_none_or_zero():
+    xs = df.constant(RS.randn(4))
+
+    @df.defun
+    def f(xs):
+        count, total = df.foldl(lambda a, x: (a[0] + 1, a[1] + x * x), xs,
+                                (df.constant(0), df.constant(np.float64(0.0))))
+        return total, count
+    with df.GradientTape() as tape:
+        tape.watch(xs)
+        total, count = f(xs)
+    assert int(count.numpy()) == 4
+    np.testing.assert_allclose(tape.gradient(total, xs).numpy(), 2 * xs.numpy())
+
+
+def test_the_backward_reads_the_values_the_forward_saved_not_the_variables_now():
+    v = df.Variable(np.array([0.5, -1.5]))
+
+    @df.defun
+    def f(xs):
+        return df.reduce_sum(df.scan(lambda h, x: df.tanh(h * v + x), xs, df.zeros([2], f64)))
+    xs = df.constant(RS.randn(6, 2))
+    with df.GradientTape() as tape:
+        tape.watch(xs)
+        y = f(xs)
+    with df.GradientTape() as t2:
+        t2.watch(xs)
+        y2 = f(xs)
+    expected = t2.gradient(y2, [xs, v])
+    v.assign(np.array([3.0, 4.0]))      # after the forward: the backward must not see it
+    got = tape.gradient(y, [xs, v])
+    for a, b in zip(got, expected):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-14)
+    # and the variable's gradient is right (finite differences at the old value)
+    base = np.array([0.5, -1.5])
+    for k in range(2):
+        num = []
+        for s in (1e-6, -1e-6):
+            step = base.copy()
+            step[k] += s
+            v.assign(step)
+            num.append(f(xs).numpy())
+        np.testing.assert_allclose(expected[1].numpy()[k], (num[0] - num[1]) / 2e-6, rtol=1e-6)
+
+
+def test_gradients_through_captured_values_sum_over_rows():
+    c = df.constant(np.array([0.3, -0.2]))
+
+    def f(c, xs):
+        return df.reduce_sum(df.map_fn(lambda x: df.exp(x * c), xs))
+    df.test.check_gradients(df.defun(f), [c.numpy(), RS.randn(5, 2)])
+
+
+# ---------------------------------------------------------------------------------------
+# Exits: JSON (schema), numpy source without defun, ONNX
+
+def _export_case():
+    w, u, xs, h0 = [df.constant(a) for a in _rnn_args(np.float64)]
+
+    def f(xs, h0):
+        return _rnn_loss(reverse=True)(w, u, xs, h0)
+    return df.defun(f), [xs, h0]
+
+
+def test_the_json_document_validates_and_holds_the_scan_nodes():
+    d, args = _export_case()
+    doc = df.export_json(d.get_concrete_function(*args), include_backward=True)
+    assert_valid(doc)
+    ops = [n["op"] for fn in doc["functions"] for n in fn["nodes"]]
+    assert ops.count("scan") >= 3 and "while" not in ops
+
+
+def test_the_numpy_module_runs_forward_and_backward_without_defun(tmp_path):
+    d, args = _export_case()
+    cf = d.get_concrete_function(*args)
+    src = df.export_numpy_source(cf, include_backward=True)
+    with df.GradientTape() as tape:
+        for a in args:
+            tape.watch(a)
+        y = d(*args)
+    grads = tape.gradient(y, args)
+    inputs = [a.numpy() for a in args]
+    got = run_without_defun({"scanmod": src}, [
+        {"module": "scanmod", "call": "forward", "inputs": inputs},
+        {"module": "scanmod", "call": "backward", "inputs": inputs, "output_gradients": [np.float64(1.0)]},
+    ], tmp_path)
+    assert "error" not in got[0] and "error" not in got[1], got
+    np.testing.assert_allclose(got[0]["outputs"][0], y.numpy(), rtol=1e-14)
+    for a, b in zip(got[1]["gradients"], grads):
+        np.testing.assert_allclose(a, b.numpy(), rtol=1e-12)
+
+
+def test_onnx_loops_agree_with_the_graph():
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    w = df.constant(RS.randn(3, 4).astype(np.float32))
+
+    def f(xs, h0):
+        def cell(h, x):
+            return df.tanh(df.matmul(x[None], w)[0] + h)
+        return (df.scan(cell, xs, h0), df.scan(cell, xs, h0, reverse=True), df.foldl(cell, xs, h0),
+                df.map_fn(lambda x: df.reduce_sum(x * x), xs), df.scan(lambda a, x: a + x, xs))
+    d = df.defun(f)
+    cf = d.get_concrete_function(df.TensorSpec([None, 3], f32), df.TensorSpec([4], f32))
+    model = df.export_onnx(cf)
+    assert "Loop" in [n.op_type for n in model.graph.node]
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for steps in (1, 6):
+        xs = RS.randn(steps, 3).astype(np.float32)
+        h0 = RS.randn(4).astype(np.float32)
+        got = sess.run(None, {i.name: v for i, v in zip(sess.get_inputs(), [xs, h0])})
+        expect = d(df.constant(xs), df.constant(h0))
+        for a, b in zip(got, expect):
+            assert a.shape == tuple(b.shape)
+            np.testing.assert_allclose(a, b.numpy(), rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------
+# Errors
+
+@pytest.mark.parametrize("traced", [False, True])
+def test_bad_inputs_are_typed_errors_naming_the_problem(traced):
+    wrap = df.defun if traced else (lambda f: f)
+    e = df.constant(np.arange(4.0))
+    cases = [
+        (lambda e: df.scan(lambda a, x: a + x, (e, e[:3])), "same size in dimension 0"),
+        (lambda e: df.scan(lambda a, x: (a, a), e), "structure of the accumulator"),
+        (lambda e: df.scan(lambda a, x: a + x, df.reduce_sum(e)), "rank >= 1"),
+        (lambda e: df.foldl(lambda a, x: a + x, e[:0]), "no rows and no initializer"),
+    ]
+    if traced:
+        cases.append((lambda e: df.foldl(lambda a, x: df.cast(a, f32), e), "keeps its dtype"))
+        cases.append((lambda e: df.foldl(lambda a, x: df.stack([a, x]), e), "keeps its shape"))
+    for fn, message in cases:
+        with pytest.raises(errors.InvalidArgumentError, match=message):
+            wrap(fn)(e)
+    with pytest.raises(TypeError, match="callable"):
+        df.scan(3, e)
