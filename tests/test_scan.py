@@ -401,3 +401,17 @@ def test_bad_inputs_are_typed_errors_naming_the_problem(traced):
             wrap(fn)(e)
     with pytest.raises(TypeError, match="callable"):
         df.scan(3, e)
+
+
+def test_a_loaded_scan_keeps_to_the_budgets():
+    d = df.defun(lambda xs: df.scan(lambda a, x: a + x, xs, df.zeros([1000], f64)))
+    cf = d.get_concrete_function(df.TensorSpec([None, 1000], f64))
+    doc = json.loads(json.dumps(df.export_json(cf)))
+    xs = RS.randn(5, 1000)
+    np.testing.assert_allclose(df.load_json(doc, max_iterations=5)(xs).numpy(), np.cumsum(xs, 0))
+    with pytest.raises(errors.ResourceExhaustedError, match="scan: more than 4 rows"):
+        df.load_json(doc, max_iterations=4)(xs)
+    # each row stacks 8 kB: a budget of 40 kB refuses before the fifth row's stack is built
+    with pytest.raises(errors.ResourceExhaustedError):
+        df.load_json(doc, max_bytes=40_000)(xs)
+    np.testing.assert_allclose(df.load_json(doc, max_bytes=200_000)(xs).numpy(), np.cumsum(xs, 0))

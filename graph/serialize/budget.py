@@ -11,11 +11,12 @@ of its own, `BudgetBackend`: numpy's kernels, each wrapped to keep the call with
   from the op's row in `_VALUE_SIZED`; a value past the budget is refused before it is
   allocated. After the kernel, the real sizes are counted (and compared with the node's
   declared types), and the inputs whose last use it was are released. A node that runs
-  functions (call, cond, while) counts what they hold while they run, then only its
+  functions (call, cond, while, scan) counts what they hold while they run, then only its
   outputs.
 - `max_iterations`: each run of a `while` stops with the error once its body has run that
-  often and the condition still holds; the loop's values (and the history a
-  differentiable loop keeps) are counted per iteration. This holds for the document's
+  often and the condition still holds, and a `scan` once it has walked that many rows; the
+  loop's values (and the history a differentiable loop keeps, the values a scan stacks)
+  are counted per iteration. This holds for the document's
   loops and for those of gradients built from them.
 
 Both raise `errors.ResourceExhaustedError`. The accounting is per thread (`_meter`), set
@@ -150,6 +151,8 @@ class BudgetBackend(NumpyBackend):
     def kernel(self, node):
         if node.op.name == "while":     # before binding: the runner takes the body's plan
             self._count_iterations(node.attrs["body"])
+        elif node.op.name == "scan":
+            self._count_rows(node.attrs["body"], node.attrs["carries"])
         fn, pass_attrs = NumpyBackend.kernel(self, node)
         wrapped, passes_args = self._wrap(node, fn)
         if NumpyBackend.writes_out(self, node, fn):
@@ -217,7 +220,7 @@ class BudgetBackend(NumpyBackend):
             return run_static, True
         declared = [(np.dtype(t.dtype.np), tuple(t.shape)) for t in outs if t.dtype is not dtypes.resource]
         predict = _Prediction(node) if static is None and not node.op.function_attrs else None
-        single, loop = node.op.single, node.op.name == "while"
+        single, loop = node.op.single, node.op.name in ("while", "scan")
         if predict is not None and single and t.dtype is not dtypes.resource:
             dtype, shape = declared[0]
             rank, known = len(shape), [(i, d) for i, d in enumerate(shape) if d is not None]
@@ -301,6 +304,39 @@ class BudgetBackend(NumpyBackend):
         wrapped.run, wrapped.source, wrapped.graph = run, plan.source, plan.graph
         wrapped.backend, wrapped.num_inputs, wrapped.num_outputs = plan.backend, plan.num_inputs, plan.num_outputs
         return wrapped
+
+
+    def _count_rows(self, body, carries):
+        """Make the plan of scan body `body` count its rows and the values the scan stacks."""
+        plan = plan_of(body, self)
+        if id(plan) in self._counting:
+            return
+        limit = self.max_bytes if self.max_bytes is not None else _INF
+        max_iterations = self.max_iterations
+        inner = plan.run
+
+        def run(*args):
+            loops = _meter.loops
+            out = inner(*args)
+            if loops:
+                frame = loops[-1]
+                frame[1] += 1
+                if max_iterations is not None and frame[1] > max_iterations:
+                    raise errors.ResourceExhaustedError(
+                        f"scan: more than {max_iterations} rows; the budget is max_iterations="
+                        f"{max_iterations} (load the document with a larger max_iterations= if "
+                        f"you trust it)")
+                frame[2] += sum(_nbytes(v) for v in out[carries:])    # kept, stacked at the end
+                live = frame[0] + sum(_nbytes(v) for v in out[:carries]) + 2 * frame[2]
+                if live > limit:
+                    raise _refuse(frame[3], live - frame[0], frame[0], limit)
+                _meter.live = live
+            return out
+        wrapped = Plan()
+        wrapped.run, wrapped.source, wrapped.graph = run, plan.source, plan.graph
+        wrapped.backend, wrapped.num_inputs, wrapped.num_outputs = plan.backend, plan.num_inputs, plan.num_outputs
+        self._counting.add(id(wrapped))
+        body.derived.plans[self.name] = wrapped
 
 
 class _Prediction:
