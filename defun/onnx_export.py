@@ -31,8 +31,8 @@ def _output_names(structure, n):
 def export_onnx(fn, path=None, opset=MIN_OPSET):
     """`fn` (a ConcreteFunction, or df.load_json's result) as a checked onnx.ModelProto,
     also written to `path` if given. Variables become initializers holding their current
-    value, `df.cond` an `If`, `df.while_loop` a `Loop`; None sizes are symbolic dims; inputs
-    are named by the function's parameters. Exporting runs nothing; an op with no ONNX form
+    value, `df.cond` an `If`, `df.while_loop` and `df.scan`/`map_fn`/`foldl` a `Loop`; None
+    sizes are symbolic dims; inputs are named by the function's parameters. Exporting runs nothing; an op with no ONNX form
     (or a variable assignment) raises df.errors.UnimplementedError naming it.
 
     >>> cf = predict.get_concrete_function(df.TensorSpec([None, 64], df.float32))

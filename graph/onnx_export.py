@@ -8,7 +8,7 @@ ONNX nodes through its op's `onnx` form (runtime.registry.OpDef.onnx): an ONNX o
 `form(emitter, node, inputs) -> output name(s)` written against the `Emitter` below.
 Placeholders become graph inputs (None sizes: symbolic dims), constants and captured
 tensors initializers, variables initializers holding their current value, `cond` an `If`,
-`while` a `Loop`. An op without a form raises UnimplementedError naming it (`NO_FORM` says
+`while` and `scan` a `Loop`. An op without a form raises UnimplementedError naming it (`NO_FORM` says
 why per op). Nothing runs: forms see only static shapes, dtypes and attrs. The same graph
 gives the same bytes (names come from node ids and a counter in walk order).
 

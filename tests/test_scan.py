@@ -4,6 +4,7 @@ reloaded; one `scan` node however long the sequence; gradients against finite di
 (float16/32/64, second order, both modes) read from what the forward saved; JSON with
 backward, numpy source run without defun, ONNX in onnxruntime; errors that name the problem."""
 import json
+import re
 
 import numpy as np
 import pytest
@@ -415,3 +416,36 @@ def test_a_loaded_scan_keeps_to_the_budgets():
     with pytest.raises(errors.ResourceExhaustedError):
         df.load_json(doc, max_bytes=40_000)(xs)
     np.testing.assert_allclose(df.load_json(doc, max_bytes=200_000)(xs).numpy(), np.cumsum(xs, 0))
+
+
+def test_a_scan_reading_variables_replays_with_their_values_as_inputs():
+    # what df.dask ships: the graph replayed with variable handles given as values
+    from defun.graph.functionalize import replay_reading
+    w = df.Variable(np.array([0.5, -0.25]), name="w")
+
+    @df.defun
+    def f(xs):
+        return df.scan(lambda h, x: df.tanh(h * w + x), xs, df.zeros([2], f64))
+    cf = f.get_concrete_function(df.TensorSpec([None, 2], f64))
+    graph = cf.graph
+
+    def pure(xs, value):
+        return replay_reading(graph, [xs] + [value if c._id == w.handle._id else c
+                                             for c in graph.captured_values])
+    pure_cf = df.defun(pure).get_concrete_function(df.TensorSpec([None, 2], f64), df.TensorSpec([2], f64))
+    assert all(t.dtype is not df.resource for t in pure_cf.graph.all_inputs)
+    xs = RS.randn(4, 2)
+    other = np.array([1.5, 0.75])
+    got = pure_cf(xs, other)[0].numpy()
+    w.assign(other)
+    np.testing.assert_allclose(got, f(xs).numpy(), rtol=1e-14)
+
+
+def test_printed_and_drawn_with_its_body():
+    from defun.graph.printer import to_dot
+    cf = df.defun(lambda xs: df.foldl(lambda a, x: a * x, xs)).get_concrete_function(df.TensorSpec([5], f64))
+    text = str(cf.graph)
+    assert re.search(r"^  %\d+: f64\[\] = scan\(%1, %2\) \{body=@foldl_body_\d+, carries=1, "
+                     r"reverse=False, sliced=1\}$", text, re.M), text
+    assert "func @foldl_body_" in text and "multiply(%0, %1)" in text
+    assert "scan" in to_dot(cf.graph)
