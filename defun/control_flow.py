@@ -334,9 +334,8 @@ def _fold(what, fn, elems, initializer, reverse, stacked, name):
         order = range(int(rows[0].shape[0]))
         acc, history = list(init), [None] * len(order)
         for t in (reversed(order) if reverse else order):
-            acc = [_weak(v, a) if not isinstance(v, (Tensor, Variable)) else v
-                   for v, a in zip(step(acc, [x[t] for x in rows]), acc)]
-            acc = [v.read_value() if isinstance(v, Variable) else convert_to_tensor(v) for v in acc]
+            acc = [_accumulator_leaf(what, k, v, a)
+                   for k, (v, a) in enumerate(zip(step(acc, [x[t] for x in rows]), acc))]
             history[t] = acc
         if not stacked:
             return pack_as(structure, acc)
@@ -380,21 +379,31 @@ def _trace_fold(what, init, rows, step, stacked):
     with body_g.building():
         acc = [body_g.placeholder(t.shape, t.dtype, getattr(t, "handle_data", None)) for t in init]
         xs = [body_g.placeholder(tuple(x.shape)[1:], x.dtype) for x in rows]
-        leaves = []
-        for k, (leaf, t) in enumerate(zip(step(acc, xs), init)):
-            if not isinstance(leaf, (Tensor, Variable)) and leaf is not None:
-                leaf = _weak(leaf, t)
-            r = _own_tensor(body_g, leaf, f"{what}: accumulator leaf {k} returned by fn")
-            if r.dtype is not t.dtype:
-                raise errors.InvalidArgumentError(
-                    f"{what}: accumulator leaf {k} enters as {t.dtype.name} but fn returns "
-                    f"{r.dtype.name}; an accumulator keeps its dtype (use df.cast)")
-            if not shapes_compatible(tuple(t.shape), tuple(r.shape)):
-                raise errors.InvalidArgumentError(
-                    f"{what}: accumulator leaf {k} enters with shape {shape_str(t.shape)} but fn "
-                    f"returns shape {shape_str(r.shape)}; an accumulator keeps its shape")
-            leaves.append(r)
+        leaves = [_accumulator_leaf(what, k, leaf, t, body_g)
+                  for k, (leaf, t) in enumerate(zip(step(acc, xs), init))]
     return body_g.finalize(leaves + leaves if stacked else leaves)
+
+
+def _accumulator_leaf(what, k, leaf, t, graph=None):
+    """Leaf `k` of fn's new accumulator as a tensor (of `graph` while tracing), checked
+    against the leaf `t` it replaces (a Python number takes its dtype)."""
+    if not isinstance(leaf, (Tensor, Variable)) and leaf is not None:
+        leaf = _weak(leaf, t)
+    if graph is not None:
+        r = _own_tensor(graph, leaf, f"{what}: accumulator leaf {k} returned by fn")
+    elif leaf is None:
+        raise errors.InvalidArgumentError(f"{what}: accumulator leaf {k} returned by fn is None")
+    else:
+        r = leaf.read_value() if isinstance(leaf, Variable) else convert_to_tensor(leaf)
+    if r.dtype is not t.dtype:
+        raise errors.InvalidArgumentError(
+            f"{what}: accumulator leaf {k} enters as {t.dtype.name} but fn returns "
+            f"{r.dtype.name}; an accumulator keeps its dtype (use df.cast)")
+    if not shapes_compatible(tuple(t.shape), tuple(r.shape)):
+        raise errors.InvalidArgumentError(
+            f"{what}: accumulator leaf {k} enters with shape {shape_str(t.shape)} but fn "
+            f"returns shape {shape_str(r.shape)}; an accumulator keeps its shape")
+    return r
 
 
 def _trace_fn(what, rows, fn, signature):
@@ -404,12 +413,6 @@ def _trace_fn(what, rows, fn, signature):
         xs = [body_g.placeholder(tuple(x.shape)[1:], x.dtype) for x in rows]
         result = _leaves_like(fn(xs), signature, what)
         leaves = [_own_tensor(body_g, leaf, f"{what}: output {k} of fn") for k, leaf in enumerate(flatten(result))]
-    if signature is not None:
-        for k, (t, spec) in enumerate(zip(leaves, flatten(signature))):
-            if t.dtype is not spec.dtype or not shapes_compatible(tuple(t.shape), tuple(spec.shape or t.shape)):
-                raise errors.InvalidArgumentError(
-                    f"{what}: output {k} of fn is {_type_text(t)}, fn_output_signature says "
-                    f"{spec.dtype.name}{'' if spec.shape is None else shape_str(spec.shape)}")
     return result, body_g.finalize(leaves)
 
 
@@ -437,10 +440,16 @@ def _leaves_like(result, signature, what):
     leaves = flatten(result)
     specs = flatten(signature) if signature is not None else [None] * len(leaves)
     out = []
-    for leaf, spec in zip(leaves, specs):
+    for k, (leaf, spec) in enumerate(zip(leaves, specs)):
         if isinstance(leaf, Variable):
             leaf = leaf.read_value()
         elif not isinstance(leaf, Tensor) and leaf is not None:
             leaf = convert_to_tensor(leaf, None if spec is None else spec.dtype)
+        if spec is not None and isinstance(leaf, Tensor) and (
+                leaf.dtype is not spec.dtype or
+                not shapes_compatible(tuple(leaf.shape), tuple(spec.shape or leaf.shape))):
+            raise errors.InvalidArgumentError(
+                f"{what}: output {k} of fn is {_type_text(leaf)}, fn_output_signature says "
+                f"{spec.dtype.name}{'' if spec.shape is None else shape_str(spec.shape)}")
         out.append(leaf)
     return pack_as(result, out) if isinstance(result, (list, tuple, dict)) else out[0]

@@ -111,8 +111,9 @@ def test_map_fn_checks_and_applies_fn_output_signature():
     spec = df.TensorSpec([2], df.float32)
     for got in three_ways(lambda e: df.map_fn(lambda x: df.stack([x, -x]), e, fn_output_signature=spec), e):
         np.testing.assert_array_equal(got, [[1, -1], [2, -2]])
-    with pytest.raises(errors.InvalidArgumentError, match="fn_output_signature says int32"):
-        df.defun(lambda e: df.map_fn(lambda x: x, e, fn_output_signature=df.int32))(e)
+    for wrap in (df.defun, lambda f: f):
+        with pytest.raises(errors.InvalidArgumentError, match="fn_output_signature says int32"):
+            wrap(lambda e: df.map_fn(lambda x: x, e, fn_output_signature=df.int32))(e)
 
 
 def test_rows_are_slices_of_matrices_and_results_stack_matrices():
@@ -394,9 +395,9 @@ def test_bad_inputs_are_typed_errors_naming_the_problem(traced):
         (lambda e: df.scan(lambda a, x: a + x, df.reduce_sum(e)), "rank >= 1"),
         (lambda e: df.foldl(lambda a, x: a + x, e[:0]), "no rows and no initializer"),
     ]
-    if traced:
-        cases.append((lambda e: df.foldl(lambda a, x: df.cast(a, f32), e), "keeps its dtype"))
-        cases.append((lambda e: df.foldl(lambda a, x: df.stack([a, x]), e), "keeps its shape"))
+    cases.append((lambda e: df.foldl(lambda a, x: df.cast(a, f32), e), "keeps its dtype"))
+    cases.append((lambda e: df.foldl(lambda a, x: df.stack([a, x]), e), "keeps its shape"))
+    cases.append((lambda e: df.map_fn(lambda x: x, e, fn_output_signature=(f64, f64)), "structure"))
     for fn, message in cases:
         with pytest.raises(errors.InvalidArgumentError, match=message):
             wrap(fn)(e)
@@ -449,3 +450,57 @@ def test_printed_and_drawn_with_its_body():
                      r"reverse=False, sliced=1\}$", text, re.M), text
     assert "func @foldl_body_" in text and "multiply(%0, %1)" in text
     assert "scan" in to_dot(cf.graph)
+
+
+def test_nested_scans_loops_inside_and_around_and_rematerialized():
+    def nested(xs, c):
+        def inner(row):
+            return df.reduce_sum(df.scan(lambda b, y: df.sin(b * y + c), row, df.constant(0.3, f64)))
+        return df.reduce_sum(df.scan(lambda a, row: a + inner(row), xs, df.constant(0.0, f64)))
+
+    def mixed(xs):
+        def body(a, x):
+            _, y = df.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, df.tanh(y * x)), (0, a + x))
+            return y
+        s = df.scan(body, xs, df.constant(0.5, f64))
+        _, z = df.while_loop(lambda i, z: i < 2,
+                             lambda i, z: (i + 1, df.reduce_sum(df.map_fn(lambda r: df.sin(r * z), xs))),
+                             (0, df.constant(0.2, f64)))
+        return df.reduce_sum(s) + z
+    df.test.check_gradients(df.defun(nested), [RS.randn(3, 4), np.array(0.7)], order=2, modes=("rev",))
+    df.test.check_gradients(df.defun(mixed), [RS.randn(4)])
+    df.test.check_gradients(df.defun(_rnn_loss(), rematerialize=True), _rnn_args(np.float64), modes=("rev",))
+
+
+def test_a_gathered_row_of_a_captured_table_gets_its_gradient():
+    table = df.constant(RS.randn(6, 3))
+    ids = df.constant(np.array([[1, 2], [3, 1], [0, 5]]))
+
+    def emb(t):
+        return df.reduce_sum(df.map_fn(lambda i: df.gather(t, i) * 2.0, ids) ** 2)
+    grads = []
+    for fn in (emb, df.defun(emb)):
+        with df.GradientTape() as tape:
+            tape.watch(table)
+            y = fn(table)
+        grads.append(df.convert_to_tensor(tape.gradient(y, table)).numpy())
+    expect = np.zeros((6, 3))
+    for i in ids.numpy().reshape(-1):
+        expect[i] += 8.0 * table.numpy()[i]
+    for g in grads:
+        np.testing.assert_allclose(g, expect, rtol=1e-14)
+
+
+def test_assignments_in_the_body_run_once_per_row_in_order():
+    v = df.Variable(np.float64(0.0))
+
+    @df.defun
+    def running(xs):
+        def body(a, x):
+            v.assign(v * 10.0 + x)
+            return a + x
+        return df.scan(body, xs, df.constant(0.0, f64))
+    xs = df.constant(np.array([1.0, 2.0, 3.0]))
+    np.testing.assert_array_equal(running(xs).numpy(), [1.0, 3.0, 6.0])
+    assert v.numpy() == 123.0
+    assert [n.stateful for n in running.get_concrete_function(xs).graph.nodes if n.op.name == "scan"] == [True]

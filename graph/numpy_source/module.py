@@ -15,8 +15,9 @@ The kernels are the ops' own (graph/numpy_source/writer.py writes them and what 
 source), so results equal the plan's bit for bit. A `call` node is a call, a `cond` an
 `if`, a `while` a `while` loop kept as the while kernel keeps it, a `scan` a `for` loop
 over the rows. Captured tensors are module-level constants; variables are module-level
-cells (`VariableStore`) whose values the assignments replace. Names in the module are made here, never taken from a graph:
-graph and input names appear only sanitized in docstrings and as string data.
+cells (`VariableStore`) whose values the assignments replace. Names in the module are made
+here, never taken from a graph: graph and input names appear only sanitized in docstrings
+and as string data.
 """
 import re
 
