@@ -504,3 +504,23 @@ def test_assignments_in_the_body_run_once_per_row_in_order():
     np.testing.assert_array_equal(running(xs).numpy(), [1.0, 3.0, 6.0])
     assert v.numpy() == 123.0
     assert [n.stateful for n in running.get_concrete_function(xs).graph.nodes if n.op.name == "scan"] == [True]
+
+
+def test_the_graph_layer_alone_loads_and_runs_a_scan_document(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from test_serialize import GRAPH_ONLY_LOADER
+    x = np.array([1.0, -3.0])
+    f = df.defun(lambda x: df.scan(lambda a, r: a * 2.0 + df.sin(r), x, df.constant(0.5, f64), reverse=True))
+    doc = df.export_json(f.get_concrete_function(df.constant(x)))
+    path = tmp_path / "scan.json"
+    path.write_text(json.dumps(doc))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    res = subprocess.run([sys.executable, "-c", GRAPH_ONLY_LOADER, root, str(path)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    values, defun_modules = res.stdout.strip().split("\n")
+    a1 = 0.5 * 2.0 + np.sin(-3.0)
+    np.testing.assert_allclose(json.loads(values), [a1 * 2.0 + np.sin(1.0), a1], rtol=1e-12)
+    assert json.loads(defun_modules) == []
