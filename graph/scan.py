@@ -29,7 +29,8 @@ from defun.runtime.ops.array_ops import zeros_like
 from defun.runtime.registry import register
 from defun.runtime.shapes import shape_str, shapes_compatible
 from defun.runtime.variables import watch_read_handles
-from defun.graph.control_flow import _as_list, _stack, _while_level, _zeros_for, share_captures
+from defun.graph.control_flow import (_as_list, _derived_level, _stack, _while_level, _zeros_for,
+                                      share_captures)
 from defun.graph.functions import call_graph, input_grads, plan_of, raise_node
 from defun.graph.gradients import levels_of, pick_level
 from defun.graph.ir import Graph, unique_name
@@ -240,10 +241,22 @@ def _scan_onnx(e, node, ins):
     return outs
 
 
+def _scan_prune(attrs, used):
+    """Without readers of the trailing stacked values, a body that does not return them."""
+    body, n = attrs["body"], attrs["carries"]
+    keep = max([k + 1 for k, u in enumerate(used) if u] + [n])
+    if keep >= len(body.outputs):
+        return None
+    whole = body
+    view = _derived_level(whole, ("pruned", keep),
+                          lambda: whole.view(whole.outputs[:keep], f"{whole.name}_pruned"))
+    return {**attrs, "body": view}
+
+
 _SCAN_ATTRS = {"body": "func", "carries": "int", "sliced": "int", "reverse": "bool"}
 SCAN = register("scan", _scan_kernel, _scan_infer, _scan_grad, num_outputs=_scan_outputs,
-                none_grads=True, attrs=_SCAN_ATTRS, bind=_scan_runner, num_inputs=None,
-                defaults={}, onnx=_scan_onnx)
+                none_grads=True, attrs=_SCAN_ATTRS, bind=_scan_runner, prune_outputs=_scan_prune,
+                num_inputs=None, defaults={}, onnx=_scan_onnx)
 
 
 def scan_node(body_g, carries, sliced, reverse=False, name=None):

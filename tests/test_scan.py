@@ -524,3 +524,16 @@ def test_the_graph_layer_alone_loads_and_runs_a_scan_document(tmp_path):
     a1 = 0.5 * 2.0 + np.sin(-3.0)
     np.testing.assert_allclose(json.loads(values), [a1 * 2.0 + np.sin(1.0), a1], rtol=1e-12)
     assert json.loads(defun_modules) == []
+
+
+def test_stacked_values_nobody_reads_are_not_kept():
+    from defun.graph.passes import optimize
+    f = df.defun(lambda xs: df.scan(lambda a, x: (a[0] + x, a[1] * x), xs,
+                                    (df.constant(0.0, f64), df.constant(1.0, f64)))[0])
+    xs = df.constant(np.array([1.0, 2.0, 3.0]))
+    np.testing.assert_array_equal(f(xs).numpy(), [1.0, 3.0, 6.0])
+    graph = f.get_concrete_function(xs).graph
+    traced = [n for n in graph.nodes if n.op.name == "scan"][0]
+    fast = [n for n in optimize(graph).nodes if n.op.name == "scan"][0]
+    assert len(traced.outputs) == 4 and len(fast.outputs) == 3     # the products' stack is gone
+    assert len(fast.attrs["body"].outputs) == 3
