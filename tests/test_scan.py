@@ -4,13 +4,19 @@ reloaded; one `scan` node however long the sequence; gradients against finite di
 (float16/32/64, second order, both modes) read from what the forward saved; JSON with
 backward, numpy source run without defun, ONNX in onnxruntime; errors that name the problem."""
 import json
+import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 import defun as df
+from defun.graph.functionalize import replay_reading
 from defun.graph.gradients import saving_of
+from defun.graph.passes import optimize
+from defun.graph.printer import to_dot
 from defun.graph.verify import verify
 from defun.runtime import errors
 from isolated import run_without_defun
@@ -421,7 +427,6 @@ def test_a_loaded_scan_keeps_to_the_budgets():
 
 def test_a_scan_reading_variables_replays_with_their_values_as_inputs():
     # what df.dask ships: the graph replayed with variable handles given as values
-    from defun.graph.functionalize import replay_reading
     w = df.Variable(np.array([0.5, -0.25]), name="w")
 
     @df.defun
@@ -443,7 +448,6 @@ def test_a_scan_reading_variables_replays_with_their_values_as_inputs():
 
 
 def test_printed_and_drawn_with_its_body():
-    from defun.graph.printer import to_dot
     cf = df.defun(lambda xs: df.foldl(lambda a, x: a * x, xs)).get_concrete_function(df.TensorSpec([5], f64))
     text = str(cf.graph)
     assert re.search(r"^  %\d+: f64\[\] = scan\(%1, %2\) \{body=@foldl_body_\d+, carries=1, "
@@ -507,10 +511,7 @@ def test_assignments_in_the_body_run_once_per_row_in_order():
 
 
 def test_the_graph_layer_alone_loads_and_runs_a_scan_document(tmp_path):
-    import os
-    import subprocess
-    import sys
-    from test_serialize import GRAPH_ONLY_LOADER
+    from test_serialize import GRAPH_ONLY_LOADER     # (here: the module is only needed by this test)
     x = np.array([1.0, -3.0])
     f = df.defun(lambda x: df.scan(lambda a, r: a * 2.0 + df.sin(r), x, df.constant(0.5, f64), reverse=True))
     doc = df.export_json(f.get_concrete_function(df.constant(x)))
@@ -527,7 +528,6 @@ def test_the_graph_layer_alone_loads_and_runs_a_scan_document(tmp_path):
 
 
 def test_stacked_values_nobody_reads_are_not_kept():
-    from defun.graph.passes import optimize
     f = df.defun(lambda xs: df.scan(lambda a, x: (a[0] + x, a[1] * x), xs,
                                     (df.constant(0.0, f64), df.constant(1.0, f64)))[0])
     xs = df.constant(np.array([1.0, 2.0, 3.0]))
@@ -537,3 +537,23 @@ def test_stacked_values_nobody_reads_are_not_kept():
     fast = [n for n in optimize(graph).nodes if n.op.name == "scan"][0]
     assert len(traced.outputs) == 4 and len(fast.outputs) == 3     # the products' stack is gone
     assert len(fast.attrs["body"].outputs) == 3
+
+
+def test_traced_shapes_are_tf_shapes_static_where_the_length_is_known():
+    def shapes(n):
+        out = {}
+
+        def f(xs):
+            out["scan"] = df.scan(lambda a, x: a + x, xs, df.zeros([2], f64))
+            out["first"] = df.scan(lambda a, x: a * x, xs)
+            out["reverse"] = df.scan(lambda a, x: a * x, xs, reverse=True)
+            out["foldl"] = df.foldl(lambda a, x: a + x, xs)
+            out["map_fn"] = df.map_fn(lambda x: (df.reduce_sum(x), x[None]), xs)
+            return out["scan"]
+        df.defun(f).get_concrete_function(df.TensorSpec([n, 2], f64))
+        return {k: tuple(v.shape) if not isinstance(v, tuple) else tuple(tuple(t.shape) for t in v)
+                for k, v in out.items()}
+    assert shapes(6) == {"scan": (6, 2), "first": (6, 2), "reverse": (6, 2), "foldl": (2,),
+                         "map_fn": ((6,), (6, 1, 2))}
+    assert shapes(None) == {"scan": (None, 2), "first": (None, 2), "reverse": (None, 2), "foldl": (2,),
+                            "map_fn": ((None,), (None, 1, 2))}
