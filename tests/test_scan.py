@@ -557,3 +557,19 @@ def test_traced_shapes_are_tf_shapes_static_where_the_length_is_known():
                          "map_fn": ((6,), (6, 1, 2))}
     assert shapes(None) == {"scan": (None, 2), "first": (None, 2), "reverse": (None, 2), "foldl": (2,),
                             "map_fn": ((None,), (None, 1, 2))}
+
+
+@pytest.mark.parametrize("attr,value,message", [
+    ("sliced", 0, "carries=1 and sliced=0"), ("carries", 3, "carries=3 and sliced=2"),
+    ("carries", -1, "carries=-1"), ("carries", 0, "expects rows of float64")])
+def test_an_edited_scan_document_is_refused_naming_the_node(attr, value, message):
+    f = df.defun(lambda xs, y: df.scan(lambda a, x: a + x[0] * x[1], (xs, y), df.zeros([2], f64)))
+    doc = df.export_json(f.get_concrete_function(df.TensorSpec([None, 2], f64), df.TensorSpec([None, 2], f64)))
+    node = [n for fd in doc["functions"] for n in fd["nodes"] if n["op"] == "scan"][0]
+    loaded = df.load_json(doc)
+    with pytest.raises(errors.InvalidArgumentError,
+                       match="same size in dimension 0; input 0 has 4 rows, input 1 has 3"):
+        loaded(np.ones((4, 2)), np.ones((3, 2)))
+    node["attrs"][attr] = value
+    with pytest.raises(errors.GraphFormatError, match=f"op 'scan' rejects .*{re.escape(message)}"):
+        df.load_json(doc)
