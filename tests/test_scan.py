@@ -183,6 +183,19 @@ def _node_counts(fn):
     return sorted(counts)
 
 
+def _ops_reached(graph):
+    """Op names of the nodes of `graph` and of every function it reaches."""
+    seen, todo, ops = set(), [graph], set()
+    while todo:
+        g = todo.pop()
+        if id(g) not in seen:
+            seen.add(id(g))
+            for node in g.nodes:
+                ops.add(node.op.name)
+                todo.extend(v for v in node.attrs.values() if hasattr(v, "nodes") and hasattr(v, "all_inputs"))
+    return ops
+
+
 @pytest.mark.parametrize("op", ["scan", "foldl", "map_fn"])
 def test_a_traced_loop_is_one_node_whatever_the_length(op):
     w = df.constant(RS.randn(4, 4) * 0.3)
@@ -218,6 +231,9 @@ def test_the_gradient_is_one_reverse_scan_too():
         assert ops.count("scan") == 1, ops
         reverse = [node.attrs["reverse"] for node in bw.nodes if node.op.name == "scan"]
         assert reverse == [True]
+        # nothing of the forward runs again: the backward reads tanh's saved results
+        assert not any(name.startswith(("scan_body_saves", "scan_body_forward")) for name, _ in _node_counts(bw))
+        assert "tanh" not in _ops_reached(bw) and "matmul" in _ops_reached(bw)
     assert shapes[0] == shapes[1]
 
 
