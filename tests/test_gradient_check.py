@@ -102,3 +102,15 @@ def test_bad_arguments_are_typed_errors():
     with pytest.raises(TypeError, match="floating-point"):
         df.test.compute_gradient(lambda k: df.cast(k, df.float32), [np.ones(2, np.int32)])
     assert "test" in dir(df) and {"compute_gradient", "check_gradients"} <= set(dir(df.test))
+
+
+def test_compute_gradient_equals_torchs_jacobian_reshaped():
+    torch = pytest.importorskip("torch")
+    args = [RS.randn(2, 3), RS.randn(3, 2), RS.randn(2)]
+    theo, num = df.test.compute_gradient(_net, args)
+    ref = torch.autograd.functional.jacobian(
+        lambda x, w, b: torch.softmax(torch.tanh(x @ w + b), -1), tuple(torch.tensor(a) for a in args))
+    for t, n, r, a in zip(theo, num, ref, args):
+        r = r.numpy().reshape(4, a.size)        # (y.size, x.size)
+        np.testing.assert_allclose(t, r, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(n, r, rtol=1e-7, atol=1e-9)
