@@ -416,16 +416,19 @@ def _trace_fn(what, rows, fn, signature):
     return result, body_g.finalize(leaves)
 
 
+class _AnyShape:
+    """A signature leaf that gives only a dtype (TensorSpec's fields; shape None: any)."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, dtype):
+        self.shape, self.dtype = None, dtypes.as_dtype(dtype)
+
+
 def _signature(sig):
-    """fn_output_signature as a nest of TensorSpec-likes (shape None: any)."""
-    class _Any:
-        __slots__ = ("shape", "dtype")
-
-        def __init__(self, dtype):
-            self.shape, self.dtype = None, dtypes.as_dtype(dtype)
-
+    """fn_output_signature as a nest of TensorSpec-likes."""
     def leaf(s):
-        return s if isinstance(s, TensorSpec) else _Any(s)
+        return s if isinstance(s, TensorSpec) else _AnyShape(s)
     if isinstance(sig, (list, tuple, dict)):
         return pack_as(sig, [leaf(s) for s in flatten(sig)])
     return leaf(sig)
