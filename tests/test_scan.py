@@ -402,6 +402,14 @@ def test_onnx_loops_agree_with_the_graph():
         for a, b in zip(got, expect):
             assert a.shape == tuple(b.shape)
             np.testing.assert_allclose(a, b.numpy(), rtol=1e-5, atol=1e-6)
+    # no rows: empty stacks and the initial carry
+    g = df.defun(lambda xs, h0: (df.scan(lambda h, x: h + x, xs, h0, reverse=True),
+                                 df.foldl(lambda h, x: h * x, xs, h0)))
+    model = df.export_onnx(g.get_concrete_function(df.TensorSpec([None, 3], f32), df.TensorSpec([3], f32)))
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = [np.zeros((0, 3), np.float32), np.ones(3, np.float32)]
+    stacked, last = sess.run(None, {i.name: v for i, v in zip(sess.get_inputs(), feeds)})
+    assert stacked.shape == (0, 3) and last.tolist() == [1.0, 1.0, 1.0]
 
 
 # ---------------------------------------------------------------------------------------
