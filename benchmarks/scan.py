@@ -7,13 +7,14 @@ sum of squares of every hidden state, in a defun, over T = 100 and T = 1000 step
   trace       CPU ms to trace the forward (a fresh defun, get_concrete_function; median),
   + backward  CPU ms to trace it and build its backward (the first gradient's setup),
   nodes       nodes of the traced graph and of every function it reaches,
-  step        median ms of one call with its gradient (steady state), and per time step;
+  step        median CPU ms of one call with its gradient (steady state), and per time step;
 for df.scan, and for the same cell unrolled by a Python loop inside the defun (the trace a
 scan avoids). The hand-written numpy forward and backward loop is the floor for `step`.
 """
 import common  # noqa: F401  (first: pins BLAS to one thread before numpy loads)
 
 import argparse  # noqa: E402
+import gc  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 
@@ -81,17 +82,25 @@ def node_count(graph):
     return total
 
 
-def trace_seconds(loss, steps, repeat, backward):
-    """Median CPU seconds (this process's: other load on the machine does not count) to
-    trace `loss` (and build its backward) with a fresh defun."""
-    times = []
+def trace_ms(loss, lengths, repeat, backward):
+    """{T: median CPU ms (this process's only) to trace `loss` with a fresh defun, and build
+    its backward if `backward`}. The lengths are interleaved and garbage is collected before
+    each sample, so what one length left behind is not charged to the next."""
+    samples = {steps: [] for steps in lengths}
     for _ in range(repeat):
-        start = time.process_time()
-        cf = df.defun(loss).get_concrete_function(*specs(steps))
-        if backward:
-            saving_of(cf.graph)
-        times.append(time.process_time() - start)
-    return statistics.median(times), cf
+        for steps in lengths:
+            gc.collect()
+            start = time.process_time()
+            cf = df.defun(loss).get_concrete_function(*specs(steps))
+            if backward:
+                saving_of(cf.graph)
+            samples[steps].append(time.process_time() - start)
+    return {steps: statistics.median(v) * 1e3 for steps, v in samples.items()}
+
+
+def graphs(loss, steps):
+    cf = df.defun(loss).get_concrete_function(*specs(steps))
+    return node_count(cf.graph), node_count(saving_of(cf.graph).backward.graph)
 
 
 def step_fn(loss, args):
@@ -111,32 +120,33 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run)")
     opts = parser.parse_args()
-    repeat = 3 if opts.quick else 21     # the unrolled traces: 3 (seconds each at T=1000)
-    rows, traces = [], {}
-    trace_seconds(scan_loss, 10, 1, backward=True)      # warm up: first-use imports and caches
-    for steps in (100, 1000):
+    repeat = 3 if opts.quick else 21
+    lengths = (100, 1000)
+    trace_ms(scan_loss, (10,), 1, backward=True)        # warm up: first-use imports and caches
+    traces = {}
+    for name, loss, times in (("df.scan", scan_loss, repeat), ("unrolled", unrolled_loss, 3)):
+        traces[name] = (trace_ms(loss, lengths, times, False), trace_ms(loss, lengths, times, True))
+    rows = []
+    for steps in lengths:
         rs = np.random.RandomState(steps)
         args = params() + [rs.randn(steps, BATCH, INPUT), np.zeros((BATCH, HIDDEN))]
-        want_loss, want_grads = numpy_step(*args)
-        floor_ms = median_us(lambda: numpy_step(*args), repeat=repeat) / 1e3
+        want = numpy_step(*args)
+        floor_ms = median_us(lambda: numpy_step(*args), repeat=min(repeat, 5), clock=time.process_time) / 1e3
         for name, loss in (("df.scan", scan_loss), ("unrolled", unrolled_loss)):
-            times = 3 if name == "unrolled" else repeat
-            fwd_s, cf = trace_seconds(loss, steps, times, backward=False)
-            both_s, cf_b = trace_seconds(loss, steps, times, backward=True)
             step = step_fn(loss, args)
-            assert_same(f"{name} T={steps}", step(), (want_loss, want_grads), 1e-9, 1e-9)
-            step_ms = median_us(step, repeat=repeat) / 1e3
-            bw = saving_of(cf_b.graph).backward.graph
-            traces[(name, steps)] = (fwd_s, both_s)
-            rows.append([name, steps, f"{fwd_s * 1e3:.1f}", f"{both_s * 1e3:.1f}",
-                         f"{node_count(cf.graph)} + {node_count(bw)}", f"{step_ms:.2f}",
+            assert_same(f"{name} T={steps}", step(), want, 1e-9, 1e-9)
+            step_ms = median_us(step, repeat=min(repeat, 5), clock=time.process_time) / 1e3
+            fwd, both = traces[name]
+            nodes = "%d + %d" % graphs(loss, steps)
+            rows.append([name, steps, f"{fwd[steps]:.2f}", f"{both[steps]:.2f}", nodes, f"{step_ms:.2f}",
                          f"{step_ms / steps * 1e3:.1f}", f"{step_ms / floor_ms:.2f}"])
-        rows.append(["numpy by hand", steps, "", "", "", f"{floor_ms:.2f}", f"{floor_ms / steps * 1e3:.1f}", "1.00"])
+        rows.append(["numpy by hand", steps, "", "", "", f"{floor_ms:.2f}", f"{floor_ms / steps * 1e3:.1f}",
+                     "1.00"])
     print(markdown_table(["", "T", "trace ms", "trace + backward ms", "nodes (fwd + bwd)", "step ms",
                           "us per time step", "x numpy"], rows))
-    for name in ("df.scan", "unrolled"):
-        fwd, both = traces[(name, 1000)], traces[(name, 100)]
-        print(f"{name}: T=1000 / T=100: trace {fwd[0] / both[0]:.2f}, trace + backward {fwd[1] / both[1]:.2f}")
+    for name, (fwd, both) in traces.items():
+        print(f"{name}: T=1000 / T=100: trace {fwd[1000] / fwd[100]:.2f}, "
+              f"trace + backward {both[1000] / both[100]:.2f}")
 
 
 if __name__ == "__main__":
