@@ -320,6 +320,8 @@ def _fold(what, fn, elems, initializer, reverse, stacked, name):
         rows = flat
     if not init:
         raise errors.InvalidArgumentError(f"{what}: the initializer {_describe(initializer)} holds no tensor")
+    if state.graph is not None:     # an outer eager tensor enters as a capture of the trace
+        init = [state.graph.capture(t) if isinstance(t, EagerTensor) else t for t in init]
     acc_text = "initializer" if initializer is not None else "elems"
 
     def step(acc, row_leaves):
@@ -377,7 +379,7 @@ def _trace_fold(what, init, rows, step, stacked):
     """The body of a fold: carries = the accumulator leaves, then (scan) the same again to stack."""
     body_g = Graph(unique_name(f"{what}_body"), outer=state.graph, base_name=f"{what}_body")
     with body_g.building():
-        acc = [body_g.placeholder(t.shape, t.dtype, getattr(t, "handle_data", None)) for t in init]
+        acc = [body_g.placeholder(t.shape, t.dtype, t.handle_data) for t in init]
         xs = [body_g.placeholder(tuple(x.shape)[1:], x.dtype) for x in rows]
         leaves = [_accumulator_leaf(what, k, leaf, t, body_g)
                   for k, (leaf, t) in enumerate(zip(step(acc, xs), init))]

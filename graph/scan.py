@@ -24,13 +24,13 @@ import numpy as np
 from defun.runtime import dtypes, errors
 from defun.runtime.context import state
 from defun.runtime.execute import run_op
-from defun.runtime.indexed_slices import IndexedSlices
+from defun.runtime.indexed_slices import dense
 from defun.runtime.ops.array_ops import zeros_like
 from defun.runtime.registry import register
 from defun.runtime.shapes import shape_str, shapes_compatible
 from defun.runtime.variables import watch_read_handles
 from defun.graph.control_flow import (_as_list, _derived_level, _stack, _while_level, _zeros_for,
-                                      share_captures)
+                                      holds_stand_ins, share_captures)
 from defun.graph.functions import call_graph, input_grads, plan_of, raise_node
 from defun.graph.gradients import levels_of, pick_level
 from defun.graph.ir import Graph, unique_name
@@ -62,6 +62,7 @@ def _scan_runner(attrs, backend=None):
     run_body = plan_of(body, backend).run
     n, reverse = attrs["carries"], attrs["reverse"]
     kept = body.outputs[n:]
+    loose = [holds_stand_ins(t) for t in kept]     # a cond's side outputs, raised (see _stack)
 
     def run_scan(*vals):
         carry, xs, consts = _split(attrs, vals)
@@ -72,7 +73,7 @@ def _scan_runner(attrs, backend=None):
             carry = out[:n]
             for r, v in zip(rows, out[n:]):
                 r[t] = v
-        return tuple(carry) + tuple(_stack(r, t, body, "scan") for r, t in zip(rows, kept))
+        return tuple(carry) + tuple(_stack(r, t, body, lo, "scan") for r, t, lo in zip(rows, kept, loose))
     return run_scan
 
 
@@ -132,10 +133,6 @@ def _trace_rows(base, types, fn):
     return g.finalize(outs)
 
 
-def _dense(g):
-    return g._as_tensor() if isinstance(g, IndexedSlices) else g
-
-
 def _scan_grad(op, *grads):
     attrs = op.attrs
     n, m = attrs["carries"], attrs["sliced"]
@@ -159,7 +156,7 @@ def _scan_grad(op, *grads):
     rows_of = [j for j in range(m) if bw.input_grads[n + j] is not None]
     if not float_vars and not cap and not rows_of:
         return [None] * len(op.inputs)
-    seeds = [grads[k] if k < len(grads) and grads[k] is not None else zeros_like(outs[k])
+    seeds = [dense(grads[k]) if k < len(grads) and grads[k] is not None else zeros_like(outs[k])
              for k in float_vars]
     accum = [_zeros_for(consts[j]) for j in cap]
     # what the backward scan slices per row: stacked gradients, saved stacks, forward rows
@@ -175,7 +172,7 @@ def _scan_grad(op, *grads):
         if k < n:
             feed_plan.append(("carry", float_vars.index(k)))
         else:
-            g = grads[k] if k < len(grads) and grads[k] is not None else zeros_like(stacks[k - n])
+            g = dense(grads[k]) if k < len(grads) and grads[k] is not None else zeros_like(stacks[k - n])
             feed_plan.append(("row", row_of(g)))
     for kind, v in lv.feed:
         feed_plan.append(("row", row_of(stacks[v])) if kind == "stack" else
@@ -189,7 +186,7 @@ def _scan_grad(op, *grads):
         carried, sums, rows = vals[:nv], vals[nv:nv + nc], vals[nv + nc:]
         feed = [carried[v] if kind == "carry" else rows[v] if kind == "row" else v
                 for kind, v in feed_plan]
-        got = [_dense(g) for g in input_grads(bw, call_graph(bw.graph, feed))]
+        got = [dense(g) for g in input_grads(bw, call_graph(bw.graph, feed))]
         new_vars = [got[k] if got[k] is not None else zeros_like(carried[j])
                     for j, k in enumerate(float_vars)]
         new_sums = [sums[j] + got[n + m + c] for j, c in enumerate(cap)]

@@ -597,3 +597,38 @@ def test_an_edited_scan_document_is_refused_naming_the_node(attr, value, message
     node["attrs"][attr] = value
     with pytest.raises(errors.GraphFormatError, match=f"op 'scan' rejects .*{re.escape(message)}"):
         df.load_json(doc)
+
+
+def test_a_cond_switching_branches_inside_the_body_differentiates(tmp_path):
+    # raised, each row keeps the side outputs of the branch that ran and empty stand-ins
+    # for the other's: stacked, the stand-ins take the real rows' shape
+    def f(xs, h0):
+        def cell(h, x):
+            return df.cond(df.reduce_sum(x) > 0.0, lambda: df.tanh(h * x), lambda: df.sin(h + x) * x)
+        return df.reduce_sum(df.scan(cell, xs, h0))
+    xs = np.array([[0.5, 0.2], [-0.7, -0.3], [0.4, 0.9], [-0.2, -0.1]])
+    h0 = np.array([0.3, -0.4])
+    d = df.defun(f, input_signature=[df.TensorSpec([None, None], f64), df.TensorSpec([None], f64)])
+    df.test.check_gradients(d, [xs, h0], modes=("rev",))
+    cf = d.get_concrete_function()
+    args = [df.constant(xs), df.constant(h0)]
+    with df.GradientTape() as tape:
+        for a in args:
+            tape.watch(a)
+        y = d(*args)
+    grads = tape.gradient(y, args)
+    got = run_without_defun({"condscan": df.export_numpy_source(cf, include_backward=True)}, [
+        {"module": "condscan", "call": "backward", "inputs": [xs, h0], "output_gradients": [np.float64(1.0)]},
+    ], tmp_path)
+    assert "error" not in got[0], got
+    for a, b in zip(got[0]["gradients"], grads):
+        np.testing.assert_allclose(a, b.numpy(), rtol=1e-12)
+
+
+def test_an_outer_eager_initializer_and_elems_in_a_defun():
+    h0 = df.constant(np.array([1.0, 2.0]))
+    xs = df.constant(np.arange(6.0).reshape(3, 2))
+    d = df.defun(lambda: (df.scan(lambda a, x: a * x, xs, h0), df.foldl(lambda a, x: a + x, xs, h0)))
+    stacked, last = d()
+    np.testing.assert_array_equal(stacked.numpy(), [[0.0, 2.0], [0.0, 6.0], [0.0, 30.0]])
+    np.testing.assert_array_equal(last.numpy(), [7.0, 11.0])

@@ -365,6 +365,9 @@ class _FunctionBody:
         for j in range(k):
             y = body.outputs[nc + j]
             empty = f"np.zeros({(0,) + tuple(d or 0 for d in y.shape)!r}, {numpy_type(y.dtype.np)})"
+            if holds_stand_ins(y):     # the kernel's rule for a cond's stand-ins
+                self.w.stand_ins = True
+                self.emit(f"{r}[{j}] = _stand_ins_shaped({r}[{j}])")
             self.emit(f"{names[nc + j]} = np.stack({r}[{j}]) if len{n.id} else {empty}")
 
 
