@@ -1,6 +1,6 @@
 """The `scan` op: a loop over the rows of tensors, one node (kernel, inference, gradient,
-ONNX form, how nodes are made). `df.scan`, `df.map_fn` and `df.foldl` (defun/control_flow.py) trace
-their `fn` into its body.
+ONNX form, how nodes are made). `df.scan`, `df.map_fn` and `df.foldl` (tracers in
+defun/control_flow.py) trace their `fn` into its body.
 
 A scan node takes `carries` loop variables, `sliced` tensors whose rows (axis 0) it walks
 (all of one length T), then the values its body captures. Per row t (from the last with
