@@ -632,3 +632,21 @@ def test_an_outer_eager_initializer_and_elems_in_a_defun():
     stacked, last = d()
     np.testing.assert_array_equal(stacked.numpy(), [[0.0, 2.0], [0.0, 6.0], [0.0, 30.0]])
     np.testing.assert_array_equal(last.numpy(), [7.0, 11.0])
+
+
+def test_the_numba_backend_runs_the_body_and_its_backward():
+    pytest.importorskip("numba")
+    args = [df.constant(RS.randn(5, 3)), df.constant(RS.randn(3))]
+
+    def loss(xs, w):
+        return df.reduce_sum(df.scan(lambda h, x: df.tanh(h * w + x), xs, df.zeros([3], f64)))
+    results = []
+    for backend in ("numpy", "numba"):
+        d = df.defun(loss, backend=backend)
+        with df.GradientTape() as tape:
+            for a in args:
+                tape.watch(a)
+            y = d(*args)
+        results.append([y.numpy()] + [g.numpy() for g in tape.gradient(y, args)])
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
