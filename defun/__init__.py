@@ -17,7 +17,8 @@ if not _os.path.isdir(_os.path.join(__path__[0], "runtime")):     # a source che
     __path__.append(_os.path.dirname(__path__[0]))
 from defun.runtime import errors  # noqa: F401
 from defun.runtime.dtypes import (DType, as_dtype, bool, float16, float32, float64, int32, int64,  # noqa: F401
-                                  resource)
+                                  resource, complex64, complex128, int8, int16, uint8, uint16,
+                                  uint32, uint64)
 from defun.runtime.tensor import Tensor, constant, convert_to_tensor, tensor_id  # noqa: F401
 from defun.runtime.ops import *  # noqa: F401,F403
 from defun.runtime.ops import math_ops as _math_ops, array_ops as _array_ops, nn_ops as _nn_ops

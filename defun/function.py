@@ -232,11 +232,11 @@ class Function:
         except AttributeError:
             return None
         if concrete is None or not concrete._single or concrete._watched or \
-                not concrete.graph.outputs[0].dtype.is_floating:
+                not concrete.graph.outputs[0].dtype.is_inexact:
             return None
         value, grads = concrete._fn.first_order().value_and_gradients([*args, *concrete._captured])
         # integer and bool sources get none, as from a tape
-        return value, [grads[p] if args[p].dtype.is_floating else None for p in params]
+        return value, [grads[p] if args[p].dtype.is_inexact else None for p in params]
 
     def get_concrete_function(self, *args, **kwargs):
         """Trace (if needed) without running; returns the ConcreteFunction for these args.

@@ -119,7 +119,7 @@ def _cond_grad(op, *grads):
     then_g, else_g = op.attrs["then_branch"], op.attrs["else_branch"]
     pairs = list(zip(levels_of(then_g), levels_of(else_g)))
     n_top = len(then_g.outputs)
-    grads = [g if k < n_top and then_g.outputs[k].dtype.is_floating else None
+    grads = [g if k < n_top and then_g.outputs[k].dtype.is_inexact else None
              for k, g in enumerate(grads)]
     level = pick_level([len(t.outputs) for t, _ in pairs], grads)
     if level is None:
@@ -129,7 +129,7 @@ def _cond_grad(op, *grads):
     outs = op.outputs
     if lv.next != (then_l, else_l) and level == len(pairs) - 1:
         outs = raise_node(op, {"then_branch": lv.next[0], "else_branch": lv.next[1]})
-    diff = [k for k, t in enumerate(then_l.outputs) if t.dtype.is_floating]
+    diff = [k for k, t in enumerate(then_l.outputs) if t.dtype.is_inexact]
     seeds = [grads[k] if k < len(grads) and grads[k] is not None else zeros_like(outs[k])
              for k in diff]
     grad_then, grad_else, positions, values = lv.gradient_branches()
@@ -188,7 +188,7 @@ class _CondLevel:
         n_in = len(pair[0].all_inputs)
         positions = [k for k in range(n_in) if any(bw.input_grads[k] is not None for bw in bws)]
         level_types = [(merge_shapes(a.shape, b.shape), a.dtype) for a, b in zip(*[g.outputs for g in nxt])]
-        diff = [k for k, t in enumerate(pair[0].outputs) if t.dtype.is_floating]
+        diff = [k for k, t in enumerate(pair[0].outputs) if t.dtype.is_inexact]
         made = []
         for branch, bw, pos in zip(pair, bws, self.positions):
             w = Graph(unique_name(f"{branch.base_name}_grad"), outer=state.graph,
@@ -426,7 +426,7 @@ def _while_grad(op, *grads):
     # per body output (loop variables, then the values kept per iteration): its gradient
     body_grads = list(grads[:n]) + (list(grads[n + 1:]) if counted else [])
     top = chain[-1]
-    body_grads = [g if k < len(top.outputs) and top.outputs[k].dtype.is_floating else None
+    body_grads = [g if k < len(top.outputs) and top.outputs[k].dtype.is_inexact else None
                   for k, g in enumerate(body_grads)]
     level = pick_level([len(b.outputs) for b in chain], body_grads)
     if level is None:
@@ -439,7 +439,7 @@ def _while_grad(op, *grads):
     bw = lv.saving.backward
     count, stacks = outs[n], outs[n + 1:]
     consts = list(op.inputs[n:])
-    float_vars = [k for k in range(n) if body.outputs[k].dtype.is_floating]
+    float_vars = [k for k in range(n) if body.outputs[k].dtype.is_inexact]
     cap = [j for j in range(len(consts)) if bw.input_grads[n + j] is not None]
     seeds = [dense(grads[k]) if k < len(grads) and grads[k] is not None else zeros_like(outs[k])
              for k in float_vars]

@@ -144,7 +144,7 @@ def build_backward(forward, name=None):
                 base_name=f"{forward.base_name}_grad")
     bwd.inline_constants = True
     sources = fwd.all_inputs
-    diff_pos = [k for k, t in enumerate(fwd.outputs) if t.dtype.is_floating]
+    diff_pos = [k for k, t in enumerate(fwd.outputs) if t.dtype.is_inexact]
     tape = tape_mod.Tape(persistent=True)
     for s in sources:
         tape.watch(s)

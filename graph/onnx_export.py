@@ -112,9 +112,19 @@ class Emitter:
 
     def onnx_type(self, dtype):
         tp = self._onnx.TensorProto
+        name = dtypes.as_dtype(dtype).name
+        if name.startswith("complex"):
+            # ONNX declares complex tensor types, but its operators (and onnxruntime's kernels)
+            # take none: a complex value inside a model could not be computed.
+            raise errors.UnimplementedError(
+                f"export_onnx: dtype {name} is not supported by ONNX operators; keep complex values "
+                f"(df.complex, df.signal, ...) out of the function you export, or use export_json / "
+                f"export_numpy_source")
         try:
             return {"float16": tp.FLOAT16, "float32": tp.FLOAT, "float64": tp.DOUBLE,
-                    "int32": tp.INT32, "int64": tp.INT64, "bool": tp.BOOL}[dtypes.as_dtype(dtype).name]
+                    "int8": tp.INT8, "int16": tp.INT16, "uint8": tp.UINT8, "uint16": tp.UINT16,
+                    "uint32": tp.UINT32, "uint64": tp.UINT64,
+                    "int32": tp.INT32, "int64": tp.INT64, "bool": tp.BOOL}[name]
         except KeyError:
             raise errors.UnimplementedError(f"export_onnx: dtype {dtype} has no ONNX type") from None
 

@@ -12,6 +12,8 @@ def bracket_shape(shape):
 
 
 _SHORT = {"float16": "f16", "float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64",
+          "complex64": "c64", "complex128": "c128", "int8": "i8", "int16": "i16", "uint8": "u8",
+          "uint16": "u16", "uint32": "u32", "uint64": "u64",
           "bool": "bool", "resource": "resource", "variant": "variant"}
 
 

@@ -17,10 +17,10 @@ __all__ = ["imperative_grad"]
 
 def _differentiable_source(t):
     dtype = t.dtype
-    if dtype.is_floating:
+    if dtype.is_inexact:
         return True
     hd = getattr(t, "handle_data", None)
-    return hd is not None and hd.shape_and_type[0][1].is_floating
+    return hd is not None and hd.shape_and_type[0][1].is_inexact
 
 
 def _aggregate(grads):

@@ -230,7 +230,7 @@ def value_and_gradients_function(f, params=None):
             if g is None:
                 names = _param_names(f, len(args))  # only for the message: inspect is slow
                 dtype = args[p].dtype
-                if not dtype.is_floating:
+                if not dtype.is_inexact:
                     raise ValueError(
                         f"argument {names[p]!r} (position {p}) of {getattr(f, '__name__', 'function')} "
                         f"is {_a(dtype.name)} tensor; gradients are defined for floating-point "

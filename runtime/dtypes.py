@@ -1,26 +1,38 @@
-"""Data types: a small closed set, each tied to one numpy dtype."""
+"""Data types: a small closed set, each tied to one numpy dtype.
+
+Floats (float16/32/64), complex (complex64/128), signed and unsigned integers (int8 ...
+int64, uint8 ... uint64), bool, and the `resource` of variable handles. `promoted(a, b)`
+is the one rule two integer tensors of different dtypes follow (numpy's), see there.
+"""
 import builtins
 
 import numpy as np
 
 from defun.runtime import errors
 
-__all__ = ["DType", "as_dtype", "float16", "float32", "float64", "int32", "int64",
-           "bool", "resource", "variant"]
+__all__ = ["DType", "as_dtype", "float16", "float32", "float64", "complex64", "complex128",
+           "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+           "bool", "resource", "variant", "promoted"]
 
 
 class DType:
     """A tensor element type (`df.float32`, ...)."""
 
-    __slots__ = ("name", "as_numpy_dtype", "is_floating", "is_integer", "is_bool", "_np")
+    __slots__ = ("name", "as_numpy_dtype", "is_floating", "is_integer", "is_bool", "is_complex",
+                 "is_unsigned", "is_inexact", "_np")
 
-    def __init__(self, name, np_dtype, is_floating=False, is_integer=False, is_bool=False):
+    def __init__(self, name, np_dtype, is_floating=False, is_integer=False, is_bool=False,
+                 is_complex=False):
         self.name = name
         self._np = np.dtype(np_dtype)
         self.as_numpy_dtype = self._np.type
         self.is_floating = is_floating
         self.is_integer = is_integer
         self.is_bool = is_bool
+        self.is_complex = is_complex            # as TF: complex dtypes are not is_floating
+        self.is_unsigned = is_integer and self._np.kind == "u"
+        # floating or complex: the dtypes gradients flow through
+        self.is_inexact = is_floating or is_complex
 
     @property
     def np(self):
@@ -29,7 +41,12 @@ class DType:
 
     @property
     def is_numeric(self):
-        return self.is_floating or self.is_integer
+        return self.is_floating or self.is_integer or self.is_complex
+
+    @property
+    def real_dtype(self):
+        """The dtype of the real and imaginary parts: complex64 -> float32; others: itself."""
+        return _REAL_OF.get(self, self)
 
     def __repr__(self):
         return f"df.{self.name}"
@@ -59,13 +76,24 @@ class DType:
 float16 = DType("float16", np.float16, is_floating=True)
 float32 = DType("float32", np.float32, is_floating=True)
 float64 = DType("float64", np.float64, is_floating=True)
+complex64 = DType("complex64", np.complex64, is_complex=True)
+complex128 = DType("complex128", np.complex128, is_complex=True)
+int8 = DType("int8", np.int8, is_integer=True)
+int16 = DType("int16", np.int16, is_integer=True)
 int32 = DType("int32", np.int32, is_integer=True)
 int64 = DType("int64", np.int64, is_integer=True)
+uint8 = DType("uint8", np.uint8, is_integer=True)
+uint16 = DType("uint16", np.uint16, is_integer=True)
+uint32 = DType("uint32", np.uint32, is_integer=True)
+uint64 = DType("uint64", np.uint64, is_integer=True)
 bool = DType("bool", np.bool_, is_bool=True)  # noqa: A001 - the public name is df.bool
 resource = DType("resource", object)
 variant = DType("variant", object)  # internal: opaque Python values (e.g. TensorArray-like)
 
-ALL = (float16, float32, float64, int32, int64, bool, resource)
+ALL = (float16, float32, float64, complex64, complex128, int8, int16, int32, int64,
+       uint8, uint16, uint32, uint64, bool, resource)
+_REAL_OF = {complex64: float32, complex128: float64}
+_COMPLEX_OF = {float32: complex64, float64: complex128}
 _BY_NAME = {d.name: d for d in ALL}
 # numpy dtype -> DType; keyed by np.dtype so lookups from array.dtype are one dict hit.
 _BY_NUMPY = {d.np: d for d in ALL if d is not resource}
@@ -73,7 +101,7 @@ _BY_NUMPY[np.dtype(np.bool_)] = bool
 
 
 def from_numpy(np_dtype):
-    """DType of a numpy dtype; raises for dtypes defun does not support (object, complex, ...)."""
+    """DType of a numpy dtype; raises for dtypes defun does not support (object, str, ...)."""
     d = _BY_NUMPY.get(np_dtype)
     if d is None:
         raise errors.InvalidArgumentError(
@@ -93,6 +121,8 @@ def as_dtype(x):
         return int32
     if x is builtins.bool:
         return bool
+    if x is complex:
+        return complex128
     if x is None:  # np.dtype(None) would silently mean float64
         raise TypeError("cannot interpret None as a dtype")
     if isinstance(x, str):
@@ -110,9 +140,35 @@ def as_dtype(x):
     return d
 
 
-_KIND_NAMES = {"f": "floating", "i": "integer", "u": "unsigned", "b": "bool"}
+_KIND_NAMES = {"f": "floating", "c": "complex", "i": "integer", "u": "unsigned", "b": "bool"}
 
 
 def kinds_text(kinds):
     """Words for numpy dtype kinds: kinds_text("fi") == "floating or integer"."""
     return " or ".join(_KIND_NAMES[k] for k in kinds if k in _KIND_NAMES)
+
+
+def complex_of(dtype, op_name):
+    """The complex dtype with parts of float `dtype` (float32 -> complex64), or a typed error
+    naming `op_name` (float16 has no complex counterpart, as in TF and numpy)."""
+    c = _COMPLEX_OF.get(dtype)
+    if c is None:
+        raise errors.InvalidArgumentError(
+            f"{op_name}: expected float32 or float64 parts, got {dtype.name}; use df.cast")
+    return c
+
+
+# The integer dtypes added after int32/int64 (issue 22): two integer tensors of different
+# dtypes where one of them is among these take numpy's result type, as numpy does
+# (int8 + uint8 -> int16); int32 with int64, and any other pair of dtypes, must match (use
+# df.cast), as the first contract says. A pair numpy would widen to float (uint64 with a
+# signed int) is refused too.
+_SMALL_INTS = frozenset((int8, int16, uint8, uint16, uint32, uint64))
+
+
+def promoted(a, b):
+    """The dtype two tensors of dtypes `a` != `b` are computed in, or None if they must match."""
+    if not (a.is_integer and b.is_integer) or (a not in _SMALL_INTS and b not in _SMALL_INTS):
+        return None
+    r = _BY_NUMPY.get(np.result_type(a.np, b.np))
+    return r if r is not None and r.is_integer else None

@@ -164,18 +164,22 @@ def is_tensor_like(x):
         hasattr(x, "_as_tensor")
 
 
-_PY_DEFAULT = {bool: np.dtype(np.bool_), int: np.dtype(np.int32), float: np.dtype(np.float32)}
+# A Python complex alone is complex128, as in TF (floats default to float32, as TF does too)
+_PY_DEFAULT = {bool: np.dtype(np.bool_), int: np.dtype(np.int32), float: np.dtype(np.float32),
+               complex: np.dtype(np.complex128)}
 _NUMPY_DEFAULTS = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dtype(np.int32)}
 
 
 def _python_kind(value):
-    """'bool' | 'int' | 'float' for Python scalars and nested lists of them, else None."""
+    """bool | int | float | complex for Python scalars, else None."""
     if isinstance(value, bool):
         return bool
     if isinstance(value, numbers.Integral) and not isinstance(value, np.generic):
         return int
     if isinstance(value, numbers.Real) and not isinstance(value, np.generic):
         return float
+    if isinstance(value, numbers.Complex) and not isinstance(value, np.generic):
+        return complex
     return None
 
 
@@ -192,9 +196,7 @@ def to_array(value, dtype=None):
         # caller may still change (numpy scalars are immutable and become fresh arrays).
         arr = np.array(value, copy=True) if isinstance(value, np.ndarray) else np.asarray(value)
         if arr.dtype not in dtypes._BY_NUMPY:
-            raise errors.InvalidArgumentError(
-                f"unsupported dtype {arr.dtype.name!r} (supported: float16, float32, float64, "
-                f"int32, int64, bool)")
+            dtypes.from_numpy(arr.dtype)  # raises, listing the supported dtypes
         if dtype is not None and arr.dtype != dtype:
             raise errors.InvalidArgumentError(
                 f"cannot convert a {arr.dtype.name} array to {np.dtype(dtype).name}; use df.cast")
@@ -223,6 +225,10 @@ def _wide_int(value):
 
 
 def _python_scalar_to(value, kind, dtype):
+    if kind is complex and dtype.kind != "c":
+        raise errors.InvalidArgumentError(
+            f"cannot use Python complex {value!r} with {_a(dtype.name)} tensor; use df.complex or "
+            f"df.cast to make the tensor complex")
     if kind is float and dtype.kind in "iub":
         raise errors.InvalidArgumentError(
             f"cannot use Python float {value!r} with {_a(dtype.name)} tensor; use df.cast or an "
@@ -281,7 +287,9 @@ def _list_to_array(value, dtype):
             arr = np.asarray([np.asarray(v) for v in value])
         except Exception:
             raise TypeError("cannot convert a list of mixed objects to a tensor") from None
-    if arr.dtype.kind == "f" and all_python(value):
+    if arr.dtype.kind == "c" and all_python(value):
+        kind = complex
+    elif arr.dtype.kind == "f" and all_python(value):
         kind = float
     elif arr.dtype.kind in "iu" and all_python(value):
         kind = int
@@ -294,6 +302,10 @@ def _list_to_array(value, dtype):
             if kind is int and arr.size and not (_INT32_MIN <= arr.min() and arr.max() <= _INT32_MAX):
                 return arr  # int64: a value does not fit in int32 (as TF does)
             return arr.astype(_PY_DEFAULT[kind])
+        if kind is complex and dtype.kind != "c":
+            raise errors.InvalidArgumentError(
+                f"cannot use a list of Python complex numbers with {_a(dtype.name)} tensor; use "
+                f"df.complex or df.cast")
         if kind is float and dtype.kind in "iub":
             raise errors.InvalidArgumentError(
                 f"cannot use a list of Python floats with {_a(dtype.name)} tensor; use df.cast")

@@ -17,6 +17,9 @@ def val(t):
     ("float16", np.float16, True, False), ("float32", np.float32, True, False),
     ("float64", np.float64, True, False), ("int32", np.int32, False, True),
     ("int64", np.int64, False, True), ("bool", np.bool_, False, False),
+    ("complex64", np.complex64, False, False), ("complex128", np.complex128, False, False),
+    ("int8", np.int8, False, True), ("int16", np.int16, False, True), ("uint8", np.uint8, False, True),
+    ("uint16", np.uint16, False, True), ("uint32", np.uint32, False, True), ("uint64", np.uint64, False, True),
 ])
 def test_dtype_properties_and_as_dtype(name, np_type, floating, integer):
     d = getattr(df, name)
@@ -51,7 +54,7 @@ def test_dtype_compares_with_numpy_and_names():
     assert len({df.float32, df.as_dtype("float32")}) == 1
 
 
-@pytest.mark.parametrize("bad", ["complex64", np.complex128, np.uint8, "floaty", object()])
+@pytest.mark.parametrize("bad", ["complex256", np.clongdouble, np.longdouble, "floaty", np.str_, object()])
 def test_as_dtype_rejects_unsupported(bad):
     with pytest.raises(TypeError):
         df.as_dtype(bad)
@@ -85,8 +88,8 @@ def test_python_int_out_of_range_for_requested_dtype_raises():
 
 
 def test_unsupported_numpy_dtype_raises():
-    with pytest.raises(df.errors.InvalidArgumentError, match="uint8"):
-        df.constant(np.ones(2, np.uint8))
+    with pytest.raises(df.errors.InvalidArgumentError, match="longdouble|float128"):
+        df.constant(np.ones(2, np.longdouble))
 
 
 # ------------------------------------------------------------------ constant / convert_to_tensor

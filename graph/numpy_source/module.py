@@ -449,7 +449,7 @@ def _backward_entries(w, graph, backward, params, checks, captures):
     bwd_name = w.function(bw.graph)
     n_saved = n_side + len(saved_inputs)
     seeds = ", ".join(f"_seed(output_gradients[{k}], {k}, {numpy_type(t.dtype.np)}, {tuple(t.shape)!r})"
-                      if t.dtype.is_floating else "None"
+                      if t.dtype.is_inexact else "None"
                       for k, t in enumerate(graph.outputs))
     results = []
     to_dense = None

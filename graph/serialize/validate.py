@@ -213,7 +213,7 @@ def _validate_gradients(gdocs, specs):
                 raise _format_error(f"{b.path}.inputs[{j}]", f"is {s.dtype.name}{list(s.shape)}, but "
                                     f"{p} feeds it {dtype.name}{list(shape)}")
         for s in seeds:
-            if not f.output_types[s][1].is_floating:
+            if not f.output_types[s][1].is_inexact:
                 raise _format_error(p + ".seeds", f"result {s} of {fname!r} is not floating; only "
                                     f"floating results take gradients")
         grads = _check_list(gdoc["input_gradients"], p + ".input_gradients")
@@ -244,7 +244,7 @@ def _input_gradient(x, path, inp, b):
     if "output" in x:
         j = _check_int(x["output"], path + ".output", 0, len(b.outputs) - 1)
         dtype = b.output_types[j][1]
-        if (want is not None and dtype is not want) or not dtype.is_floating:
+        if (want is not None and dtype is not want) or not dtype.is_inexact:
             raise _format_error(path + ".output", f"output {j} of {b.name!r} is {dtype.name}, not a "
                                 f"gradient for a {inp.dtype.name} input")
         return ("dense", j)
@@ -252,7 +252,7 @@ def _input_gradient(x, path, inp, b):
     if len(pair) != 2:
         raise _format_error(path + ".slices", "expected [values output, indices output]")
     jv, ji = (_check_int(v, f"{path}.slices[{i}]", 0, len(b.outputs) - 1) for i, v in enumerate(pair))
-    if not b.output_types[jv][1].is_floating or b.output_types[ji][1] not in (dtypes.int32, dtypes.int64):
+    if not b.output_types[jv][1].is_inexact or b.output_types[ji][1] not in (dtypes.int32, dtypes.int64):
         raise _format_error(path + ".slices", "expected a floating values output and an int32/int64 "
                             "indices output")
     return ("slices", jv, ji, _check_shape(x["dense_shape"], path + ".dense_shape"))

@@ -6,6 +6,10 @@ from defun.runtime.shapes import (broadcast_shapes, merge_shapes, normalize_axes
 float_kinds = "f"
 numeric_kinds = "fiu"
 int_kinds = "iu"
+# the ops that also take complex values (issue 22): arithmetic, exp/log/sqrt, sums, matmul
+numeric_complex_kinds = "fiuc"
+inexact_kinds = "fc"
+ordered_kinds = "fiub"   # comparisons: every dtype but complex (which has no order)
 
 
 def check_kinds(op_name, dtype, kinds):

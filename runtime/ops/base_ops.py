@@ -541,12 +541,20 @@ def _check_cast(op_name, src, dtype):
 
 def _cast_grad(op, g):
     src = op.inputs[0].dtype
-    if src.is_floating and op.attrs["dtype"].is_floating:
+    if src.is_inexact and op.attrs["dtype"].is_inexact:
+        # real -> complex: the gradient of the real part flows back (g's real part, as TF)
         return [cast(g, src)]
     return [None]
 
 
-_CAST = register("cast", lambda x, dtype: np.asarray(x).astype(dtype.np, copy=False), _cast_infer,
+def _cast_kernel(x, dtype):
+    x = np.asarray(x)
+    if x.dtype.kind == "c" and dtype.np.kind != "c":
+        x = x.real          # complex -> real keeps the real part, as TF (numpy would warn)
+    return x.astype(dtype.np, copy=False)
+
+
+_CAST = register("cast", _cast_kernel, _cast_infer,
                  _cast_grad, attrs={"dtype": "dtype"}, num_inputs=1, defaults={}, fused=Ew("{0}"),
                  onnx=lambda e, node, ins: e.cast(ins[0], node.attrs["dtype"]))
 
@@ -643,7 +651,7 @@ def _k_sum(x, axis, keepdims):
     # dtype=x.dtype: numpy would widen int32 sums to int64; TensorFlow keeps the dtype
     return _add_reduce(x, axis, x.dtype, None, keepdims)
 
-reduce_sum = reducer("reduce_sum", _k_sum, _sum_grad, ufunc=_add_reduce, keep_dtype=True,
+reduce_sum = reducer("reduce_sum", _k_sum, _sum_grad, ufunc=_add_reduce, keep_dtype=True, kinds="fiuc",
                      fused=Reduction("0", "{acc} + {x}"),
                      onnx=reduce_form("ReduceSum"),
                      doc="Sum over `axis`: `df.reduce_sum([[1, 2], [3, 4]], axis=0) -> [4, 6]`.")

@@ -12,6 +12,7 @@ from defun.runtime.execute import op_function, run_op
 from defun.runtime.fused import Elementwise as Ew, Kernel, Reduction
 from defun.runtime.ops import _args, _infer as inf
 from defun.runtime.ops._onnx import chain, reduce_form, reduced_axes, running
+from defun.runtime.ops.complex_ops import complex, conj, imag, real  # noqa: F401
 from defun.runtime.ops.base_ops import (_broadcast_back, _keepdims_grad, _mask, cast,  # noqa: F401
                                         ones_like, reducer, reduce_sum, size, unbroadcast, where,
                                         zeros_like)
@@ -24,7 +25,7 @@ __all__ = ["add", "subtract", "multiply", "divide", "floordiv", "mod", "pow", "m
            "abs", "sign", "sin", "cos", "floor", "round", "equal", "not_equal", "less", "less_equal",
            "greater", "greater_equal", "logical_and", "logical_or", "logical_not", "cast", "add_n",
            "matmul", "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod",
-           "argmax", "argmin", "unbroadcast"]
+           "argmax", "argmin", "unbroadcast", "complex", "real", "imag", "conj", "angle"]
 
 _EMPTY = {}
 
@@ -32,6 +33,7 @@ _EMPTY = {}
 # A public function `f(x, name=None)` / `f(x, y, name=None)` for an op without attrs: its
 # plain eager calls are dispatched by the function itself (runtime.execute.op_function).
 _public = op_function
+_NC, _FC = inf.numeric_complex_kinds, inf.inexact_kinds
 
 
 def _unary(name, kernel, grad, kinds=inf.numeric_kinds, doc="", fused=None, onnx=None):
@@ -67,19 +69,20 @@ def _subtract_grad(op, g):
 
 
 def _multiply_grad(op, g):
+    # (conj: a complex factor's gradient is conjugated, complex_ops says why; a no-op on reals)
     x, y = op.inputs
     skip = skip_input_indices(op)
-    return [None if 0 in skip else unbroadcast(multiply(g, y), x),
-            None if 1 in skip else unbroadcast(multiply(g, x), y)]
+    return [None if 0 in skip else unbroadcast(multiply(g, conj(y)), x),
+            None if 1 in skip else unbroadcast(multiply(g, conj(x)), y)]
 
 
-add = _binary("add", np.add, _add_grad, fused=Ew("{0} + {1}"), onnx="Add",
+add = _binary("add", np.add, _add_grad, fused=Ew("{0} + {1}"), onnx="Add", kinds=_NC,
               doc="x + y elementwise, with broadcasting. `df.add([1., 2.], 1.) -> [2., 3.]`")
 subtract = _binary("subtract", np.subtract, _subtract_grad, fused=Ew("{0} - {1}"),
-                   onnx="Sub",
+                   onnx="Sub", kinds=_NC,
                    doc="x - y elementwise, with broadcasting.")
 multiply = _binary("multiply", np.multiply, _multiply_grad, fused=Ew("{0} * {1}"),
-                   onnx="Mul",
+                   onnx="Mul", kinds=_NC,
                    doc="x * y elementwise, with broadcasting.")
 
 
@@ -91,18 +94,19 @@ def _divide_kernel(x, y):
 
 def _divide_infer(shapes, dts, attrs):
     inf.check_same("divide", dts)
-    inf.check_kinds("divide", dts[0], inf.numeric_kinds)
+    inf.check_kinds("divide", dts[0], _NC)
     out = dtypes.float64 if dts[0].is_integer else dts[0]
     return [(inf.broadcast_shapes("divide", shapes[0], shapes[1]), out)]
 
 
 def _divide_grad(op, g):
     x, y = op.inputs
-    if not x.dtype.is_floating:
+    if not x.dtype.is_inexact:
         return [None, None]
     skip = skip_input_indices(op)
-    return [None if 0 in skip else unbroadcast(divide(g, y), x),
-            None if 1 in skip else unbroadcast(negative(divide(multiply(g, x), multiply(y, y))), y)]
+    x, y = conj(x), conj(y)
+    return [None if 0 in skip else unbroadcast(divide(g, y), op.inputs[0]),
+            None if 1 in skip else unbroadcast(negative(divide(multiply(g, x), multiply(y, y))), op.inputs[1])]
 
 
 def _divide_onnx(e, node, ins):
@@ -130,7 +134,7 @@ def _mod_onnx(e, node, ins):
 
 
 _DIVIDE = register("divide", _divide_kernel, _divide_infer, _divide_grad, same_dtype=(0, 1),
-                   kinds=inf.numeric_kinds, num_inputs=2, attrs={}, defaults={},
+                   kinds=_NC, num_inputs=2, attrs={}, defaults={},
                    fused=Ew("{0} / {1}"), onnx=_divide_onnx)
 divide = _public(_DIVIDE, "x / y elementwise (true division; integers give float64).")
 def _int_division(name, ufunc):
@@ -196,25 +200,25 @@ minimum = _binary("minimum", np.minimum, _select_grad(lambda x, y: less_equal(x,
 
 # ------------------------------------------------------------------ unary
 negative = _unary("negative", np.negative, lambda op, g: [negative(g)], doc="-x elementwise.", onnx="Neg",
-                  fused=Ew("-{0}"))
-square = _unary("square", np.square, lambda op, g: [multiply(g, multiply(op.inputs[0], 2))],
-                fused=Ew("{0} * {0}"),
+                  fused=Ew("-{0}"), kinds=_NC)
+square = _unary("square", np.square, lambda op, g: [multiply(g, multiply(conj(op.inputs[0]), 2))],
+                fused=Ew("{0} * {0}"), kinds=_NC,
                 onnx=lambda e, node, ins: e.op("Mul", ins[0], ins[0]))
-sqrt = _unary("sqrt", np.sqrt, lambda op, g: [divide(multiply(g, 0.5), op.outputs[0])], kinds="f",
+sqrt = _unary("sqrt", np.sqrt, lambda op, g: [divide(multiply(g, 0.5), conj(op.outputs[0]))], kinds=_FC,
               fused=Ew("np.sqrt({0})"),
               onnx="Sqrt")
 rsqrt = _unary("rsqrt", lambda x: 1 / np.sqrt(x),
                lambda op, g: [multiply(multiply(g, -0.5), pow(op.outputs[0], 3))], kinds="f",
                doc="1 / sqrt(x) elementwise.", fused=Ew("1.0 / np.sqrt({0})"), onnx=chain("Sqrt", "Reciprocal"))
-exp = _unary("exp", np.exp, lambda op, g: [multiply(g, op.outputs[0])], kinds="f",
+exp = _unary("exp", np.exp, lambda op, g: [multiply(g, conj(op.outputs[0]))], kinds=_FC,
              fused=Ew("np.exp({0})"), onnx="Exp")
-log = _unary("log", np.log, lambda op, g: [divide(g, op.inputs[0])], kinds="f", onnx="Log",
+log = _unary("log", np.log, lambda op, g: [divide(g, conj(op.inputs[0]))], kinds=_FC, onnx="Log",
              fused=Ew("np.log({0})"))
 log1p = _unary("log1p", np.log1p, lambda op, g: [divide(g, add(op.inputs[0], 1))], kinds="f",
                fused=Ew("np.log1p({0})"),
                onnx=lambda e, node, ins: e.op("Log", e.op("Add", ins[0], e.scalar(1, node.inputs[0].dtype))))
 tanh = _unary("tanh", np.tanh,
-              lambda op, g: [multiply(g, subtract(1, square(op.outputs[0])))], kinds="f",
+              lambda op, g: [multiply(g, conj(subtract(1, square(op.outputs[0]))))], kinds=_FC,
               fused=Ew("np.tanh({0})"), onnx="Tanh")
 
 
@@ -231,13 +235,45 @@ relu = _unary("relu", lambda x: np.maximum(x, x.dtype.type(0)),
               lambda op, g: [multiply(g, _mask(greater(op.inputs[0], 0), g))], doc="max(x, 0) elementwise.",
               fused=Ew("np.maximum({0}, 0)"),
               onnx=lambda e, node, ins: e.op("Max", ins[0], e.scalar(0, node.inputs[0].dtype)))
-abs = _unary("abs", np.abs, lambda op, g: [multiply(g, sign(op.inputs[0]))], onnx="Abs",  # noqa: A001
-             fused=Ew("np.abs({0})"))
+def _abs_infer(shapes, dts, attrs):
+    inf.check_kinds("abs", dts[0], _NC)
+    return [(tuple(shapes[0]), dts[0].real_dtype)]   # |z| of a complex z is real
+
+
+def _abs_grad(op, g):
+    x = op.inputs[0]
+    if not x.dtype.is_complex:
+        return [multiply(g, sign(x))]
+    # g z / |z| (0 at z = 0, as TF): the real gradient times the unit vector of z
+    a = op.outputs[0]
+    safe = where(equal(a, 0), ones_like(a), a)
+    return [multiply(cast(divide(g, safe), x.dtype), x)]
+
+
+_ABS = register("abs", np.abs, _abs_infer, _abs_grad, num_inputs=1, attrs={}, defaults={}, kinds=_NC,
+                fused=Ew("np.abs({0})"), onnx="Abs")
+abs = _public(_ABS, "|x| elementwise (the modulus of a complex x, a real tensor).")  # noqa: A001
+def _angle_infer(shapes, dts, attrs):
+    inf.check_kinds("angle", dts[0], _FC)
+    return [(tuple(shapes[0]), dts[0].real_dtype)]
+
+
+def _angle_grad(op, g):
+    z = op.inputs[0]
+    if not z.dtype.is_complex:
+        return [None]     # 0 or pi: piecewise constant on the reals
+    # d angle = (x dy - y dx) / |z|^2, so the gradient is i g / conj(z)
+    return [divide(complex(zeros_like(g), g), conj(z))]
+
+
+_ANGLE = register("angle", lambda x: np.angle(x).astype(x.real.dtype, copy=False), _angle_infer,
+                  _angle_grad, num_inputs=1, attrs={}, defaults={}, kinds=_FC)
+angle = _public(_ANGLE, "The argument of a complex x in (-pi, pi] (real x: 0 or pi, as TF).")
 sign = _unary("sign", np.sign, None, doc="Sign of x (-1, 0, 1); not differentiable.",
               fused=Ew("np.sign({0})"), onnx="Sign")
-sin = _unary("sin", np.sin, lambda op, g: [multiply(g, cos(op.inputs[0]))], kinds="f", onnx="Sin",
+sin = _unary("sin", np.sin, lambda op, g: [multiply(g, conj(cos(op.inputs[0])))], kinds=_FC, onnx="Sin",
              fused=Ew("np.sin({0})"))
-cos = _unary("cos", np.cos, lambda op, g: [negative(multiply(g, sin(op.inputs[0])))], kinds="f",
+cos = _unary("cos", np.cos, lambda op, g: [negative(multiply(g, conj(sin(op.inputs[0]))))], kinds=_FC,
              fused=Ew("np.cos({0})"), onnx="Cos")
 floor = _unary("floor", np.floor, None, kinds="f", doc="Floor of x; not differentiable.",
                fused=Ew("np.floor({0})"), onnx="Floor")
@@ -248,14 +284,16 @@ round = _unary("round", np.round, None, kinds="f",  # noqa: A001
 # ------------------------------------------------------------------ comparison and logic
 
 
-def _compare(name, kernel, expr, onnx):
-    op = register(name, kernel, inf.binary_broadcast(name, None, dtypes.bool), None, num_inputs=2,
-                  attrs={}, defaults={}, same_dtype=(0, 1), fused=Ew(expr), onnx=onnx)
+def _compare(name, kernel, expr, onnx, kinds=inf.ordered_kinds):
+    op = register(name, kernel, inf.binary_broadcast(name, kinds, dtypes.bool), None, num_inputs=2,
+                  attrs={}, defaults={}, same_dtype=(0, 1), fused=Ew(expr), onnx=onnx, kinds=kinds)
     return _public(op, f"Elementwise {name}(x, y) -> bool (not differentiable).")
 
 
-equal = _compare("equal", np.equal, "{0} == {1}", "Equal")
-not_equal = _compare("not_equal", np.not_equal, "{0} != {1}", lambda e, node, ins: e.op("Not", e.op("Equal", *ins)))
+# (equal and not_equal take every dtype; the orderings refuse complex values, which have none)
+equal = _compare("equal", np.equal, "{0} == {1}", "Equal", None)
+not_equal = _compare("not_equal", np.not_equal, "{0} != {1}", lambda e, node, ins: e.op("Not", e.op("Equal", *ins)),
+                     None)
 less = _compare("less", np.less, "{0} < {1}", "Less")
 less_equal = _compare("less_equal", np.less_equal, "{0} <= {1}", "LessOrEqual")
 greater = _compare("greater", np.greater, "{0} > {1}", "Greater")
@@ -294,7 +332,7 @@ def _add_n_onnx(e, node, ins):
 
 
 _ADD_N = register("add_n", _add_n_kernel, _add_n_infer,
-                  lambda op, g: [unbroadcast(g, x) for x in op.inputs], kinds=inf.numeric_kinds,
+                  lambda op, g: [unbroadcast(g, x) for x in op.inputs], kinds=_NC,
                   num_inputs=None, attrs={}, defaults={},
                   fused=Ew(lambda n: " + ".join(f"{{{k}}}" for k in range(n))), onnx=_add_n_onnx)
 
@@ -340,7 +378,7 @@ _np_matmul = np.matmul
 
 def _matmul_infer(shapes, dts, attrs):
     inf.check_same("matmul", dts)
-    inf.check_kinds("matmul", dts[0], inf.numeric_kinds)
+    inf.check_kinds("matmul", dts[0], _NC)
     a, b = shapes
     if len(a) < 2 or len(b) < 2:
         raise errors.InvalidArgumentError(
@@ -359,6 +397,8 @@ def _matmul_grad(op, g):
     a, b = op.inputs
     ta, tb = op.attrs.get("transpose_a", False), op.attrs.get("transpose_b", False)
     skip = skip_input_indices(op)  # e.g. the input batch of `x @ w`: one matmul less
+    if a.dtype.is_complex:   # the adjoints: conjugate transposes
+        a, b = conj(a), conj(b)
     da = db = None
     if not ta and not tb:
         if 0 not in skip:
@@ -380,7 +420,8 @@ def _matmul_grad(op, g):
             da = matmul(b, g, transpose_a=True, transpose_b=True)
         if 1 not in skip:
             db = matmul(g, a, transpose_a=True, transpose_b=True)
-    return [None if da is None else unbroadcast(da, a), None if db is None else unbroadcast(db, b)]
+    return [None if da is None else unbroadcast(da, op.inputs[0]),
+            None if db is None else unbroadcast(db, op.inputs[1])]
 
 
 def _matmul_loops(a, b, transpose_a, transpose_b):
@@ -424,7 +465,7 @@ def _matmul_onnx(e, node, ins):
 
 
 _MATMUL = register("matmul", _matmul_kernel, _matmul_infer, _matmul_grad, same_dtype=(0, 1),
-                   attrs={"transpose_a": "bool", "transpose_b": "bool"}, kinds=inf.numeric_kinds,
+                   attrs={"transpose_a": "bool", "transpose_b": "bool"}, kinds=_NC,
                    bind=_bind_matmul, num_inputs=2,
                    defaults={"transpose_a": False, "transpose_b": False},
                    fused=Kernel(_matmul_loops, ("transpose_a", "transpose_b"), _small_matmul), onnx=_matmul_onnx)
@@ -471,7 +512,7 @@ def _prod_grad(op, g):
     # d prod / d x_i = product of the others; computed without dividing by x (zeros safe)
     x = op.inputs[0]
     others = run_op(_PROD_OTHERS, (x,), {"axis": op.attrs.get("axis")})
-    return [multiply(_broadcast_back(_keepdims_grad(g, op), x), others)]
+    return [multiply(_broadcast_back(_keepdims_grad(g, op), x), conj(others))]
 
 
 def _group_last(x, axis):
@@ -643,13 +684,13 @@ def _mean_onnx(e, node, ins):
     return e.cast(e.op("Div", s, n), x.dtype)
 
 
-reduce_mean = reducer("reduce_mean", _k_mean, _mean_grad,
+reduce_mean = reducer("reduce_mean", _k_mean, _mean_grad, kinds=_NC,
                       fused=Reduction("0", "{acc} + {x}", "{acc} / {n}", kinds="f"), onnx=_mean_onnx)
 reduce_max = reducer("reduce_max", _k_max, _extreme_grad, ufunc=_max_reduce,
                      fused=Reduction("lowest", "np.maximum({acc}, {x})", identity=False), onnx=reduce_form("ReduceMax"))
 reduce_min = reducer("reduce_min", _k_min, _extreme_grad, ufunc=_min_reduce,
                      fused=Reduction("highest", "np.minimum({acc}, {x})", identity=False), onnx=reduce_form("ReduceMin"))
-reduce_prod = reducer("reduce_prod", _k_prod, _prod_grad, ufunc=_mul_reduce, keep_dtype=True,
+reduce_prod = reducer("reduce_prod", _k_prod, _prod_grad, ufunc=_mul_reduce, keep_dtype=True, kinds=_NC,
                       fused=Reduction("1", "{acc} * {x}"),
                       onnx=reduce_form("ReduceProd"))
 
