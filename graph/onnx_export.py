@@ -25,6 +25,7 @@ __all__ = ["to_onnx", "Emitter", "NO_FORM", "import_onnx", "MIN_OPSET"]
 
 MIN_OPSET = 17
 
+_COMPLEX_VALUES = "takes or gives complex values, which no ONNX operator computes"
 # Registered ops without an ONNX form, and why (docs/guide.md lists them; a test checks
 # that this table, the registry and the docs agree).
 NO_FORM = {
@@ -43,6 +44,14 @@ NO_FORM = {
            "which df's results carry)",
     "eigh": "ONNX has no eigendecomposition (an iterative one would not give LAPACK's eigenvector "
             "signs, which df's results carry)",
+    "complex": _COMPLEX_VALUES,
+    "real": _COMPLEX_VALUES,
+    "imag": _COMPLEX_VALUES,
+    "conj": _COMPLEX_VALUES,
+    "angle": _COMPLEX_VALUES,
+    "fft": _COMPLEX_VALUES,
+    "rfft": _COMPLEX_VALUES,
+    "irfft": _COMPLEX_VALUES,
 }
 
 

@@ -7,4 +7,5 @@ ROWS = []
 
 _COMPLEX = "complex inputs: tests/test_complex.py (numpy values, torch and jax gradients, exits)"
 _FFT = "complex inputs: tests/test_fft.py (numpy values, torch.fft gradients, exits)"
-EXCLUDED = {"complex": _COMPLEX, "real": _COMPLEX, "imag": _COMPLEX, "conj": _COMPLEX, "angle": _COMPLEX}
+EXCLUDED = {"complex": _COMPLEX, "real": _COMPLEX, "imag": _COMPLEX, "conj": _COMPLEX, "angle": _COMPLEX,
+            "fft": _FFT, "rfft": _FFT, "irfft": _FFT}

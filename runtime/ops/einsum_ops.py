@@ -19,6 +19,7 @@ from defun.runtime.ops import _args, _infer as inf
 from defun.runtime.ops._onnx import scatter_adjoint
 from defun.runtime.ops.array_ops import ones_like
 from defun.runtime.ops.index_ops import _rank
+from defun.runtime.ops.complex_ops import conj
 from defun.runtime.ops.math_ops import reduce_sum, unbroadcast
 from defun.runtime.registry import register
 from defun.runtime.tape import skip_input_indices
@@ -332,7 +333,7 @@ def _einsum_infer(shapes, dts, attrs):
     if not dts:
         raise errors.InvalidArgumentError("einsum: needs at least one operand")
     inf.check_same("einsum", dts)
-    inf.check_kinds("einsum", dts[0], inf.numeric_kinds)
+    inf.check_kinds("einsum", dts[0], inf.numeric_complex_kinds)
     ins, out = _parse(equation)
     if len(ins) != len(shapes):
         _fail(equation, f"{len(ins)} input subscripts but {len(shapes)} operands")
@@ -352,14 +353,14 @@ def _einsum_grad(op, g):
     grads = []
     for k, t in enumerate(ins):
         x = xs[k]
-        if k in skip or not x.dtype.is_floating:
+        if k in skip or not x.dtype.is_inexact:
             grads.append(None)
             continue
         labels = "".join(dict.fromkeys(t.replace(".", "")))
         # '...' first; where k has none, the '...' axes of the others are summed after
         target = ("." if "." in out else "") + labels
         terms = [out] + [s for j, s in enumerate(ins) if j != k]
-        operands = [g] + [o for j, o in enumerate(xs) if j != k]
+        operands = [g] + [conj(o) for j, o in enumerate(xs) if j != k]   # (conj: complex_ops)
         present = set("".join(terms))
         if any(c not in present for c in labels):
             # a label only k has (summed within k): ones shaped like k supply its size
@@ -418,7 +419,7 @@ def _einsum_onnx(e, node, ins):
 
 
 _EINSUM = register("einsum", _einsum_kernel, _einsum_infer, _einsum_grad, num_inputs=None,
-                   attrs={"equation": "str"}, defaults={}, kinds=inf.numeric_kinds, onnx=_einsum_onnx)
+                   attrs={"equation": "str"}, defaults={}, kinds=inf.numeric_complex_kinds, onnx=_einsum_onnx)
 
 
 # Internal: the adjoint of a one-operand einsum that takes diagonals, "ij->iij" puts x[i, j]
@@ -473,7 +474,7 @@ def _expand_onnx(e, node, ins):
 
 _EXPAND = register("einsum_expand", _expand_kernel,
                    lambda shapes, dts, attrs: [(_expand_shape(attrs["equation"], tuple(shapes[0])), dts[0])],
-                   _expand_grad, num_inputs=1, attrs={"equation": "str"}, defaults={}, kinds=inf.numeric_kinds,
+                   _expand_grad, num_inputs=1, attrs={"equation": "str"}, defaults={}, kinds=inf.numeric_complex_kinds,
                    onnx=_expand_onnx)
 
 

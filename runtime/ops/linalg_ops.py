@@ -43,10 +43,16 @@ _LinAlgError = np.linalg.LinAlgError
 # ---------------------------------------------------------------------------------------
 # Shape and dtype checks shared by inference (static shapes, None = unknown) and kernels
 
+# inv, solve and det also take complex matrices (issue 22); the factorizations do not
+_COMPLEX_OK = frozenset(("inv", "solve", "det"))
+
+
 def _check_dtype(op_name, dt):
-    if dt not in (dtypes.float32, dtypes.float64):
+    if dt not in (dtypes.float32, dtypes.float64) and not (
+            op_name in _COMPLEX_OK and dt in (dtypes.complex64, dtypes.complex128)):
+        also = " or complex64/complex128" if op_name in _COMPLEX_OK else ""
         raise errors.InvalidArgumentError(
-            f"{op_name}: unsupported input dtype {dt.name} (expected float32 or float64); use df.cast")
+            f"{op_name}: unsupported input dtype {dt.name} (expected float32 or float64{also}); use df.cast")
 
 
 def _matrix(op_name, shape, square=False, what="input"):
@@ -172,7 +178,7 @@ def _inv_kernel(a):
 
 
 def _inv_grad(op, g):
-    y = op.outputs[0]   # d(A^-1) = -A^-1 dA A^-1
+    y = m.conj(op.outputs[0])   # d(A^-1) = -A^-1 dA A^-1 (complex: the adjoints, A^-H)
     return [m.negative(m.matmul(y, m.matmul(g, y, transpose_b=True), transpose_a=True))]
 
 
@@ -185,7 +191,7 @@ def _inv_onnx(e, node, ins):
 
 
 _INV = register("inv", _inv_kernel, _square_infer("inv", lambda s: [s]), _inv_grad,
-                num_inputs=1, attrs={}, defaults={}, kinds="f", onnx=_inv_onnx)
+                num_inputs=1, attrs={}, defaults={}, kinds="fc", onnx=_inv_onnx)
 
 
 def inv(input, name=None):
@@ -199,8 +205,8 @@ def inv(input, name=None):
 # ------------------------------------------------------------------ solve
 def _solve_kernel(a, b, adjoint):
     a, b = _solve_operands("solve", a, b)
-    if adjoint:
-        a = a.swapaxes(-1, -2)
+    if adjoint:   # the conjugate transpose, as TF's adjoint
+        a = a.swapaxes(-1, -2).conj() if a.dtype.kind == "c" else a.swapaxes(-1, -2)
     try:
         return np.linalg.solve(a, b)
     except _LinAlgError:
@@ -211,13 +217,14 @@ def _solve_grad(op, g):
     a, b = op.inputs
     x = op.outputs[0]
     adjoint = op.attrs["adjoint"]
-    db = solve(a, g, adjoint=not adjoint)     # A^-T g (A^-1 g for the adjoint system)
-    da = m.negative(m.matmul(x, db, transpose_b=True) if adjoint else m.matmul(db, x, transpose_b=True))
+    db = solve(a, g, adjoint=not adjoint)     # A^-H g (A^-1 g for the adjoint system)
+    da = m.negative(m.matmul(x, m.conj(db), transpose_b=True) if adjoint else
+                    m.matmul(db, m.conj(x), transpose_b=True))
     return [m.unbroadcast(da, a), m.unbroadcast(db, b)]
 
 
 _SOLVE = register("solve", _solve_kernel, _solve_infer("solve"), _solve_grad, num_inputs=2,
-                  attrs={"adjoint": "bool"}, defaults={"adjoint": False}, same_dtype=(0, 1), kinds="f",
+                  attrs={"adjoint": "bool"}, defaults={"adjoint": False}, same_dtype=(0, 1), kinds="fc",
                   onnx=lambda e, node, ins: la.solve(
                       e, _t_onnx(e, ins[0], node.inputs[0]) if node.attrs["adjoint"] else ins[0], ins[1],
                       len(node.inputs[0].shape), len(node.inputs[1].shape), node.outputs[0].dtype))
@@ -348,13 +355,13 @@ def _det_kernel(a):
 
 
 def _times_inverse_transpose(g, a):
-    """g[..., None, None] * A^-T: the gradient of det-like scalars of A."""
-    return m.multiply(_col(_col(g)), _t(inv(a)))
+    """g[..., None, None] * A^-H: the gradient of det-like scalars of A (A^-T for real A)."""
+    return m.multiply(_col(_col(g)), m.conj(_t(inv(a))))
 
 
 _DET = register("det", _det_kernel, _square_infer("det", lambda s: [s[:-2]]),
-                lambda op, g: [_times_inverse_transpose(m.multiply(g, op.outputs[0]), op.inputs[0])],
-                num_inputs=1, attrs={}, defaults={}, kinds="f",
+                lambda op, g: [_times_inverse_transpose(m.multiply(g, m.conj(op.outputs[0])), op.inputs[0])],
+                num_inputs=1, attrs={}, defaults={}, kinds="fc",
                 # (onnxruntime's Det takes float32 only: float64 by elimination)
                 onnx=lambda e, node, ins: la.det(e, ins[0], len(node.inputs[0].shape), node.inputs[0].dtype)
                 if node.inputs[0].dtype.name == "float64" else e.op("Det", ins[0]))
