@@ -52,13 +52,16 @@ _DTYPE_CLASS = '''\
 class DType:
     """A tensor element type as the kernels see it: its name and numpy dtype."""
 
-    __slots__ = ("name", "np", "as_numpy_dtype", "is_floating", "is_integer", "is_bool")
+    __slots__ = ("name", "np", "as_numpy_dtype", "is_floating", "is_integer", "is_bool", "is_complex",
+                 "is_inexact")
 
-    def __init__(self, name, np_dtype, is_floating=False, is_integer=False, is_bool=False):
+    def __init__(self, name, np_dtype, is_floating=False, is_integer=False, is_bool=False,
+                 is_complex=False):
         self.name = name
         self.np = np.dtype(np_dtype)
         self.as_numpy_dtype = self.np.type
         self.is_floating, self.is_integer, self.is_bool = is_floating, is_integer, is_bool
+        self.is_complex, self.is_inexact = is_complex, is_floating or is_complex
 
     def __repr__(self):
         return f"DType({self.name!r})"
@@ -220,7 +223,8 @@ class SourceWriter:
             kind = numpy_type(value.dtype)
             if isinstance(value, np.floating) and not np.isfinite(value):
                 return f"{kind}({_float_literal(float(value))})"
-            if isinstance(value, (np.floating, np.integer, np.bool_)):
+            if isinstance(value, (np.floating, np.integer, np.bool_)) or \
+                    isinstance(value, np.complexfloating) and np.isfinite(value):
                 return f"{kind}({value.item()!r})"
             refuse(f"the numpy scalar {value!r}", where)
         path = numpy_path(value)
@@ -230,7 +234,7 @@ class SourceWriter:
 
     def _dtype(self, value):
         cls = self.stand_in(DType, _DTYPE_CLASS)
-        flags = "".join(f", {f}=True" for f in ("is_floating", "is_integer", "is_bool")
+        flags = "".join(f", {f}=True" for f in ("is_floating", "is_integer", "is_bool", "is_complex")
                         if getattr(value, f))
         name = self._name_for(value, value.name, "dtype")
         self.blocks.append(f"{name} = {cls}({value.name!r}, "
@@ -352,12 +356,12 @@ def _array_text(a):
     """numpy source building an array equal to `a` bit for bit: a literal when small and
     finite, else its little-endian bytes in hex (no import beyond numpy needed)."""
     dt = a.dtype
-    if dt.kind not in "biuf" or dt.fields is not None:
+    if dt.kind not in "biufc" or dt.fields is not None:
         raise errors.UnimplementedError(f"numpy source: arrays of dtype {dt} cannot be written")
     shape = tuple(int(d) for d in a.shape)
     if a.size == 0:
         return f"np.zeros({shape!r}, dtype={numpy_type(dt)})"
-    if a.size <= _MAX_LITERAL and (dt.kind != "f" or np.isfinite(a).all()):
+    if a.size <= _MAX_LITERAL and (dt.kind not in "fc" or np.isfinite(a).all()):
         values = _nested(a.tolist(), dt.kind)
         return f"np.array({values}, dtype={numpy_type(dt)})"
     data = np.ascontiguousarray(a, dtype=dt.newbyteorder("<")).tobytes().hex()
@@ -369,7 +373,7 @@ def _array_text(a):
 def _nested(v, kind):
     if isinstance(v, list):
         return "[" + ", ".join(_nested(x, kind) for x in v) + "]"
-    return repr(v) if kind != "f" else repr(float(v))
+    return repr(float(v)) if kind == "f" else repr(complex(v)) if kind == "c" else repr(v)
 
 
 # ---------------------------------------------------------------------------------------
