@@ -16,6 +16,7 @@ import numpy as np
 
 from defun.runtime import dtypes, errors, sites
 from defun.runtime import tensor as rt
+from defun.runtime.execute import promote_or_raise
 from defun.runtime.context import state
 from defun.runtime.convert import convert_operands
 from defun.runtime.ops._infer import check_kinds
@@ -552,10 +553,10 @@ class Graph:
         if same is not None and len(same) > 1:
             d0 = out[same[0]].dtype
             if any(out[i].dtype is not d0 for i in same):
-                d = [out[i].dtype for i in sorted(same)]
-                raise errors.InvalidArgumentError(
-                    f"{op.name}: inputs must have the same dtype, got {', '.join(x.name for x in d)}; "
-                    f"use df.cast to convert (while tracing, at {_site_text(site)})")
+                try:   # two integer dtypes numpy would promote: cast nodes, as eagerly
+                    return promote_or_raise(op, out)
+                except errors.InvalidArgumentError as e:
+                    raise errors.InvalidArgumentError(f"{e} (while tracing, at {_site_text(site)})") from None
         return out
 
     def _convert_weak(self, op, out, site):

@@ -74,6 +74,42 @@ def _unimplemented(node, why):
         f"exported function (export a function computing only what ONNX can express)")
 
 
+# The small integers onnxruntime has few kernels for (no int8 MatMul or ReduceSum, no
+# unsigned Neg, ...): a node computing them runs in int32 (uint32: int64) and casts its
+# results back. Casts wrap, so the results are numpy's wrapped ones. uint64 has no wider
+# type: only casts and identities of it export.
+_WIDER = {"int8": dtypes.int32, "int16": dtypes.int32, "uint8": dtypes.int32, "uint16": dtypes.int32,
+          "uint32": dtypes.int64}
+_UINT64_OPS = frozenset(("const", "cast", "identity", "stop_gradient"))
+
+
+class _TypeView:
+    """A tensor's static shape and (widened) dtype, as a form reads them."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, t):
+        self.shape = t.shape
+        self.dtype = _WIDER.get(t.dtype.name, t.dtype)
+
+
+class _WidenedNode:
+    """`node` as its form sees it when its small integers are computed widened."""
+
+    def __init__(self, node):
+        self._node = node
+        self.inputs = [_TypeView(t) for t in node.inputs]
+        self.outputs = [_TypeView(t) for t in node.outputs]
+
+    def __getattr__(self, name):
+        return getattr(self._node, name)
+
+
+def _small_ints(node):
+    """The small-integer dtypes among a node's inputs and outputs (a set of names)."""
+    return {t.dtype.name for t in (*node.inputs, *node.outputs)} & {*_WIDER, "uint64"}
+
+
 class _Var:
     """A resource tensor while exporting: the variable store it points at."""
 
@@ -265,6 +301,14 @@ class Emitter:
         if form is None:
             raise _unimplemented(node, NO_FORM.get(op.name, "no ONNX equivalent is declared"))
         inputs = [env[id(t)] for t in node.inputs]
+        small = _small_ints(node) if not op.function_attrs else None
+        if small:
+            if "uint64" in small and op.name not in _UINT64_OPS:
+                raise _unimplemented(node, "onnxruntime computes no uint64 values but casts; "
+                                           "df.cast them to int64 first")
+            inputs = [self.cast(v, _WIDER[t.dtype.name]) if t.dtype.name in _WIDER else v
+                      for v, t in zip(inputs, node.inputs)]
+            node = _WidenedNode(node)
         if isinstance(form, str):
             if any(isinstance(v, _Var) for v in inputs):
                 raise _unimplemented(node, "it takes a variable handle")
@@ -276,6 +320,9 @@ class Emitter:
             raise errors.UnimplementedError(
                 f"export_onnx: the ONNX form of {op.name!r} gave {len(outs)} outputs for "
                 f"{len(node.outputs)} (a bug in its form)")
+        if small:
+            node = node._node
+            outs = [self.cast(o, t.dtype) if t.dtype.name in _WIDER else o for o, t in zip(outs, node.outputs)]
         for t, name in zip(node.outputs, outs):
             env[id(t)] = name
 

@@ -63,7 +63,7 @@ def run_op(op, inputs, attrs=_EMPTY, name=None):
                 if op.same_dtype is not None:
                     da, db = vals[0].dtype, vals[1].dtype
                     if da is not db and da != db and len(op.same_dtype) == 2:
-                        _raise_dtype_mismatch(op, [inputs[j] for j in op.same_dtype])
+                        return run_op(op, promote_or_raise(op, inputs), attrs, name)
     else:
         try:
             if n == 1:
@@ -79,7 +79,7 @@ def run_op(op, inputs, attrs=_EMPTY, name=None):
                 for i in same:
                     d = vals[i].dtype
                     if d is not d0 and d != d0:
-                        _raise_dtype_mismatch(op, [inputs[j] for j in same])
+                        return run_op(op, promote_or_raise(op, inputs), attrs, name)
     kinds = op.kinds
     if kinds is not None and vals and vals[0].dtype.kind not in kinds:
         raise errors.InvalidArgumentError(
@@ -258,7 +258,8 @@ def _convert_eager_inputs(op, inputs):
         d0 = inputs[same[0]]._value.dtype
         for i in same:
             if inputs[i]._value.dtype != d0:
-                _raise_dtype_mismatch(op, [inputs[j] for j in same])
+                inputs = promote_or_raise(op, inputs)
+                break
     return inputs, [x._value for x in inputs]
 
 
@@ -268,6 +269,26 @@ def _is_tensor(x):
 
 def _eager_operand(x, dtype):
     return EagerTensor(to_array(x, dtype))
+
+
+def promote_or_raise(op, inputs):
+    """`inputs` with the operands of `op.same_dtype` cast to the dtype `dtypes.promoted` gives
+    two integer dtypes (int8 + uint8 -> int16, as numpy), or the error naming the dtypes.
+    Only reached on a mismatch, so the usual call pays nothing; eager and traced alike."""
+    same = op.same_dtype
+    target = inputs[same[0]].dtype
+    for i in same[1:]:
+        d = inputs[i].dtype
+        if d is not target:
+            target = dtypes.promoted(target, d)
+            if target is None:
+                _raise_dtype_mismatch(op, [inputs[j] for j in same])
+    cast = get_op("cast")
+    out = list(inputs)
+    for i in same:
+        if out[i].dtype is not target:
+            out[i] = run_op(cast, (out[i],), {"dtype": target})
+    return out
 
 
 def _raise_dtype_mismatch(op, tensors):
