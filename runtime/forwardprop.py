@@ -79,10 +79,10 @@ class ForwardAccumulator:
         else:
             raise TypeError(f"ForwardAccumulator: primal {k} must be a tensor or a variable, got "
                             f"{type(primal).__name__}")
-        if not dtype.is_floating:
+        if not dtype.is_inexact:
             raise errors.InvalidArgumentError(
                 f"ForwardAccumulator: {what} is {dtype.name}; forward-mode derivatives are "
-                f"defined for floating-point primals (df.cast it first)")
+                f"defined for floating-point and complex primals (df.cast it first)")
         if watched._id in self._tangents:
             raise ValueError(f"ForwardAccumulator: {what} is given twice; pass it once with the sum "
                              f"of its tangents")
@@ -150,7 +150,7 @@ class ForwardAccumulator:
         # an eager op's compact entry: its tensors and view rebuilt (runtime.tape)
         entry = tape_mod.expand_entry(entry)
         outputs = entry[2]
-        wanted = [k for k, o in enumerate(outputs) if o.dtype.is_floating]
+        wanted = [k for k, o in enumerate(outputs) if o.dtype.is_inexact]
         if not wanted:
             return
         # Only what was entered before this accumulator records the tangent computation (as

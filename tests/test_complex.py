@@ -391,3 +391,34 @@ def test_the_ir_prints_complex_types_short():
     cf = df.defun(lambda x: df.complex(x, x) * 2j).get_concrete_function(df.TensorSpec([2], df.float64))
     text = str(cf.graph)
     assert "c128[2] = complex(" in text and "f64[2]" in text
+
+
+def test_forward_mode_carries_complex_tangents_like_finite_differences():
+    def f(z):   # holomorphic and not (abs, conj, real): the tangent map is only R-linear
+        return [df.abs(df.exp(z) * df.conj(z)) + df.real(z * z), df.sqrt(z) * df.conj(z)]
+    z0, v = _z((3,), C128, 15), _z((3,), C128, 16)
+    zt = df.constant(z0)
+    with df.ForwardAccumulator(zt, df.constant(v)) as acc:
+        outs = f(zt)
+    eps = 1e-6
+    for out, hi, lo in zip(outs, f(df.constant(z0 + eps * v)), f(df.constant(z0 - eps * v))):
+        np.testing.assert_allclose(acc.jvp(out).numpy(), (hi.numpy() - lo.numpy()) / (2 * eps), rtol=1e-6)
+    x0, dx = np.array([0.4, 1.2]), np.array([1.0, -2.0])     # a real primal through complex values
+    xt = df.constant(x0)
+    with df.ForwardAccumulator(xt, df.constant(dx)) as acc:
+        y = df.abs(df.signal.rfft(xt * xt, [4]))
+    fd = (np.abs(np.fft.rfft((x0 + eps * dx) ** 2, 4)) - np.abs(np.fft.rfft((x0 - eps * dx) ** 2, 4))) / (2 * eps)
+    np.testing.assert_allclose(acc.jvp(y).numpy(), fd, rtol=1e-6)
+
+
+def test_the_numba_backend_runs_complex_and_small_int_nodes():
+    pytest.importorskip("numba")
+
+    def f(z, x, a):
+        return df.reduce_sum(df.abs(df.exp(z) * z)) + df.reduce_sum(df.tanh(x) * 2.0), a * a + a
+    args = (_z((3,), C64, 17), np.linspace(-1, 1, 4).astype(np.float32), np.array([1, 2, 100], np.int8))
+    fast, plain = df.defun(f, backend="numba")(*args), df.defun(f)(*args)
+    for a, b in zip(fast, plain):
+        assert a.dtype is b.dtype
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)
+    np.testing.assert_array_equal(fast[1].numpy(), np.array([2, 6, 100 * 100 + 100], np.int64).astype(np.int8))
