@@ -255,6 +255,8 @@ def _gather_inputs(f, feeds):
 def _random_input(rng, shape, dtype, int_high):
     if dtype.kind == "f":
         return rng.standard_normal(shape).astype(dtype)
+    if dtype.kind == "c":
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
     if dtype.kind == "b":
         return rng.random(shape) < 0.5
     return rng.integers(0, max(int_high, 1), size=shape).astype(dtype)

@@ -422,3 +422,22 @@ def test_the_numba_backend_runs_complex_and_small_int_nodes():
         assert a.dtype is b.dtype
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)
     np.testing.assert_array_equal(fast[1].numpy(), np.array([2, 6, 100 * 100 + 100], np.int64).astype(np.int8))
+
+
+def test_dot_labels_and_the_command_line_take_complex_documents(tmp_path):
+    from defun.graph.printer import to_dot
+    from test_cli import _ok, cli
+    cf = df.defun(lambda z, a: (df.abs(df.signal.fft(z)), a + a)).get_concrete_function(
+        df.TensorSpec([4], C64), df.TensorSpec([2], df.uint8))
+    dot = to_dot(cf.graph)
+    assert "c64[4]" in dot and "u8[2]" in dot and "f32[4]" in dot
+    df.export_json(cf, str(tmp_path / "f.json"))
+    z = _z((4,), C64, 18)
+    np.save(tmp_path / "z.npy", z)
+    np.save(tmp_path / "a.npy", np.array([200, 3], np.uint8))
+    out = _ok(cli("run", "f.json", "z=z.npy", "a=a.npy", cwd=tmp_path)).stdout
+    assert "output_0: float32[4]" in out and "output_1: uint8[2]" in out
+    _ok(cli("run", "f.json", "z=z.npy", "a=a.npy", "-o", "o.npz", cwd=tmp_path))
+    with np.load(tmp_path / "o.npz") as got:
+        np.testing.assert_allclose(got["output_0"], np.abs(np.fft.fft(z)), rtol=1e-5)
+        np.testing.assert_array_equal(got["output_1"], np.array([144, 6], np.uint8))
