@@ -41,7 +41,8 @@ class DType:
 
     @property
     def is_numeric(self):
-        return self.is_floating or self.is_integer or self.is_complex
+        """Floating or integer (real numbers: what ranges and orderings take; not complex)."""
+        return self.is_floating or self.is_integer
 
     @property
     def real_dtype(self):

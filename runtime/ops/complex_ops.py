@@ -13,7 +13,7 @@ from defun.runtime.execute import run_op
 from defun.runtime.ops import _infer as inf
 from defun.runtime.ops.base_ops import unbroadcast, zeros_like
 from defun.runtime.registry import register
-from defun.runtime.tensor import convert_to_tensor
+from defun.runtime.tensor import Tensor, convert_to_tensor
 
 __all__ = ["complex", "real", "imag", "conj"]
 
@@ -82,8 +82,8 @@ _CONJ = register("conj", np.conjugate, inf.unary_same("conj", "c"), lambda op, g
 
 
 def _is_complex(x):
-    """(is x complex, x as a tensor or variable)."""
-    if not isinstance(getattr(x, "dtype", None), dtypes.DType):   # arrays, Python numbers
+    """(is x complex, x as a tensor): variables are read, arrays and numbers converted."""
+    if not isinstance(x, Tensor):
         x = convert_to_tensor(x)
     return x.dtype.is_complex, x
 

@@ -162,12 +162,27 @@ mod = _binary("mod", _int_division("mod", np.mod), None, fused=Ew("np.remainder(
 def _pow_grad(op, g):
     x, y = op.inputs
     skip = skip_input_indices(op)
+    if x.dtype.is_complex:
+        return _complex_pow_grad(op, g, skip)
     dx = dy = None
     if 0 not in skip:
         dx = multiply(g, multiply(y, pow(x, subtract(y, 1))))
     if 1 not in skip:  # `x ** 2` needs no log of x
         safe_log = log(where(greater(x, 0), x, ones_like(x)))
         dy = multiply(g, multiply(op.outputs[0], where(greater(x, 0), safe_log, zeros_like(x))))
+    return [None if dx is None else unbroadcast(dx, x), None if dy is None else unbroadcast(dy, y)]
+
+
+def _complex_pow_grad(op, g, skip):
+    # the real rule conjugated; log(0) is taken as 0 (0 ** y has no y-derivative there, as TF)
+    x, y = op.inputs
+    dx = dy = None
+    if 0 not in skip:
+        dx = multiply(g, conj(multiply(y, pow(x, subtract(y, 1)))))
+    if 1 not in skip:
+        zero = equal(x, zeros_like(x))
+        safe_log = where(zero, zeros_like(x), log(where(zero, ones_like(x), x)))
+        dy = multiply(g, conj(multiply(op.outputs[0], safe_log)))
     return [None if dx is None else unbroadcast(dx, x), None if dy is None else unbroadcast(dy, y)]
 
 
@@ -178,7 +193,7 @@ def _pow_kernel(x, y):
     return np.power(x, y)
 
 
-pow = _binary("pow", _pow_kernel, _pow_grad, onnx="Pow", fused=Ew("np.power({0}, {1})", kinds="f"),  # noqa: A001
+pow = _binary("pow", _pow_kernel, _pow_grad, onnx="Pow", fused=Ew("np.power({0}, {1})", kinds="f"), kinds=_NC,  # noqa: A001
               doc="x ** y elementwise.")
 
 
