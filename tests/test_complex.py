@@ -443,3 +443,15 @@ def test_dot_labels_and_the_command_line_take_complex_documents(tmp_path):
     with np.load(tmp_path / "o.npz") as got:
         np.testing.assert_allclose(got["output_0"], np.abs(np.fft.fft(z)), rtol=1e-5)
         np.testing.assert_array_equal(got["output_1"], np.array([144, 6], np.uint8))
+
+
+def test_df_test_checks_real_functions_with_complex_insides_both_modes_to_order_two():
+    def f(x, y):
+        z = df.complex(x, y)
+        w = df.exp(z * 0.5) * df.conj(z) / (z + 3.0) + df.linalg.det(df.complex(x, x) + 2.0 * df.eye(3, dtype=C64
+                                                                                                   if x.dtype is df.float32 else C128))
+        return df.abs(w) + df.angle(w * z) + df.real(df.einsum("ij,jk->ik", z, z) ** 2)
+    rng = np.random.default_rng(19)
+    x, y = rng.uniform(0.5, 1.5, (3, 3)), rng.uniform(0.5, 1.5, (3, 3))
+    df.test.check_gradients(f, [x.astype(np.float32), y.astype(np.float32)], order=1)
+    df.test.check_gradients(f, [x, y], order=2)    # (float32 differences are too coarse for order 2 here)

@@ -214,3 +214,13 @@ def test_unknown_outer_sizes_trace_and_unknown_inner_sizes_need_fft_length():
 def test_bad_inputs_raise_naming_the_function(call, match):
     with pytest.raises((IAE, TypeError), match=match):
         call()
+
+
+def test_df_test_checks_real_functions_through_the_transforms_both_modes_to_order_two():
+    # real in, real out, complex inside: reverse and forward mode, first and second order
+    def f(x):
+        product = S.irfft(S.rfft(x, [6]) * S.rfft(x, [6]), [5])
+        return df.abs(product) + df.real(S.ifft2(S.fft2(df.complex(x, x * x))))[..., :5]
+    x = _x((3, 5), 6)
+    for dtype in (np.float32, np.float64):
+        df.test.check_gradients(f, [x.astype(dtype)], order=2)
