@@ -1,32 +1,44 @@
-"""The `defun` command: look at, check, run, draw, convert and time graph documents.
+"""The `defun` command: look at, check, run, draw, convert, time and profile graph documents.
 
-    defun show model.json                    the graph, one line per node (--backward too)
+    defun show model.json                    the graph, one line per node (--optimized, --plan,
+                                             --variables, --backward; --json for scripts)
     defun validate model.json                it loads; its inputs, outputs and size
-    defun run model.json x=x.npy -o out.npz  run it on .npy inputs, named as its arguments
+    defun run model.json x=x.npy -o out.npz  run it on .npy (or f.npz[key]) inputs named as its
+                                             arguments, or --random ones; outputs by name
     defun dot model.json -o model.svg        draw it: .svg or .png (Graphviz), or .dot text
-    defun onnx model.json -o model.onnx      convert it to ONNX (the [onnx] extra)
+    defun onnx model.json -o model.onnx      convert it to ONNX (the [onnx] extra); --check
+                                             compares onnxruntime with the loaded function
     defun numpy model.json -o model.py       a Python module computing it with numpy alone
     defun bench model.json --size 64         median and p90 call time on random inputs
+                                             (--profile: the time per node)
 
 Also `python -m defun ...`. Exit status 0 on success; 2 when a file or an argument is bad
-(a document that does not load prints its GraphFormatError, without a traceback); 1 when
-the function itself fails or a needed tool is missing.
+(a document that does not load prints its GraphFormatError, a bad flag or a budget
+exceeded one line, all without a traceback); 1 when the function itself fails, a check
+fails or a needed tool is missing. Nothing given on the command line is evaluated as Python:
+inputs are read with np.load(allow_pickle=False).
 """
 import argparse
+import json
 import os
+import re
 import statistics
 import sys
 import time
+import zipfile
 
 import numpy as np
 
 import defun
 from defun.runtime import errors
-from defun.runtime.nest import flatten
+from defun.graph.backends import backends, get_backend
+from defun.graph.onnx_export import MIN_OPSET
 from defun.graph.printer import format_graph, render_dot, to_dot
-from defun.graph.serialize import from_document
+from defun.graph.serialize import budget
 from defun.graph_function import GraphFunction
+from defun.export import load_json
 from defun.numpy_export import export_numpy_source
+from defun.profile import _duration, profile
 
 __all__ = ["main"]
 
@@ -49,6 +61,10 @@ def main(argv=None):
     except errors.GraphFormatError as e:
         print(f"{where}: {args.file}: {e}", file=sys.stderr)
         return 2
+    except errors.ResourceExhaustedError as e:
+        print(f"{where}: {_one_line(e)} (raise the budget with --max-bytes N or --max-iterations N, "
+              f"or `none` for a document you trust)", file=sys.stderr)
+        return 2
     except _BadInput as e:
         print(f"{where}: {e}", file=sys.stderr)
         return 2
@@ -56,7 +72,7 @@ def main(argv=None):
         print(f"{where}: {e.filename or args.file}: {e.strerror or e}", file=sys.stderr)
         return 2
     except (_Failed, errors.DefunError) as e:
-        print(f"{where}: {e}", file=sys.stderr)
+        print(f"{where}: {_one_line(e)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"{where}: interrupted", file=sys.stderr)
@@ -64,13 +80,25 @@ def main(argv=None):
     return 0
 
 
+def _one_line(e):
+    return " ".join(str(e).split())
+
+
 # ---------------------------------------------------------------------------------------
 # The commands
 
 def _show(args):
-    f = _load(args.file)
+    f = _load(args)
+    if args.json:
+        print(json.dumps(_description(f), indent=2))
+        return
     print(_signature_text(f))
-    print(format_graph(f.graph))
+    if args.variables:
+        print(_variables_text(f))
+    if args.plan:
+        print(f.plan_source(args.backend), end="")
+        return
+    print(format_graph(f.optimized_graph() if args.optimized else f.graph))
     if args.backward:
         bw = GraphFunction.of(f.graph).backward()
         print()
@@ -80,7 +108,7 @@ def _show(args):
 
 
 def _validate(args):
-    f = _load(args.file)
+    f = _load(args)
     doc = f.to_document()
     nodes = sum(len(fn.get("nodes", ())) for fn in doc["functions"])
     variables = f.variables
@@ -93,21 +121,34 @@ def _validate(args):
 
 
 def _run(args):
-    f = _load(args.file)
+    f = _load(args)
+    if args.size is not None and not args.random:
+        raise _BadInput("--size sets the unknown sizes of --random inputs: add --random")
     feeds = _parse_feeds(args.inputs)
-    arrays = _gather_inputs(f, feeds)
+    arrays = _gather_inputs(f, feeds, args)
     try:
         result = f(*arrays)
+    except errors.ResourceExhaustedError:
+        raise
     except errors.DefunError as e:
         raise _Failed(f"the function failed: {e}") from None
-    outputs = [np.asarray(t) for t in flatten(result)] if result is not None else []
-    named = {f"output_{k}": v for k, v in enumerate(outputs)}
+    named = dict(zip(f.output_names, (np.asarray(t) for t in _flat_results(f, result))))
     if args.output:
         if not args.output.endswith(".npz"):
             raise _BadInput(f"-o {args.output}: outputs are written as .npz (name it out.npz)")
-        np.savez(args.output, **named)
+        _write_npz(args.output, named)
         print(f"wrote {len(named)} output{'s' if len(named) != 1 else ''} to {args.output}: "
               + ", ".join(f"{k} {_array_type(v)}" for k, v in named.items()))
+        return
+    if args.outdir:
+        if os.path.exists(args.outdir) and not os.path.isdir(args.outdir):
+            raise _BadInput(f"--outdir {args.outdir}: exists and is not a directory")
+        os.makedirs(args.outdir, exist_ok=True)
+        files = _file_names(named)
+        for name, value in named.items():
+            np.save(os.path.join(args.outdir, files[name]), value, allow_pickle=False)
+        print(f"wrote {len(named)} output{'s' if len(named) != 1 else ''} to {args.outdir}: "
+              + ", ".join(f"{files[k]} {_array_type(v)}" for k, v in named.items()))
         return
     with np.printoptions(threshold=200, edgeitems=3):
         for k, v in named.items():
@@ -116,13 +157,14 @@ def _run(args):
 
 
 def _dot(args):
-    f = _load(args.file)
+    f = _load(args)
     ext = os.path.splitext(args.output)[1].lower().lstrip(".")
     if ext not in ("dot", "gv", "svg", "png", "pdf"):
         raise _BadInput(f"-o {args.output}: name the picture .svg, .png or .pdf (drawn by Graphviz) "
                         f"or .dot (the text)")
     backward = GraphFunction.of(f.graph).backward() if args.backward else None
-    text = to_dot(f.graph, backward)
+    text = to_dot(f.graph, backward, input_names=[s.name for s in f.signature],
+                  output_names=f.output_names)
     if ext in ("dot", "gv"):
         data = text.encode("utf-8")
     else:
@@ -136,19 +178,65 @@ def _dot(args):
 
 
 def _onnx(args):
-    f = _load(args.file)
-    export_onnx = getattr(defun, "export_onnx", None)
-    if export_onnx is None:
-        raise _Failed("this installation of defun has no ONNX export (df.export_onnx)")
+    f = _load(args)
     try:
-        export_onnx(f, args.output, opset=args.opset)
+        import onnx
     except ImportError as e:
         raise _Failed(f"ONNX export needs the onnx package: pip install 'defun[onnx]' ({e})") from None
-    print(f"wrote {args.output} ({os.path.getsize(args.output)} bytes)")
+    if not MIN_OPSET <= args.opset <= onnx.defs.onnx_opset_version():
+        raise _BadInput(f"--opset {args.opset}: this export writes opsets {MIN_OPSET} to "
+                        f"{onnx.defs.onnx_opset_version()} (the installed onnx's newest)")
+    model = defun.export_onnx(f, None, opset=args.opset)
+    data = model.SerializeToString()
+    with open(args.output, "wb") as out:
+        out.write(data)
+    print(f"wrote {args.output} ({len(data)} bytes; inputs {', '.join(i.name for i in model.graph.input)}; "
+          f"outputs {', '.join(o.name for o in model.graph.output)})")
+    if args.check:
+        _check_onnx(f, data, args)
+
+
+def _check_onnx(f, data, args):
+    try:
+        import onnxruntime
+    except ImportError:
+        raise _Failed("--check runs the model in onnxruntime: pip install onnxruntime") from None
+    arrays = [_random_input(np.random.default_rng(args.seed), _sized(s.shape, args.size), s.dtype.np, 1)
+              for s in f.signature]
+    session = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"])
+    got = session.run(None, {i.name: a for i, a in zip(session.get_inputs(), arrays)})
+    want = [np.asarray(t) for t in _flat_results(f, f(*arrays))]
+    worst, failed = (0.0, None), []
+    for name, a, b in zip(f.output_names, got, want):
+        diff, tolerance = _difference(a, b)
+        if diff > worst[0] or worst[1] is None:
+            worst = (diff, name)
+        if diff > tolerance:
+            failed.append(f"{name} (difference {diff:.3g}, tolerance {tolerance:.3g})")
+    on = ", ".join(f"{s.name} {_array_type(a)}" for s, a in zip(f.signature, arrays)) or "no inputs"
+    print(f"checked against onnxruntime {onnxruntime.__version__} on random {on}: largest "
+          f"difference {worst[0]:.3g}" + (f" (output {worst[1]})" if worst[1] is not None else ""))
+    if failed:
+        raise _Failed(f"onnxruntime differs beyond float tolerance in {', '.join(failed)}")
+
+
+def _difference(a, b):
+    """(the largest difference of `a` from `b`, relative to b's size past 1; its tolerance)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return float("inf"), 0.0
+    if b.dtype.kind not in "fc":
+        return float(np.count_nonzero(a != b)), 0.0
+    both_nan = np.isnan(a) & np.isnan(b)
+    scale = np.maximum(1.0, np.abs(b.astype(np.float64)))
+    diff = np.where(both_nan, 0.0, np.abs(a.astype(np.float64) - b) / scale)
+    return (float(np.max(diff)) if diff.size else 0.0), _TOLERANCE[b.dtype.itemsize]
+
+
+_TOLERANCE = {2: 1e-2, 4: 1e-4, 8: 1e-9}     # by itemsize: float16, float32, float64
 
 
 def _numpy(args):
-    f = _load(args.file)
+    f = _load(args)
     text = export_numpy_source(f, args.output, include_backward=args.backward)
     if args.output:
         print(f"wrote {args.output} ({len(text.splitlines())} lines; needs only numpy)")
@@ -157,14 +245,10 @@ def _numpy(args):
 
 
 def _bench(args):
-    f = _load(args.file)
-    if args.size < 0 or args.repeat < 1 or args.warmup < 0:
-        raise _BadInput("--size and --warmup must be >= 0 and --repeat >= 1")
+    f = _load(args)
     rng = np.random.default_rng(args.seed)
-    arrays = []
-    for s in f.signature:
-        shape = tuple(args.size if d is None else d for d in s.shape)
-        arrays.append(_random_input(rng, shape, s.dtype.np, args.int_high))
+    arrays = [_random_input(rng, _sized(s.shape, args.size), s.dtype.np, args.int_high)
+              for s in f.signature]
     try:
         for _ in range(args.warmup):
             f(*arrays)
@@ -173,6 +257,9 @@ def _bench(args):
             start = time.perf_counter()
             f(*arrays)
             times.append(time.perf_counter() - start)
+        rows = profile(f, *arrays, repeat=args.repeat) if args.profile else None
+    except errors.ResourceExhaustedError:
+        raise
     except errors.DefunError as e:
         raise _Failed(f"the function failed on random inputs: {e}") from None
     times.sort()
@@ -181,15 +268,48 @@ def _bench(args):
     print(f"@{f.graph.name} on {on}")
     print(f"median {_duration(statistics.median(times))}, p90 {_duration(p90)}, "
           f"min {_duration(times[0])} over {len(times)} calls ({args.warmup} warm-up)")
+    if rows is not None:
+        print()
+        print(rows)
 
 
 # ---------------------------------------------------------------------------------------
 # Helpers
 
-def _load(path):
+def _load(args):
+    path = args.file
     if os.path.isdir(path):
         raise _BadInput(f"{path} is a directory; give a graph document (.json)")
-    return from_document(path)
+    backend = getattr(args, "backend", None) or "numpy"
+    max_bytes = getattr(args, "max_bytes", budget.DEFAULT_MAX_BYTES)
+    max_iterations = getattr(args, "max_iterations", budget.DEFAULT_MAX_ITERATIONS)
+    if args.command == "run" and backend != "numpy" and (max_bytes is not None or max_iterations is not None):
+        raise _BadInput(f"--backend {backend} runs compiled loops that the budgets cannot meter: "
+                        f"add --max-bytes none --max-iterations none to run a document you trust on it")
+    if args.command != "run":
+        backend = "numpy"       # show --plan's --backend names the plan shown, not the loader's
+    return load_json(path, backend=backend, max_bytes=max_bytes, max_iterations=max_iterations)
+
+
+def _flat_results(f, result):
+    """The results of a call of loaded function `f`, in its output order."""
+    out = [None] * len(f.graph.outputs)
+
+    def walk(s, r):
+        (kind, value), = s.items()
+        if kind == "output":
+            out[value] = r
+        elif kind in ("list", "tuple"):
+            for v, x in zip(value, r):
+                walk(v, x)
+        elif kind == "dict":
+            for k, v in value:
+                walk(v, r[k])
+        elif kind == "namedtuple":
+            for (_, v), x in zip(value["fields"], r):
+                walk(v, x)
+    walk(f.output_structure, result)
+    return out
 
 
 def _type_text(shape, dtype):
@@ -202,8 +322,33 @@ def _array_type(a):
 
 def _signature_text(f):
     ins = ", ".join(f"{s.name}: {_type_text(s.shape, s.dtype.name)}" for s in f.signature)
-    outs = ", ".join(_type_text(t.shape, t.dtype.name) for t in f.graph.outputs)
+    outs = ", ".join(f"{n}: {_type_text(t.shape, t.dtype.name)}"
+                     for n, t in zip(f.output_names, f.graph.outputs))
     return f"# @{f.graph.name}({ins}) -> ({outs})"
+
+
+def _variables_text(f):
+    values = f.variables
+    if not values:
+        return "# variables: none"
+    lines = [f"# variables ({len(values)}, {sum(v.nbytes for v in values.values())} bytes):"]
+    lines += [f"#   {name}: {_array_type(v)}" for name, v in values.items()]
+    return "\n".join(lines)
+
+
+def _description(f):
+    """What `show --json` prints: the names, dtypes and shapes (null: any size) of the
+    inputs, outputs and variables."""
+    def entry(name, shape, dtype):
+        return {"name": name, "dtype": dtype, "shape": [None if d is None else int(d) for d in shape]}
+    return {"function": f.graph.name,
+            "inputs": [entry(s.name, s.shape, s.dtype.name) for s in f.signature],
+            "outputs": [entry(n, t.shape, t.dtype.name) for n, t in zip(f.output_names, f.graph.outputs)],
+            "variables": [entry(n, v.shape, v.dtype.name) for n, v in f.variables.items()],
+            "backward_levels": f.backward_depth}
+
+
+_NPZ_KEY = re.compile(r"^(?P<path>.+\.npz)\[(?P<key>[^\[\]]+)\]$", re.I)
 
 
 def _parse_feeds(items):
@@ -211,14 +356,14 @@ def _parse_feeds(items):
     for item in items:
         name, sep, path = item.partition("=")
         if not sep or not name or not path:
-            raise _BadInput(f"inputs are given as NAME=file.npy, got {item!r}")
+            raise _BadInput(f"inputs are given as NAME=file.npy or NAME=file.npz[key], got {item!r}")
         if name in feeds:
             raise _BadInput(f"input {name!r} is given twice")
         feeds[name] = path
     return feeds
 
 
-def _gather_inputs(f, feeds):
+def _gather_inputs(f, feeds, args):
     names = [s.name for s in f.signature]
     extra = sorted(set(feeds) - set(names))
     missing = [n for n in names if n not in feeds]
@@ -226,21 +371,18 @@ def _gather_inputs(f, feeds):
     if extra:
         raise _BadInput(f"no input named {', '.join(map(repr, extra))}; the function's inputs are "
                         f"{listing}")
-    if missing:
+    if missing and not args.random:
         raise _BadInput(f"missing input{'s' if len(missing) > 1 else ''} "
-                        f"{', '.join(map(repr, missing))}: pass NAME=file.npy for each of {listing}")
+                        f"{', '.join(map(repr, missing))}: pass NAME=file.npy for each of {listing} "
+                        f"(or --random for random values)")
+    rng = np.random.default_rng(args.seed)
     arrays = []
     for s in f.signature:
-        path = feeds[s.name]
-        try:
-            a = np.load(path, allow_pickle=False)
-        except OSError:
-            raise
-        except ValueError as e:
-            raise _BadInput(f"input {s.name!r}: {path} is not a .npy array file ({e})") from None
-        if not isinstance(a, np.ndarray):
-            raise _BadInput(f"input {s.name!r}: {path} holds several arrays (an .npz); save one "
-                            f"array with np.save")
+        if s.name not in feeds:
+            arrays.append(_random_input(rng, _sized(s.shape, 4 if args.size is None else args.size),
+                                        s.dtype.np, args.int_high))
+            continue
+        path, a = _read_input(s.name, feeds[s.name])
         want = _type_text(s.shape, s.dtype.name)
         if a.dtype != s.dtype.np:
             raise _BadInput(f"input {s.name!r}: {path} holds {_array_type(a)}, the function takes "
@@ -250,6 +392,73 @@ def _gather_inputs(f, feeds):
                             f"{want} (? is any size)")
         arrays.append(a)
     return arrays
+
+
+def _read_input(name, path):
+    """(what to call it, the array) of NAME=path: a .npy file, or one array of an .npz
+    (`f.npz[key]`; `f.npz` alone when it holds one array, or one named NAME)."""
+    key = None
+    m = _NPZ_KEY.match(path)
+    if m is not None and not os.path.exists(path):
+        path, key = m.group("path"), m.group("key")
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except OSError:
+        raise
+    except ValueError as e:
+        raise _BadInput(f"input {name!r}: {path} is not a .npy or .npz array file ({_one_line(e)})") from None
+    if isinstance(loaded, np.ndarray):
+        if key is not None:
+            raise _BadInput(f"input {name!r}: {path} holds one array (a .npy), not keys: drop [{key}]")
+        return path, loaded
+    with loaded:
+        keys = list(loaded.files)
+        if key is None:
+            if len(keys) == 1:
+                key = keys[0]
+            elif name in keys:
+                key = name
+            else:
+                raise _BadInput(f"input {name!r}: {path} holds {len(keys)} arrays; pick one with "
+                                f"{name}={path}[key], key one of {', '.join(keys[:20])}")
+        if key not in keys:
+            raise _BadInput(f"input {name!r}: {path} has no array {key!r}; it holds "
+                            f"{', '.join(keys[:20]) or 'none'}")
+        try:
+            return f"{path}[{key}]", loaded[key]
+        except ValueError as e:
+            raise _BadInput(f"input {name!r}: {path}[{key}] cannot be read ({_one_line(e)})") from None
+
+
+def _write_npz(path, named):
+    """Arrays by name in an .npz, as np.savez writes them (any name, `file` included)."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
+            for name, value in named.items():
+                with z.open(f"{name}.npy", "w", force_zip64=True) as out:
+                    np.lib.format.write_array(out, np.asanyarray(value), allow_pickle=False)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _file_names(named):
+    """A file name per output, its name made safe (`stats.mean` -> stats.mean.npy)."""
+    files, taken = {}, set()
+    for name in named:
+        base = re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".") or "output"
+        stem, k = base, 1
+        while stem.lower() in taken:
+            stem, k = f"{base}_{k}", k + 1
+        taken.add(stem.lower())
+        files[name] = stem + ".npy"
+    return files
+
+
+def _sized(shape, size):
+    return tuple(size if d is None else d for d in shape)
 
 
 def _random_input(rng, shape, dtype, int_high):
@@ -262,20 +471,47 @@ def _random_input(rng, shape, dtype, int_high):
     return rng.integers(0, max(int_high, 1), size=shape).astype(dtype)
 
 
-def _duration(seconds):
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.1f} us"
-    if seconds < 1:
-        return f"{seconds * 1e3:.3f} ms"
-    return f"{seconds:.3f} s"
+# ---------------------------------------------------------------------------------------
+# The command line: every flag value checked by argparse, every refusal one line
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a bad command line as one line on stderr (exit 2) instead of usage."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
+
+
+def _int_at_least(low):
+    def parse(text):
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {value}")
+        return value
+    return parse
+
+
+def _budget(text):
+    if text.lower() == "none":
+        return None
+    return _int_at_least(0)(text)
+
+
+def _backend(text):
+    try:
+        return get_backend(text).name
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(_one_line(e)) from None
 
 
 def _parser():
-    parser = argparse.ArgumentParser(
-        prog="defun", description="Look at, check, run, draw, convert and time defun graph "
-        "documents (written by df.export_json).",
-        epilog="Exit status: 0 success; 2 a bad file or argument; 1 the function failed or a "
-        "needed tool is missing.")
+    parser = _Parser(
+        prog="defun", description="Look at, check, run, draw, convert, time and profile defun "
+        "graph documents (written by df.export_json).",
+        epilog="Exit status: 0 success; 2 a bad file, argument or exceeded budget; 1 the function "
+        "failed, a check failed or a needed tool is missing.")
     parser.add_argument("--version", action="version", version=f"defun {defun.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -285,45 +521,79 @@ def _parser():
         p.set_defaults(handler=handler)
         return p
 
+    backend_help = f"a backend: {', '.join(backends())} (installed here; default numpy)"
     p = command("show", _show, "print the graph, one line per node",
-                "Print the function's signature and its graph as text: one line per node, "
-                "called functions after their caller.")
+                "Print the function's signature (inputs and outputs by name) and its graph as "
+                "text: one line per node, called functions after their caller.")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--optimized", action="store_true",
+                       help="the graph after the optimization passes (what plans compile)")
+    which.add_argument("--plan", action="store_true", help="the compiled plan's Python source")
+    p.add_argument("--backend", type=_backend, default="numpy", help="the plan's backend: " + backend_help)
+    p.add_argument("--variables", action="store_true", help="list the variables: name, dtype, shape")
     p.add_argument("--backward", action="store_true",
                    help="also print the backward function the graph's gradient runs")
+    p.add_argument("--json", action="store_true",
+                   help="print names, dtypes and shapes of inputs, outputs and variables as JSON")
     command("validate", _validate, "check that the document loads; print its inputs and outputs",
             "Load and verify the document (every check the loader makes) and report its "
             "signature, functions, nodes and variables.")
     p = command("run", _run, "run the function on .npy inputs",
-                "Run the function on inputs saved with np.save, one NAME=file.npy per argument "
-                "(the names `defun show` prints). Outputs are printed, or written to an .npz "
-                "as output_0, output_1, ...")
+                "Run the function on inputs saved with np.save (NAME=file.npy) or np.savez "
+                "(NAME=file.npz[key]), one per argument (the names `defun show` prints), or on "
+                "random ones (--random). Outputs, by name, are printed or written to an .npz "
+                "(-o) or to one .npy each (--outdir). Nothing given is evaluated as Python.")
     p.add_argument("inputs", nargs="*", metavar="NAME=file.npy", help="one input per argument")
-    p.add_argument("-o", "--output", help="write the outputs to this .npz file")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("-o", "--output", help="write the outputs to this .npz file")
+    out.add_argument("--outdir", help="write each output to DIR/NAME.npy (DIR made if missing)")
+    p.add_argument("--random", action="store_true", help="random values for the inputs not given")
+    p.add_argument("--size", type=_int_at_least(0), help="the size of unknown (?) dimensions of "
+                   "random inputs (default 4)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the random inputs")
+    p.add_argument("--int-high", type=_int_at_least(1), default=1,
+                   help="random integer inputs are drawn from [0, N) (default 1: zeros)")
+    p.add_argument("--backend", type=_backend, default="numpy", help=backend_help)
+    p.add_argument("--max-bytes", type=_budget, default=budget.DEFAULT_MAX_BYTES, metavar="N",
+                   help=f"most bytes of values a call may hold (default {budget.DEFAULT_MAX_BYTES}; none: no limit)")
+    p.add_argument("--max-iterations", type=_budget, default=budget.DEFAULT_MAX_ITERATIONS, metavar="N",
+                   help=f"most iterations of a loop (default {budget.DEFAULT_MAX_ITERATIONS}; none: no limit)")
     p = command("dot", _dot, "draw the graph (SVG, PNG or DOT)",
-                "Draw the graph with Graphviz: captured variables and constants are dashed; with "
-                "--backward the forward and backward functions are drawn side by side, the side "
-                "outputs the backward reads filled and joined to it. .svg/.png/.pdf need the "
-                "graphviz package ([viz] extra) and Graphviz's dot program; .dot writes the text.")
+                "Draw the graph with Graphviz: a box per node (op and shape; attributes in the "
+                "tooltip), inputs and outputs by name, captured variables and constants dashed, "
+                "cond branches and while bodies as clusters; with --backward the forward and "
+                "backward functions side by side, the side outputs the backward reads filled and "
+                "joined to it. .svg/.png/.pdf need the graphviz package ([viz] extra) and "
+                "Graphviz's dot program; .dot writes the text.")
     p.add_argument("-o", "--output", required=True, help="g.svg, g.png, g.pdf or g.dot")
     p.add_argument("--backward", action="store_true", help="draw the backward function too")
     p = command("onnx", _onnx, "convert to an ONNX model",
-                "Convert the function to an ONNX model (variables as initializers); needs the "
-                "[onnx] extra.")
+                "Convert the function to an ONNX model (variables as initializers, inputs and "
+                "outputs by name); needs the [onnx] extra. --check runs it in onnxruntime on "
+                "random inputs beside the loaded function and prints the largest difference "
+                "(exit 1 beyond float tolerance).")
     p.add_argument("-o", "--output", required=True, help="where to write the .onnx model")
-    p.add_argument("--opset", type=int, default=17, help="ONNX opset version (default 17)")
+    p.add_argument("--opset", type=_int_at_least(1), default=17, help="ONNX opset version (default 17)")
+    p.add_argument("--check", action="store_true", help="compare onnxruntime with the loaded function")
+    p.add_argument("--size", type=_int_at_least(0), default=4,
+                   help="the size of unknown (?) dimensions of --check's inputs (default 4)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of --check's inputs")
     p = command("numpy", _numpy, "write a Python module that needs only numpy",
                 "Write the function as one Python module that imports only numpy: forward(...) "
-                "returns its outputs; with --backward also forward_with_side_outputs and "
-                "backward. Printed when -o is not given.")
+                "returns its outputs (named in OUTPUT_NAMES); with --backward also "
+                "forward_with_side_outputs and backward. Printed when -o is not given.")
     p.add_argument("-o", "--output", help="where to write the module (.py)")
     p.add_argument("--backward", action="store_true", help="include the backward function")
     p = command("bench", _bench, "time calls on random inputs",
                 "Time calls of the loaded function on random inputs of its signature and print "
-                "the median, p90 and minimum.")
-    p.add_argument("--size", type=int, default=32, help="the size of unknown (?) dimensions (default 32)")
-    p.add_argument("--repeat", type=int, default=100, help="timed calls (default 100)")
-    p.add_argument("--warmup", type=int, default=3, help="untimed calls first (default 3)")
-    p.add_argument("--int-high", type=int, default=1,
+                "the median, p90 and minimum; --profile adds the time per node.")
+    p.add_argument("--size", type=_int_at_least(0), default=32,
+                   help="the size of unknown (?) dimensions (default 32)")
+    p.add_argument("--repeat", type=_int_at_least(1), default=100, help="timed calls (default 100)")
+    p.add_argument("--warmup", type=_int_at_least(0), default=3, help="untimed calls first (default 3)")
+    p.add_argument("--int-high", type=_int_at_least(1), default=1,
                    help="integer inputs are drawn from [0, N) (default 1: zeros, valid indices)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the inputs")
+    p.add_argument("--profile", action="store_true",
+                   help="also profile --repeat calls: time, calls and share per node (df.profile)")
     return parser

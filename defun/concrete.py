@@ -5,6 +5,7 @@ backward (`side_outputs()`, rows printed as a table), and the global and closure
 whose tensors or variables it captured, checked at each call (`StaleCaptureWarning`).
 """
 import collections
+import inspect
 import warnings
 import weakref
 
@@ -15,10 +16,13 @@ from defun.runtime.context import execution_callbacks, state
 from defun.runtime.nest import flatten, make_packer, pack_as
 from defun.runtime.shapes import shape_fits, shape_str
 from defun.runtime.tensor import EagerTensor, Tensor, next_tensor_id
-from defun.runtime.variables import _BY_HANDLE, Variable
+from defun.runtime.variables import _BY_HANDLE, SymbolicVariable, Variable
 from defun.graph.ir import SymbolicTensor
 from defun.graph.printer import render_dot, to_dot
+from defun.graph.serialize import describe_structure, output_names
 from defun.graph.backends import DEFAULT_BACKEND
+from defun.graph.functions import plan_of
+from defun.graph.passes import optimize
 from defun.cache_key import CacheKey
 from defun.graph_function import GraphFunction
 from defun.spec import TensorSpec
@@ -258,18 +262,65 @@ class ConcreteFunction:
                 concrete._unwatch()
         warnings.warn_explicit(message, StaleCaptureWarning, *(here or ("<unknown>", 0)))
 
+    # ------------------------------------------------------------------ what runs
+    def optimized_graph(self):
+        """The graph after the optimization passes: what the plans compile.
+
+        >>> print(cf.optimized_graph())    # calls inlined, constants folded, dead code gone
+        """
+        return optimize(self.graph)
+
+    def plan_source(self, backend=DEFAULT_BACKEND):
+        """The Python source of the compiled plan a call runs on `backend` (an installed
+        backend's name, df.backends()): one line per node of the optimized graph.
+
+        >>> print(cf.plan_source())             # numpy: one kernel call per node
+        >>> print(cf.plan_source("numba"))      # fused regions: one call per region
+        """
+        return plan_of(self.graph, backend).source
+
     def __str__(self):
         return str(self.graph)
 
     def _repr_svg_(self):
         """The graph drawn as SVG, for notebooks; None when Graphviz is not installed."""
+        out_index = [k if type(k) is int else None for k in self._out_index]
+        names = output_names(describe_structure(self._out_structure, out_index), len(self.graph.outputs))
         try:
-            return render_dot(to_dot(self.graph), "svg").decode("utf-8")
+            return render_dot(to_dot(self.graph, input_names=input_names(self), output_names=names),
+                              "svg").decode("utf-8")
         except RuntimeError:    # no graphviz package or no `dot` program: show the text
             return None
 
     def __repr__(self):
         return f"<ConcreteFunction {self.name} inputs={[(t.shape, t.dtype.name) for t in self.graph.inputs]}>"
+
+
+def input_names(concrete):
+    """A name per argument placeholder: the parameter name, with a path for nested leaves."""
+    args, kwargs = concrete._arg_structure
+    fn = concrete._function.python_function if concrete._function is not None else None
+    try:
+        params = list(inspect.signature(fn).parameters) if fn is not None else []
+    except (TypeError, ValueError):
+        params = []
+
+    def is_input(x):
+        return isinstance(x, (SymbolicTensor, SymbolicVariable))
+
+    names = []
+    for i, a in enumerate(args):
+        base = params[i] if i < len(params) else f"arg{i}"
+        leaves = [x for x in flatten(a) if is_input(x)]
+        names += [base] if len(leaves) == 1 and is_input(a) else \
+            [f"{base}_{k}" for k in range(len(leaves))]
+    for k in sorted(kwargs):
+        leaves = [x for x in flatten(kwargs[k]) if is_input(x)]
+        names += [k] if len(leaves) == 1 and is_input(kwargs[k]) else \
+            [f"{k}_{j}" for j in range(len(leaves))]
+    if len(names) != len(concrete.graph.inputs):
+        names = [f"arg{i}" for i in range(len(concrete.graph.inputs))]
+    return names
 
 
 def _named_value(where, name):

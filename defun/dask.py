@@ -130,6 +130,9 @@ def _flat_outputs(structure, result, out):
     elif kind == "dict":
         for k, s in value:
             _flat_outputs(s, result[k], out)
+    elif kind == "namedtuple":
+        for (_, s), r in zip(value["fields"], result):
+            _flat_outputs(s, r, out)
     return out
 
 

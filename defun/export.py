@@ -7,49 +7,34 @@ GraphFunction like a traced one, with the document's records installed as its ba
 eagerly it runs its plan, inside a trace it is one call node, under a tape one recorded op
 whose gradient runs the document's backward function.
 """
-import inspect
-
 from defun.runtime import errors
 from defun.runtime.context import state
-from defun.runtime.nest import flatten
 from defun.runtime.tensor import EagerTensor
-from defun.runtime.variables import SymbolicVariable, Variable
+from defun.runtime.variables import Variable
 from defun.graph.functions import call_graph
-from defun.graph.ir import Graph, SymbolicTensor
+from defun.graph.ir import Graph
 from defun.graph import serialize
 from defun.graph.serialize import budget, describe_structure, from_document, to_document, write_document
-from defun.concrete import _Static
+from defun.concrete import _Static, input_names as _input_names
 from defun.function import ConcreteFunction, Function
 from defun.graph_function import GraphFunction
 
 __all__ = ["export_json", "load_json", "LoadedFunction"]
 
 
-def _input_names(concrete):
-    """A name per argument placeholder: the parameter name, with a path for nested leaves."""
-    args, kwargs = concrete._arg_structure
-    fn = concrete._function.python_function if concrete._function is not None else None
-    try:
-        params = list(inspect.signature(fn).parameters) if fn is not None else []
-    except (TypeError, ValueError):
-        params = []
-
-    def is_input(x):
-        return isinstance(x, (SymbolicTensor, SymbolicVariable))
-
-    names = []
-    for i, a in enumerate(args):
-        base = params[i] if i < len(params) else f"arg{i}"
-        leaves = [x for x in flatten(a) if is_input(x)]
-        names += [base] if len(leaves) == 1 and is_input(a) else \
-            [f"{base}_{k}" for k in range(len(leaves))]
-    for k in sorted(kwargs):
-        leaves = [x for x in flatten(kwargs[k]) if is_input(x)]
-        names += [k] if len(leaves) == 1 and is_input(kwargs[k]) else \
-            [f"{k}_{j}" for j in range(len(leaves))]
-    if len(names) != len(concrete.graph.inputs):
-        names = [f"arg{i}" for i in range(len(concrete.graph.inputs))]
-    return names
+def _function_parts(fn, what):
+    """(graph, input names, output structure) of a ConcreteFunction or a loaded function:
+    what the numpy and ONNX exports name their inputs and outputs by."""
+    if isinstance(fn, Function):
+        raise TypeError(f"{what} takes a ConcreteFunction: call f.get_concrete_function(*example_args) "
+                        f"(or with df.TensorSpec arguments) and export that")
+    if isinstance(fn, ConcreteFunction):
+        out_index = [k if type(k) is int else None for k in fn._out_index]
+        return fn.graph, _input_names(fn), describe_structure(fn._out_structure, out_index)
+    if isinstance(fn, serialize.LoadedFunction):
+        return fn.graph, [s.name for s in fn.signature], fn.output_structure
+    raise TypeError(f"{what} expects a ConcreteFunction or a loaded function (df.load_json), "
+                    f"got {type(fn).__name__}")
 
 
 def _backward_depth(include_backward):
@@ -132,7 +117,9 @@ class LoadedFunction(serialize.LoadedFunction):
         self._fn = GraphFunction.of(self.graph, self.backend)
         return self
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            args = self._bind(args, kwargs)
         if state.graph is not None:      # tracing: one call node (its function is exported with the caller)
             params = self.graph.inputs
             if len(args) != len(params):
@@ -152,16 +139,21 @@ class LoadedFunction(serialize.LoadedFunction):
         return self._results(outs)
 
 
-def load_json(path_or_dict, max_bytes=budget.DEFAULT_MAX_BYTES,
+def load_json(path_or_dict, backend="numpy", max_bytes=budget.DEFAULT_MAX_BYTES,
               max_iterations=budget.DEFAULT_MAX_ITERATIONS):
     """A callable running an exported graph on numpy arrays or tensors (no Python code needed).
 
     Its calls refuse to hold more than `max_bytes` of computed values at once and stop a
     `while` loop after `max_iterations` iterations, raising df.errors.ResourceExhaustedError
     (None: no limit; the defaults, 1 GiB and 100,000, suit documents you did not write).
+    `backend` names the installed backend its plans run on (df.backends()); one other than
+    "numpy" (fused numba loops) cannot be metered, so it needs both budgets None.
+    Call it by position or by the input names (`.signature`); it returns the structure the
+    traced function returned (dicts and namedtuples with their names: `.output_names`).
 
     >>> predict = df.load_json("predict.json")
     >>> predict(np.ones((2, 64), np.float32))
+    >>> predict(x=np.ones((2, 64), np.float32))["probs"]
     """
-    return LoadedFunction.of(from_document(path_or_dict, max_bytes, max_iterations))
+    return LoadedFunction.of(from_document(path_or_dict, max_bytes, max_iterations, backend))
 

@@ -38,7 +38,8 @@ def step_dot():
     loss = df.defun(model.loss)
     cf = loss.get_concrete_function(df.TensorSpec([None, 64], df.float32), df.TensorSpec([None], df.int32))
     loaded = df.load_json(df.export_json(cf))
-    return to_dot(loaded.graph, GraphFunction.of(loaded.graph).backward())
+    return to_dot(loaded.graph, GraphFunction.of(loaded.graph).backward(),
+                  input_names=[s.name for s in loaded.signature], output_names=loaded.output_names)
 
 
 def digest(dot):

@@ -371,7 +371,7 @@ def to_onnx(graph, captured_values, input_names, output_names, opset=MIN_OPSET, 
     h = e._helper
     g = h.make_graph(nodes, _sanitize(graph.base_name) or "main",
                      [e.value_info(n, t.shape, t.dtype, dim_prefix=n) for n, t in zip(names, params)],
-                     [e.value_info(n, t.shape, t.dtype) for n, t in zip(outs, graph.outputs)],
+                     [e.value_info(n, t.shape, t.dtype, dim_prefix=n) for n, t in zip(outs, graph.outputs)],
                      initializer=e.initializers, doc_string=doc_string or None)
     model = h.make_model(g, opset_imports=[h.make_opsetid("", opset)], producer_name="defun",
                          ir_version=min(onnx.IR_VERSION, 10))

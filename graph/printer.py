@@ -1,7 +1,8 @@
 """Three views of a graph: readable text (one line per node), Graphviz DOT, networkx."""
 import numpy as np
 
-from defun.runtime.dtypes import DType
+from defun.runtime import sites
+from defun.runtime.dtypes import DType, from_numpy
 
 __all__ = ["format_graph", "format_node", "format_attr", "to_dot", "render_dot", "to_networkx"]
 
@@ -119,95 +120,231 @@ def _q(s):
     return '"' + str(s).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def _capture_text(value):
-    """What a captured value is, for a picture: a variable (by name) or a constant."""
+# Picture style: compact boxes (op over shape), small type, tight ranks, so a graph of a few
+# dozen nodes reads at a page's width. What a node is in full (its IR line, attrs and the
+# user's line) is its tooltip.
+_HEAD = ['  rankdir=TB;', '  graph [fontname="Helvetica", fontsize=10, nodesep=0.18, ranksep=0.28];',
+         '  node [shape=box, fontname="Helvetica", fontsize=9, height=0.3, margin="0.06,0.03"];',
+         '  edge [arrowsize=0.5, color="#555555"];', '  compound=true;']
+_ARG = 'shape=ellipse, style=filled, fillcolor="#dbe9f7"'
+_CAPTURE = 'shape=ellipse, style=dashed'
+_SIDE = 'fillcolor="#fff2b3"'
+_MAX_NESTING = 4     # cond branches / while bodies drawn inside each other, at most this deep
+
+
+def _types(tensors):
+    if not tensors:
+        return "no outputs"
+    if len(tensors) > 3:
+        return f"{len(tensors)} outputs"
+    return ", ".join(_type(t) for t in tensors)
+
+
+def _variable_text(value, outer):
+    """(label, tooltip) of a captured value: a variable by name with its value's type, a
+    constant by its type, a value of an enclosing function by its name there (`outer`:
+    id(tensor) -> the name it is drawn with)."""
     if value.dtype.name == "resource":
         store = getattr(value, "_value", None)
-        return f"captured variable {getattr(store, 'name', '?')}"
+        name = getattr(store, "name", "?")
+        held = getattr(store, "value", None)
+        kind = type_str(held.shape, from_numpy(held.dtype)) if held is not None else "resource"
+        return f"{name}\n{kind}", f"captured variable {name} {kind}"
     if getattr(value, "node", None) is not None:
-        return f"captured {value.name} of @{value.node.graph.name}"
-    return f"captured constant {_type(value)}"
+        name = outer.get(id(value), value.name)
+        return f"{name}\n{_type(value)}", f"captured {value.name} of @{value.node.graph.name}"
+    return f"constant\n{_type(value)}", f"captured constant {_type(value)}"
 
 
-def _dot_body(graph, prefix, lines, marks, indent="  ", fed=frozenset()):
-    """Node and edge lines of `graph` (node ids prefixed); `marks`: id(tensor) -> note;
-    `fed`: ids of capture placeholders the forward feeds (their note says from what)."""
-    outputs = {id(t) for t in graph.outputs}
-    captured = {id(ph): value for value, ph in graph.captures.values() if id(ph) not in fed}
-    for node in graph.nodes:
-        attrs = []
-        label = format_node(node)
-        notes = [marks[id(t)] for t in node.outputs if id(t) in marks]
-        if node.op.name == "placeholder":
-            attrs.append("shape=ellipse")
-            value = captured.get(id(node.outputs[0]))
-            if value is not None:
-                notes.insert(0, _capture_text(value))
-                attrs.append('style=dashed')
+def _const_label(node):
+    v = node.attrs.get("value")
+    out = node.outputs[0]
+    if isinstance(v, np.ndarray) and v.size == 1:
+        return f"{format_attr(v.reshape(()) if v.ndim else v)}\n{_type(out)}"
+    return f"const\n{_type(out)}"
+
+
+def _tooltip(node):
+    site = getattr(node, "site", None)
+    if site:
+        return f"{format_node(node)}\n{sites.format_site(site)}"
+    return format_node(node)
+
+
+class _Drawing:
+    """The lines of one picture; node ids are a prefix per function drawn plus node names."""
+
+    def __init__(self, name):
+        self.lines = [f"digraph {_q(name)} {{", *_HEAD]
+        self.clusters = 0
+
+    def function(self, graph, prefix, indent, names=None, notes=None, fed=frozenset(), depth=0,
+                 outer=None):
+        """Nodes and edges of `graph`; `names`: id(tensor) -> a name (parameters, outputs);
+        `notes`: id(tensor) -> a note (side outputs, gradients) filling its node; `fed`: ids
+        of capture placeholders fed from elsewhere (their note says from what); `outer`:
+        the names of the enclosing function's tensors, which a body's captures show."""
+        names, notes, outer = names or {}, notes or {}, outer or {}
+        lines = self.lines
+        outputs = {id(t) for t in graph.outputs}
+        captured = {id(ph): value for value, ph in graph.captures.values() if id(ph) not in fed}
+        args = {id(t) for t in graph.inputs}
+        nested = []
+        for node in graph.nodes:
+            t0 = node.outputs[0] if node.outputs else None
+            op = node.op.name
+            tooltip = _tooltip(node)
+            note = [notes[id(t)] for t in node.outputs if id(t) in notes]
+            label_name = [names[id(t)] for t in node.outputs if id(t) in names]
+            if op == "placeholder":
+                value = captured.get(id(t0))
+                if value is not None:
+                    label, what = _variable_text(value, outer)
+                    tooltip = f"{what}\n{tooltip}"
+                    style = _CAPTURE
+                else:
+                    what = label_name[0] if label_name else (f"input {graph.all_inputs.index(t0)}"
+                                                             if id(t0) in args else t0.name)
+                    label = f"{what}\n{_type(t0)}"
+                    style = _ARG
+                    label_name = label_name[1:]
+            elif op == "const":
+                label, style = _const_label(node), 'shape=ellipse, style=dashed, color="#888888"'
+            else:
+                funcs = [node.attrs[k] for k in node.op.function_attrs if k in node.attrs]
+                head = op
+                if op == "call" and funcs:
+                    head = f"call @{funcs[0].name}"
+                label, style = f"{head}\n{_types(node.outputs)}", "shape=box"
+                if op != "call" and funcs and depth < _MAX_NESTING:
+                    nested.append(node)
+            extra = [f"→ {n}" for n in label_name] + note
+            if extra:
+                label += "\n" + "\n".join(extra)
+            if any(id(t) in outputs for t in node.outputs):
+                style += ", penwidth=2"
+            if note:
+                style = style.replace("style=filled, ", "").replace(", style=dashed", "")
+                style += f", style=filled, {_SIDE}"
+            lines.append(f"{indent}{_q(prefix + node.name)} [label={_q(label)}, tooltip={_q(tooltip + ''.join(chr(10) + n for n in note))}, {style}];")
+        for node in graph.nodes:
+            for t in node.inputs:
+                lines.append(f"{indent}{_q(prefix + t.node.name)} -> {_q(prefix + node.name)} "
+                             f"[tooltip={_q(_type(t))}];")
+            for c in node.control_inputs:
+                lines.append(f"{indent}{_q(prefix + c.name)} -> {_q(prefix + node.name)} [style=dashed];")
+        for node in nested:
+            self.bodies(node, prefix, indent, depth, names)
+
+    def bodies(self, node, prefix, indent, depth, outer):
+        """The functions a cond or while node runs, each a cluster joined to the node."""
+        for key in sorted(node.op.function_attrs):
+            value = node.attrs.get(key)
+            for k, g in enumerate(value if isinstance(value, tuple) else (value,)):
+                if g is None or not hasattr(g, "nodes"):
+                    continue
+                self.clusters += 1
+                cid = f"cluster_{self.clusters}"
+                sub = f"{prefix}{node.name}.{key}{k}/"
+                what = f"{key} {k}" if isinstance(value, tuple) else key
+                self.lines += [f"{indent}subgraph {_q(cid)} {{",
+                               f'{indent}  label={_q(f"{node.op.name} {node.name}: {what} @{g.name}")}; '
+                               f'style="rounded,dashed"; color="#7a7a7a";']
+                names = {id(t): f"out {j}" for j, t in enumerate(g.outputs)}
+                self.function(g, sub, indent + "  ", names=names, depth=depth + 1, outer=outer)
+                self.lines.append(f"{indent}}}")
+                anchor = next(iter(g.nodes), None)
+                if anchor is not None:
+                    self.lines.append(f"{indent}{_q(prefix + node.name)} -> {_q(sub + anchor.name)} "
+                                      f"[lhead={_q(cid)}, style=dotted, arrowhead=odot];")
+
+    def text(self):
+        return "\n".join(self.lines + ["}"]) + "\n"
+
+
+def _gradient_names(graph, backward, input_names):
+    """id(backward output) -> `d/dx` for the gradient of input x, `d/dw` of variable w."""
+    bw = backward.graph
+    names = {}
+    n_args = len(graph.inputs)
+    captured = {id(ph): value for value, ph in graph.captures.values()}
+    for k, spec in enumerate(backward.input_grads):
+        if spec is None or k >= len(graph.all_inputs):
+            continue
+        t = graph.all_inputs[k]
+        if k < n_args:
+            what = input_names[k] if input_names and k < len(input_names) else t.name
         else:
-            attrs.append("shape=box")
-        styles = []
-        if any(id(t) in outputs for t in node.outputs):
-            styles.append("bold")
-        if notes and node.op.name != "placeholder":
-            styles.append("filled")
-            attrs.append('fillcolor="#fff2b3"')
-        if styles:
-            attrs.append(f"style={','.join(styles)}" if len(styles) == 1 else f'style="{",".join(styles)}"')
-        text = label + "".join("\n" + n for n in notes)
-        lines.append(f"{indent}{_q(prefix + node.name)} [label={_q(text)}, {', '.join(attrs)}];")
-    for node in graph.nodes:
-        for t in node.inputs:
-            lines.append(f"{indent}{_q(prefix + t.node.name)} -> {_q(prefix + node.name)} [label={_q(_type(t))}];")
-        for c in node.control_inputs:
-            lines.append(f"{indent}{_q(prefix + c.name)} -> {_q(prefix + node.name)} [style=dashed];")
+            value = captured.get(id(t))
+            store = getattr(value, "_value", None) if value is not None else None
+            what = getattr(store, "name", None) if value is not None and value.dtype.name == "resource" \
+                else "constant"
+            what = what or t.name
+        if spec[0] == "dense":
+            names[id(bw.outputs[spec[1]])] = f"d/d{what}"
+        else:
+            names[id(bw.outputs[spec[1]])] = f"d/d{what} (values)"
+            names[id(bw.outputs[spec[2]])] = f"d/d{what} (indices)"
+    return names
 
 
-def to_dot(graph, backward=None):
+def to_dot(graph, backward=None, input_names=None, output_names=None):
     """Graphviz DOT text of `graph`; render it with `render_dot` (or `dot -Tsvg`).
 
-    Captured values (variables, constants) are dashed ellipses saying what they capture.
-    With `backward` (a graph.gradients.Backward of `graph`), the forward and backward
-    functions are drawn side by side: forward tensors the backward reads (the side outputs)
-    are filled and joined by dotted edges to the backward inputs they feed; the backward's
-    inputs say which output's gradient they are.
+    A node is a box with its op and output type (its IR line, attrs and the user's line are
+    the tooltip); the arguments are filled ellipses named `input_names` (default: their
+    position), captured variables dashed ellipses with their name and value's type, constants
+    dashed ellipses with their value (a scalar) or type; outputs are bold, named
+    `output_names`. The branches of a `cond` and the cond and body of a `while` are clusters
+    joined to their node. With `backward` (a graph.gradients.Backward of `graph`), the
+    forward and backward functions are drawn side by side: forward tensors the backward
+    reads (the side outputs) are filled and joined by dotted edges to the backward inputs
+    they feed; the backward's inputs say which output's gradient they are, its outputs which
+    gradient they are (`d/dx` for argument x, `d/dw` for variable w).
+
+        svg = render_dot(to_dot(cf.graph, input_names=["x"], output_names=["loss"]), "svg")
     """
-    lines = [f"digraph {_q(graph.name)} {{", "  rankdir=TB;", "  node [shape=box, fontname=monospace];"]
+    d = _Drawing(graph.name)
+    names = {}
+    for k, t in enumerate(graph.inputs):
+        if input_names is not None and k < len(input_names):
+            names[id(t)] = input_names[k]
+    out_names = output_names if output_names is not None else \
+        [f"output {j}" for j in range(len(graph.outputs))]
+    for j, t in enumerate(graph.outputs):
+        if id(t) not in names or t.node.op.name != "placeholder":
+            names.setdefault(id(t), out_names[j])
     if backward is None:
-        _dot_body(graph, "", lines, {})
-        lines.append("}")
-        return "\n".join(lines) + "\n"
+        d.function(graph, "", "  ", names)
+        return d.text()
+    d.lines.append("  newrank=true;")
     bw = backward.graph
     side = {id(t): k for k, t in enumerate(backward.side_outputs)}
-    marks = {tid: f"side output {k}" for tid, k in side.items()}
-    lines.append("  newrank=true;")
-    lines += ["  subgraph \"cluster_forward\" {", f"    label={_q('forward @' + graph.name)};"]
-    _dot_body(graph, "f", lines, marks, "    ")
-    lines.append("  }")
-    bmarks = {}
-    for k, (t, j) in enumerate(zip(bw.inputs, backward.grad_outputs)):
-        bmarks[id(t)] = f"gradient of output {j}"
+    notes = {tid: f"side output {k}" for tid, k in side.items()}
+    d.lines += ["  subgraph \"cluster_forward\" {", f"    label={_q('forward @' + graph.name)}; color=\"#bbbbbb\";"]
+    d.function(graph, "f", "    ", names, notes)
+    d.lines.append("  }")
+    bnames = _gradient_names(graph, backward, input_names)
+    for t, j in zip(bw.inputs, backward.grad_outputs):    # seeds: the gradient of output j
+        bnames[id(t)] = f"d {out_names[j]}"
     feeds = []
     for (kind, v), ph in zip(backward.capture_sources, bw.captured_placeholders):
         if kind == "side":
             t = backward.side_outputs[v]
-            bmarks[id(ph)] = f"side output {v}"
+            bnames[id(ph)] = f"side output {v}"
             feeds.append((t.node.name, ph.node.name, f"side output {v}"))
         elif kind == "input":
             t = graph.all_inputs[v]
-            bmarks[id(ph)] = f"forward input {t.name}"
+            bnames[id(ph)] = f"forward {names.get(id(t), t.name)}"
             feeds.append((t.node.name, ph.node.name, "input"))
-    lines += ["  subgraph \"cluster_backward\" {", f"    label={_q('backward @' + bw.name)};"]
-    fed = {id(ph) for ph in bw.captured_placeholders if id(ph) in bmarks}   # fed by the forward
-    _dot_body(bw, "b", lines, bmarks, "    ", fed)
-    lines.append("  }")
+    d.lines += ["  subgraph \"cluster_backward\" {", f"    label={_q('backward @' + bw.name)}; color=\"#bbbbbb\";"]
+    fed = {id(ph) for ph in bw.captured_placeholders if id(ph) in bnames}   # fed by the forward
+    d.function(bw, "b", "    ", bnames, {}, fed)
+    d.lines.append("  }")
     for src, dst, label in feeds:    # both ends' notes say which side output: no edge label
-        lines.append(f"  {_q('f' + src)} -> {_q('b' + dst)} [style=dotted, color=\"#b08800\", "
-                     f"tooltip={_q(label)}, constraint=false];")
-    for t, j in zip(bw.inputs, backward.grad_outputs):   # lays the backward out after the forward
-        lines.append(f"  {_q('f' + graph.outputs[j].node.name)} -> {_q('b' + t.node.name)} [style=invis];")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+        d.lines.append(f"  {_q('f' + src)} -> {_q('b' + dst)} [style=dotted, color=\"#b08800\", "
+                       f"tooltip={_q(label)}, constraint=false];")
+    return d.text()
 
 
 def render_dot(dot, fmt="svg"):

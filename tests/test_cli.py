@@ -107,7 +107,7 @@ def test_story_trains_and_exports(story):
 def test_story_show(story):
     where, _, loaded = story
     out = _run_story("show", where).stdout
-    assert out.startswith("# @logits(x: float32[?, 64]) -> (float32[?, 10])\nfunc @logits(")
+    assert out.startswith("# @logits(x: float32[?, 64]) -> (output_0: float32[?, 10])\nfunc @logits(")
     assert out.count("matmul(") == 2 and out.count("read_variable(") == 4
 
 
@@ -210,7 +210,7 @@ def test_validate_reports_the_signature(small):
     where, _ = small
     out = _ok(cli("validate", "f.json", cwd=where)).stdout.splitlines()
     assert out[0] == "f.json: valid (defun.graph version 2)"
-    assert out[1] == "# @f(x: float32[?, 3], scale: float32[]) -> (float32[?], float32[?, 3])"
+    assert out[1] == "# @f(x: float32[?, 3], scale: float32[]) -> (output_0: float32[?], output_1: float32[?, 3])"
     assert out[2] == "1 function, 7 nodes, 1 variable (24 bytes)"
 
 
@@ -238,10 +238,10 @@ def test_run_prints_or_writes_the_outputs(small):
     (["x=scale.npy", "scale=scale.npy"], "input 'x': scale.npy holds float32[], the function takes float32[?, 3]"),
     (["x=x64.npy", "scale=scale.npy"], "input 'x': x64.npy holds float64[4, 3], the function takes "
                                        "float32[?, 3]; convert it with .astype(np.float32)"),
-    (["x=f.json", "scale=scale.npy"], "input 'x': f.json is not a .npy array file"),
+    (["x=f.json", "scale=scale.npy"], "input 'x': f.json is not a .npy or .npz array file"),
     (["x=nothere.npy", "scale=scale.npy"], "nothere.npy: No such file or directory"),
     (["x=x.npy", "x=x.npy"], "input 'x' is given twice"),
-    (["x", "scale=scale.npy"], "inputs are given as NAME=file.npy, got 'x'"),
+    (["x", "scale=scale.npy"], "inputs are given as NAME=file.npy or NAME=file.npz[key], got 'x'"),
     (["x=x.npy", "scale=scale.npy", "-o", "out.txt"], "outputs are written as .npz"),
 ])
 def test_run_names_the_bad_input(small, args, message):
@@ -267,7 +267,7 @@ def test_dot_writes_svg_png_and_dot_text(small):
 def test_numpy_prints_or_writes_the_module(small):
     where, _ = small
     text = _ok(cli("numpy", "f.json", "--backward", cwd=where)).stdout
-    assert "def forward(x0, x1):" in text and "def backward(output_gradients, side_outputs):" in text
+    assert "def forward(*args, **kwargs):" in text and "def backward(output_gradients, side_outputs):" in text
     _ok(cli("numpy", "f.json", "-o", "f_numpy.py", cwd=where))
     assert (where / "f_numpy.py").read_text() == df.export_numpy_source(df.load_json(str(where / "f.json")))
 
@@ -305,6 +305,7 @@ def test_a_missing_file_or_a_directory_exits_2(command, tmp_path):
 
 def test_a_bad_command_line_exits_2_with_usage(tmp_path):
     proc = cli("frobnicate", cwd=tmp_path)
-    assert proc.returncode == 2 and "usage: defun" in proc.stderr and "invalid choice" in proc.stderr
+    assert proc.returncode == 2 and "invalid choice" in proc.stderr and "see `defun --help`" in proc.stderr
+    assert proc.stderr.count("\n") == 1                   # one line, no usage block
     proc = cli("dot", "f.json", cwd=tmp_path)          # -o is required
-    assert proc.returncode == 2 and "-o/--output" in proc.stderr
+    assert proc.returncode == 2 and "-o/--output" in proc.stderr and proc.stderr.count("\n") == 1

@@ -128,7 +128,8 @@ def test_names_symbolic_sizes_and_a_written_file(tmp_path):
     path = tmp_path / "affine.onnx"
     model = df.export_onnx(cf, str(path))
     assert [i.name for i in model.graph.input] == ["points", "scale"]
-    assert [o.name for o in model.graph.output] == ["output_moved", "output_norm"]
+    assert [o.name for o in model.graph.output] == ["moved", "norm"]      # the dict keys, exactly
+    assert model.graph.output[0].type.tensor_type.shape.dim[0].dim_param == "moved_0"
     dims = model.graph.input[0].type.tensor_type.shape.dim
     assert dims[0].dim_param == "points_0" and dims[1].dim_value == 3
     assert onnx.load(str(path)) == model

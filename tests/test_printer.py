@@ -1,4 +1,5 @@
 """The three views of a graph: golden text (`str(graph)`), Graphviz DOT, and networkx."""
+import re
 
 import numpy as np
 
@@ -127,26 +128,36 @@ def test_format_attr_values():
 # ---------------------------------------------------------------------------------------
 # DOT
 
-def test_dot_has_every_node_and_edge():
+def _node_line(dot, name):
+    lines = [ln.strip() for ln in dot.splitlines() if ln.strip().startswith(f'"{name}" [')]
+    assert len(lines) == 1, (name, lines)
+    return lines[0]
+
+
+def test_dot_labels_are_op_and_shape_with_the_ir_line_as_tooltip():
     g = _step_graph()
-    dot = to_dot(g)
+    dot = to_dot(g, input_names=["x"], output_names=["total"])
     assert dot.startswith('digraph "step" {\n') and dot.endswith("}\n")
-    for node in g.nodes:
-        assert f'"{node.name}" [label="{format_node(node)}' in dot
-    assert '"%0" [label="%0: f32[2] = placeholder() {dtype=float32, shape=(2,)}", shape=ellipse];' in dot
-    # captures are dashed and say what they capture
-    assert '"%1" [label="%1: resource[] = placeholder() {dtype=resource, shape=()}\\ncaptured variable ' \
-           'Variable' in dot
-    assert '\\ncaptured constant f32[2]", shape=ellipse, style=dashed];' in dot
-    assert '"%7" [label="%7: f32[2] = add(%2, %6)", shape=box, style=bold];' in dot   # an output
-    data = [line for line in dot.splitlines() if "->" in line and "dashed" not in line]
-    control = [line for line in dot.splitlines() if "->" in line and "dashed" in line]
+    for node in g.nodes:      # every node once, its whole IR line in its tooltip
+        assert format_node(node) in _node_line(dot, node.name).split('tooltip="')[1]
+    assert _node_line(dot, "%0").startswith('"%0" [label="x\\nf32[2]", ')                 # the parameter's name
+    assert re.match(r'"%1" \[label="Variable(_\d+)?\\nf32\[2\]", tooltip="captured variable', _node_line(dot, "%1"))
+    assert "style=dashed" in _node_line(dot, "%1")                                         # value's shape
+    assert _node_line(dot, "%3").startswith('"%3" [label="constant\\nf32[2]"')
+    assert _node_line(dot, "%4").startswith('"%4" [label="multiply\\nf32[2]", ')          # op and shape only
+    assert _node_line(dot, "%5").startswith('"%5" [label="assign_add_variable\\nno outputs"')
+    assert _node_line(dot, "%7").startswith('"%7" [label="add\\nf32[2]\\n→ total", ')    # the output's name
+    assert "penwidth=2" in _node_line(dot, "%7")
+    assert max(len(part) for ln in dot.splitlines() if "label=" in ln
+               for part in ln.split('label="')[1].split('"')[0].split("\\n")) <= 20     # compact
+    data = [ln for ln in dot.splitlines() if "->" in ln and "dashed" not in ln]
+    control = [ln for ln in dot.splitlines() if "->" in ln and "dashed" in ln]
     assert len(data) == sum(len(n.inputs) for n in g.nodes) == 8
-    assert '  "%0" -> "%4" [label="f32[2]"];' in data
+    assert '  "%0" -> "%4" [tooltip="f32[2]"];' in data
     assert control == ['  "%2" -> "%5" [style=dashed];', '  "%5" -> "%6" [style=dashed];']
 
 
-def test_dot_draws_forward_and_backward_with_side_outputs_and_captures():
+def test_dot_draws_forward_and_backward_with_side_outputs_and_gradient_names():
     from defun.graph_function import GraphFunction
     w = df.Variable(np.ones((3, 2), np.float32), name="w")
 
@@ -155,21 +166,41 @@ def test_dot_draws_forward_and_backward_with_side_outputs_and_captures():
         return df.reduce_sum(df.tanh(x @ w))
     cf = loss.get_concrete_function(df.TensorSpec([None, 3], F32))
     bw = GraphFunction.of(cf.graph).backward()
-    dot = to_dot(cf.graph, bw)
+    dot = to_dot(cf.graph, bw, input_names=["x"], output_names=["loss"])
     lines = dot.splitlines()
     assert 'subgraph "cluster_forward" {' in dot and 'subgraph "cluster_backward" {' in dot
-    side = [ln for ln in lines if "side output" in ln and "fillcolor" in ln]
+    side = [ln for ln in lines if "side output" in ln and 'fillcolor="#fff2b3"' in ln]
     assert len(side) == len(bw.side_outputs) == 2          # forward tensors the backward reads
-    assert any("tanh(%3)\\nside output" in ln for ln in side)
-    assert any("captured variable w" in ln and "style=dashed" in ln for ln in lines)
+    assert any('label="tanh\\nf32[?,2]\\nside output' in ln for ln in side)
+    assert any('label="w\\nf32[3,2]"' in ln and "style=dashed" in ln for ln in lines)
     feeds = [ln for ln in lines if "style=dotted" in ln]
     # each side output and the forward input the backward reads: an edge into the backward
     assert len(feeds) == 3 and all('-> "b%' in ln for ln in feeds)
-    assert any("gradient of output 0" in ln for ln in lines)
+    assert any('label="d loss\\nf32[]"' in ln for ln in lines)        # the seed: loss's gradient
+    grads = [ln for ln in lines if "\\n→ d/d" in ln]
+    assert sorted(ln.split("→ ")[1].split('"')[0] for ln in grads) == ["d/dw", "d/dx"]
     # every node of both functions, once
     for prefix, g in (("f", cf.graph), ("b", bw.graph)):
         for node in g.nodes:
             assert sum(ln.strip().startswith(f'"{prefix}{node.name}" [') for ln in lines) == 1
+
+
+def test_dot_draws_cond_branches_and_while_bodies_as_clusters():
+    @df.defun
+    def f(x, n):
+        y = df.cond(df.reduce_sum(x) > 0, lambda: x * 2.0, lambda: x - 1.0)
+        return df.while_loop(lambda i, z: i < n, lambda i, z: (i + 1, z * 0.5), [df.constant(0), y])[1]
+    cf = f.get_concrete_function(df.TensorSpec([3], F32), df.TensorSpec([], I32))
+    dot = to_dot(cf.graph, input_names=["x", "n"])
+    clusters = re.findall(r'label="((?:cond|while) %\d+: \w+ @\w+)"', dot)
+    assert [c.split(": ")[1].split(" @")[0] for c in clusters] == ["else_branch", "then_branch", "body", "cond"] \
+        or sorted(c.split(": ")[1].split(" @")[0] for c in clusters) == ["body", "cond", "else_branch", "then_branch"]
+    assert dot.count("lhead=") == 4
+    # the branches' capture of x is drawn with x's name; the bodies' ops are there
+    assert dot.count('label="x\\nf32[3]"') == 3
+    assert 'label="multiply\\nf32[3]\\n→ out 0"' in dot and 'label="less\\nbool[]\\n→ out 0"' in dot
+    from defun.graph.printer import render_dot
+    assert render_dot(dot, "svg").count(b'class="cluster"') == 4
 
 
 def test_dot_renders_to_svg_and_png():

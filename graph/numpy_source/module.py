@@ -36,7 +36,8 @@ __all__ = ["module_source"]
 
 # Names the module's own code uses: never given to a kernel, helper or constant.
 _ENTRY_NAMES = ("forward", "forward_with_side_outputs", "backward", "INPUTS", "OUTPUTS",
-                "_frozen", "_from_hex", "_argument", "_seed", "_shape_text", "_stand_ins_shaped")
+                "INPUT_NAMES", "OUTPUT_NAMES", "_bind", "_frozen", "_from_hex", "_argument", "_seed",
+                "_shape_text", "_stand_ins_shaped")
 _WHILE_ATTRS = frozenset(["cond", "body", "maximum_iterations", "history", "saves"])
 _SCAN_ATTRS = frozenset(["body", "carries", "sliced", "reverse"])
 _BODY = "    "
@@ -56,6 +57,24 @@ def _from_hex(dtype, shape, data):
 
 def _shape_text(shape):
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def _bind(where, args, kwargs):
+    """The arguments in INPUT_NAMES' order, from positions and keywords (the input names)."""
+    if len(args) > len(INPUT_NAMES):
+        raise TypeError(f"{where}() takes {len(INPUT_NAMES)} arguments, got {len(args)}")
+    bound = dict(zip(INPUT_NAMES, args))
+    for key, value in kwargs.items():
+        if key not in INPUT_NAMES:
+            raise TypeError(f"{where}() got an unexpected keyword argument {key!r}; its "
+                            f"arguments are {', '.join(INPUT_NAMES) or 'none'}")
+        if key in bound:
+            raise TypeError(f"{where}() got several values for argument {key!r}")
+        bound[key] = value
+    missing = [n for n in INPUT_NAMES if n not in bound]
+    if missing:
+        raise TypeError(f"{where}() is missing argument(s) {', '.join(map(repr, missing))}")
+    return [bound[n] for n in INPUT_NAMES]
 
 
 def _argument(value, what, dtype, shape):
@@ -376,10 +395,13 @@ _CONTROL = {"call": _FunctionBody.call, "cond": _FunctionBody.cond, "while": _Fu
 
 
 # ---------------------------------------------------------------------------------------
-def module_source(graph, input_names, backward=None):
+def module_source(graph, input_names, backward=None, output_names=None):
     """The module's text for function `graph` whose argument placeholders are named
-    `input_names`; with `backward` = (Backward, forward-with-side-outputs view), also
-    `forward_with_side_outputs` and `backward`."""
+    `input_names` (its entry points take them by position or keyword) and its outputs
+    `output_names` (default output_k: `OUTPUT_NAMES`); with `backward` = (Backward,
+    forward-with-side-outputs view), also `forward_with_side_outputs` and `backward`."""
+    if output_names is None:
+        output_names = [f"output_{k}" for k in range(len(graph.outputs))]
     where = f"function @{_sanitize(graph.base_name)}"
     for name, t in zip(input_names, graph.inputs):
         if t.dtype.name == "resource":
@@ -390,24 +412,30 @@ def module_source(graph, input_names, backward=None):
     n_args = len(graph.inputs)
     captures = [w.captured(v, where) for v in graph.captured_values]
     params = [f"x{i}" for i in range(n_args)]
+    bind = f"{_BODY}{', '.join(params)}{',' if len(params) == 1 else ''} = _bind(%r, args, kwargs)" \
+        if params else f"{_BODY}_bind(%r, args, kwargs)"
     checks = [f"{_BODY}{p} = _argument({p}, {'input ' + repr(name)!r}, {numpy_type(t.dtype.np)}, "
               f"{tuple(t.shape)!r})" for p, name, t in zip(params, input_names, graph.inputs)]
     feed = ", ".join(params + captures)
-    entries = [f"def forward({', '.join(params)}):",
-               f'{_BODY}"""The outputs of @{_sanitize(graph.base_name)}, as a list."""',
-               *checks, f"{_BODY}return list({w.function(graph)}({feed}))"]
+    entries = ["def forward(*args, **kwargs):",
+               f'{_BODY}"""The outputs of @{_sanitize(graph.base_name)}, as a list in OUTPUT_NAMES\' order;',
+               f'{_BODY}the arguments by position or by name (INPUT_NAMES)."""',
+               bind % "forward", *checks, f"{_BODY}return list({w.function(graph)}({feed}))"]
     if backward is not None:
-        entries += ["", ""] + _backward_entries(w, graph, backward, params, checks, captures)
+        entries += ["", ""] + _backward_entries(w, graph, backward, params,
+                                                [bind % "forward_with_side_outputs"] + checks, captures)
     outputs = graph.outputs
     inputs_doc = "".join(f"\n    {_sanitize(n)}: {type_str(t.shape, t.dtype)}"
                          for n, t in zip(input_names, graph.inputs)) or " none"
     doc = [f'"""@{_sanitize(graph.base_name)} as numpy code, written by defun\'s '
            f'export_numpy_source: it needs only numpy.', "",
-           f"    outputs = forward({', '.join(params)})          # a list of arrays"]
+           f"    outputs = forward({', '.join(params)})          # a list of arrays, OUTPUT_NAMES' order"]
     if backward is not None:
         doc += ["    outputs, saved = forward_with_side_outputs(...)",
                 "    input_gradients = backward(output_gradients, saved)   # None: unconnected"]
-    doc += ["", f"Inputs:{inputs_doc}", f"Outputs: {_types(outputs) or 'none'}"]
+    outputs_doc = "".join(f"\n    {_sanitize(n)}: {type_str(t.shape, t.dtype)}"
+                          for n, t in zip(output_names, outputs)) or " none"
+    doc += ["", f"Inputs:{inputs_doc}", f"Outputs:{outputs_doc}"]
     stores = [v._value for v in graph.captured_values if isinstance(v, ResourceHandle)]
     if stores:
         doc += ["Variables (their values when exported; assignments replace them): " +
@@ -416,7 +444,9 @@ def module_source(graph, input_names, backward=None):
     doc += ['"""']
     imports = ["import numpy as np"] + [f"import {m}" for m in sorted(w.src.imports)]
     signature = [f"INPUTS = {[(str(n), t.dtype.name, tuple(t.shape)) for n, t in zip(input_names, graph.inputs)]!r}",
-                 f"OUTPUTS = {[(t.dtype.name, tuple(t.shape)) for t in outputs]!r}"]
+                 f"OUTPUTS = {[(t.dtype.name, tuple(t.shape)) for t in outputs]!r}",
+                 f"INPUT_NAMES = {tuple(str(n) for n in input_names)!r}",
+                 f"OUTPUT_NAMES = {tuple(str(n) for n in output_names)!r}"]
     support = _SUPPORT + (_SEED if backward is not None else "") + (_STAND_INS if w.stand_ins else "")
     parts = ["\n".join(doc), "\n".join(imports), "\n".join(signature), support.rstrip("\n"),
              "# " + "-" * 86 + "\n# The ops' kernels and what they use, from this library's source",
@@ -466,7 +496,7 @@ def _backward_entries(w, graph, backward, params, checks, captures):
                            f"dense_shape={tuple(spec[3])!r})")
     saved_list = " + [" + ", ".join(params[k] for k in saved_inputs) + "]" if saved_inputs else ""
     return [
-        f"def forward_with_side_outputs({', '.join(params)}):",
+        "def forward_with_side_outputs(*args, **kwargs):",
         f'{_BODY}"""(outputs, side outputs): the outputs and the {n_saved} values `backward` needs."""',
         *checks,
         f"{_BODY}results = {fwd_name}({', '.join(params + captures)})",

@@ -15,9 +15,9 @@ from defun.graph import control_flow as _control_flow  # noqa: F401  (registers 
 from defun.graph import scan as _scan  # noqa: F401  (registers `scan`)
 from defun.graph import functions as _functions  # noqa: F401  (registers `call`)
 from defun.graph.serialize.build import from_document
-from defun.graph.serialize.export import describe_structure, dumps_document, to_document, write_document
+from defun.graph.serialize.export import describe_structure, dumps_document, output_names, to_document, write_document
 from defun.graph.serialize.loaded import InputSpec, LoadedFunction
 from defun.graph.serialize.schema import FORMAT, READABLE_VERSIONS, VERSION
 
 __all__ = ["FORMAT", "VERSION", "READABLE_VERSIONS", "to_document", "write_document",
-           "from_document", "dumps_document", "describe_structure", "LoadedFunction", "InputSpec"]
+           "from_document", "dumps_document", "describe_structure", "output_names", "LoadedFunction", "InputSpec"]

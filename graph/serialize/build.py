@@ -164,24 +164,36 @@ def _check_budget(name, value):
         raise ValueError(f"load_json: {name} must be an int >= 0, or None for no limit; got {value!r}")
 
 
-def from_document(doc_or_path, max_bytes=DEFAULT_MAX_BYTES, max_iterations=DEFAULT_MAX_ITERATIONS):
+def from_document(doc_or_path, max_bytes=DEFAULT_MAX_BYTES, max_iterations=DEFAULT_MAX_ITERATIONS,
+                  backend=None):
     """A LoadedFunction from a document (a dict) or a file path; raises GraphFormatError.
 
     A path that cannot be read raises the usual OSError. Each load owns fresh copies of the
     document's variables; calls that assign them update those copies (see `.variables`).
     Calls stay within `max_bytes` of computed values and `max_iterations` per loop run
-    (None: no limit), or raise ResourceExhaustedError (graph/serialize/budget.py).
+    (None: no limit), or raise ResourceExhaustedError (graph/serialize/budget.py). Plans
+    run on `backend` (a name; default numpy, with the budgets); a backend other than numpy
+    runs compiled loops the budgets cannot meter, so it needs both budgets None.
 
         f = from_document("model.json")
         y = f(np.ones((2, 3), np.float32))
     """
     _check_budget("max_bytes", max_bytes)
     _check_budget("max_iterations", max_iterations)
+    if isinstance(backend, str) or backend is None:
+        backend = get_backend(backend)     # ValueError naming the installed backends
+    else:
+        raise TypeError(f"load_json: backend is the name of an installed backend "
+                        f"(df.backends()), got {type(backend).__name__}")
+    if backend.name != "numpy" and (max_bytes is not None or max_iterations is not None):
+        raise ValueError(f"load_json: backend {backend.name!r} runs compiled loops that the "
+                         f"budgets cannot meter; pass max_bytes=None and max_iterations=None "
+                         f"(for a document you trust) to run it there")
     with paused_gc():    # building makes ~10 objects per node, in reference cycles
-        return _load(doc_or_path, max_bytes, max_iterations)
+        return _load(doc_or_path, max_bytes, max_iterations, backend)
 
 
-def _load(doc_or_path, max_bytes, max_iterations):
+def _load(doc_or_path, max_bytes, max_iterations, backend):
     try:
         if isinstance(doc_or_path, (str, os.PathLike)):
             doc = _read_document(doc_or_path)
@@ -197,9 +209,9 @@ def _load(doc_or_path, max_bytes, max_iterations):
         raise errors.GraphFormatError("document: too large to read into memory") from None
     except Exception as e:    # a check that should have caught this did not: still a format error
         raise errors.GraphFormatError(f"document: cannot be read: {type(e).__name__}: {e}") from None
-    # no budget at all: numpy's kernels as they are (nothing to count)
-    backend = get_backend("numpy") if max_bytes is None and max_iterations is None else \
-        BudgetBackend(max_bytes, max_iterations)
+    # no budget at all: the backend's kernels as they are (nothing to count)
+    if max_bytes is not None or max_iterations is not None:
+        backend = BudgetBackend(max_bytes, max_iterations)
     try:
         for name in order:
             verify(library[name], recursive=False)     # callees were verified before

@@ -184,9 +184,11 @@ def describe_structure(structure, out_index=None):
     """The `output_structure` description of a nested result (list/tuple/dict of leaves).
 
     Leaves are numbered in flatten order (dict keys sorted); `out_index` gives each leaf's
-    flat output index instead (an int, or None for a None leaf). Namedtuples become tuples.
+    flat output index instead (an int, or None for a None leaf). A namedtuple keeps its type
+    name and fields (a loaded function returns a namedtuple of that name and fields).
 
         describe_structure((y, {"a": z}))  # {"tuple": [{"output": 0}, {"dict": [["a", {"output": 1}]]}]}
+        describe_structure(Stats(m, v))    # {"namedtuple": {"name": "Stats", "fields": [["mean", ...], ...]}}
         describe_structure(None)           # {"none": true}: the function returns None
     """
     leaves = iter(out_index) if out_index is not None else None
@@ -199,6 +201,9 @@ def describe_structure(structure, out_index=None):
                     raise errors.InvalidArgumentError(
                         f"describe_structure: dict key {k!r} is not a str or int; JSON cannot hold it")
             return {"dict": [[k, walk(s[k])] for k in sorted(s)]}
+        if isinstance(s, tuple) and hasattr(s, "_fields"):
+            return {"namedtuple": {"name": type(s).__name__,
+                                   "fields": [[f, walk(v)] for f, v in zip(s._fields, s)]}}
         if isinstance(s, (list, tuple)):
             return {"list" if isinstance(s, list) else "tuple": [walk(v) for v in s]}
         if leaves is not None:
@@ -215,6 +220,46 @@ def describe_structure(structure, out_index=None):
         counter[0] += 1
         return {"output": counter[0] - 1}
     return walk(structure)
+
+
+def output_names(structure, n_out):
+    """A unique name per flat output, from an `output_structure` description: the dict keys
+    and namedtuple fields on the way to it, joined by "." (positions in a list or tuple
+    count only below a name); `output_k` for output k reached by no name (a lone tensor, a
+    tuple of tensors). The JSON, ONNX, numpy-module and command-line names are these.
+
+        output_names(describe_structure({"logits": a, "probs": b}), 2)   # ["logits", "probs"]
+        output_names(describe_structure((a, {"aux": b})), 2)             # ["output_0", "output_1.aux"]
+    """
+    found = {}
+
+    def walk(s, path, named):
+        (kind, value), = s.items()
+        if kind == "output":
+            if value not in found:
+                found[value] = ".".join(path) if named else None
+        elif kind in ("list", "tuple"):
+            for k, v in enumerate(value):
+                walk(v, path + [str(k)], named)
+        elif kind == "dict":
+            for k, v in value:
+                walk(v, path + [str(k)], True)
+        elif kind == "namedtuple":
+            for k, v in value["fields"]:
+                walk(v, path + [k], True)
+    walk(structure, [], False)
+    names, taken = [], set()
+    for k in range(n_out):
+        name = found.get(k)
+        if name is not None and name[:1].isdigit():      # (a, {"aux": b}): output_1.aux
+            name = f"output_{name}"
+        name = name or f"output_{k}"
+        base, j = name, 1
+        while name in taken:          # {"a.b": x, "a": {"b": y}}: a.b, a.b_1
+            name, j = f"{base}_{j}", j + 1
+        taken.add(name)
+        names.append(name)
+    return names
 
 
 def _reachable_functions(roots):

@@ -11,9 +11,11 @@ from defun.runtime import errors
 from defun.runtime.shapes import shape_fits, shape_str
 from defun.runtime.tensor import EagerTensor, ResourceHandle, Tensor, to_array
 from defun.graph.functions import plan_of
+from defun.graph.passes import optimize
+from defun.graph.printer import render_dot, to_dot
 from defun.graph.serialize import budget
 from defun.graph.serialize.schema import _shape_doc
-from defun.graph.serialize.export import to_document
+from defun.graph.serialize.export import output_names, to_document
 
 InputSpec = namedtuple("InputSpec", "name shape dtype")
 
@@ -41,11 +43,28 @@ class LoadedFunction:
         """Current variable values by name (assignments in calls update them)."""
         return {s.name: s.value for s in self._captured}
 
+    def optimized_graph(self):
+        """The graph after the optimization passes (a defun of it would compile this)."""
+        return optimize(self.graph)
+
+    def plan_source(self, backend="numpy"):
+        """The Python source of the plan of the optimized graph on `backend` (an installed
+        backend's name); calls of this function run the graph as loaded, on its budgets."""
+        return plan_of(self.graph, backend).source
+
     def to_document(self):
         """The document of this function (byte-identical to the loaded one if unchanged)."""
         return to_document(self.graph, self.output_structure, self._names, self.backward_depth)
 
-    def __call__(self, *args):
+    @property
+    def output_names(self):
+        """A name per flat output (the dict keys and namedtuple fields of what it returns;
+        `output_k` where there is none), in the order of `graph.outputs`."""
+        return output_names(self.output_structure, len(self.graph.outputs))
+
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            args = self._bind(args, kwargs)
         feed = self._arguments(args)
         saved = budget.start_call()
         try:
@@ -53,6 +72,26 @@ class LoadedFunction:
         finally:
             budget.end_call(saved)
         return self._results(results)
+
+    def _bind(self, args, kwargs):
+        """Positional arguments from `args` and keyword arguments named as the parameters."""
+        names = self._names
+        where = self.graph.name
+        if len(args) > len(names):
+            raise TypeError(f"{where}: takes {len(names)} arguments ({', '.join(names)}), got {len(args)}")
+        bound = dict(zip(names, args))
+        for key, value in kwargs.items():
+            if key not in names:
+                raise TypeError(f"{where}: got an unexpected keyword argument {key!r}; its "
+                                f"arguments are {', '.join(names) or 'none'}")
+            if key in bound:
+                raise TypeError(f"{where}: got several values for argument {key!r}")
+            bound[key] = value
+        missing = [n for n in names if n not in bound]
+        if missing:
+            raise TypeError(f"{where}: missing argument{'s' if len(missing) > 1 else ''} "
+                            f"{', '.join(map(repr, missing))}")
+        return [bound[n] for n in names]
 
     def _arguments(self, args):
         """The arguments as arrays, checked against the signature."""
@@ -105,9 +144,28 @@ class LoadedFunction:
                 f"expected {shape_str(t.shape)} (? is any size)")
         return arr
 
+    def _repr_svg_(self):
+        """The graph drawn as SVG for notebooks (inputs and outputs by name); None when
+        Graphviz is not installed, so the notebook shows the text."""
+        dot = to_dot(self.graph, input_names=self._names, output_names=self.output_names)
+        try:
+            return render_dot(dot, "svg").decode("utf-8")
+        except RuntimeError:    # no graphviz package or no `dot` program
+            return None
+
     def __repr__(self):
         args = ", ".join(f"{s.name}: {s.dtype.name}{_shape_doc(s.shape)}" for s in self.signature)
         return f"<LoadedFunction {self.graph.name}({args})>"
+
+
+_NAMEDTUPLES = {}      # (type name, fields) -> the class loaded functions return
+
+
+def _namedtuple(name, fields):
+    cls = _NAMEDTUPLES.get((name, fields))
+    if cls is None:    # validated: identifiers, no keyword, no field starting with _
+        cls = _NAMEDTUPLES.setdefault((name, fields), namedtuple(name, fields))
+    return cls
 
 
 def _pack(s, outs):
@@ -120,5 +178,9 @@ def _pack(s, outs):
         return [_pack(v, outs) for v in value]
     if key == "tuple":
         return tuple(_pack(v, outs) for v in value)
+    if key == "namedtuple":
+        fields = value["fields"]
+        cls = _namedtuple(value["name"], tuple(f for f, _ in fields))
+        return cls(*[_pack(v, outs) for _, v in fields])
     return {k: _pack(v, outs) for k, v in value}
 

@@ -4,6 +4,7 @@ Validation checks every field before anything is built: names, ops, attrs (throu
 attr-type table), references, acyclicity of nodes and calls, variables, output structure.
 """
 import heapq
+import keyword
 import json
 import os
 from collections import namedtuple
@@ -562,7 +563,7 @@ def _check_structure(s, path, n_out, depth, leaves):
         raise _format_error(path, f"more than {limits.MAX_LIST} entries")
     if not isinstance(s, dict) or len(s) != 1:
         raise _format_error(path, "expected an object with one key: 'output', 'none', 'list', "
-                            "'tuple' or 'dict'")
+                            "'tuple', 'dict' or 'namedtuple'")
     (key, value), = s.items()
     if key == "none":
         if value is not True:
@@ -588,8 +589,30 @@ def _check_structure(s, path, n_out, depth, leaves):
                 raise _format_error(p, f"key {_show(item[0])} repeats")
             seen.add(item[0])
             _check_structure(item[1], p + "[1]", n_out, depth + 1, leaves)
+    elif key == "namedtuple":
+        p = path + ".namedtuple"
+        _fields(value, p, ("name", "fields"))
+        _check_identifier(value["name"], p + ".name")
+        seen = set()
+        for k, item in enumerate(_check_list(value["fields"], p + ".fields")):
+            q = f"{p}.fields[{k}]"
+            if not isinstance(item, list) or len(item) != 2:
+                raise _format_error(q, "expected [field, value]")
+            _check_identifier(item[0], q + "[0]")
+            if item[0].startswith("_") or item[0] in seen:
+                raise _format_error(q + "[0]", f"field {_show(item[0])} "
+                                    f"{'repeats' if item[0] in seen else 'starts with _'}")
+            seen.add(item[0])
+            _check_structure(item[1], q + "[1]", n_out, depth + 1, leaves)
     else:
         raise _format_error(path, f"unknown structure kind {_show(key)}")
+
+
+def _check_identifier(s, path):
+    """A Python identifier (a namedtuple's type or field name), not a keyword."""
+    if not isinstance(s, str) or not s.isidentifier() or keyword.iskeyword(s) or \
+            len(s) > limits.MAX_NAME:
+        raise _format_error(path, f"expected a Python identifier, got {_show(s)}")
 
 
 # =======================================================================================
