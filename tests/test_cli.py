@@ -4,6 +4,7 @@ puts it), as is `python -m defun`, --help and a bad file; every subcommand, its 
 files and bad inputs through `defun.cli.main` in this process (the same code, without
 a second of interpreter start-up per case)."""
 import contextlib
+import json
 import io
 import os
 import re
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 
 import defun as df
+from defun.graph.printer import format_graph
 from isolated import run_without_defun, same_bits
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -309,3 +311,178 @@ def test_a_bad_command_line_exits_2_with_usage(tmp_path):
     assert proc.stderr.count("\n") == 1                   # one line, no usage block
     proc = cli("dot", "f.json", cwd=tmp_path)          # -o is required
     assert proc.returncode == 2 and "-o/--output" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+# ---------------------------------------------------------------------------------------
+# Names outside: outputs by name, npz inputs, random inputs, budgets, backends, --check
+
+@pytest.fixture(scope="module")
+def named(tmp_path_factory):
+    """A document returning a dict: {"probs": softmax-ish of x @ w, "total": sum of x * n}."""
+    where = tmp_path_factory.mktemp("named")
+    w = df.Variable(np.linspace(-1, 1, 6, dtype=np.float32).reshape(3, 2), name="w")
+
+    @df.defun
+    def f(x, n):
+        e = df.exp(x @ w)
+        return {"probs": e / df.reduce_sum(e, axis=1, keepdims=True), "total": df.reduce_sum(x) * n}
+    cf = f.get_concrete_function(df.TensorSpec([None, 3], df.float32), df.TensorSpec([], df.float32))
+    df.export_json(cf, str(where / "f.json"))
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
+    np.savez(where / "inputs.npz", x=x, n=np.float32(2.0), other=np.zeros(3))
+    np.savez(where / "one.npz", only=x)
+    np.savez(where / "two.npz", a=x, b=x)
+    np.save(where / "x.npy", x)
+    return where, df.load_json(str(where / "f.json")), x
+
+
+def test_show_validate_and_run_name_the_outputs(named):
+    where, f, x = named
+    sig = "# @f(x: float32[?, 3], n: float32[]) -> (probs: float32[?, 2], total: float32[])"
+    assert _ok(cli("show", "f.json", cwd=where)).stdout.splitlines()[0] == sig
+    assert _ok(cli("validate", "f.json", cwd=where)).stdout.splitlines()[1] == sig
+    out = _ok(cli("run", "f.json", "x=inputs.npz[x]", "n=inputs.npz[n]", cwd=where)).stdout
+    assert out.startswith("probs: float32[4, 2]\n") and "\ntotal: float32[]\n" in out
+    expected = f(x, np.float32(2.0))
+    _ok(cli("run", "f.json", "x=one.npz", "n=inputs.npz", "-o", "out.npz", cwd=where))   # one array; the key n
+    with np.load(where / "out.npz") as got:
+        assert sorted(got) == ["probs", "total"]
+        assert same_bits(got["probs"], expected["probs"].numpy()) is None
+        assert same_bits(got["total"], expected["total"].numpy()) is None
+    _ok(cli("run", "f.json", "x=x.npy", "n=inputs.npz[n]", "--outdir", "outs/deeper", cwd=where))
+    assert sorted(os.listdir(where / "outs" / "deeper")) == ["probs.npy", "total.npy"]
+    assert same_bits(np.load(where / "outs" / "deeper" / "probs.npy"), expected["probs"].numpy()) is None
+
+
+def test_run_on_random_inputs(named):
+    where, f, _ = named
+    out = _ok(cli("run", "f.json", "--random", "--size", "7", "--seed", "3", "-o", "r.npz", cwd=where)).stdout
+    assert out == "wrote 2 outputs to r.npz: probs float32[7, 2], total float32[]\n"
+    rng = np.random.default_rng(3)
+    x, n = rng.standard_normal((7, 3)).astype(np.float32), rng.standard_normal(()).astype(np.float32)
+    with np.load(where / "r.npz") as got:
+        assert same_bits(got["probs"], f(x, n)["probs"].numpy()) is None
+    # given inputs stay as given, the rest are random
+    out = _ok(cli("run", "f.json", "x=x.npy", "--random", cwd=where)).stdout
+    assert out.startswith("probs: float32[4, 2]")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["x=inputs.npz[nope]", "n=inputs.npz[n]"], "input 'x': inputs.npz has no array 'nope'; it holds x, n, other"),
+    (["x=two.npz", "n=inputs.npz[n]"], "input 'x': two.npz holds 2 arrays; pick one with x=two.npz[key], key one of a, b"),
+    (["x=x.npy[0]", "n=inputs.npz[n]"], "x.npy[0]: No such file or directory"),
+    (["x=inputs.npz[other]", "n=inputs.npz[n]"], "input 'x': inputs.npz[other] holds float64[3], the function takes float32[?, 3]"),
+    (["x=__import__('os').system('touch pwned')", "n=inputs.npz[n]"], "No such file or directory"),
+    (["--size", "3"], "--size sets the unknown sizes of --random inputs: add --random"),
+    (["--random", "--size", "-2"], "argument --size: expected an integer >= 0, got -2"),
+    (["--random", "--max-bytes", "lots"], "argument --max-bytes: expected an integer >= 0, got 'lots'"),
+    (["--random", "--backend", "fortran"], "argument --backend: unknown backend 'fortran'; installed backends"),
+    (["--random", "-o", "a.npz", "--outdir", "d"], "argument --outdir: not allowed with argument -o/--output"),
+    (["--random", "--max-bytes", "64"], "more than the budget of 64 bytes"),
+])
+def test_run_refuses_bad_flags_and_budgets_in_one_line(named, args, message):
+    where, _, _ = named
+    proc = cli("run", "f.json", *args, cwd=where)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr and proc.stdout == ""
+    assert not (where / "pwned").exists()
+
+
+def test_run_budgets_and_backends(named):
+    where, f, x = named
+    proc = cli("run", "f.json", "--random", "--max-iterations", "0", "--max-bytes", "64", cwd=where)
+    assert proc.returncode == 2 and "raise the budget with --max-bytes N" in proc.stderr
+    _ok(cli("run", "f.json", "x=x.npy", "n=inputs.npz[n]", "--max-bytes", "none", "-o", "free.npz", cwd=where))
+    if "numba" not in df.backends():
+        return
+    proc = cli("run", "f.json", "--random", "--backend", "numba", cwd=where)
+    assert proc.returncode == 2 and "add --max-bytes none --max-iterations none" in proc.stderr
+    _ok(cli("run", "f.json", "x=x.npy", "n=inputs.npz[n]", "--backend", "numba", "--max-bytes", "none",
+            "--max-iterations", "none", "-o", "fast.npz", cwd=where))
+    with np.load(where / "fast.npz") as fast, np.load(where / "free.npz") as free:
+        np.testing.assert_allclose(fast["probs"], free["probs"], rtol=1e-6)
+
+
+def test_show_json_optimized_plan_and_variables(named):
+    where, f, _ = named
+    desc = json.loads(_ok(defun_cmd("show", "f.json", "--json", cwd=where)).stdout)     # what scripts read
+    assert desc == {"function": "f", "backward_levels": 0,
+                    "inputs": [{"name": "x", "dtype": "float32", "shape": [None, 3]},
+                               {"name": "n", "dtype": "float32", "shape": []}],
+                    "outputs": [{"name": "probs", "dtype": "float32", "shape": [None, 2]},
+                                {"name": "total", "dtype": "float32", "shape": []}],
+                    "variables": [{"name": "w", "dtype": "float32", "shape": [3, 2]}]}
+    out = _ok(cli("show", "f.json", "--optimized", "--variables", cwd=where)).stdout
+    assert "# variables (1, 24 bytes):\n#   w: float32[3, 2]\n" in out
+    assert out.split("\n", 3)[3] == format_graph(f.optimized_graph()) + "\n"
+    plan = _ok(cli("show", "f.json", "--plan", cwd=where)).stdout
+    assert plan.split("\n", 1)[1] == f.plan_source("numpy") and "def plan(" in plan
+    if "numba" in df.backends():
+        plan = _ok(cli("show", "f.json", "--plan", "--backend", "numba", cwd=where)).stdout
+        assert plan.split("\n", 1)[1] == f.plan_source("numba")
+    proc = cli("show", "f.json", "--plan", "--optimized", cwd=where)
+    assert proc.returncode == 2 and "not allowed with argument" in proc.stderr
+
+
+def test_onnx_check_compares_onnxruntime_with_the_loaded_function(named):
+    pytest.importorskip("onnxruntime")
+    where, _, _ = named
+    proc = _ok(defun_cmd("onnx", "f.json", "-o", "f.onnx", "--check", cwd=where))
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("wrote f.onnx (") and lines[0].endswith("; inputs x, n; outputs probs, total)")
+    m = re.match(r"checked against onnxruntime \S+ on random x float32\[4, 3\], n float32\[\]: largest "
+                 r"difference (\S+) \(output (probs|total)\)$", lines[1])
+    assert m and float(m.group(1)) < 1e-5, lines[1]
+    import onnx
+    model = onnx.load(str(where / "f.onnx"))
+    assert [o.name for o in model.graph.output] == ["probs", "total"]
+    assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "x_0"
+
+
+def test_onnx_check_fails_with_exit_1_when_onnxruntime_differs(named, monkeypatch):
+    ort = pytest.importorskip("onnxruntime")
+    where, _, _ = named
+    real = ort.InferenceSession.run
+
+    def off_by_a_little(self, names, feeds):      # a runtime whose results drift by 1e-3
+        return [r + np.float32(1e-3) for r in real(self, names, feeds)]
+    monkeypatch.setattr(ort.InferenceSession, "run", off_by_a_little)
+    proc = cli("onnx", "f.json", "-o", "g.onnx", "--check", cwd=where)
+    assert proc.returncode == 1
+    assert "onnxruntime differs beyond float tolerance in probs (difference 0.001" in proc.stderr
+    assert "largest difference 0.001" in proc.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--opset", "3"], "--opset 3: this export writes opsets 17 to "),
+    (["--opset", "999"], "--opset 999: this export writes opsets 17 to "),
+    (["--opset", "x"], "argument --opset: expected an integer >= 1, got 'x'"),
+    (["--opset", "-1"], "argument --opset: expected an integer >= 1, got -1"),
+    (["--size", "-1"], "argument --size: expected an integer >= 0, got -1"),
+])
+def test_onnx_bad_flag_values_are_one_line_exit_2(named, args, message):
+    pytest.importorskip("onnx")
+    where, _, _ = named
+    proc = cli("onnx", "f.json", "-o", "bad.onnx", *args, cwd=where)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+def test_the_console_script_refuses_a_bad_opset_without_a_traceback(named):
+    pytest.importorskip("onnx")
+    where, _, _ = named
+    proc = defun_cmd("onnx", "f.json", "-o", "bad.onnx", "--opset", "3", cwd=where)
+    assert proc.returncode == 2 and proc.stderr.startswith("defun onnx: --opset 3: ")
+    assert proc.stderr.count("\n") == 1 and not (where / "bad.onnx").exists()
+
+
+def test_bench_profile_prints_the_time_per_node(named):
+    where, _, _ = named
+    out = _ok(cli("bench", "f.json", "--size", "8", "--repeat", "4", "--warmup", "0", "--profile",
+                  cwd=where)).stdout.splitlines()
+    assert out[3].startswith("# @f: ") and " steps over 4 calls, " in out[3]
+    assert out[4].split() == ["node", "op", "calls", "total", "share", "line"]
+    rows = [ln.split() for ln in out[5:]]
+    assert {"matmul", "exp", "divide"} <= {r[1] for r in rows} and all(r[2] == "4" for r in rows)
+    shares = [float(r[5].rstrip("%")) for r in rows]       # node, op, calls, total (2 words), share
+    assert shares == sorted(shares, reverse=True) and abs(sum(shares) - 100) < 0.5 + 0.05 * len(rows)

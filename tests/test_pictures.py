@@ -2,6 +2,8 @@
 current code; concrete functions draw themselves in notebooks when Graphviz is there."""
 import importlib.util
 import os
+import re
+import struct
 import sys
 
 import numpy as np
@@ -27,9 +29,15 @@ def test_the_docs_picture_is_drawn_from_the_current_code():
     # forward and backward, the side outputs and the captured variables marked
     assert "forward @loss" in dot and "backward @loss_grad" in dot
     assert dot.count("captured variable") == 4 and "side output 0" in dot
+    # names everywhere: the parameters, the variables with their shapes, which gradient is which
+    for label in ("x\\nf32[?,64]", "labels\\ni32[?]", "w0\\nf32[64,32]", "b1\\nf32[10]"):
+        assert f'label="{label}"' in dot, label
+    assert sorted(re.findall(r"→ (d/d\w+)", dot)) == ["d/db0", "d/db1", "d/dw0", "d/dw1", "d/dx"]
     assert render_dot(dot, "svg").lstrip().startswith(b"<?xml")
     with open(pictures.SVG, encoding="utf-8") as f:
-        assert "<svg" in f.read()
+        svg = f.read()
+    width, height = (float(v) for v in re.search(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', svg).groups())
+    assert width <= 850 and height <= 1000, (width, height)    # reads at README width (~800 px)
     for doc in ("README.md", os.path.join("docs", "guide.md")):
         with open(os.path.join(ROOT, doc), encoding="utf-8") as f:
             assert "digits_mlp_step.svg" in f.read(), f"{doc} shows the picture"
@@ -57,3 +65,44 @@ def test_without_graphviz_a_notebook_shows_text(monkeypatch):
     monkeypatch.delitem(sys.modules, "graphviz")
     monkeypatch.setenv("PATH", os.path.join(ROOT, "no-such-directory"))   # no `dot` program
     assert cf._repr_svg_() is None
+
+
+def _png_size(data):
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])      # the IHDR chunk: width, height
+
+
+def test_a_loaded_function_draws_itself_with_its_names(tmp_path):
+    w = df.Variable(np.ones((3, 2), np.float32), name="weights")
+
+    @df.defun
+    def f(x):
+        h = x @ w
+        return {"probs": df.tanh(h), "norm": df.reduce_sum(h * h)}
+    cf = f.get_concrete_function(df.TensorSpec([None, 3], df.float32))
+    loaded = df.load_json(df.export_json(cf))
+    for fn in (loaded, cf):
+        svg = fn._repr_svg_()
+        assert svg.lstrip().startswith("<?xml") and "<svg" in svg
+        assert "captured variable weights" in svg and "→ probs" in svg and "→ norm" in svg
+        assert ">x</text>" in svg and ">f32[3,2]</text>" in svg       # the input's name, the variable's shape
+
+
+def test_control_flow_is_drawn_in_clusters_and_rendered(tmp_path):
+    from test_cli import cli
+    @df.defun
+    def f(x, n):
+        y = df.cond(df.reduce_sum(x) > 0, lambda: x * 2.0, lambda: x - 1.0)
+        return df.while_loop(lambda i, z: i < n, lambda i, z: (i + 1, z * 0.5), [df.constant(0), y])[1]
+    cf = f.get_concrete_function(df.TensorSpec([3], df.float32), df.TensorSpec([], df.int32))
+    df.export_json(cf, str(tmp_path / "loop.json"))
+    for ext in ("png", "svg"):
+        proc = cli("dot", "loop.json", "-o", f"loop.{ext}", "--backward", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+    width, height = _png_size((tmp_path / "loop.png").read_bytes())
+    assert 200 < width < 4000 and 100 < height < 2000, (width, height)
+    svg = (tmp_path / "loop.svg").read_text()
+    titles = re.findall(r"<text[^>]*>((?:cond|while) %\d+: [^<]+)</text>", svg)
+    kinds = sorted(t.split(": ")[1].split(" @")[0] for t in titles)
+    # forward and backward each have their cond (two branches) and while (cond and body)
+    assert kinds.count("then_branch") >= 2 and kinds.count("body") >= 2, kinds
