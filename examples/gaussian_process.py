@@ -28,7 +28,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import defun as df  # noqa: E402
-from reporting import progress  # noqa: E402  (the examples' progress bar)
+from reporting import check_output, progress  # noqa: E402  (the examples' progress bar, output check)
 
 JITTER = 1e-6
 
@@ -221,6 +221,7 @@ if __name__ == "__main__":
     parser.add_argument("--out", default="gaussian_process.png", help="where to write the posterior plot")
     parser.add_argument("--quiet", action="store_true", help="no progress bar and no output lines")
     args = parser.parse_args()
+    check_output(args.out, (".png",), "--out")      # before fitting, not after it
     result = main(steps=args.steps, learning_rate=args.learning_rate, out=args.out, quick=args.quick,
                   verbose=not args.quiet)
     sys.exit(0 if result["final_nll"] < result["initial_nll"] else 1)

@@ -1,4 +1,5 @@
-"""What the examples share: a progress bar, lines printed beside it, a loss/accuracy plot.
+"""What the examples share: a progress bar, lines printed beside it, a loss/accuracy plot,
+and a check of where the output goes, made before any training.
 
 The convention (examples/README.md): a `tqdm` bar over the training steps, off with
 `--quiet` or when stderr is not a terminal; summaries printed with `say` (tqdm.write, so
@@ -11,10 +12,39 @@ example's output with matplotlib's Agg backend (no display needed), its path pri
     say(f"epoch {epoch}: loss {loss:.4f}", quiet=quiet)
     plot_history("train_mlp.png", {"loss": losses}, {"test": accuracies}, "MLP on digits")
 
-Both need the `[examples]` extra (tqdm, matplotlib).
-"""
+    check_output(args.out, (".json",), "--out")      # first: a bad path fails in a second
 
-__all__ = ["progress", "say", "plot_history"]
+The bar and the plot need the `[examples]` extra (tqdm, matplotlib).
+"""
+import os
+import sys
+
+__all__ = ["progress", "say", "plot_history", "check_output", "output_problem"]
+
+
+def check_output(path, suffixes, flag):
+    """Exit with status 2 and one line unless `path` ends with one of `suffixes` and its
+    directory exists and is writable: checked before training, not after it."""
+    problem = output_problem(path, suffixes)
+    if problem is not None:
+        print(f"error: {flag} {path}: {problem}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def output_problem(path, suffixes):
+    """What is wrong with writing a file at `path` (None: nothing)."""
+    if path is None:
+        return None
+    if suffixes and not path.lower().endswith(tuple(suffixes)):
+        return f"name it with {' or '.join(suffixes)}"
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        return "is a directory; give a file name"
+    if not os.path.isdir(folder):
+        return f"the directory {folder} does not exist"
+    if not os.access(folder, os.W_OK):
+        return f"cannot write to {folder}"
+    return None
 
 
 def progress(iterable, total=None, desc=None, quiet=False, unit="step"):

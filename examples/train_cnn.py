@@ -1,35 +1,36 @@
 """Train a small convolutional network on scikit-learn's digits (8x8 images) with a defun'd step.
 
-usage: pip install -e ".[examples]" && python examples/train_cnn.py [--epochs N] [--out cnn.npz] [--quiet]
+usage: pip install -e ".[examples]" && python examples/train_cnn.py [--epochs N] [--out PATH.npz] [--quiet]
 
 What it shows, in order:
   1. conv2d + max pooling + dropout + Adam, the whole training step (forward, backward,
      Adam update) compiled into one graph by `df.defun`; the dropout seed is a tensor
      argument, a new one per step, so the step is traced once;
-  2. a progress bar per epoch (tqdm) with the running loss, then test accuracy;
+  2. a progress bar over the steps (tqdm; off with --quiet or when not on a terminal) and
+     per epoch the mean training loss and the training and test accuracy;
   3. the time of one step run eagerly next to the same step run through `df.defun`;
-  4. a checkpoint (`df.save_variables`: the model's and Adam's variables) restored into a
-     freshly initialized model, which must predict exactly what the trained one does;
-  5. a plot of the loss and accuracy per epoch, `<out>.png` next to the checkpoint.
-Exits non-zero when the restored model differs.
+  4. a checkpoint (`df.save_variables`: the model's and Adam's variables, as trained: the
+     timed steps' updates are undone) restored into a freshly initialized model, which
+     must predict exactly what the trained one does;
+  5. `train_cnn.png`, the loss and accuracy per epoch, next to the checkpoint.
+Exits non-zero when the restored model differs; a bad --out stops it before training.
+(This network's matrices are small: on a busy machine `OMP_NUM_THREADS=1` in the shell that
+runs it keeps BLAS from slowing each conv down with a second thread.)
 """
+import argparse
 import os
+import statistics
+import sys
+import tempfile
+import time
 
-# One BLAS thread unless told otherwise (set before numpy loads): this network's matrices
-# are small, and a second thread made each conv several times slower on a busy 2-core box.
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+import numpy as np
 
-import argparse  # noqa: E402
-import statistics  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(_HERE))
+sys.path.insert(0, _HERE)
 import defun as df  # noqa: E402
+from reporting import check_output, plot_history, progress, say  # noqa: E402  (the examples' shared helpers)
 
 
 def load_data(seed=0, test_fraction=0.2):
@@ -108,38 +109,15 @@ def median_step_us(step, args, repeat):
     return statistics.median(times) * 1e6
 
 
-def _progress(iterable, total, desc, quiet):
-    if quiet:
-        return iterable
-    from tqdm import tqdm  # the `examples` extra
-    return tqdm(iterable, total=total, desc=desc, leave=False, unit="step")
-
-
-def plot_history(history, path):
-    """Loss and test accuracy per epoch, written to `path` (PNG)."""
-    import matplotlib  # the `examples` extra
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    epochs = np.arange(1, len(history["loss"]) + 1)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5))
-    left.plot(epochs, history["loss"], marker="o")
-    left.set(xlabel="epoch", ylabel="mean training loss", title="loss")
-    right.plot(epochs, history["test_accuracy"], marker="o", color="tab:green")
-    right.set(xlabel="epoch", ylabel="test accuracy", title="digits, CNN")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
-
-
 def main(epochs=15, batch_size=32, learning_rate=3e-3, out=None, timing_repeat=50, seed=0,
-         quiet=False, plot=True):
+         verbose=True, plot=True):
     """Train, time, checkpoint, restore; returns a dict of results (used by the tests).
 
-    `quiet`: no progress bar and no line per epoch (the summary lines are still printed).
+    Writes `out` (the checkpoint; default: a temporary file) and, with `plot`,
+    `train_cnn.png` (loss and accuracy per epoch) in the directory of `out` (default: the
+    current one). `verbose=False`: no progress bar and no output lines.
     """
-    say = (lambda *a, **k: None) if quiet else print
+    quiet = not verbose
     x_train, y_train, x_test, y_test = load_data(seed)
     model = CNN(seed)
     optimizer = df.optimizers.Adam(learning_rate)
@@ -147,35 +125,41 @@ def main(epochs=15, batch_size=32, learning_rate=3e-3, out=None, timing_repeat=5
     compiled_step = df.defun(eager_step)
     predict = df.defun(model.logits)
     say(f"digits: {len(x_train)} train / {len(x_test)} test images 8x8, CNN conv16-pool-conv32-pool-"
-        f"dropout-dense10, batch {batch_size}, Adam lr {learning_rate}")
+        f"dropout-dense10, batch {batch_size}, Adam lr {learning_rate}", quiet)
 
     rng = np.random.default_rng(seed)
     n_batches = len(x_train) // batch_size   # full batches only: one signature, one trace
-    history = {"loss": [], "test_accuracy": []}
-    for epoch in range(1, epochs + 1):
-        order = rng.permutation(len(x_train))
-        losses = []
-        bar = _progress(range(n_batches), n_batches, f"epoch {epoch}/{epochs}", quiet)
-        for i in bar:
-            idx = order[i * batch_size:(i + 1) * batch_size]
-            step_seed = df.constant([epoch, i], df.int32)     # a tensor: no retrace per step
-            losses.append(float(compiled_step(df.constant(x_train[idx]), df.constant(y_train[idx]),
-                                              step_seed)))
-            if not quiet:
-                bar.set_postfix(loss=f"{np.mean(losses):.4f}")
-        history["loss"].append(float(np.mean(losses)))
-        history["test_accuracy"].append(accuracy(predict, x_test, y_test))
-        say(f"epoch {epoch:3d}  loss {history['loss'][-1]:.4f}  test acc {history['test_accuracy'][-1]:.3f}")
-    test_accuracy = history["test_accuracy"][-1]
-    print(f"final test accuracy: {test_accuracy:.4f}  (traces of the step: {compiled_step.trace_count})")
+    history = {"loss": [], "train": [], "test": []}
+    with progress(None, total=epochs * n_batches, desc="training", quiet=quiet) as bar:
+        for epoch in range(1, epochs + 1):
+            order = rng.permutation(len(x_train))
+            losses = []
+            for i in range(n_batches):
+                idx = order[i * batch_size:(i + 1) * batch_size]
+                step_seed = df.constant([epoch, i], df.int32)     # a tensor: no retrace per step
+                losses.append(float(compiled_step(df.constant(x_train[idx]), df.constant(y_train[idx]),
+                                                  step_seed)))
+                bar.update(1)
+                bar.set_postfix(epoch=epoch, loss=f"{losses[-1]:.3f}", refresh=False)
+            history["loss"].append(float(np.mean(losses)))
+            history["train"].append(accuracy(predict, x_train, y_train))
+            history["test"].append(accuracy(predict, x_test, y_test))
+            say(f"epoch {epoch:3d}  loss {history['loss'][-1]:.4f}  train acc {history['train'][-1]:.3f}  "
+                f"test acc {history['test'][-1]:.3f}", quiet)
+    test_accuracy = history["test"][-1]
+    say(f"final test accuracy: {test_accuracy:.4f}  (traces of the step: {compiled_step.trace_count})", quiet)
 
-    # Eager vs defun step time, same batch, same Python code (the extra steps keep training).
+    # Eager vs defun step time, same batch, same Python code. The timed steps train too, so
+    # the trained values (the model's and Adam's) are put back: the checkpoint is the model above.
+    trained = [v.numpy().copy() for v in model.variables + optimizer.variables()]
     args = (df.constant(x_train[:batch_size]), df.constant(y_train[:batch_size]),
             df.constant([0, 0], df.int32))
     eager_us = median_step_us(eager_step, args, timing_repeat)
     defun_us = median_step_us(compiled_step, args, timing_repeat)
-    print(f"step time (median of {timing_repeat}): eager {eager_us / 1000:.2f} ms, defun "
-        f"{defun_us / 1000:.2f} ms ({eager_us / defun_us:.1f}x faster)")
+    for v, value in zip(model.variables + optimizer.variables(), trained):
+        v.assign(value)
+    say(f"step time (median of {timing_repeat}): eager {eager_us / 1000:.2f} ms, defun "
+        f"{defun_us / 1000:.2f} ms ({eager_us / defun_us:.1f}x faster)", quiet)
 
     # Checkpoint the model and Adam's state, restore into a fresh model, compare predictions.
     with tempfile.TemporaryDirectory() as tmp:
@@ -189,13 +173,17 @@ def main(epochs=15, batch_size=32, learning_rate=3e-3, out=None, timing_repeat=5
         got = df.defun(fresh.logits)(x_test).numpy()
         restored_ok = bool(np.array_equal(got, expected)) and all(
             np.array_equal(a.numpy(), b.numpy()) for a, b in
-            zip(saved, fresh.variables + fresh_optimizer.variables()))
-        plot_path = None
-        if plot and out:
-            plot_path = plot_history(history, os.path.splitext(out)[0] + ".png")
-    print(f"checkpoint {path if out else 'in a temporary file'}: {len(saved)} variables; the restored "
-        f"model's predictions {'match' if restored_ok else 'DIFFER'}"
-        f"{f'; plot: {plot_path}' if plot_path else ''}")
+            zip(saved, fresh.variables + fresh_optimizer.variables())) and \
+            float(np.mean(np.argmax(got, axis=1) == y_test)) == test_accuracy
+    say(f"checkpoint {path if out else 'in a temporary file'}: {len(saved)} variables; the restored "
+        f"model's predictions {'match' if restored_ok else 'DIFFER'}", quiet)
+    plot_path = None
+    if plot:
+        folder = os.path.dirname(os.path.abspath(out)) if out else os.getcwd()
+        plot_path = plot_history(os.path.join(folder, "train_cnn.png"), {"training loss": history["loss"]},
+                                 {"training": history["train"], "test": history["test"]},
+                                 f"CNN on digits, Adam lr {learning_rate}")
+        say(f"loss and accuracy plot: {plot_path}", quiet)
     return {"test_accuracy": test_accuracy, "history": history, "eager_step_us": eager_us,
             "defun_step_us": defun_us, "restored_ok": restored_ok,
             "step_trace_count": compiled_step.trace_count, "plot": plot_path}
@@ -206,12 +194,14 @@ def cli():
     parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate")
-    parser.add_argument("--out", help="checkpoint path (.npz); the plot goes next to it as .png "
-                                      "(default: a temporary directory, no plot)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar or per-epoch lines")
+    parser.add_argument("--out", help="checkpoint path (.npz; default: a temporary file); train_cnn.png "
+                                      "goes next to it (default: the current directory)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar and no output lines")
     parser.add_argument("--timing-repeat", type=int, default=50, help="steps timed, eager and defun")
     args = parser.parse_args()
-    result = main(args.epochs, args.batch_size, args.lr, args.out, args.timing_repeat, quiet=args.quiet)
+    check_output(args.out, (".npz",), "--out")      # before training, not after it
+    result = main(args.epochs, args.batch_size, args.lr, args.out, args.timing_repeat,
+                  verbose=not args.quiet)
     if not result["restored_ok"]:
         print("error: the model restored from the checkpoint predicts differently", file=sys.stderr)
         return 1

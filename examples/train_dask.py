@@ -28,7 +28,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(_HERE))
 sys.path.insert(0, _HERE)
 import defun as df  # noqa: E402
-from reporting import plot_history, progress, say  # noqa: E402  (the examples' bar and plot)
+from reporting import check_output, plot_history, progress, say  # noqa: E402  (the examples' helpers)
 from train_mlp import MLP, accuracy, load_data  # noqa: E402  (the single-process example)
 
 
@@ -139,6 +139,7 @@ def cli():
     parser.add_argument("--plot", default="train_dask.png", help="where to write the loss/accuracy plot")
     parser.add_argument("--quiet", action="store_true", help="no progress bar and no output lines")
     args = parser.parse_args()
+    check_output(args.plot, (".png",), "--plot")      # before the cluster starts, not after training
     result = main(args.epochs, args.batch_size, args.lr, args.hidden, args.workers, args.scheduler,
                   verbose=not args.quiet, plot=args.plot)
     if not result["predictions_match"]:

@@ -37,6 +37,25 @@ def test_train_mlp_learns_and_round_trips(tmp_path):
     history = result["history"]
     assert [len(v) for v in history.values()] == [3, 3, 3]
     assert history["loss"][-1] < history["loss"][0] and history["test"][-1] == result["test_accuracy"]
+    # the exported model is the one whose accuracy was printed (the timed steps are undone)
+    assert result["exported_accuracy"] == result["test_accuracy"]
+    reloaded = __import__("defun").load_json(str(out))
+    assert float(np.mean(np.argmax(reloaded(x).numpy(), 1) == y)) == result["test_accuracy"]
+
+
+@pytest.mark.parametrize("script, flag, bad", [
+    ("train_mlp.py", "--out", "m.txt"),
+    ("train_cnn.py", "--out", "no/such/dir/c.npz"), ("gaussian_process.py", "--out", "gp.json"),
+    ("train_dask.py", "--plot", "no/such/dir/d.png"),
+])
+def test_every_example_checks_its_output_path_before_it_trains(script, flag, bad, tmp_path):
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, os.path.join(os.path.dirname(_PATH), script), flag, bad],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert proc.stderr.startswith(f"error: {flag} {bad}: ") and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stdout == "" and os.listdir(tmp_path) == []      # nothing trained, nothing written
 
 
 def test_defun_step_matches_eager_step():

@@ -24,7 +24,7 @@ def _load_example():
 def test_train_cnn_learns_checkpoints_restores_and_plots(tmp_path):
     example = _load_example()
     out = tmp_path / "cnn.npz"
-    result = example.main(epochs=2, timing_repeat=2, out=str(out), quiet=True)
+    result = example.main(epochs=2, timing_repeat=2, out=str(out), verbose=False)
     # chance is 0.1; two epochs of Adam already classify most digits (the full run: 0.98)
     assert result["test_accuracy"] > 0.9
     assert result["history"]["loss"][1] < result["history"]["loss"][0]
@@ -34,8 +34,10 @@ def test_train_cnn_learns_checkpoints_restores_and_plots(tmp_path):
     assert out.exists()
     with np.load(out) as saved:
         assert {"conv1", "bias1", "conv2", "bias2", "dense", "bias3"} <= set(saved.files)
-    plot = tmp_path / "cnn.png"
+    plot = tmp_path / "train_cnn.png"                    # named after the example, next to --out
     assert result["plot"] == str(plot) and plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    history = result["history"]
+    assert history["test"][-1] == result["test_accuracy"] and len(history["train"]) == 2
 
 
 def test_cnn_defun_step_matches_the_eager_step_with_the_same_dropout_seeds():
