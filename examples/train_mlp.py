@@ -9,7 +9,8 @@ What it shows, in order:
   2. a progress bar over the steps (tqdm; off with --quiet or when not on a terminal) and
      per epoch the mean training loss and the training and test accuracy;
   3. the time of one step run eagerly next to the same step run through `df.defun`;
-  4. the trained prediction function (the model whose accuracy it printed: the timed
+  4. the trained prediction function, returning {"logits", "probs"} (the model whose
+     accuracy it printed: the timed
      steps' updates are undone) exported to JSON with `df.export_json`, loaded back with
      `df.load_json` (no Python code of this file needed) and checked to give the same
      predictions and accuracy. Exits non-zero when they differ; a bad --out stops it
@@ -148,15 +149,19 @@ def main(epochs=20, batch_size=32, learning_rate=0.5, hidden=64, out="digits_mlp
     say(f"step time (median of {timing_repeat}): eager {eager_us:.0f} us, defun {defun_us:.0f} us "
         f"({eager_us / defun_us:.1f}x faster)", quiet)
 
-    # Export the trained prediction function, reload it without this file's code, compare.
-    concrete = predict.get_concrete_function(df.TensorSpec([None, x_test.shape[1]], df.float32))
+    # Export the trained prediction function, with named outputs (the names travel to the
+    # JSON, `defun run`, ONNX and the numpy module), reload it without this file's code, compare.
+    def classify(x):
+        logits = model.logits(x)
+        return {"logits": logits, "probs": df.softmax(logits)}
+    concrete = df.defun(classify).get_concrete_function(df.TensorSpec([None, x_test.shape[1]], df.float32))
     df.export_json(concrete, out)
     stem = os.path.splitext(out)[0]
     np.save(f"{stem}_x.npy", x_test)
     np.save(f"{stem}_y.npy", y_test)
     reloaded = df.load_json(out)
     expected = predict(df.constant(x_test)).numpy()
-    got = np.asarray(reloaded(x_test).numpy())
+    got = np.asarray(reloaded(x=x_test)["logits"].numpy())
     max_diff = float(np.max(np.abs(got - expected)))
     same_labels = bool(np.array_equal(np.argmax(got, axis=1), np.argmax(expected, axis=1)))
     exported_accuracy = float(np.mean(np.argmax(got, axis=1) == y_test))

@@ -103,13 +103,14 @@ def test_story_trains_and_exports(story):
     where, doc, loaded = story
     assert doc.exists() and (where / "digits_x.npy").exists() and (where / "train_mlp.png").exists()
     x, y = np.load(where / "digits_x.npy"), np.load(where / "digits_y.npy")
-    assert np.mean(np.argmax(loaded(x).numpy(), 1) == y) > 0.8
+    assert np.mean(np.argmax(loaded(x)["logits"].numpy(), 1) == y) > 0.8
 
 
 def test_story_show(story):
     where, _, loaded = story
     out = _run_story("show", where).stdout
-    assert out.startswith("# @logits(x: float32[?, 64]) -> (output_0: float32[?, 10])\nfunc @logits(")
+    assert out.startswith("# @classify(x: float32[?, 64]) -> (logits: float32[?, 10], probs: float32[?, 10])\n"
+                          "func @classify(")
     assert out.count("matmul(") == 2 and out.count("read_variable(") == 4
 
 
@@ -127,10 +128,10 @@ def test_story_run(story):
     argv = _story_command("run")
     _run_story("run", where)
     with np.load(where / argv[argv.index("-o") + 1]) as out:
-        assert list(out) == ["output_0"]
-        predictions = out["output_0"]
+        assert list(out) == ["logits", "probs"]          # the names the exported function gave them
+        predictions = out["logits"]
     x = np.load(where / "digits_x.npy")
-    assert same_bits(predictions, loaded(x).numpy()) is None
+    assert same_bits(predictions, loaded(x)["logits"].numpy()) is None
 
 
 def test_story_onnx_predicts_the_same_in_onnxruntime(story):
@@ -140,8 +141,9 @@ def test_story_onnx_predicts_the_same_in_onnxruntime(story):
     _run_story("onnx", where)
     session = ort.InferenceSession(str(where / argv[argv.index("-o") + 1]))
     x = np.load(where / "digits_x.npy")
-    logits, = session.run(None, {session.get_inputs()[0].name: x})
-    expected = loaded(x).numpy()
+    assert [o.name for o in session.get_outputs()] == ["logits", "probs"]
+    logits, probs = session.run(None, {session.get_inputs()[0].name: x})
+    expected = loaded(x)["logits"].numpy()
     np.testing.assert_allclose(logits, expected, rtol=1e-5, atol=1e-5)
     assert np.array_equal(np.argmax(logits, 1), np.argmax(expected, 1))
 
@@ -155,12 +157,12 @@ def test_story_numpy_module_predicts_the_same_without_defun(story, tmp_path):
     got, = run_without_defun({path.stem: path.read_text()},
                              [{"module": path.stem, "call": "forward", "inputs": [x]}], tmp_path)
     assert "error" not in got, got
-    assert same_bits(got["outputs"][0], loaded(x).numpy()) is None
+    assert same_bits(got["outputs"][0], loaded(x)["logits"].numpy()) is None
     # and the README's one-liner, in the directory it wrote the module to
     line = next(a for a in _story_commands() if a[0] == "python" and a[1] == "-c")
     proc = _ok(subprocess.run([sys.executable, *line[1:]], capture_output=True, text=True, cwd=where,
                               timeout=120))
-    assert proc.stdout.strip() == str(np.argmax(loaded(x).numpy(), 1)[:10])
+    assert proc.stdout.strip() == str(np.argmax(loaded(x)["logits"].numpy(), 1)[:10])
 
 
 # ---------------------------------------------------------------------------------------

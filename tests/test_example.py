@@ -40,7 +40,8 @@ def test_train_mlp_learns_and_round_trips(tmp_path):
     # the exported model is the one whose accuracy was printed (the timed steps are undone)
     assert result["exported_accuracy"] == result["test_accuracy"]
     reloaded = __import__("defun").load_json(str(out))
-    assert float(np.mean(np.argmax(reloaded(x).numpy(), 1) == y)) == result["test_accuracy"]
+    assert float(np.mean(np.argmax(reloaded(x)["logits"].numpy(), 1) == y)) == result["test_accuracy"]
+    assert reloaded.output_names == ["logits", "probs"]
 
 
 @pytest.mark.parametrize("script, flag, bad", [
