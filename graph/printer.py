@@ -250,7 +250,9 @@ class _Drawing:
                 self.lines += [f"{indent}subgraph {_q(cid)} {{",
                                f'{indent}  label={_q(f"{node.op.name} {node.name}: {what} @{g.name}")}; '
                                f'style="rounded,dashed"; color="#7a7a7a";']
-                names = {id(t): f"out {j}" for j, t in enumerate(g.outputs)}
+                names = {}
+                for j, t in enumerate(g.outputs):     # a value returned twice: out 0, 1
+                    names[id(t)] = f"{names[id(t)]}, {j}" if id(t) in names else f"out {j}"
                 self.function(g, sub, indent + "  ", names=names, depth=depth + 1, outer=outer)
                 self.lines.append(f"{indent}}}")
                 anchor = next(iter(g.nodes), None)
