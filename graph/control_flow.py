@@ -22,7 +22,7 @@ from defun.runtime.execute import run_op
 from defun.runtime.indexed_slices import IndexedSlices, dense
 from defun.runtime.ops.array_ops import gather, identity, zeros, zeros_like
 from defun.runtime.ops.math_ops import greater
-from defun.runtime.registry import register
+from defun.runtime.registry import get as get_op, register
 from defun.runtime.shapes import merge_shapes, shape_str, shapes_compatible
 from defun.runtime.variables import watch_read_handles
 from defun.graph.functions import CALL, call_graph, input_grads, plan_of, raise_node
@@ -264,10 +264,85 @@ def _cond_onnx(e, node, ins):
                 else_branch=branch(node.attrs["else_branch"], "else"))
 
 
+# ---------------------------------------------------------------------------------------
+# batching (graph/batching.py walks the graph; `ctx` is its BatchContext)
+def _select(pred, a, b, rank):
+    """Per example: `a` where the batched scalar `pred` holds, else `b` (rank: a's per example)."""
+    p = runget_op(get_op("reshape"), [pred], {"shape": (-1,) + (1,) * rank})
+    return runget_op(get_op("where"), [p, a, b])
+
+
+def _materialized(ctx, x, t):
+    x = runget_op(get_op("expand_dims"), [x], {"axis": 0})
+    return runget_op(get_op("broadcast_to"), [x], {"shape": (ctx.size,) + tuple(t.shape)})
+
+
+def _cond_batch(ctx, node, inputs, batched):
+    """An unbatched predicate: one cond of the batched branches. A batched one: both
+    branches run on the whole batch and each example takes its branch's values."""
+    then_g, else_g = node.attrs["then_branch"], node.attrs["else_branch"]
+    pred, vals, flags = inputs[0], inputs[1:], batched[1:]
+    if batched[0]:
+        a, fa = ctx.run_graph(then_g, vals, flags)
+        b, fb = ctx.run_graph(else_g, vals, flags)
+        return [_select(pred, x, y, len(t.shape)) for x, y, t in zip(a, b, node.outputs)], \
+            [True] * len(a)
+    if state.graph is None:      # eager: the branch the predicate picks, as df.cond does
+        return ctx.run_graph(then_g if bool(pred) else else_g, vals, flags)
+    made = [ctx.function(g, [], vals, flags, f"{g.base_name}_batched") for g in (then_g, else_g)]
+    out_flags = [x or y for x, y in zip(made[0][2], made[1][2])]
+    for g, outs, fl in made:
+        with g.building():
+            outs = [_materialized(ctx, o, t) if want and not f else o
+                    for o, f, want, t in zip(outs, fl, out_flags, node.outputs)]
+        g.finalize(outs)
+    return cond_node(pred, made[0][0], made[1][0]), out_flags
+
+
+def _while_batch(ctx, node, inputs, batched):
+    """The loop variables an iteration can make batched are batched from the start; with a
+    batched condition the loop runs while any example's holds, and an example whose
+    condition fails keeps its values (masked), so each ends where its own loop would."""
+    attrs = node.attrs
+    if attrs["history"] or attrs["saves"] is not None:
+        raise errors.UnimplementedError(
+            "while: a loop saving per-iteration values for a gradient inside the vmapped function "
+            "(the gradient of a while_loop) is not batched yet")
+    n = len(node.outputs)
+    cond_g, body_g = attrs["cond"], attrs["body"]
+    init, extra, extra_flags = list(inputs[:n]), inputs[n:], batched[n:]
+    flags = list(batched[:n])
+    while True:
+        cg, couts, cflags = ctx.function(cond_g, flags, extra, extra_flags, "while_cond_batched")
+        if cflags[0]:
+            flags = [True] * n
+            cg, couts, cflags = ctx.function(cond_g, flags, extra, extra_flags, "while_cond_batched")
+        bg, bouts, bflags = ctx.function(body_g, flags, extra, extra_flags, "while_body_batched")
+        grown = [f or b for f, b in zip(flags, bflags)]
+        if grown == flags:
+            break
+        flags = grown
+    with bg.building():
+        new = [_materialized(ctx, o, t) if f and not b else o
+               for o, b, f, t in zip(bouts, bflags, flags, node.outputs)]
+        if cflags[0]:     # the examples still running take the new values
+            go, _ = ctx.run_graph(cond_g, bg.inputs + list(extra), flags + list(extra_flags))
+            new = [_select(go[0], x, v, len(t.shape)) for x, v, t in zip(new, bg.inputs, node.outputs)]
+    bg.finalize(new)
+    with cg.building():
+        c = couts[0]
+        if cflags[0]:
+            c = runget_op(get_op("reduce_any"), [c], {"axis": None, "keepdims": False})
+    cg.finalize([c])
+    init = [_materialized(ctx, x, t) if f and not b else x
+            for x, b, f, t in zip(init, batched[:n], flags, node.outputs)]
+    return while_node(cg, bg, init, attrs["maximum_iterations"]), flags
+
+
 _COND_ATTRS = {"then_branch": "func", "else_branch": "func"}
 COND = register("cond", _cond_kernel, _cond_infer, _cond_grad, num_outputs=_cond_outputs,
                 none_grads=True, attrs=_COND_ATTRS, bind=_cond_bind, num_inputs=None, defaults={},
-                onnx=_cond_onnx)
+                onnx=_cond_onnx, batch=_cond_batch)
 
 
 # ---------------------------------------------------------------------------------------
@@ -572,7 +647,8 @@ def _while_onnx(e, node, ins):
 
 WHILE = register("while", _while_kernel, _while_infer, _while_grad, num_outputs=_while_outputs,
                  none_grads=True, attrs=_WHILE_ATTRS, bind=_while_runner,
-                 prune_outputs=_while_prune, num_inputs=None, defaults={"saves": None}, onnx=_while_onnx)
+                 prune_outputs=_while_prune, num_inputs=None, defaults={"saves": None}, onnx=_while_onnx,
+                 batch=_while_batch)
 
 
 def cond_node(pred, then_g, else_g, name=None):
@@ -609,3 +685,4 @@ def _loop(cond_fn, body_fn, init):
     cond_g = _trace("while_grad_cond", outer, init, lambda *vs: [cond_fn(*vs)])
     body_g = _trace("while_grad_body", outer, init, lambda *vs: list(body_fn(*vs)))
     return while_node(cond_g, body_g, init)
+

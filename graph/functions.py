@@ -84,10 +84,16 @@ def _call_grad(op, *grads):
     return input_grads(bw, call_graph(bw.graph, feed + s.feed(list(op.inputs), outs)))
 
 
+def _call_batch(ctx, node, inputs, batched):
+    """A call is batched inline: the callee's nodes are batched one by one."""
+    return ctx.run_graph(node.attrs["f"], inputs, batched)
+
+
 CALL = register("call", _call_kernel, _call_infer, _call_grad,
                 num_outputs=lambda attrs, n: len(attrs["f"].outputs), none_grads=True,
                 attrs={"f": "func"}, bind=_call_bind, num_inputs=None, defaults={},
-                onnx=lambda e, node, ins: e.inline(node.attrs["f"], ins))   # (exports inline calls)
+                onnx=lambda e, node, ins: e.inline(node.attrs["f"], ins),   # (exports inline calls)
+                batch=_call_batch)
 
 
 def call_graph(graph, inputs):

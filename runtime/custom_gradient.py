@@ -13,6 +13,7 @@ from defun.runtime.execute import run_op
 from defun.runtime.nest import flatten, pack_as
 from defun.runtime.registry import register
 from defun.runtime.tensor import Tensor, convert_to_tensor
+from defun.runtime.ops import _batch as vb
 
 __all__ = ["custom_gradient"]
 
@@ -70,7 +71,7 @@ _OP = register("custom_gradient", _kernel, _infer, _grad,
                       "variables": "transient"}, num_inputs=None,
                defaults={"num_variables": 0},
                # forward: the first num_outputs inputs pass through (the gradient is Python only)
-               onnx=lambda e, node, ins: [e.op("Identity", x) for x in ins[:node.attrs["num_outputs"]]])
+               onnx=lambda e, node, ins: [e.op("Identity", x) for x in ins[:node.attrs["num_outputs"]]], batch=vb.custom_gradient)
 
 
 def custom_gradient(f):

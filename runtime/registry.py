@@ -21,16 +21,17 @@ class OpDef:
     infer(shapes, dtypes, attrs) -> [(shape, dtype), ...] (sizes may be None).
     grad(op, *output_grads) -> one gradient (or None) per input; `op` has `.inputs`,
         `.outputs`, `.attrs` and `.type`, eager or symbolic alike; built from ops.
+    batch(ctx, node, inputs, batched) -> (outputs, batched): the op on a batch (vmap).
     """
 
     __slots__ = ("name", "kernel", "infer", "grad", "num_outputs", "stateful", "none_grads",
                  "same_dtype", "attrs", "single", "kinds", "bind", "prune_outputs",
                  "num_inputs", "required_attrs", "defaults", "function_attrs", "fused", "onnx",
-                 "shape_only")
+                 "shape_only", "batch")
 
     def __init__(self, name, kernel, infer, grad=None, num_inputs=None, attrs=None, defaults=None,
                  num_outputs=1, stateful=False, none_grads=False, same_dtype=None, kinds=None,
-                 bind=None, prune_outputs=None, fused=None, onnx=None, shape_only=False):
+                 bind=None, prune_outputs=None, fused=None, onnx=None, shape_only=False, batch=None):
         self.name = name
         self.kernel = kernel
         self.infer = infer
@@ -83,6 +84,13 @@ class OpDef:
         # never its values (shape, size, zeros_like, ones_like): constant evaluation
         # (static_value, constant folding) runs it whenever that shape is fully known.
         self.shape_only = bool(shape_only)
+        # The op's batching rule (runtime/batching.py says how one is written and holds the
+        # shared ones): rule(ctx, node, inputs, batched) -> (outputs, batched); or a string
+        # saying why the op has none (`vmap` then raises, or loops when asked to); None: not
+        # declared (tests/test_vmap.py fails for a differentiable row left so).
+        if batch is not None and not (isinstance(batch, str) or callable(batch)):
+            raise ValueError(f"op {name!r}: batch must be a batching rule or a reason string, got {batch!r}")
+        self.batch = batch
 
     @property
     def differentiable(self):

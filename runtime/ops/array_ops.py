@@ -23,6 +23,8 @@ from defun.runtime.ops.index_ops import (_norm_axis, _rank, gather, one_hot, sli
 from defun.runtime.ops.math_ops import subtract
 from defun.runtime.registry import one_of, register
 from defun.runtime.tensor import EagerTensor, Tensor, convert_to_tensor
+from defun.runtime import batching as bt
+from defun.runtime.ops import _batch as vb
 
 __all__ = ["identity", "stop_gradient", "zeros_like", "ones_like", "reshape", "expand_dims", "squeeze",
            "broadcast_to", "shape", "size", "where", "transpose", "concat", "stack", "unstack", "split",
@@ -72,7 +74,7 @@ def _transpose_grad(op, g):
 _TRANSPOSE = register("transpose", lambda x, perm: x.transpose(perm), _transpose_infer,
                       _transpose_grad, attrs={"perm": "ints"},
                       bind=lambda attrs: _bind_transpose(attrs["perm"]), num_inputs=1, defaults={},
-                      onnx=lambda e, node, ins: e.op("Transpose", ins[0], perm=list(node.attrs["perm"])))
+                      onnx=lambda e, node, ins: e.op("Transpose", ins[0], perm=list(node.attrs["perm"])), batch=vb.transpose)
 
 
 def _bind_transpose(perm):
@@ -124,7 +126,7 @@ def _concat_grad(op, g):
 
 
 _CONCAT = register("concat", _concat_kernel, _concat_infer, _concat_grad, attrs={"axis": "int"},
-                   num_inputs=None, defaults={}, onnx="Concat")
+                   num_inputs=None, defaults={}, onnx="Concat", batch=bt.axes("axis"))
 
 
 def concat(values, axis, name=None):
@@ -189,7 +191,7 @@ def _split_like_onnx(e, node, ins):
 _SPLIT_LIKE = register("split_like", _split_like_kernel, _split_like_infer,
                        lambda op, *gs: [concat(gs, op.attrs["axis"])] + [None] * (len(op.inputs) - 1),
                        attrs={"axis": "int"}, num_outputs=lambda attrs, n: n - 1, num_inputs=None,
-                       defaults={}, onnx=_split_like_onnx)
+                       defaults={}, onnx=_split_like_onnx, batch=bt.axes("axis"))
 
 
 # ------------------------------------------------------------------ stack, unstack
@@ -215,7 +217,7 @@ _STACK = register("stack", _stack_kernel, _stack_infer,
                   lambda op, g: list(unstack(g, len(op.inputs), op.attrs["axis"])),
                   attrs={"axis": "int"}, num_inputs=None, defaults={},
                   onnx=lambda e, node, ins: e.op("Concat", *[e.unsqueeze(x, [node.attrs["axis"]]) for x in ins],
-                                                 axis=node.attrs["axis"]))
+                                                 axis=node.attrs["axis"]), batch=bt.axes("axis", rank_of="output"))
 
 
 def stack(values, axis=0, name=None):
@@ -249,7 +251,7 @@ _UNSTACK = register("unstack", _unstack_kernel, _unstack_infer,
                     attrs={"num": "int", "axis": "int"}, num_outputs=lambda attrs, n: attrs["num"],
                     num_inputs=1, defaults={},
                     onnx=lambda e, node, ins: [e.op("Gather", ins[0], e.scalar(i, dtypes.int64), axis=node.attrs["axis"])
-                                               for i in _pyrange(node.attrs["num"])])
+                                               for i in _pyrange(node.attrs["num"])], batch=bt.axes("axis"))
 
 
 def unstack(value, num=None, axis=0, name=None):
@@ -330,7 +332,7 @@ def _split_form(e, node, ins):
 _SPLIT = register("split", _split_kernel, _split_infer,
                   lambda op, *gs: [concat(gs, op.attrs["axis"])],
                   attrs={"num_split": "int", "size_splits": "opt_ints", "axis": "int"},
-                  num_outputs=_split_count, num_inputs=1, defaults={}, onnx=_split_form)
+                  num_outputs=_split_count, num_inputs=1, defaults={}, onnx=_split_form, batch=bt.axes("axis"))
 
 
 def split(value, num_or_size_splits, axis=0, name=None):
@@ -406,11 +408,11 @@ def _tile_reduce_onnx(e, node, ins):
 
 
 _TILE = register("tile", _tile_kernel, _tile_infer, _tile_grad, attrs={"multiples": "ints"},
-                 num_inputs=1, defaults={}, onnx=_tile_onnx)
+                 num_inputs=1, defaults={}, onnx=_tile_onnx, batch=vb.tile)
 # Internal: the gradient of tile for positive multiples (its own gradient is tile again).
 _TILE_REDUCE = register("tile_reduce", _tile_reduce_kernel, _tile_reduce_infer,
                         lambda op, g: [tile(g, op.attrs["multiples"])], attrs={"multiples": "ints"},
-                        num_inputs=1, defaults={}, onnx=_tile_reduce_onnx)
+                        num_inputs=1, defaults={}, onnx=_tile_reduce_onnx, batch=vb.tile)
 
 
 def tile(input, multiples, name=None):
@@ -537,12 +539,12 @@ def _pad_grad_onnx(e, node, ins):
 
 _PAD = register("pad", _pad_kernel, _pad_infer, _pad_grad, same_dtype=(0, 1),
                 attrs={"paddings": "ints", "mode": one_of(*_PAD_MODES)}, num_inputs=2, defaults={},
-                onnx=lambda e, node, ins: _pad_onnx_of(e, ins[0], node.attrs["paddings"], node.attrs["mode"], ins[1]))
+                onnx=lambda e, node, ins: _pad_onnx_of(e, ins[0], node.attrs["paddings"], node.attrs["mode"], ins[1]), batch=vb.pad)
 # Internal: the gradient of pad (its own gradient is pad with zeros).
 _PAD_GRAD = register("pad_grad", _pad_grad_kernel, _pad_grad_infer,
                      lambda op, g: [pad(g, _pairs(op.attrs["paddings"]), op.attrs["mode"])],
                      attrs={"paddings": "ints", "mode": one_of(*_PAD_MODES)}, num_inputs=1, defaults={},
-                     onnx=_pad_grad_onnx)
+                     onnx=_pad_grad_onnx, batch=vb.pad)
 
 
 def pad(tensor, paddings, mode="CONSTANT", constant_values=0, name=None):
@@ -631,7 +633,7 @@ def _fill_kernel(value, dims):
 
 _FILL = register("fill", _fill_kernel, _fill_infer, lambda op, g: [reduce_sum(g)],
                  attrs={"dims": "ints"}, num_inputs=1, defaults={},
-                 onnx=lambda e, node, ins: e.op("Expand", ins[0], e.ints(node.attrs["dims"])))
+                 onnx=lambda e, node, ins: e.op("Expand", ins[0], e.ints(node.attrs["dims"])), batch=vb.fill)
 
 
 def fill(dims, value, name=None):

@@ -15,6 +15,8 @@ from defun.runtime.ops import _args, _infer as inf
 from defun.runtime.ops._onnx import reduce_form, shape_of
 from defun.runtime.registry import register
 from defun.runtime.tensor import EagerTensor
+from defun.runtime import batching as bt
+from defun.runtime.ops import _batch as vb
 
 __all__ = ["identity", "stop_gradient", "zeros_like", "ones_like", "reshape", "expand_dims", "squeeze",
            "broadcast_to", "shape", "size", "where", "cast", "reduce_sum", "unbroadcast"]
@@ -23,9 +25,9 @@ _EMPTY = {}
 
 # ------------------------------------------------------------------ identity, stop_gradient
 _IDENTITY = register("identity", lambda x: x, inf.unary_same("identity"), lambda op, g: [g],
-                     num_inputs=1, attrs={}, defaults={}, fused=Ew("{0}"), onnx="Identity")
+                     num_inputs=1, attrs={}, defaults={}, fused=Ew("{0}"), onnx="Identity", batch=bt.elementwise)
 _STOP_GRADIENT = register("stop_gradient", lambda x: x, inf.unary_same("stop_gradient"), None,
-                          num_inputs=1, attrs={}, defaults={}, fused=Ew("{0}"), onnx="Identity")
+                          num_inputs=1, attrs={}, defaults={}, fused=Ew("{0}"), onnx="Identity", batch=bt.elementwise)
 
 
 def identity(x, name=None):
@@ -60,11 +62,11 @@ _empty_like = np.empty_like
 _ZEROS_LIKE = register("zeros_like", _filled_like(0), inf.unary_same("zeros_like", None),
                        lambda op, g: [None], num_inputs=1, attrs={}, defaults={},
                        fused=Ew("0", shape_of=0), shape_only=True,
-                       onnx=_filled_like_onnx(0))
+                       onnx=_filled_like_onnx(0), batch=bt.elementwise)
 _ONES_LIKE = register("ones_like", _filled_like(1), inf.unary_same("ones_like", None),
                       lambda op, g: [None], num_inputs=1, attrs={}, defaults={},
                       fused=Ew("1", shape_of=0), shape_only=True,
-                      onnx=_filled_like_onnx(1))
+                      onnx=_filled_like_onnx(1), batch=bt.elementwise)
 
 
 def zeros_like(x, dtype=None, name=None):
@@ -118,7 +120,7 @@ def _reshape_grad(op, g):
 _RESHAPE = register("reshape", lambda x, shape: x.reshape(shape), _reshape_infer, _reshape_grad,
                     attrs={"shape": "ints"}, bind=lambda attrs: _bind_reshape(attrs["shape"]),
                     num_inputs=1, defaults={},
-                    onnx=lambda e, node, ins: e.op("Reshape", ins[0], e.ints(node.attrs["shape"])))
+                    onnx=lambda e, node, ins: e.op("Reshape", ins[0], e.ints(node.attrs["shape"])), batch=vb.reshape)
 
 
 def _bind_reshape(shape):
@@ -137,7 +139,7 @@ def _reshape_like_infer(shapes, dts, attrs):
 _RESHAPE_LIKE = register("reshape_like", lambda x, like: np.reshape(x, np.shape(like)), _reshape_like_infer,
                          lambda op, g: [run_op(_RESHAPE_LIKE, (g, op.inputs[0])), None],
                          num_inputs=2, attrs={}, defaults={},
-                         onnx=lambda e, node, ins: e.op("Reshape", ins[0], shape_of(e, ins[1], node.inputs[1])))
+                         onnx=lambda e, node, ins: e.op("Reshape", ins[0], shape_of(e, ins[1], node.inputs[1])), batch=vb.reshape_like)
 
 
 def reshape(tensor, shape, name=None):
@@ -199,7 +201,7 @@ _DYNAMIC_RESHAPE = register("dynamic_reshape", _dynamic_reshape_kernel, _dynamic
                             lambda op, g: [run_op(_RESHAPE_LIKE, (g, op.inputs[0])), None],
                             num_inputs=2, attrs={"shape": "shape"}, defaults={},
                             onnx=lambda e, node, ins: e.op("Reshape", ins[0], e.cast(ins[1], dtypes.int64),
-                                                           allowzero=1))
+                                                           allowzero=1), batch=vb.dynamic_shape(1, "batch"))
 
 
 # ------------------------------------------------------------------ expand_dims
@@ -238,7 +240,7 @@ _EXPAND_DIMS = register("expand_dims", _expand_dims_kernel, _expand_infer,
                         lambda op, g: [squeeze(g, [op.attrs["axis"] % (len(op.inputs[0].shape) + 1)])],
                         attrs={"axis": "int"}, bind=_bind_expand_dims, num_inputs=1, defaults={},
                         onnx=lambda e, node, ins: e.unsqueeze(
-                            ins[0], [node.attrs["axis"] % len(node.outputs[0].shape)]))
+                            ins[0], [node.attrs["axis"] % len(node.outputs[0].shape)]), batch=bt.axes("axis", rank_of="output"))
 
 
 def expand_dims(input, axis, name=None):
@@ -276,7 +278,7 @@ _SQUEEZE = register("squeeze", _squeeze_kernel, _squeeze_infer,
                     lambda op, g: [_reshape_grad(op, g)[0]], attrs={"axis": "opt_ints"},
                     num_inputs=1, defaults={"axis": None},
                     onnx=lambda e, node, ins: e.squeeze(
-                        ins[0], _squeeze_axes(node.inputs[0].shape, node.attrs.get("axis"))))
+                        ins[0], _squeeze_axes(node.inputs[0].shape, node.attrs.get("axis"))), batch=vb.squeeze)
 
 
 def squeeze(input, axis=None, name=None):
@@ -327,7 +329,7 @@ _BROADCAST_TO = register("broadcast_to", _broadcast_to_kernel, _broadcast_to_inf
                          lambda op, g: [unbroadcast(g, op.inputs[0])], attrs={"shape": "ints"},
                          bind=_bind_broadcast_to, num_inputs=1, defaults={},
                          fused=Ew("{0}", shape_of="attr"),
-                         onnx=lambda e, node, ins: e.op("Expand", ins[0], e.ints(node.attrs["shape"])))
+                         onnx=lambda e, node, ins: e.op("Expand", ins[0], e.ints(node.attrs["shape"])), batch=vb.broadcast_to)
 
 
 def broadcast_to(input, shape, name=None):
@@ -363,7 +365,7 @@ def _dynamic_broadcast_to_kernel(x, dims, shape):
 _DYNAMIC_BROADCAST_TO = register(
     "dynamic_broadcast_to", _dynamic_broadcast_to_kernel, _dynamic_broadcast_to_infer,
     lambda op, g: [unbroadcast(g, op.inputs[0]), None], num_inputs=2, attrs={"shape": "shape"},
-    defaults={}, onnx=lambda e, node, ins: e.op("Expand", ins[0], e.cast(ins[1], dtypes.int64)))
+    defaults={}, onnx=lambda e, node, ins: e.op("Expand", ins[0], e.cast(ins[1], dtypes.int64)), batch=vb.dynamic_shape(1, "batch"))
 
 
 # ------------------------------------------------------------------ shape, size
@@ -371,12 +373,12 @@ _SHAPE = register("shape", lambda x, out_type: np.asarray(np.shape(x), out_type.
                   lambda s, d, a: [((len(s[0]),), a.get("out_type", dtypes.int32))], None,
                   attrs={"out_type": "dtype"}, num_inputs=1, defaults={"out_type": dtypes.int32},
                   onnx=lambda e, node, ins: e.cast(e.op("Shape", ins[0]), node.outputs[0].dtype),
-                  shape_only=True)
+                  shape_only=True, batch=vb.shape_of)
 _SIZE = register("size", lambda x, out_type: np.asarray(np.size(x), out_type.np),
                  lambda s, d, a: [((), a.get("out_type", dtypes.int32))], None,
                  attrs={"out_type": "dtype"}, num_inputs=1, defaults={"out_type": dtypes.int32},
                  onnx=lambda e, node, ins: e.cast(e.op("Size", ins[0]), node.outputs[0].dtype),
-                 shape_only=True)
+                 shape_only=True, batch=vb.shape_of)
 
 
 def shape(input, out_type=dtypes.int32, name=None):
@@ -419,7 +421,7 @@ def _where_kernel(c, x, y):
 
 _WHERE = register("where", _where_kernel, _where_infer, _where_grad, same_dtype=(1, 2),
                   num_inputs=3, attrs={}, defaults={}, fused=Ew("{1} if {0} else {2}"),
-                  onnx=lambda e, node, ins: e.where(*ins, node.outputs[0].dtype))
+                  onnx=lambda e, node, ins: e.where(*ins, node.outputs[0].dtype), batch=bt.elementwise)
 
 
 def where(condition, x, y, name=None):
@@ -515,12 +517,12 @@ def _infer_like(name):
 _SUM_TO_LIKE = register("sum_to_like", lambda g, like: _sum_to(g, np.shape(like)),
                         _infer_like("sum_to_like"),
                         lambda op, gg: [run_op(_BROADCAST_LIKE, (gg, op.inputs[0])), None],
-                        num_inputs=2, attrs={}, defaults={}, onnx=_sum_to_like_onnx)
+                        num_inputs=2, attrs={}, defaults={}, onnx=_sum_to_like_onnx, batch=vb.sum_to_like)
 _BROADCAST_LIKE = register("broadcast_like", lambda x, like: np.broadcast_to(x, np.shape(like)),
                            _infer_like("broadcast_like"),
                            lambda op, gg: [run_op(_SUM_TO_LIKE, (gg, op.inputs[0])), None],
                            num_inputs=2, attrs={}, defaults={}, fused=Ew("{0}", shape_of=1),
-                           onnx=lambda e, node, ins: e.op("Expand", ins[0], shape_of(e, ins[1], node.inputs[1])))
+                           onnx=lambda e, node, ins: e.op("Expand", ins[0], shape_of(e, ins[1], node.inputs[1])), batch=vb.broadcast_like)
 
 
 def _mask(cond, like):
@@ -556,7 +558,7 @@ def _cast_kernel(x, dtype):
 
 _CAST = register("cast", _cast_kernel, _cast_infer,
                  _cast_grad, attrs={"dtype": "dtype"}, num_inputs=1, defaults={}, fused=Ew("{0}"),
-                 onnx=lambda e, node, ins: e.cast(ins[0], node.attrs["dtype"]))
+                 onnx=lambda e, node, ins: e.cast(ins[0], node.attrs["dtype"]), batch=bt.elementwise)
 
 
 def cast(x, dtype, name=None):
@@ -628,7 +630,7 @@ def reducer(name, kernel, grad, kinds=inf.numeric_kinds, out=None, doc="", ufunc
             return lambda x: ufunc(x, axis, x.dtype, None, keepdims)
         return lambda x: ufunc(x, axis, None, None, keepdims)
     op = register(name, kernel, _reduce_infer(name, kinds, out), grad, num_inputs=1,
-                  attrs=_RED_ATTRS, defaults=_RED_DEFAULTS, kinds=kinds, bind=bind, fused=fused, onnx=onnx)
+                  attrs=_RED_ATTRS, defaults=_RED_DEFAULTS, kinds=kinds, bind=bind, fused=fused, onnx=onnx, batch=bt.axes("axis"))
     name_ = name
 
     def f(input_tensor, axis=None, keepdims=False, name=None):

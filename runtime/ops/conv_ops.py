@@ -34,6 +34,7 @@ from defun.runtime.ops import _args, _infer as inf
 from defun.runtime.ops._onnx_windows import Windows
 from defun.runtime.registry import one_of, register
 from defun.runtime.tape import skip_input_indices
+from defun.runtime import batching as bt
 
 __all__ = ["conv2d", "max_pool2d", "avg_pool2d"]
 
@@ -487,15 +488,15 @@ _CONV_DEFAULTS = {"strides": (1, 1), "padding": "VALID", "dilations": (1, 1)}
 
 _CONV = register("conv2d", _conv2d_kernel, _conv2d_infer, _conv2d_grad, num_inputs=2,
                  attrs=_CONV_ATTRS, defaults=_CONV_DEFAULTS, same_dtype=(0, 1), kinds=inf.float_kinds,
-                 onnx=_conv2d_onnx)
+                 onnx=_conv2d_onnx, batch=bt.fold_leading(0))
 _BACKPROP_INPUT = register("conv2d_backprop_input", _backprop_input_kernel,
                            _backprop_infer("conv2d_backprop_input", 0), _backprop_input_grad, num_inputs=3,
                            attrs=_CONV_ATTRS, defaults=_CONV_DEFAULTS, same_dtype=(0, 1, 2),
-                           kinds=inf.float_kinds, onnx=_backprop_input_onnx)
+                           kinds=inf.float_kinds, onnx=_backprop_input_onnx, batch=bt.fold_leading(2))
 _BACKPROP_FILTER = register("conv2d_backprop_filter", _backprop_filter_kernel,
                             _backprop_infer("conv2d_backprop_filter", 1), _backprop_filter_grad, num_inputs=3,
                             attrs=_CONV_ATTRS, defaults=_CONV_DEFAULTS, same_dtype=(0, 1, 2),
-                            kinds=inf.float_kinds, onnx=_backprop_filter_onnx)
+                            kinds=inf.float_kinds, onnx=_backprop_filter_onnx, batch="the filter gradient sums over the examples of the N axis; per-example filter gradients need a rule of their own (not written yet)")
 
 
 def conv2d(x, filters, strides=1, padding="VALID", dilations=1, data_format="NHWC", name=None):
@@ -704,20 +705,20 @@ def _avg_pool_grad_grad(op, gdx):
 _POOL_ATTRS = {"ksize": "ints", "strides": "ints", "padding": one_of(*_PADDINGS)}
 _F = inf.float_kinds
 _MAX_POOL = register("max_pool2d", _max_pool_kernel, _pool_infer("max_pool2d"), _max_pool_grad,
-                     num_inputs=1, attrs=_POOL_ATTRS, defaults={}, kinds=_F, onnx=_pool_onnx("MaxPool"))
+                     num_inputs=1, attrs=_POOL_ATTRS, defaults={}, kinds=_F, onnx=_pool_onnx("MaxPool"), batch=bt.fold_leading(0))
 _MAX_POOL_GRAD = register("max_pool2d_grad", _max_pool_grad_kernel, _pool_grad_infer("max_pool2d_grad", ("pooled", "pooled")),
                           _max_pool_grad_grad_of, num_inputs=3, attrs=_POOL_ATTRS, defaults={},
-                          same_dtype=(0, 1, 2), kinds=_F, onnx=_max_pool_grad_onnx)
+                          same_dtype=(0, 1, 2), kinds=_F, onnx=_max_pool_grad_onnx, batch=bt.fold_leading(0, 1, 2))
 _MAX_POOL_GRAD_GRAD = register("max_pool2d_grad_grad", _max_pool_grad_grad_kernel,
                                _pool_grad_infer("max_pool2d_grad_grad", ("pooled", "input")), _max_pool_grad_grad_grad,
                                num_inputs=3, attrs=_POOL_ATTRS, defaults={}, same_dtype=(0, 1, 2), kinds=_F,
-                               onnx=_max_pool_grad_grad_onnx)
+                               onnx=_max_pool_grad_grad_onnx, batch=bt.fold_leading(0, 1, 2))
 _AVG_POOL = register("avg_pool2d", _avg_pool_kernel, _pool_infer("avg_pool2d"), _avg_pool_grad,
                      num_inputs=1, attrs=_POOL_ATTRS, defaults={}, kinds=_F,
-                     onnx=_pool_onnx("AveragePool", _avg_pool_float64, count_include_pad=0))   # TF: the mean of what is inside
+                     onnx=_pool_onnx("AveragePool", _avg_pool_float64, count_include_pad=0), batch=bt.fold_leading(0))   # TF: the mean of what is inside
 _AVG_POOL_GRAD = register("avg_pool2d_grad", _avg_pool_grad_kernel, _pool_grad_infer("avg_pool2d_grad", ("pooled",)),
                           _avg_pool_grad_grad, num_inputs=2, attrs=_POOL_ATTRS, defaults={},
-                          same_dtype=(0, 1), kinds=_F, onnx=_avg_pool_grad_onnx)
+                          same_dtype=(0, 1), kinds=_F, onnx=_avg_pool_grad_onnx, batch=bt.fold_leading(0, 1))
 
 
 def _pool_attrs(op_name, ksize, strides, padding, data_format):

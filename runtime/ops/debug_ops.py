@@ -17,6 +17,7 @@ from defun.runtime.execute import run_op
 from defun.runtime.ops import _args, _infer as inf
 from defun.runtime.registry import one_of, register
 from defun.runtime.tensor import Tensor
+from defun.runtime import batching as bt
 
 __all__ = ["print", "check_numerics"]
 
@@ -92,7 +93,7 @@ def _print_kernel(*values, template, summarize, output_stream):
 
 _PRINT = register("print", _print_kernel, _print_infer, None, num_inputs=None, num_outputs=0,
                   stateful=True, attrs={"template": "str", "summarize": "int", "output_stream": one_of(*_STREAMS)},
-                  defaults={"summarize": 3, "output_stream": "stdout"})
+                  defaults={"summarize": 3, "output_stream": "stdout"}, batch=bt.elementwise)
 
 
 def _stream_name(stream):
@@ -165,7 +166,7 @@ def _check_numerics_grad(op, g):
 
 _CHECK_NUMERICS = register("check_numerics", _check_numerics_kernel, inf.unary_same("check_numerics"),
                            _check_numerics_grad, num_inputs=1, attrs={"message": "str"}, defaults={},
-                           kinds=inf.float_kinds)
+                           kinds=inf.float_kinds, batch=bt.elementwise)
 
 
 def check_numerics(tensor, message, name=None):

@@ -14,6 +14,7 @@ from defun.runtime.execute import run_op
 from defun.runtime.ops import _args, _infer as inf
 from defun.runtime.ops.base_ops import _shape_input_infer, reduce_sum
 from defun.runtime.registry import register
+from defun.runtime.ops import _batch as vb
 
 __all__ = ["dynamic_fill", "dynamic_tile", "dynamic_range", "range_length"]
 
@@ -39,7 +40,7 @@ def _fill_kernel(dims, value, shape):
 _DYNAMIC_FILL = register("dynamic_fill", _fill_kernel, _fill_infer,
                          lambda op, g: [None, reduce_sum(g)], num_inputs=2, attrs={"shape": "shape"},
                          defaults={}, kinds=inf.int_kinds,
-                         onnx=lambda e, node, ins: e.op("Expand", ins[1], e.cast(ins[0], dtypes.int64)))
+                         onnx=lambda e, node, ins: e.op("Expand", ins[1], e.cast(ins[0], dtypes.int64)), batch=vb.dynamic_fill)
 
 
 def dynamic_fill(dims, value, static, name=None):
@@ -93,7 +94,7 @@ _DYNAMIC_TILE = register(
     "dynamic_tile", _tile_kernel, _tile_infer,
     lambda op, g: [run_op(_DYNAMIC_TILE_REDUCE, (g, op.inputs[1], op.inputs[0]), op.attrs), None],
     num_inputs=2, attrs={"shape": "shape"}, defaults={},
-    onnx=lambda e, node, ins: e.op("Tile", ins[0], e.cast(ins[1], dtypes.int64)))
+    onnx=lambda e, node, ins: e.op("Tile", ins[0], e.cast(ins[1], dtypes.int64)), batch=vb.dynamic_shape(1, 1))
 # Internal: the gradient of dynamic_tile (`like`: the tiled input, for its shape); its own
 # gradient is dynamic_tile again.
 def _tile_reduce_grad(op, g):
@@ -117,7 +118,7 @@ def _tile_reduce_onnx(e, node, ins):
 
 _DYNAMIC_TILE_REDUCE = register(
     "dynamic_tile_reduce", _tile_reduce_kernel, _tile_reduce_infer, _tile_reduce_grad, num_inputs=3,
-    attrs={"shape": "shape"}, defaults={}, onnx=_tile_reduce_onnx)
+    attrs={"shape": "shape"}, defaults={}, onnx=_tile_reduce_onnx, batch=vb.dynamic_shape(1, 1))
 
 
 def dynamic_tile(x, multiples, static, name=None):

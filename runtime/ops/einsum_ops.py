@@ -23,6 +23,7 @@ from defun.runtime.ops.complex_ops import conj
 from defun.runtime.ops.math_ops import reduce_sum, unbroadcast
 from defun.runtime.registry import register
 from defun.runtime.tape import skip_input_indices
+from defun.runtime.ops import _batch as vb
 
 __all__ = ["einsum", "tensordot"]
 
@@ -419,7 +420,7 @@ def _einsum_onnx(e, node, ins):
 
 
 _EINSUM = register("einsum", _einsum_kernel, _einsum_infer, _einsum_grad, num_inputs=None,
-                   attrs={"equation": "str"}, defaults={}, kinds=inf.numeric_complex_kinds, onnx=_einsum_onnx)
+                   attrs={"equation": "str"}, defaults={}, kinds=inf.numeric_complex_kinds, onnx=_einsum_onnx, batch=vb.einsum)
 
 
 # Internal: the adjoint of a one-operand einsum that takes diagonals, "ij->iij" puts x[i, j]
@@ -475,7 +476,7 @@ def _expand_onnx(e, node, ins):
 _EXPAND = register("einsum_expand", _expand_kernel,
                    lambda shapes, dts, attrs: [(_expand_shape(attrs["equation"], tuple(shapes[0])), dts[0])],
                    _expand_grad, num_inputs=1, attrs={"equation": "str"}, defaults={}, kinds=inf.numeric_complex_kinds,
-                   onnx=_expand_onnx)
+                   onnx=_expand_onnx, batch=vb.einsum)
 
 
 # ---------------------------------------------------------------------------------------

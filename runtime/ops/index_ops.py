@@ -15,6 +15,8 @@ from defun.runtime.ops._onnx import BIG, scatter_adjoint, shape_of
 from defun.runtime.ops.base_ops import reshape
 from defun.runtime.registry import register
 from defun.runtime.tensor import EagerTensor, Tensor
+from defun.runtime import batching as bt
+from defun.runtime.ops import _batch as vb
 
 __all__ = ["gather", "one_hot", "strided_slice", "slice_helper"]
 
@@ -93,7 +95,7 @@ def _gather_grad_onnx(e, node, ins):
 
 
 _GATHER = register("gather", _gather_kernel, _gather_infer, _gather_grad, attrs={"axis": "int"},
-                   num_inputs=2, defaults={}, onnx="Gather")
+                   num_inputs=2, defaults={}, onnx="Gather", batch=vb.gather)
 # Internal: the dense gradient of gather (axis != 0, or sizes unknown while tracing).
 def _adjoint_infer(name, forward_infer, forward_inputs):
     """Inference of an op taking (g, ...) and giving the gradient of a forward op's input:
@@ -109,7 +111,7 @@ def _adjoint_infer(name, forward_infer, forward_inputs):
 _GATHER_GRAD_INFER = _adjoint_infer("gather_grad", _gather_infer, (2, 1))
 _GATHER_GRAD = register("gather_grad", _gather_grad_kernel, _GATHER_GRAD_INFER,
                         lambda op, gg: [gather(gg, op.inputs[1], op.attrs["axis"]), None, None],
-                        attrs={"axis": "int"}, num_inputs=3, defaults={}, onnx=_gather_grad_onnx)
+                        attrs={"axis": "int"}, num_inputs=3, defaults={}, onnx=_gather_grad_onnx, batch=vb.gather_grad)
 
 
 # gather with batch_dims=b: the first b axes of params and indices are matched one to one
@@ -196,13 +198,13 @@ _BATCH_ATTRS = {"axis": "int", "batch_dims": "int"}
 _BATCH_GATHER = register(
     "batch_gather", _batch_gather_kernel, _batch_gather_infer,
     lambda op, g: [run_op(_BATCH_GATHER_GRAD, (g, op.inputs[1], op.inputs[0]), op.attrs), None],
-    num_inputs=2, attrs=_BATCH_ATTRS, defaults={}, onnx=_batch_gather_onnx)
+    num_inputs=2, attrs=_BATCH_ATTRS, defaults={}, onnx=_batch_gather_onnx, batch=vb.batch_gather)
 # Internal: the (dense) gradient of batch_gather, whose own gradient is that gather.
 _BATCH_GATHER_GRAD_INFER = _adjoint_infer("batch_gather_grad", _batch_gather_infer, (2, 1))
 _BATCH_GATHER_GRAD = register(
     "batch_gather_grad", _batch_gather_grad_kernel, _BATCH_GATHER_GRAD_INFER,
     lambda op, gg: [gather(gg, op.inputs[1], op.attrs["axis"], op.attrs["batch_dims"]), None, None],
-    num_inputs=3, attrs=_BATCH_ATTRS, defaults={}, onnx=_batch_gather_grad_onnx)
+    num_inputs=3, attrs=_BATCH_ATTRS, defaults={}, onnx=_batch_gather_grad_onnx, batch=vb.batch_gather)
 
 
 def gather(params, indices, axis=None, batch_dims=0, name=None):
@@ -258,7 +260,7 @@ def _to_dense_onnx(e, node, ins):
 
 _TO_DENSE = register(
     "indexed_slices_to_dense", _to_dense_kernel, _to_dense_infer, _to_dense_grad,
-    attrs={"dense_shape": "shape"}, num_inputs=2, defaults={}, onnx=_to_dense_onnx)
+    attrs={"dense_shape": "shape"}, num_inputs=2, defaults={}, onnx=_to_dense_onnx, batch=vb.indexed_slices_to_dense)
 
 
 # ------------------------------------------------------------------ one_hot
@@ -291,7 +293,7 @@ def _one_hot_onnx(e, node, ins):
 
 _ONE_HOT = register("one_hot", _one_hot_kernel, _one_hot_infer, None,
                     attrs={"depth": "int", "on_value": "float", "off_value": "float", "axis": "int",
-                           "dtype": "dtype"}, num_inputs=1, defaults={}, onnx=_one_hot_onnx)
+                           "dtype": "dtype"}, num_inputs=1, defaults={}, onnx=_one_hot_onnx, batch=bt.axes("axis", rank_of="output"))
 
 
 def one_hot(indices, depth, on_value=1.0, off_value=0.0, axis=-1, dtype=dtypes.float32, name=None):
@@ -391,7 +393,7 @@ def _strided_slice_of(e, x, a):
 _STRIDED_SLICE = register("strided_slice", _strided_slice_kernel, _strided_slice_infer,
                           lambda op, g: [run_op(_STRIDED_SLICE_GRAD, (g, op.inputs[0]), op.attrs)],
                           attrs=_SLICE_ATTRS, num_inputs=1, defaults={},
-                          onnx=lambda e, node, ins: _strided_slice_of(e, ins[0], node.attrs))
+                          onnx=lambda e, node, ins: _strided_slice_of(e, ins[0], node.attrs), batch=vb.strided_slice)
 # Internal: the gradient of strided_slice, scattering `g` into zeros shaped like the input.
 _STRIDED_SLICE_GRAD_INFER = _adjoint_infer("strided_slice_grad", _strided_slice_infer, (1,))
 _STRIDED_SLICE_GRAD = register("strided_slice_grad", _strided_slice_grad_kernel, _STRIDED_SLICE_GRAD_INFER,
@@ -399,7 +401,7 @@ _STRIDED_SLICE_GRAD = register("strided_slice_grad", _strided_slice_grad_kernel,
                                attrs=_SLICE_ATTRS, num_inputs=2, defaults={},
                                onnx=lambda e, node, ins: scatter_adjoint(
                                    e, ins[0], shape_of(e, ins[1], node.inputs[1]), node.outputs[0].dtype,
-                                   lambda idx: _strided_slice_of(e, idx, node.attrs)))
+                                   lambda idx: _strided_slice_of(e, idx, node.attrs)), batch=vb.strided_slice)
 
 
 def _index_value(k):

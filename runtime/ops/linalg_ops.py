@@ -33,6 +33,7 @@ from defun.runtime.ops import array_ops as arr
 from defun.runtime.ops import math_ops as m
 from defun.runtime.ops.more_array_ops import rank_of
 from defun.runtime.registry import register
+from defun.runtime import batching as bt
 
 __all__ = []  # the public functions live in the `df.linalg` namespace (defun/linalg.py)
 
@@ -191,7 +192,7 @@ def _inv_onnx(e, node, ins):
 
 
 _INV = register("inv", _inv_kernel, _square_infer("inv", lambda s: [s]), _inv_grad,
-                num_inputs=1, attrs={}, defaults={}, kinds="fc", onnx=_inv_onnx)
+                num_inputs=1, attrs={}, defaults={}, kinds="fc", onnx=_inv_onnx, batch=bt.leading)
 
 
 def inv(input, name=None):
@@ -227,7 +228,7 @@ _SOLVE = register("solve", _solve_kernel, _solve_infer("solve"), _solve_grad, nu
                   attrs={"adjoint": "bool"}, defaults={"adjoint": False}, same_dtype=(0, 1), kinds="fc",
                   onnx=lambda e, node, ins: la.solve(
                       e, _t_onnx(e, ins[0], node.inputs[0]) if node.attrs["adjoint"] else ins[0], ins[1],
-                      len(node.inputs[0].shape), len(node.inputs[1].shape), node.outputs[0].dtype))
+                      len(node.inputs[0].shape), len(node.inputs[1].shape), node.outputs[0].dtype), batch=bt.leading)
 
 
 def solve(matrix, rhs, adjoint=False, name=None):
@@ -261,7 +262,7 @@ def _cholesky_grad(op, g):
 
 _CHOLESKY = register("cholesky", _cholesky_kernel, _square_infer("cholesky", lambda s: [s]),
                      _cholesky_grad, num_inputs=1, attrs={}, defaults={}, kinds="f",
-                     onnx=lambda e, node, ins: la.cholesky(e, ins[0], len(node.inputs[0].shape), node.outputs[0].dtype))
+                     onnx=lambda e, node, ins: la.cholesky(e, ins[0], len(node.inputs[0].shape), node.outputs[0].dtype), batch=bt.leading)
 
 
 def cholesky(input, name=None):
@@ -337,7 +338,7 @@ def _triangular_solve_onnx(e, node, ins):
 _TRIANGULAR_SOLVE = register(
     "triangular_solve", _triangular_solve_kernel, _solve_infer("triangular_solve"),
     _triangular_solve_grad, num_inputs=2, attrs={"lower": "bool", "adjoint": "bool"},
-    defaults={"lower": True, "adjoint": False}, same_dtype=(0, 1), kinds="f", onnx=_triangular_solve_onnx)
+    defaults={"lower": True, "adjoint": False}, same_dtype=(0, 1), kinds="f", onnx=_triangular_solve_onnx, batch=bt.leading)
 
 
 def triangular_solve(matrix, rhs, lower=True, adjoint=False, name=None):
@@ -364,7 +365,7 @@ _DET = register("det", _det_kernel, _square_infer("det", lambda s: [s[:-2]]),
                 num_inputs=1, attrs={}, defaults={}, kinds="fc",
                 # (onnxruntime's Det takes float32 only: float64 by elimination)
                 onnx=lambda e, node, ins: la.det(e, ins[0], len(node.inputs[0].shape), node.inputs[0].dtype)
-                if node.inputs[0].dtype.name == "float64" else e.op("Det", ins[0]))
+                if node.inputs[0].dtype.name == "float64" else e.op("Det", ins[0]), batch=bt.leading)
 
 
 def det(input, name=None):
@@ -382,7 +383,7 @@ _SLOGDET = register("slogdet", _slogdet_kernel, _square_infer("slogdet", lambda 
                     lambda op, g_sign, g_log: [None if g_log is None
                                                else _times_inverse_transpose(g_log, op.inputs[0])],
                     num_inputs=1, attrs={}, defaults={}, kinds="f", num_outputs=2, none_grads=True,
-                    onnx=lambda e, node, ins: la.slogdet(e, ins[0], len(node.inputs[0].shape), node.inputs[0].dtype))
+                    onnx=lambda e, node, ins: la.slogdet(e, ins[0], len(node.inputs[0].shape), node.inputs[0].dtype), batch=bt.leading)
 
 
 def slogdet(input, name=None):
@@ -415,7 +416,7 @@ def _eigh_grad(op, ge, gv):
 
 
 _EIGH = register("eigh", _eigh_kernel, _square_infer("eigh", lambda s: [s[:-1], s]), _eigh_grad,
-                 num_inputs=1, attrs={}, defaults={}, kinds="f", num_outputs=2, none_grads=True)
+                 num_inputs=1, attrs={}, defaults={}, kinds="f", num_outputs=2, none_grads=True, batch=bt.leading)
 
 
 def eigh(tensor, name=None):
@@ -494,7 +495,7 @@ def _svd_outputs(attrs, n):
 _SVD = register("svd", _svd_kernel, _svd_infer, _svd_grad, num_inputs=1,
                 attrs={"full_matrices": "bool", "compute_uv": "bool"},
                 defaults={"full_matrices": False, "compute_uv": True}, kinds="f",
-                num_outputs=_svd_outputs, none_grads=True)
+                num_outputs=_svd_outputs, none_grads=True, batch=bt.leading)
 
 
 def svd(tensor, full_matrices=False, compute_uv=True, name=None):
@@ -558,7 +559,7 @@ def _qr_grad(op, gq, gr):
 _QR = register("qr", _qr_kernel, _qr_infer, _qr_grad, num_inputs=1, attrs={"full_matrices": "bool"},
                onnx=lambda e, node, ins: la.qr(e, ins[0], len(node.inputs[0].shape), node.inputs[0].dtype,
                                                node.attrs["full_matrices"]),
-               defaults={"full_matrices": False}, kinds="f", num_outputs=2)
+               defaults={"full_matrices": False}, kinds="f", num_outputs=2, batch=bt.leading)
 
 
 def qr(input, full_matrices=False, name=None):
@@ -605,7 +606,7 @@ def _diag_onnx(e, node, ins):
 
 
 _DIAG = register("diag", _diag_kernel, _diag_infer, lambda op, g: [diag_part(g)],
-                 num_inputs=1, attrs={}, defaults={}, onnx=_diag_onnx)
+                 num_inputs=1, attrs={}, defaults={}, onnx=_diag_onnx, batch=bt.leading)
 
 
 def diag(diagonal, name=None):
@@ -633,7 +634,7 @@ def _diag_part_grad(op, g):
 
 _DIAG_PART = register("diag_part", _diag_part_kernel, _diag_part_infer, _diag_part_grad,
                       num_inputs=1, attrs={}, defaults={},
-                      onnx=lambda e, node, ins: diag_part_of(e, ins[0], node.inputs[0].shape))
+                      onnx=lambda e, node, ins: diag_part_of(e, ins[0], node.inputs[0].shape), batch=bt.leading)
 # Internal: the gradient of diag_part for non-square (or unknown-size) matrices: `g` on the
 # diagonal of zeros shaped like the input.
 _DIAG_PART_GRAD = register("diag_part_grad", lambda g, like: _with_diagonal(g, like.shape),
@@ -641,7 +642,7 @@ _DIAG_PART_GRAD = register("diag_part_grad", lambda g, like: _with_diagonal(g, l
                            lambda op, gg: [diag_part(gg), None], num_inputs=2, attrs={}, defaults={},
                            onnx=lambda e, node, ins: scatter_adjoint(
                                e, ins[0], shape_of(e, ins[1], node.inputs[1]), node.outputs[0].dtype,
-                               lambda idx: diag_part_of(e, idx, node.inputs[1].shape)))
+                               lambda idx: diag_part_of(e, idx, node.inputs[1].shape)), batch=bt.leading)
 
 
 def diag_part(input, name=None):
@@ -693,7 +694,7 @@ def _band_part_onnx(e, node, ins):
 
 _BAND_PART = register("band_part", _band_part_kernel, _band_part_infer,
                       lambda op, g: [run_op(_BAND_PART, (g,), op.attrs)], num_inputs=1,
-                      attrs={"num_lower": "int", "num_upper": "int"}, defaults={}, onnx=_band_part_onnx)
+                      attrs={"num_lower": "int", "num_upper": "int"}, defaults={}, onnx=_band_part_onnx, batch=bt.leading)
 
 
 def band_part(input, num_lower, num_upper, name=None):

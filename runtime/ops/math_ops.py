@@ -19,6 +19,7 @@ from defun.runtime.ops.base_ops import (_broadcast_back, _keepdims_grad, _mask, 
 from defun.runtime.registry import register
 from defun.runtime.tape import skip_input_indices
 from defun.runtime.tensor import EagerTensor, convert_to_tensor, weak_scalar_tensor
+from defun.runtime import batching as bt
 
 __all__ = ["add", "subtract", "multiply", "divide", "floordiv", "mod", "pow", "maximum", "minimum",
            "negative", "square", "sqrt", "rsqrt", "exp", "log", "log1p", "tanh", "sigmoid", "relu",
@@ -38,13 +39,13 @@ _NC, _FC = inf.numeric_complex_kinds, inf.inexact_kinds
 
 def _unary(name, kernel, grad, kinds=inf.numeric_kinds, doc="", fused=None, onnx=None):
     op = register(name, kernel, inf.unary_same(name, kinds), grad, num_inputs=1, attrs={},
-                  defaults={}, kinds=kinds, fused=fused, onnx=onnx)
+                  defaults={}, kinds=kinds, fused=fused, onnx=onnx, batch=bt.elementwise)
     return _public(op, doc or f"Elementwise {name}(x).")
 
 
 def _binary(name, kernel, grad, kinds=inf.numeric_kinds, out_dtype=None, doc="", fused=None, onnx=None):
     op = register(name, kernel, inf.binary_broadcast(name, kinds, out_dtype), grad, num_inputs=2,
-                  attrs={}, defaults={}, same_dtype=(0, 1), kinds=kinds, fused=fused, onnx=onnx)
+                  attrs={}, defaults={}, same_dtype=(0, 1), kinds=kinds, fused=fused, onnx=onnx, batch=bt.elementwise)
     return _public(op, doc or f"Elementwise {name}(x, y) with numpy broadcasting.")
 
 
@@ -135,7 +136,7 @@ def _mod_onnx(e, node, ins):
 
 _DIVIDE = register("divide", _divide_kernel, _divide_infer, _divide_grad, same_dtype=(0, 1),
                    kinds=_NC, num_inputs=2, attrs={}, defaults={},
-                   fused=Ew("{0} / {1}"), onnx=_divide_onnx)
+                   fused=Ew("{0} / {1}"), onnx=_divide_onnx, batch=bt.elementwise)
 divide = _public(_DIVIDE, "x / y elementwise (true division; integers give float64).")
 def _int_division(name, ufunc):
     """`ufunc` (floor_divide, remainder), refusing an integer division by zero as TensorFlow
@@ -301,7 +302,7 @@ round = _unary("round", np.round, None, kinds="f",  # noqa: A001
 
 def _compare(name, kernel, expr, onnx, kinds=inf.ordered_kinds):
     op = register(name, kernel, inf.binary_broadcast(name, kinds, dtypes.bool), None, num_inputs=2,
-                  attrs={}, defaults={}, same_dtype=(0, 1), fused=Ew(expr), onnx=onnx, kinds=kinds)
+                  attrs={}, defaults={}, same_dtype=(0, 1), fused=Ew(expr), onnx=onnx, kinds=kinds, batch=bt.elementwise)
     return _public(op, f"Elementwise {name}(x, y) -> bool (not differentiable).")
 
 
@@ -349,7 +350,7 @@ def _add_n_onnx(e, node, ins):
 _ADD_N = register("add_n", _add_n_kernel, _add_n_infer,
                   lambda op, g: [unbroadcast(g, x) for x in op.inputs], kinds=_NC,
                   num_inputs=None, attrs={}, defaults={},
-                  fused=Ew(lambda n: " + ".join(f"{{{k}}}" for k in range(n))), onnx=_add_n_onnx)
+                  fused=Ew(lambda n: " + ".join(f"{{{k}}}" for k in range(n))), onnx=_add_n_onnx, batch=bt.leading)
 
 
 def add_n(inputs, name=None):
@@ -483,7 +484,7 @@ _MATMUL = register("matmul", _matmul_kernel, _matmul_infer, _matmul_grad, same_d
                    attrs={"transpose_a": "bool", "transpose_b": "bool"}, kinds=_NC,
                    bind=_bind_matmul, num_inputs=2,
                    defaults={"transpose_a": False, "transpose_b": False},
-                   fused=Kernel(_matmul_loops, ("transpose_a", "transpose_b"), _small_matmul), onnx=_matmul_onnx)
+                   fused=Kernel(_matmul_loops, ("transpose_a", "transpose_b"), _small_matmul), onnx=_matmul_onnx, batch=bt.elementwise)
 _MM_ATTRS = {(False, False): _EMPTY}
 
 
@@ -649,12 +650,12 @@ def _prod_others_grad_onnx(e, node, ins):
 
 _PROD_OTHERS = register("reduce_prod_others", _prod_others_kernel, _prod_others_infer("reduce_prod_others"),
                         lambda op, g: [run_op(_PROD_OTHERS_GRAD, (g, op.inputs[0]), op.attrs)],
-                        attrs={"axis": "opt_ints"}, num_inputs=1, defaults={"axis": None}, onnx=_prod_others_onnx)
+                        attrs={"axis": "opt_ints"}, num_inputs=1, defaults={"axis": None}, onnx=_prod_others_onnx, batch=bt.axes("axis"))
 # Internal: the gradient of reduce_prod_others (second derivative of reduce_prod).
 _PROD_OTHERS_GRAD = register(
     "reduce_prod_others_grad", _prod_others_grad_kernel, _prod_others_infer("reduce_prod_others_grad"),
     _third_order_prod, attrs={"axis": "opt_ints"}, num_inputs=2, defaults={"axis": None},
-    onnx=_prod_others_grad_onnx)
+    onnx=_prod_others_grad_onnx, batch=bt.axes("axis"))
 
 
 _max_reduce, _min_reduce, _mul_reduce = np.maximum.reduce, np.minimum.reduce, np.multiply.reduce
@@ -730,7 +731,7 @@ def _arg(name, fn, onnx):
                   lambda x, axis, output_type: fn(x, axis=axis).astype(output_type.np),
                   _arg_infer(name), None, num_inputs=1,
                   attrs={"axis": "int", "output_type": "dtype"},
-                  defaults={"output_type": dtypes.int64}, kinds=inf.numeric_kinds, onnx=onnx)
+                  defaults={"output_type": dtypes.int64}, kinds=inf.numeric_kinds, onnx=onnx, batch=bt.axes("axis"))
 
     def f(input, axis=None, output_type=dtypes.int64, name=None):
         # axis=None means axis 0, as in TensorFlow

@@ -16,6 +16,8 @@ from defun.runtime.ops import array_ops as arr
 from defun.runtime.ops._onnx import BIG, scatter_adjoint, shape_of
 from defun.runtime.registry import one_of, register
 from defun.runtime.tensor import Tensor
+from defun.runtime import batching as bt
+from defun.runtime.ops import _batch as vb
 
 __all__ = ["repeat", "roll", "reverse", "linspace", "meshgrid", "outer"]
 
@@ -136,7 +138,7 @@ def _repeat_grad_onnx(e, node, ins):
 _REPEAT_ATTRS = {"repeats": "ints", "axis": "opt_int"}
 _REPEAT = register("repeat", _repeat_kernel, _repeat_infer,
                    lambda op, g: [run_op(_REPEAT_GRAD, (g, op.inputs[0]), op.attrs)],
-                   num_inputs=1, attrs=_REPEAT_ATTRS, defaults={"axis": None}, onnx=_repeat_onnx)
+                   num_inputs=1, attrs=_REPEAT_ATTRS, defaults={"axis": None}, onnx=_repeat_onnx, batch=vb.repeat)
 # Internal: the gradient of repeat (the sum of each element's copies); its gradient is repeat.
 def _repeat_grad_infer(shapes, dts, attrs):
     # (g, x): g has the shape repeat gives x
@@ -147,7 +149,7 @@ def _repeat_grad_infer(shapes, dts, attrs):
 
 _REPEAT_GRAD = register("repeat_grad", _repeat_grad_kernel, _repeat_grad_infer,
                         lambda op, gg: [run_op(_REPEAT, (gg,), op.attrs), None],
-                        num_inputs=2, attrs=_REPEAT_ATTRS, defaults={"axis": None}, onnx=_repeat_grad_onnx)
+                        num_inputs=2, attrs=_REPEAT_ATTRS, defaults={"axis": None}, onnx=_repeat_grad_onnx, batch=vb.repeat_grad)
 
 
 def repeat(x, repeats, axis=None, name=None):
@@ -203,7 +205,7 @@ def _roll_onnx(e, node, ins):
 _ROLL = register("roll", _roll_kernel, _roll_infer,
                  lambda op, g: [run_op(_ROLL, (g,), {"shift": tuple(-s for s in op.attrs["shift"]),
                                                      "axis": op.attrs["axis"]})],
-                 num_inputs=1, attrs={"shift": "ints", "axis": "ints"}, defaults={}, onnx=_roll_onnx)
+                 num_inputs=1, attrs={"shift": "ints", "axis": "ints"}, defaults={}, onnx=_roll_onnx, batch=bt.axes("axis"))
 
 
 def roll(input, shift, axis, name=None):
@@ -250,7 +252,7 @@ def _reverse_onnx(e, node, ins):
 _REVERSE = register("reverse", lambda x, axis: x[_reverse_key(axis)], _reverse_infer,
                     lambda op, g: [run_op(_REVERSE, (g,), op.attrs)],
                     num_inputs=1, attrs={"axis": "ints"}, defaults={}, onnx=_reverse_onnx,
-                    bind=lambda attrs: _bind_reverse(attrs["axis"]))
+                    bind=lambda attrs: _bind_reverse(attrs["axis"]), batch=bt.axes("axis"))
 
 
 def _bind_reverse(axes):
@@ -324,7 +326,7 @@ def _linspace_onnx(e, node, ins):
 
 _LINSPACE = register("linspace", _linspace_kernel, _linspace_infer, _linspace_grad,
                      num_inputs=2, attrs={"num": "int", "axis": "int"}, defaults={"axis": 0},
-                     same_dtype=(0, 1), kinds="f", onnx=_linspace_onnx)
+                     same_dtype=(0, 1), kinds="f", onnx=_linspace_onnx, batch=bt.axes("axis", rank_of="output"))
 
 
 def _is_number(v):
@@ -400,7 +402,7 @@ def _meshgrid_onnx(e, node, ins):
 
 _MESHGRID = register("meshgrid", _meshgrid_kernel, _meshgrid_infer, _meshgrid_grad,
                      num_inputs=None, attrs={"indexing": one_of("xy", "ij")}, defaults={"indexing": "xy"},
-                     num_outputs=lambda attrs, n: n, none_grads=True, onnx=_meshgrid_onnx)
+                     num_outputs=lambda attrs, n: n, none_grads=True, onnx=_meshgrid_onnx, batch=vb.meshgrid)
 
 
 def meshgrid(*args, indexing="xy", name=None):

@@ -13,6 +13,7 @@ from defun.runtime.ops import _onnx_float64 as f64
 from defun.runtime.ops._onnx import with_float64
 from defun.runtime.registry import register
 from defun.runtime.tape import skip_input_indices
+from defun.runtime import batching as bt
 
 __all__ = ["asin", "acos", "atan", "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "hypot",
            "log2", "log10", "logaddexp", "reciprocal", "ceil", "squared_difference"]
@@ -22,7 +23,7 @@ _EMPTY = {}
 
 def _unary(name, kernel, grad, kinds="f", doc="", onnx=None):
     op = register(name, kernel, inf.unary_same(name, kinds), grad, num_inputs=1, attrs={},
-                  defaults={}, kinds=kinds, onnx=onnx)
+                  defaults={}, kinds=kinds, onnx=onnx, batch=bt.elementwise)
 
     def f(x, name=None):
         return run_op(op, (x,), _EMPTY, name)
@@ -33,7 +34,7 @@ def _unary(name, kernel, grad, kinds="f", doc="", onnx=None):
 
 def _binary(name, kernel, grad, kinds="f", doc="", onnx=None):
     op = register(name, kernel, inf.binary_broadcast(name, kinds), grad, num_inputs=2, attrs={},
-                  defaults={}, same_dtype=(0, 1), kinds=kinds, onnx=onnx)
+                  defaults={}, same_dtype=(0, 1), kinds=kinds, onnx=onnx, batch=bt.elementwise)
 
     def f(x, y, name=None):
         return run_op(op, (x, y), _EMPTY, name)

@@ -17,6 +17,7 @@ from defun.runtime.ops import _args, _infer as inf
 from defun.runtime.ops.array_ops import _norm_axis, _rank, expand_dims
 from defun.runtime.ops.math_ops import add, exp, multiply, negative, reduce_sum, subtract
 from defun.runtime.registry import register
+from defun.runtime import batching as bt
 
 __all__ = ["softmax", "log_softmax", "softmax_cross_entropy_with_logits",
            "sparse_softmax_cross_entropy_with_logits"]
@@ -75,10 +76,10 @@ def _log_softmax_grad(op, g):
 
 _SOFTMAX = register("softmax", _softmax_kernel, _softmax_infer("softmax"), _softmax_grad,
                     attrs={"axis": "int"}, kinds=inf.float_kinds, num_inputs=1, defaults={},
-                    onnx="Softmax")
+                    onnx="Softmax", batch=bt.axes("axis"))
 _LOG_SOFTMAX = register("log_softmax", _log_softmax_kernel, _softmax_infer("log_softmax"),
                         _log_softmax_grad, attrs={"axis": "int"}, kinds=inf.float_kinds,
-                        num_inputs=1, defaults={}, onnx="LogSoftmax")
+                        num_inputs=1, defaults={}, onnx="LogSoftmax", batch=bt.axes("axis"))
 
 
 def softmax(logits, axis=-1, name=None):
@@ -167,7 +168,7 @@ def _xent_onnx(e, node, ins):
 
 _XENT = register("softmax_cross_entropy_with_logits", _xent_kernel, _xent_infer, _xent_grad,
                  attrs={"axis": "int"}, same_dtype=(0, 1), kinds=inf.float_kinds, num_outputs=3,
-                 none_grads=True, num_inputs=2, defaults={}, onnx=_xent_onnx)
+                 none_grads=True, num_inputs=2, defaults={}, onnx=_xent_onnx, batch=bt.axes("axis"))
 
 
 def softmax_cross_entropy_with_logits(labels, logits, axis=-1, name=None):
@@ -282,7 +283,7 @@ def _sparse_onnx(e, node, ins):
 _SPARSE_XENT = register(_SPARSE, _sparse_kernel, _sparse_infer, _sparse_grad, kinds=inf.int_kinds,
                         num_outputs=2, none_grads=True, num_inputs=2, attrs={}, defaults={},
                         fused=Kernel(_sparse_loops, (), _rank2_logits),
-                        onnx=_sparse_onnx)
+                        onnx=_sparse_onnx, batch=bt.leading)
 
 
 def sparse_softmax_cross_entropy_with_logits(labels, logits, name=None):

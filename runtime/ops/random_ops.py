@@ -24,6 +24,7 @@ from defun.runtime.ops import _args, _infer as inf
 from defun.runtime.ops.math_ops import add, multiply, subtract
 from defun.runtime.registry import register
 from defun.runtime.tensor import Tensor
+from defun.runtime.ops import _batch as vb
 
 __all__ = ["dropout"]
 
@@ -249,7 +250,7 @@ def _dropout_grad(op, g):
 
 
 _DROPOUT = register("dropout", _dropout_kernel, _dropout_infer, _dropout_grad, num_inputs=2,
-                    attrs={"rate": "float", "noise_shape": "shape"}, defaults={}, kinds=inf.float_kinds)
+                    attrs={"rate": "float", "noise_shape": "shape"}, defaults={}, kinds=inf.float_kinds, batch=vb.dropout)
 
 
 def dropout(x, rate, seed, noise_shape=None, name=None):

@@ -51,7 +51,7 @@ def _read_kernel(h, dtype, shape):
 
 _READ = register("read_variable", _read_kernel, _read_infer, lambda op, g: [g], stateful=True,
                  attrs={"dtype": "dtype", "shape": "shape"}, num_inputs=1, defaults={},
-                 onnx=lambda e, node, ins: e.variable(ins[0]))   # the initializer of its value
+                 onnx=lambda e, node, ins: e.variable(ins[0]), batch="a variable handle is never a batched value: a read inside vmap is shared by every example")   # the initializer of its value
 
 
 def _check_assign(h, v, op_name):

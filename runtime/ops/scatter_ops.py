@@ -17,6 +17,7 @@ from defun.runtime.ops.array_ops import expand_dims, gather, where, zeros_like
 from defun.runtime.ops.index_ops import _check_int_dtype
 from defun.runtime.ops.math_ops import cast, greater_equal, multiply
 from defun.runtime.registry import register
+from defun.runtime.ops import _batch as vb
 
 __all__ = ["gather_nd", "scatter_nd", "segment_sum", "unsorted_segment_sum"]
 
@@ -102,7 +103,7 @@ def _scatter_add_onnx(e, zeros, indices, updates):
 
 _GATHER_ND = register("gather_nd", _gather_nd_kernel, _gather_nd_infer,
                       lambda op, g: [run_op(_GATHER_ND_GRAD, (g, op.inputs[1], op.inputs[0])), None],
-                      num_inputs=2, attrs={}, defaults={}, onnx=lambda e, node, ins: _gather_nd_onnx(e, *ins))
+                      num_inputs=2, attrs={}, defaults={}, onnx=lambda e, node, ins: _gather_nd_onnx(e, *ins), batch=vb.gather_nd)
 # Internal: the gradient of gather_nd, a scatter-add of g into zeros shaped like the params
 # (scatter_nd with the params' shape, which may be unknown while tracing).
 _GATHER_ND_GRAD = register("gather_nd_grad", lambda g, indices, params: _scatter_add(
@@ -111,7 +112,7 @@ _GATHER_ND_GRAD = register("gather_nd_grad", lambda g, indices, params: _scatter
                            num_inputs=3, attrs={}, defaults={},
                            onnx=lambda e, node, ins: scatter_adjoint(
                                e, ins[0], shape_of(e, ins[2], node.inputs[2]), node.outputs[0].dtype,
-                               lambda idx: _gather_nd_onnx(e, idx, ins[1])))
+                               lambda idx: _gather_nd_onnx(e, idx, ins[1])), batch=vb.gather_nd_grad)
 
 
 def gather_nd(params, indices, name=None):
@@ -150,7 +151,7 @@ _SCATTER_ND = register("scatter_nd", _scatter_nd_kernel, _scatter_nd_infer,
                        lambda op, g: [None, gather_nd(g, op.inputs[0])],
                        num_inputs=2, attrs={"shape": "ints"}, defaults={},
                        onnx=lambda e, node, ins: _scatter_add_onnx(
-                           e, e.op("Expand", e.scalar(0, node.outputs[0].dtype), e.ints(node.attrs["shape"])), *ins))
+                           e, e.op("Expand", e.scalar(0, node.outputs[0].dtype), e.ints(node.attrs["shape"])), *ins), batch=vb.scatter_nd)
 
 
 def scatter_nd(indices, updates, shape, name=None):
@@ -212,7 +213,7 @@ def _segment_sum_onnx(e, node, ins):
 
 _SEGMENT_SUM = register("segment_sum", _segment_sum_kernel, _segment_infer,
                         lambda op, g: [gather(g, op.inputs[1]), None], num_inputs=2, attrs={}, defaults={},
-                        kinds=inf.numeric_kinds, onnx=_segment_sum_onnx)
+                        kinds=inf.numeric_kinds, onnx=_segment_sum_onnx, batch="its output size is the largest segment id plus one, data-dependent per example; use unsorted_segment_sum")
 
 
 def segment_sum(data, segment_ids, name=None):
@@ -281,7 +282,7 @@ def _unsorted_onnx(e, node, ins):
 
 
 _UNSORTED = register("unsorted_segment_sum", _unsorted_kernel, _unsorted_infer, _unsorted_grad, num_inputs=2,
-                     attrs={"num_segments": "int"}, defaults={}, kinds=inf.numeric_kinds, onnx=_unsorted_onnx)
+                     attrs={"num_segments": "int"}, defaults={}, kinds=inf.numeric_kinds, onnx=_unsorted_onnx, batch=vb.unsorted_segment_sum)
 
 
 def unsorted_segment_sum(data, segment_ids, num_segments, name=None):

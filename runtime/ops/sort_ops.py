@@ -13,6 +13,7 @@ from defun.runtime.ops import _args, _infer as inf
 from defun.runtime.ops._onnx import scatter_adjoint, shape_of
 from defun.runtime.ops.index_ops import _norm_axis, _rank
 from defun.runtime.registry import one_of, register
+from defun.runtime import batching as bt
 
 __all__ = ["sort", "argsort", "top_k"]
 
@@ -77,10 +78,10 @@ def _sorted_onnx(e, node, x):
 _SORT_ATTRS = {"axis": "int", "direction": one_of(*_DIRECTIONS)}
 _SORT = register("sort", _sort_kernel, _sort_infer("sort"), _sort_grad, num_inputs=1, attrs=_SORT_ATTRS,
                  defaults={"direction": "ASCENDING"}, kinds=inf.numeric_kinds,
-                 onnx=lambda e, node, ins: _sorted_onnx(e, node, ins[0])[0])
+                 onnx=lambda e, node, ins: _sorted_onnx(e, node, ins[0])[0], batch=bt.axes("axis"))
 _ARGSORT = register("argsort", _argsort_kernel, _sort_infer("argsort", dtypes.int32), None, num_inputs=1,
                     attrs=_SORT_ATTRS, defaults={"direction": "ASCENDING"}, kinds=inf.numeric_kinds,
-                    onnx=lambda e, node, ins: e.cast(_sorted_onnx(e, node, ins[0])[1], dtypes.int32))
+                    onnx=lambda e, node, ins: e.cast(_sorted_onnx(e, node, ins[0])[1], dtypes.int32), batch=bt.axes("axis"))
 
 
 def _sort_attrs(op_name, values, axis, direction):
@@ -140,7 +141,7 @@ def _top_k_onnx(e, node, ins):
 
 
 _TOP_K = register("top_k", _top_k_kernel, _top_k_infer, _top_k_grad, num_inputs=1, attrs={"k": "int"},
-                  defaults={}, kinds=inf.numeric_kinds, num_outputs=2, none_grads=True, onnx=_top_k_onnx)
+                  defaults={}, kinds=inf.numeric_kinds, num_outputs=2, none_grads=True, onnx=_top_k_onnx, batch=bt.leading)
 
 
 def top_k(input, k=1, sorted=True, name=None):
@@ -211,10 +212,10 @@ _TAKE_ALONG_AXIS = register(
     "take_along_axis", _take_along_axis_kernel, _along_infer("take_along_axis", 1),
     lambda op, g: [run_op(_SCATTER_ALONG_AXIS, (g, op.inputs[1], op.inputs[0]), op.attrs), None],
     num_inputs=2, attrs={"axis": "int"}, defaults={},
-    onnx=lambda e, node, ins: _take_along_onnx(e, ins[0], ins[1], node.attrs["axis"]))
+    onnx=lambda e, node, ins: _take_along_onnx(e, ins[0], ins[1], node.attrs["axis"]), batch=bt.axes("axis"))
 _SCATTER_ALONG_AXIS = register(
     "scatter_along_axis", _scatter_along_axis_kernel, _along_infer("scatter_along_axis", 2),
     lambda op, g: [run_op(_TAKE_ALONG_AXIS, (g, op.inputs[1]), op.attrs), None, None],
     num_inputs=3, attrs={"axis": "int"}, defaults={},
     onnx=lambda e, node, ins: scatter_adjoint(e, ins[0], shape_of(e, ins[2], node.inputs[2]), node.outputs[0].dtype,
-                                              lambda idx: _take_along_onnx(e, idx, ins[1], node.attrs["axis"])))
+                                              lambda idx: _take_along_onnx(e, idx, ins[1], node.attrs["axis"])), batch=bt.axes("axis"))

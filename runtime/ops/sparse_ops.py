@@ -59,7 +59,7 @@ def _sum_duplicate_rows_onnx(e, node, ins):
 
 _SUM_DUPLICATE_ROWS = register("sum_duplicate_rows", _sum_duplicate_rows_kernel,
                                _sum_duplicate_rows_infer, _sum_duplicate_rows_grad,
-                               num_inputs=2, attrs={}, defaults={}, kinds="f", onnx=_sum_duplicate_rows_onnx)
+                               num_inputs=2, attrs={}, defaults={}, kinds="f", onnx=_sum_duplicate_rows_onnx, batch="its output row count is data-dependent per example")
 
 
 def sum_duplicate_rows(values, indices):

@@ -22,6 +22,8 @@ from defun.runtime.ops.math_ops import (abs, add, cast,
                                         tanh, unbroadcast)
 from defun.runtime.registry import register
 from defun.runtime.tape import skip_input_indices
+from defun.runtime import batching as bt
+from defun.runtime.ops import _batch as vb
 
 __all__ = ["tan", "expm1", "erf", "softplus", "elu", "leaky_relu", "gelu", "is_nan", "is_finite",
            "clip_by_value", "reduce_logsumexp", "reduce_any", "reduce_all", "norm", "cumsum", "cumprod",
@@ -38,7 +40,7 @@ def _unary(name, kernel, grad, kinds=inf.float_kinds, out_dtype=None, doc="", on
         def infer(shapes, dts, attrs):
             inf.check_kinds(name, dts[0], kinds)
             return [(tuple(shapes[0]), out_dtype)]
-    op = register(name, kernel, infer, grad, num_inputs=1, attrs={}, defaults={}, kinds=kinds, onnx=onnx)
+    op = register(name, kernel, infer, grad, num_inputs=1, attrs={}, defaults={}, kinds=kinds, onnx=onnx, batch=bt.elementwise)
 
     def f(x, name=None):
         return run_op(op, (x,), _EMPTY, name)
@@ -197,7 +199,7 @@ _LEAKY_RELU = register("leaky_relu", _leaky_relu_kernel, inf.unary_same("leaky_r
                        # (not LeakyRelu: an ONNX float attr is float32, alpha here has the input's dtype)
                        onnx=lambda e, node, ins: e.op("Where", e.op("Greater", ins[0], e.scalar(0, node.inputs[0].dtype)),
                                                       ins[0], e.op("Mul", ins[0], e.scalar(node.attrs["alpha"],
-                                                                                           node.inputs[0].dtype))))
+                                                                                           node.inputs[0].dtype))), batch=bt.elementwise)
 
 
 def leaky_relu(features, alpha=0.2, name=None):
@@ -245,7 +247,7 @@ def _gelu_onnx(e, node, ins):
 
 _GELU = register("gelu", _gelu_kernel, inf.unary_same("gelu", inf.float_kinds), _gelu_grad, num_inputs=1,
                  attrs={"approximate": "bool"}, defaults={"approximate": False}, kinds=inf.float_kinds,
-                 onnx=_gelu_onnx)
+                 onnx=_gelu_onnx, batch=bt.elementwise)
 
 
 def gelu(features, approximate=False, name=None):
@@ -293,7 +295,7 @@ def _clip_grad(op, g):
 
 _CLIP = register("clip_by_value", _clip_kernel, _clip_infer, _clip_grad, num_inputs=3, attrs={}, defaults={},
                  onnx=lambda e, node, ins: e.op("Max", e.op("Min", ins[0], ins[2]), ins[1]),
-                 same_dtype=(0, 1, 2), kinds=inf.numeric_kinds)
+                 same_dtype=(0, 1, 2), kinds=inf.numeric_kinds, batch=bt.elementwise)
 
 
 def clip_by_value(t, clip_value_min, clip_value_max, name=None):
@@ -333,7 +335,7 @@ def _logsumexp_grad(op, g):
 
 def _reduction(name, kernel, grad, kinds, doc, onnx=None):
     op = register(name, kernel, _reduce_infer(name, kinds), grad, num_inputs=1, attrs=_RED_ATTRS,
-                  defaults=_RED_DEFAULTS, kinds=kinds, onnx=onnx)
+                  defaults=_RED_DEFAULTS, kinds=kinds, onnx=onnx, batch=bt.axes("axis"))
 
     def f(input_tensor, axis=None, keepdims=False, name=None):
         return run_op(op, (input_tensor,), {"axis": _axis_tuple(op.name, axis), "keepdims": bool(keepdims)},
@@ -509,7 +511,7 @@ def _norm_onnx(e, node, ins):
 
 _NORM = register("norm", _norm_kernel, _norm_infer, _norm_grad, num_inputs=1, onnx=_norm_onnx,
                  attrs={"ord": "str", "axis": "opt_ints", "keepdims": "bool"},
-                 defaults={"ord": "euclidean", "axis": None, "keepdims": False}, kinds=inf.float_kinds)
+                 defaults={"ord": "euclidean", "axis": None, "keepdims": False}, kinds=inf.float_kinds, batch=vb.norm)
 
 
 def norm(tensor, ord="euclidean", axis=None, keepdims=False, name=None):
@@ -596,13 +598,13 @@ _CUMSUM = register("cumsum", _cum_kernel("cumsum", np.add, 0), _cum_infer("cumsu
                    attrs=_CUM_ATTRS, defaults=_CUM_DEFAULTS, kinds=inf.numeric_kinds,
                    onnx=lambda e, node, ins: e.op("CumSum", ins[0], e.scalar(node.attrs["axis"], dtypes.int64),
                                                   exclusive=int(node.attrs["exclusive"]),
-                                                  reverse=int(node.attrs["reverse"])))
+                                                  reverse=int(node.attrs["reverse"])), batch=bt.axes("axis"))
 _CUMPROD = register("cumprod", _cum_kernel("cumprod", np.multiply, 1), _cum_infer("cumprod"), _cumprod_grad,
                     num_inputs=1, attrs=_CUM_ATTRS, defaults=_CUM_DEFAULTS, kinds=inf.numeric_kinds,
                     # (ONNX has CumSum only: an exact running product in a Loop)
                     onnx=lambda e, node, ins: running(
                         e, ins, node.attrs["axis"], len(node.inputs[0].shape), node.inputs[0].dtype, 1,
-                        lambda s, x: e.op("Mul", s, x), node.attrs["exclusive"], node.attrs["reverse"]))
+                        lambda s, x: e.op("Mul", s, x), node.attrs["exclusive"], node.attrs["reverse"]), batch=bt.axes("axis"))
 
 
 def _cum_attrs(name, x, axis, exclusive, reverse):
@@ -671,7 +673,7 @@ _LINEAR_SCAN = register("linear_scan", _linear_scan_kernel, _linear_scan_infer, 
                         onnx=lambda e, node, ins: running(
                             e, ins, node.attrs["axis"] % len(node.outputs[0].shape), len(node.outputs[0].shape),
                             node.outputs[0].dtype, 0, lambda s, b, a: e.op("Add", b, e.op("Mul", a, s)),
-                            reverse=node.attrs["reverse"]))
+                            reverse=node.attrs["reverse"]), batch=bt.axes("axis"))
 
 
 # ------------------------------------------------------------------ eye

@@ -1,0 +1,214 @@
+"""`df.vmap` and `df.vectorized_map`: a function of one example run on a batch, as one graph.
+
+The function is traced once with per-example shapes (a function graph, as defun traces),
+then graph/batching.py rewrites it node by node with each op row's batching rule into
+ordinary batched ops, emitted where the call is: eagerly (under the tapes listening), or
+into the graph a defun is tracing (one node per op, exported like any other). Nothing
+loops per example unless `vectorized_map(..., fallback_to_while_loop=True)` was asked to,
+and then it warns, naming each op and line.
+
+>>> per_example = df.vmap(df.gradients_function(loss), in_axes=(None, 0, 0))
+>>> grads = per_example(w, x_batch, y_batch)       # each of shape (B,) + w.shape
+"""
+import functools
+import warnings
+
+import numpy as np
+
+from defun.runtime import errors, sites
+from defun.runtime.context import state
+from defun.runtime.execute import run_op
+from defun.runtime.nest import flatten, is_nested, pack_as
+from defun.runtime.registry import get as get_op
+from defun.runtime.tensor import Tensor, convert_to_tensor
+from defun.runtime.variables import Variable
+from defun.graph.batching import BatchContext
+from defun.graph.ir import Graph, SymbolicTensor, unique_name
+
+__all__ = ["vmap", "vectorized_map", "VectorizationFallbackWarning"]
+
+
+class VectorizationFallbackWarning(UserWarning):
+    """An op without a batching rule ran once per example (fallback_to_while_loop=True)."""
+
+
+def vmap(fn, in_axes=0, out_axes=0):
+    """`fn` of one example mapped over axis `in_axes` of its arguments (JAX's semantics).
+
+    >>> df.vmap(lambda x, w: df.reduce_sum(x * w), in_axes=(0, None))(xs, w)   # shape (B,)
+
+    `in_axes`: an int (every argument's axis), None (not mapped), or a tuple with one entry
+    per positional argument, each an int, None or a nest matching that argument. `out_axes`:
+    where the batch goes in each output (an int, or a nest matching the outputs).
+    """
+    return _batched(fn, in_axes, out_axes, fallback=False, name="vmap")
+
+
+def vectorized_map(fn, elems, fallback_to_while_loop=False):
+    """`fn(elems[i])` for every i along axis 0 of every tensor in `elems`, stacked (TF's semantics).
+
+    >>> df.vectorized_map(lambda row: df.reduce_sum(row * row), x)     # shape (x.shape[0],)
+
+    With `fallback_to_while_loop=True`, an op without a batching rule runs once per
+    example instead of raising, with a df.VectorizationFallbackWarning naming it and its line.
+    """
+    return _batched(fn, (0,), 0, fallback=bool(fallback_to_while_loop), name="vectorized_map")(elems)
+
+
+def _batched(fn, in_axes, out_axes, fallback, name):
+    if not callable(fn):
+        raise TypeError(f"{name}: fn must be callable, got {type(fn).__name__}")
+    _check_axes_spec(in_axes, name, "in_axes")
+
+    @functools.wraps(fn)
+    def batched(*args):
+        return _call(fn, args, in_axes, out_axes, fallback, name, sites.user_site(2))
+    return batched
+
+
+def _check_axes_spec(spec, name, what):
+    for a in flatten(spec) if is_nested(spec) else [spec]:
+        if a is not None and (isinstance(a, bool) or not isinstance(a, (int, np.integer))):
+            raise TypeError(f"{name}: {what} entries must be ints or None, got {a!r}")
+
+
+def _axes_per_leaf(args, in_axes, name):
+    """One axis (or None) per leaf of `args`, broadcasting `in_axes` as JAX does."""
+    if not isinstance(in_axes, (list, tuple)) or (isinstance(in_axes, tuple) and hasattr(in_axes, "_fields")):
+        return [in_axes] * len(flatten(args)) if not is_nested(in_axes) else _match(args, in_axes, name)
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    if len(in_axes) != len(args):
+        raise errors.InvalidArgumentError(
+            f"{name}: in_axes has {len(in_axes)} entries for {len(args)} positional arguments; give "
+            f"one per argument (an int, None, or a nest matching it), or a single int")
+    out = []
+    for a, spec in zip(args, in_axes):
+        out += _match(a, spec, name)
+    return out
+
+
+def _match(arg, spec, name):
+    """Axes for the leaves of `arg` from `spec`, an int/None (all of them) or a matching nest."""
+    if not is_nested(spec):
+        return [spec] * len(flatten(arg))
+    if isinstance(spec, dict) != isinstance(arg, dict) or len(flatten(arg)) != len(flatten(spec)):
+        raise errors.InvalidArgumentError(
+            f"{name}: an in_axes entry {spec!r} does not match the structure of its argument")
+    return flatten(spec)
+
+
+def _leaf_tensor(x, name, i):
+    if isinstance(x, Tensor):
+        return x
+    try:
+        return convert_to_tensor(x)
+    except (errors.InvalidArgumentError, TypeError, ValueError) as e:
+        raise TypeError(f"{name}: argument leaf {i} is a {type(x).__name__}, not a tensor: {e}") from None
+
+
+def _move_axis(x, src, dst, rank):
+    """`x` with its axis `src` moved to `dst` (both in range of `rank`)."""
+    if src == dst:
+        return x
+    perm = [i for i in range(rank) if i != src]
+    perm.insert(dst, src)
+    return run_op(get_op("transpose"), [x], {"perm": tuple(perm)})
+
+
+def _call(fn, args, in_axes, out_axes, fallback, name, site):
+    leaves = flatten(args)
+    axes = _axes_per_leaf(args, in_axes, name)
+    values, flags, size = [], [], None
+    for i, (x, a) in enumerate(zip(leaves, axes)):
+        if isinstance(x, Variable) or x is None:
+            if a is not None and x is not None:
+                raise errors.InvalidArgumentError(
+                    f"{name}: argument leaf {i} is a variable; a variable is shared by every example, "
+                    f"so its in_axes entry must be None")
+            values.append(x)
+            flags.append(False)
+            continue
+        t = _leaf_tensor(x, name, i)
+        if a is None:
+            values.append(t)
+            flags.append(False)
+            continue
+        r = len(t.shape)
+        if not -r <= a < r:
+            raise errors.InvalidArgumentError(
+                f"{name}: in_axes {a} is out of range for argument leaf {i} of shape {list(t.shape)}")
+        a %= r
+        n = t.shape[a]
+        if n is None:
+            raise errors.InvalidArgumentError(
+                f"{name}: the batch size of argument leaf {i} (axis {a} of shape {list(t.shape)}) is "
+                f"unknown while tracing; give the defun an input_signature with that size known")
+        if size is not None and n != size:
+            raise errors.InvalidArgumentError(
+                f"{name}: argument leaf {i} has {n} examples along axis {a}, another has {size}; every "
+                f"mapped argument must have the same batch size")
+        size = n
+        values.append(_move_axis(t, a, 0, r))
+        flags.append(True)
+    if size is None:
+        raise errors.InvalidArgumentError(
+            f"{name}: no argument is mapped (every in_axes entry is None); map at least one")
+
+    # 1. trace fn on one example: placeholders of per-example shapes
+    graph = Graph(unique_name(name), outer=state.graph, base_name=name)
+    with graph.building():
+        example = []
+        for v, f in zip(values, flags):
+            if isinstance(v, Tensor):
+                shape = tuple(v.shape)[1:] if f else tuple(v.shape)
+                example.append(graph.placeholder(shape, v.dtype, getattr(v, "handle_data", None)))
+            else:
+                example.append(v)
+        result = fn(*pack_as(args, example))
+        out_leaves = flatten(result)
+        outs = [_own_output(graph, leaf, name, k) for k, leaf in enumerate(out_leaves)]
+    graph.finalize(outs)
+
+    # 2. rewrite it, node by node, on the batch
+    ctx = BatchContext(size, fallback)
+    fed = [v for v in values if isinstance(v, Tensor)]
+    fed_flags = [f for v, f in zip(values, flags) if isinstance(v, Tensor)]
+    res, res_flags = ctx.run_graph(graph, fed + graph.captured_values,
+                                   fed_flags + [False] * len(graph.captured_values))
+    for op_name, where, why in ctx.fell_back:
+        warnings.warn_explicit(
+            f"{name}: op {op_name} at {sites.format_site(where)} has no batching rule ({why}); it ran "
+            f"once per example ({size} times), as fallback_to_while_loop=True asked",
+            VectorizationFallbackWarning, site[0] if site else "<unknown>", site[1] if site else 0)
+
+    # 3. outputs: every one batched, the batch moved to out_axes
+    o_axes = [out_axes] * len(res) if not is_nested(out_axes) else flatten(out_axes)
+    if len(o_axes) != len(res):
+        raise errors.InvalidArgumentError(
+            f"{name}: out_axes {out_axes!r} does not match the {len(res)} outputs of the function")
+    final = []
+    for k, (v, f, t, a) in enumerate(zip(res, res_flags, outs, o_axes)):
+        if not f:
+            v = run_op(get_op("broadcast_to"), [run_op(get_op("expand_dims"), [v], {"axis": 0})],
+                       {"shape": (size,) + tuple(t.shape)})
+        if a is None:
+            raise errors.InvalidArgumentError(f"{name}: out_axes None (output {k} not batched) is not supported")
+        r = len(t.shape) + 1
+        if not -r <= a < r:
+            raise errors.InvalidArgumentError(f"{name}: out_axes {a} is out of range for output {k} of rank {r}")
+        final.append(_move_axis(v, 0, a % r, r))
+    return pack_as(result, final) if out_leaves else result
+
+
+def _own_output(graph, leaf, name, k):
+    if isinstance(leaf, Variable):
+        leaf = leaf.read_value()
+    if isinstance(leaf, SymbolicTensor) and leaf.node.graph is graph:
+        return leaf
+    if isinstance(leaf, Tensor):
+        return run_op(get_op("identity"), [leaf])
+    if leaf is None:
+        raise errors.InvalidArgumentError(f"{name}: output {k} of the function is None; return tensors")
+    return convert_to_tensor(leaf) if not isinstance(leaf, (int, float, bool, np.ndarray, np.generic)) \
+        else graph.constant(np.asarray(leaf))

@@ -1,0 +1,110 @@
+"""The batching transform's walker: a per-example graph rewritten, node by node, into batched ops.
+
+`BatchContext.run_graph(g, values, batched)` walks function graph `g` in order. A node whose
+inputs are all unbatched runs as it is (`run_op`); any other node runs its op row's batching
+rule (`OpDef.batch`, runtime/batching.py), which emits ordinary ops on values carrying the
+batch at axis 0. The ops go wherever ops go: eagerly (and onto the tapes listening), or
+into the graph being traced, so a vmapped function inside a defun is an ordinary graph,
+one node per op. Before / after, for `f(x) = reduce_sum(x * w)` with x batched (B=8):
+
+    %1 = multiply(%x: f32[3], %w: f32[3])       %1 = multiply(%x: f32[8,3], %w: f32[3])
+    %2 = reduce_sum(%1) {axis=None}       ->    %2 = reduce_sum(%1) {axis=(1,)}
+
+An op with no rule raises UnimplementedError naming it and the user's line; with
+`fallback=True` it runs once per example instead (and the caller warns).
+"""
+from defun.runtime import errors, sites
+from defun.runtime.batching import emit
+from defun.runtime.execute import run_op
+from defun.runtime.context import state
+from defun.runtime.registry import get as get_op
+from defun.graph.ir import Graph, SymbolicTensor, unique_name
+
+__all__ = ["BatchContext"]
+
+
+def _where(node):
+    site = node.site
+    line = sites.source_line(site)
+    return sites.format_site(site) + (f": {line}" if line else "")
+
+
+class BatchContext:
+    """One batching: the batch size, whether ops without a rule may loop, what looped."""
+
+    __slots__ = ("size", "fallback", "fell_back")
+
+    def __init__(self, size, fallback=False):
+        self.size = size
+        self.fallback = fallback
+        self.fell_back = []       # (op name, user site) of each op run once per example
+
+    def run_graph(self, graph, values, batched):
+        """Outputs of `graph` (values, batched flags) given its `all_inputs` as `values`."""
+        env = {}
+        for ph, v, b in zip(graph.all_inputs, values, batched):
+            env[id(ph)] = (v, b)
+        for node in graph.nodes:
+            if node.op.name == "placeholder":
+                continue
+            ins = [env[id(t)] for t in node.inputs]
+            outs, flags = self.run_node(node, [v for v, _ in ins], [b for _, b in ins])
+            for t, o, b in zip(node.outputs, outs, flags):
+                env[id(t)] = (o, b)
+        res = [env[id(t)] for t in graph.outputs]
+        return [v for v, _ in res], [b for _, b in res]
+
+    def run_node(self, node, inputs, batched):
+        op = node.op
+        if op.stateful and op.name not in ("read_variable", "print"):
+            raise errors.InvalidArgumentError(
+                f"vmap: {op.name} assigns a variable inside a vmapped function (at {_where(node)}); "
+                f"a batched function cannot change state: return the per-example values and "
+                f"assign their reduction outside")
+        if not any(batched) and not op.function_attrs:
+            return emit(node, inputs), [False] * len(node.outputs)
+        rule = op.batch
+        if callable(rule):
+            try:
+                return rule(self, node, inputs, batched)
+            except errors.UnimplementedError as e:
+                if not self.fallback:
+                    raise errors.UnimplementedError(f"vmap: {e} (at {_where(node)})") from None
+                return self._loop(node, inputs, batched, str(e))
+        reason = f"; {rule}" if isinstance(rule, str) else ""
+        if not self.fallback:
+            raise errors.UnimplementedError(
+                f"vmap: op {op.name} (at {_where(node)}) has no batching rule{reason}. Pass "
+                f"fallback_to_while_loop=True to df.vectorized_map to run it once per example, "
+                f"or batch that step by hand")
+        return self._loop(node, inputs, batched, f"no batching rule{reason}")
+
+    def function(self, graph, flags, extra, extra_flags, base):
+        """A new function graph computing function `graph` batched, in the current context:
+        its first `len(flags)` inputs become placeholders (batched where `flags` says),
+        the rest of `graph.all_inputs` stand for the outer values `extra` (captured where
+        used; batched as `extra_flags` says). Returns (the graph, still open, its outputs, their flags); the caller adds
+        what it needs (`with g.building():`) and finalizes it."""
+        g = Graph(unique_name(base), outer=state.graph, base_name=base)
+        n = len(flags)
+        with g.building():
+            phs = [g.placeholder(((self.size,) if f else ()) + tuple(t.shape), t.dtype, t.handle_data)
+                   for t, f in zip(graph.all_inputs[:n], flags)]
+            outs, out_flags = self.run_graph(graph, phs + list(extra), list(flags) + list(extra_flags))
+            outs = [o if isinstance(o, SymbolicTensor) and o.node.graph is g else
+                    run_op(get_op("identity"), [o]) for o in outs]
+        return g, outs, out_flags
+
+    def _loop(self, node, inputs, batched, why):
+        """`node` run once per example, the results stacked: the fallback."""
+        if node.op.function_attrs:
+            raise errors.UnimplementedError(
+                f"vmap: op {node.op.name} (at {_where(node)}) cannot be batched ({why}) nor run per example")
+        self.fell_back.append((node.op.name, node.site, why))
+        per = []
+        for i in range(self.size):
+            xs = [x[i] if b else x for x, b in zip(inputs, batched)]
+            per.append(emit(node, xs))
+        stack = get_op("stack")
+        outs = [run_op(stack, [p[k] for p in per], {"axis": 0}) for k in range(len(node.outputs))]
+        return outs, [True] * len(outs)

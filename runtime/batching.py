@@ -1,0 +1,131 @@
+"""Batching rules: how an op row says what it does on a batch (`register(..., batch=rule)`).
+
+A rule is `rule(ctx, node, inputs, batched) -> (outputs, batched)`: `node` is the op's node
+in the per-example graph (its `.attrs`, and `.inputs` / `.outputs` with per-example shapes),
+`inputs` the values to compute on, each either batched (the batch at axis 0, `ctx.size`
+long) or not (`batched[i]`), and at least one is. A rule emits ordinary ops (so the same
+rule runs eagerly and builds graph nodes) and returns one value and one flag per output;
+it raises UnimplementedError for a case it does not cover. The walker is graph/batching.py.
+
+The shared rules are here; op-specific ones sit beside their op's gradient:
+    elementwise   broadcasting ops (`add`, `exp`, `where`): ranks aligned, op run as is
+    leading       ops whose leading dimensions are batch dimensions already (`cholesky`)
+    axes(...)     ops with axis attrs (`reduce_sum`, `concat`): the axes moved past the batch
+    fold_leading  NHWC ops (`conv2d`, pools): the batch folded into N and out again
+"""
+from defun.runtime import errors
+from defun.runtime.execute import run_op
+from defun.runtime.registry import get as get_op
+
+__all__ = ["elementwise", "leading", "axes", "fold_leading", "materialize", "materialize_all",
+           "expand_rank", "op", "norm_axis", "static_shape", "emit"]
+
+
+def op(name, inputs, **attrs):
+    """Registered op `name` run on `inputs` with `attrs` (rules name the ops they emit)."""
+    return run_op(get_op(name), list(inputs), attrs)
+
+
+def emit(node, inputs, attrs=None):
+    """`node`'s op run on `inputs` (with `attrs`, by default the node's): a list of outputs."""
+    out = run_op(node.op, list(inputs), node.attrs if attrs is None else attrs)
+    if out is None:
+        return []
+    return list(out) if isinstance(out, tuple) else [out]
+
+
+def static_shape(node, t, what="input"):
+    """`t`'s per-example shape, which a rule needs in full; UnimplementedError if a size is unknown."""
+    shape = tuple(t.shape)
+    if None in shape:
+        raise errors.UnimplementedError(
+            f"{node.op.name}: batching needs the per-example shape of its {what}, got {list(shape)} "
+            f"with unknown sizes")
+    return shape
+
+
+def norm_axis(node, a, rank):
+    """Per-example axis `a` (negative counts from the end of `rank`) moved past the batch axis."""
+    if not -rank <= a < max(rank, 1):
+        raise errors.InvalidArgumentError(f"{node.op.name}: axis {a} is out of range for rank {rank}")
+    return (a % rank if rank else 0) + 1
+
+
+def expand_rank(x, have, want):
+    """Batched `x` of per-example rank `have` with size-1 axes after the batch up to `want`."""
+    for _ in range(want - have):
+        x = op("expand_dims", [x], axis=1)
+    return x
+
+
+def materialize(ctx, node, x, t):
+    """Unbatched `x` (per-example tensor `t` of the node) repeated along a new batch axis 0."""
+    shape = static_shape(node, t)
+    return op("broadcast_to", [op("expand_dims", [x], axis=0)], shape=(ctx.size,) + shape)
+
+
+def materialize_all(ctx, node, inputs, batched, which=None):
+    """`inputs` with the unbatched ones among `which` (default: all) materialized."""
+    out = list(inputs)
+    for i, (x, b) in enumerate(zip(inputs, batched)):
+        if not b and (which is None or i in which):
+            out[i] = materialize(ctx, node, x, node.inputs[i])
+    return out
+
+
+def elementwise(ctx, node, inputs, batched):
+    """A broadcasting op: each batched input gets size-1 axes after the batch up to the
+    largest per-example rank, so the batch axis lines up; unbatched inputs broadcast."""
+    r = max(len(t.shape) for t in node.inputs)
+    xs = [expand_rank(x, len(t.shape), r) if b else x
+          for x, t, b in zip(inputs, node.inputs, batched)]
+    outs = emit(node, xs)
+    return outs, [True] * len(outs)
+
+
+def leading(ctx, node, inputs, batched):
+    """An op computing on its innermost axes with every leading axis a batch axis."""
+    outs = emit(node, materialize_all(ctx, node, inputs, batched))
+    return outs, [True] * len(outs)
+
+
+def axes(*names, rank_of="input", none="all", only=None):
+    """The rule of an op whose attrs `names` are per-example axes (ints, tuples, or None):
+    each moved past the batch axis; the unbatched inputs among `only` (default: all) are
+    materialized. `rank_of`: the axes count in the first input's rank or the first output's.
+    `none`: what None means: "all" (every axis, as reductions), or "keep" (stays None)."""
+    def rule(ctx, node, inputs, batched):
+        t = (node.inputs if rank_of == "input" else node.outputs)[0]
+        r = len(t.shape)
+        attrs = dict(node.attrs)
+        for name in names:
+            v = attrs[name]
+            if v is None:
+                if none == "all":
+                    attrs[name] = tuple(range(1, r + 1))
+            elif isinstance(v, (tuple, list)):
+                attrs[name] = tuple(norm_axis(node, int(a), r) for a in v)
+            else:
+                attrs[name] = norm_axis(node, int(v), r)
+        outs = emit(node, materialize_all(ctx, node, inputs, batched, only), attrs)
+        return outs, [True] * len(outs)
+    return rule
+
+
+def fold_leading(*folded):
+    """The rule of an op whose inputs `folded` (indices) and output have an independent
+    leading axis (N of NHWC): the batch is folded into it (B*N) and unfolded from the output;
+    the other inputs must be unbatched (a filter shared by all examples)."""
+    def rule(ctx, node, inputs, batched):
+        if any(b for i, b in enumerate(batched) if i not in folded):
+            raise errors.UnimplementedError(
+                f"{node.op.name}: batching covers batched data inputs with shared parameters; "
+                f"input {[i for i, b in enumerate(batched) if b and i not in folded][0]} is batched")
+        xs = materialize_all(ctx, node, inputs, batched, folded)
+        for i in folded:
+            shape = static_shape(node, node.inputs[i])
+            xs[i] = op("reshape", [xs[i]], shape=(ctx.size * shape[0],) + shape[1:])
+        outs = emit(node, xs)
+        shapes = [static_shape(node, o, "output") for o in node.outputs]
+        return [op("reshape", [o], shape=(ctx.size,) + s) for o, s in zip(outs, shapes)], [True] * len(outs)
+    return rule

@@ -1,0 +1,327 @@
+"""The op-specific batching rules the op rows name (`batch=`); the shared ones and the rule
+contract are in runtime/batching.py. Each rule emits ordinary ops on values whose batch is
+at axis 0 (`ctx.size` long) and says per output whether it is batched."""
+import string
+
+import numpy as np
+
+from defun.runtime import errors
+from defun.runtime.batching import (emit, expand_rank, materialize, materialize_all, norm_axis, op,
+                                    static_shape)
+from defun.runtime.context import state
+
+_ALL = [True]
+
+
+def _out(outs):
+    return outs, [True] * len(outs)
+
+
+# ------------------------------------------------------------------ shapes
+def reshape(ctx, node, inputs, batched):
+    return _out(emit(node, inputs, {"shape": (ctx.size,) + tuple(node.attrs["shape"])}))
+
+
+def broadcast_to(ctx, node, inputs, batched):
+    shape = tuple(node.attrs["shape"])
+    x = expand_rank(inputs[0], len(node.inputs[0].shape), len(shape))
+    return _out(emit(node, [x], {"shape": (ctx.size,) + shape}))
+
+
+def tile(ctx, node, inputs, batched):
+    return _out(emit(node, inputs, {"multiples": (1,) + tuple(node.attrs["multiples"])}))
+
+
+def fill(ctx, node, inputs, batched):
+    dims = tuple(node.attrs["dims"])
+    v = op("reshape", [inputs[0]], shape=(ctx.size,) + (1,) * len(dims))
+    return _out([op("broadcast_to", [v], shape=(ctx.size,) + dims)])
+
+
+def transpose(ctx, node, inputs, batched):
+    return _out(emit(node, inputs, {"perm": (0,) + tuple(p + 1 for p in node.attrs["perm"])}))
+
+
+def pad(ctx, node, inputs, batched):
+    if len(batched) > 1 and batched[1]:
+        raise errors.UnimplementedError("pad: batching covers a shared constant_values only")
+    x = inputs[0] if batched[0] else materialize(ctx, node, inputs[0], node.inputs[0])
+    attrs = dict(node.attrs, paddings=(0, 0) + tuple(node.attrs["paddings"]))
+    return _out(emit(node, [x] + list(inputs[1:]), attrs))
+
+
+def strided_slice(ctx, node, inputs, batched):
+    a = node.attrs
+    attrs = dict(a, begin=(0,) + tuple(a["begin"]), end=(0,) + tuple(a["end"]),
+                 strides=(1,) + tuple(a["strides"]), begin_mask=a["begin_mask"] << 1 | 1,
+                 end_mask=a["end_mask"] << 1 | 1, shrink_axis_mask=a["shrink_axis_mask"] << 1,
+                 new_axis=tuple(p + 1 for p in a["new_axis"]))
+    return _out(emit(node, materialize_all(ctx, node, inputs, batched), attrs))
+
+
+def squeeze(ctx, node, inputs, batched):
+    axis = node.attrs["axis"]
+    r = len(node.inputs[0].shape)
+    if axis is None:
+        shape = static_shape(node, node.inputs[0])
+        axis = tuple(i for i, n in enumerate(shape) if n == 1)
+    return _out(emit(node, inputs, {"axis": tuple(norm_axis(node, a, r) for a in axis)}))
+
+
+def _flat_axis(ctx, node, inputs, batched, flatten):
+    """repeat / repeat_grad: axis None (the flattened tensor) becomes axis 1 of (B, -1)."""
+    attrs = dict(node.attrs)
+    xs = materialize_all(ctx, node, inputs, batched)
+    if attrs["axis"] is None:
+        xs = [op("reshape", [x], shape=(ctx.size, -1)) for x in xs[:flatten]] + xs[flatten:]
+        attrs["axis"] = 1
+    else:
+        attrs["axis"] = norm_axis(node, attrs["axis"], len(node.inputs[0].shape))
+    return attrs, xs
+
+
+def repeat(ctx, node, inputs, batched):
+    attrs, xs = _flat_axis(ctx, node, inputs, batched, 1)
+    return _out(emit(node, xs, attrs))
+
+
+def repeat_grad(ctx, node, inputs, batched):
+    """(g, like): with axis None, `like` is flattened too and the result takes its shape."""
+    attrs, xs = _flat_axis(ctx, node, inputs, batched, 2)
+    out = emit(node, xs, attrs)[0]
+    if node.attrs["axis"] is None:
+        out = op("reshape", [out], shape=(ctx.size,) + static_shape(node, node.outputs[0], "output"))
+    return _out([out])
+
+
+def reshape_like(ctx, node, inputs, batched):
+    """Only the `like` input's shape matters: the result is batched as `x` is."""
+    x = inputs[0]
+    if not batched[0]:
+        return [emit(node, [x, inputs[1]] if not batched[1] else [x, node_like(ctx, node, inputs[1])])[0]], [False]
+    return _out([op("reshape", [x], shape=(ctx.size,) + static_shape(node, node.outputs[0], "output"))])
+
+
+def node_like(ctx, node, like):
+    """One example of batched `like` (its shape is every example's)."""
+    return like[0]
+
+
+def broadcast_like(ctx, node, inputs, batched):
+    x, like = inputs
+    if not batched[0]:
+        return [emit(node, [x, node_like(ctx, node, like)])[0]], [False]
+    shape = static_shape(node, node.outputs[0], "output")
+    x = expand_rank(x, len(node.inputs[0].shape), len(shape))
+    return _out([op("broadcast_to", [x], shape=(ctx.size,) + shape)])
+
+
+def sum_to_like(ctx, node, inputs, batched):
+    """Sum batched `g` to `like`'s per-example shape: the broadcast axes, then the size-1 ones."""
+    g, like = inputs
+    if not batched[0]:
+        return [emit(node, [g, node_like(ctx, node, like)])[0]], [False]
+    gs = static_shape(node, node.inputs[0])
+    ls = static_shape(node, node.inputs[1])
+    lead = len(gs) - len(ls)
+    axes = tuple(range(1, lead + 1)) + tuple(
+        lead + i + 1 for i, n in enumerate(ls) if n == 1 and gs[lead + i] != 1)
+    if axes:
+        g = op("reduce_sum", [g], axis=axes, keepdims=False)
+    return _out([op("reshape", [g], shape=(ctx.size,) + ls)])
+
+
+def dropout(ctx, node, inputs, batched):
+    """One mask for every example (it depends on the seed alone, as per example)."""
+    if batched[1]:
+        raise errors.UnimplementedError("dropout: batching covers a shared seed only")
+    ns = node.attrs["noise_shape"]
+    xs = tuple(node.inputs[0].shape)
+    ns = xs if ns is None else tuple(x if n is None else n for n, x in zip(ns, xs))
+    return _out(emit(node, inputs, dict(node.attrs, noise_shape=(1,) + ns)))
+
+
+def custom_gradient(ctx, node, inputs, batched):
+    """The forward passes its outputs through; grad_fn speaks of one example, so a tape
+    listening to the batched result could not use it."""
+    if state.tapes:
+        raise errors.UnimplementedError(
+            "custom_gradient: its grad_fn computes one example's gradient, so a batched "
+            "custom_gradient cannot be differentiated from outside the vmapped function "
+            "(differentiate inside it: df.vmap(df.gradients_function(f)))")
+    n = node.attrs["num_outputs"]
+    return [op("identity", [x]) for x in inputs[:n]], list(batched[:n])
+
+
+def norm(ctx, node, inputs, batched):
+    attrs = dict(node.attrs)
+    r = len(node.inputs[0].shape)
+    x = inputs[0]
+    if attrs["axis"] is None:
+        if attrs["ord"] != "euclidean" and r > 1:     # a vector norm of the flattened tensor
+            out = op("norm", [op("reshape", [x], shape=(ctx.size, -1))], ord=attrs["ord"], axis=(1,),
+                     keepdims=False)
+            if attrs["keepdims"]:
+                out = op("reshape", [out], shape=(ctx.size,) + (1,) * r)
+            return _out([out])
+        attrs["axis"] = tuple(range(1, r + 1))
+    else:
+        attrs["axis"] = tuple(norm_axis(node, a, r) for a in attrs["axis"])
+    return _out(emit(node, [x], attrs))
+
+
+def meshgrid(ctx, node, inputs, batched):
+    """Each 1-D input varies along one output axis: reshaped onto it and broadcast."""
+    n = len(inputs)
+    xy = node.attrs["indexing"] == "xy" and n >= 2
+    shape = static_shape(node, node.outputs[0], "output")
+    outs = []
+    for k, x in enumerate(materialize_all(ctx, node, inputs, batched)):
+        along = {0: 1, 1: 0}.get(k, k) if xy else k
+        s = [1] * n
+        s[along] = shape[along]
+        outs.append(op("broadcast_to", [op("reshape", [x], shape=(ctx.size,) + tuple(s))],
+                       shape=(ctx.size,) + shape))
+    return _out(outs)
+
+
+# ------------------------------------------------------------------ indexing
+def gather(ctx, node, inputs, batched):
+    params, indices = inputs
+    r = len(node.inputs[0].shape)
+    axis = norm_axis(node, node.attrs["axis"], r) - 1
+    if batched[0] and not batched[1]:
+        return _out(emit(node, inputs, {"axis": axis + 1}))
+    if not batched[0]:       # result: params[:axis] + (B,) + indices + params[axis + 1:]
+        out = emit(node, inputs)[0]
+        if axis:
+            k = len(node.outputs[0].shape) + 1
+            perm = (axis,) + tuple(i for i in range(k) if i != axis)
+            out = op("transpose", [out], perm=perm)
+        return _out([out])
+    return _out([op("batch_gather", inputs, axis=axis + 1, batch_dims=1)])
+
+
+def gather_grad(ctx, node, inputs, batched):
+    """(g, indices, params) -> zeros like params with g scattered in along `axis`."""
+    axis = norm_axis(node, node.attrs["axis"], len(node.inputs[2].shape))
+    xs = materialize_all(ctx, node, inputs, batched, (0, 2) if not batched[1] else None)
+    if not batched[1]:
+        return _out(emit(node, xs, {"axis": axis}))
+    return _out([op("batch_gather_grad", xs, axis=axis, batch_dims=1)])
+
+
+def batch_gather(ctx, node, inputs, batched):
+    params = node.inputs[-1] if node.op.name == "batch_gather_grad" else node.inputs[0]
+    axis = norm_axis(node, node.attrs["axis"], len(params.shape))
+    b = node.attrs["batch_dims"]
+    if b < 0:
+        b += len(node.inputs[1].shape)
+    return _out(emit(node, materialize_all(ctx, node, inputs, batched), {"axis": axis, "batch_dims": b + 1}))
+
+
+def _iota(n, dtype):
+    """[0, 1, ..., n - 1] of `dtype`."""
+    return op("range", [], start=0.0, limit=float(n), delta=1.0, dtype=dtype)
+
+
+def _with_example_index(ctx, node, indices, t):
+    """Batched nd-`indices` (B, ..., k) with each example's number prefixed: (B, ..., k + 1)."""
+    shape = static_shape(node, t)
+    iota = op("reshape", [_iota(ctx.size, t.dtype)], shape=(ctx.size,) + (1,) * len(shape))
+    iota = op("broadcast_to", [iota], shape=(ctx.size,) + shape[:-1] + (1,))
+    return op("concat", [iota, indices], axis=len(shape))
+
+
+def gather_nd(ctx, node, inputs, batched):
+    params, indices = materialize_all(ctx, node, inputs, batched)
+    return _out(emit(node, [params, _with_example_index(ctx, node, indices, node.inputs[1])]))
+
+
+def gather_nd_grad(ctx, node, inputs, batched):
+    g, indices, params = materialize_all(ctx, node, inputs, batched)
+    return _out(emit(node, [g, _with_example_index(ctx, node, indices, node.inputs[1]), params]))
+
+
+def scatter_nd(ctx, node, inputs, batched):
+    indices, updates = materialize_all(ctx, node, inputs, batched)
+    return _out(emit(node, [_with_example_index(ctx, node, indices, node.inputs[0]), updates],
+                     {"shape": (ctx.size,) + tuple(node.attrs["shape"])}))
+
+
+def unsorted_segment_sum(ctx, node, inputs, batched):
+    """Example b's segment s becomes segment b * num_segments + s of one sum."""
+    data, ids = materialize_all(ctx, node, inputs, batched)
+    n = node.attrs["num_segments"]
+    ishape = static_shape(node, node.inputs[1])
+    offset = op("reshape", [op("multiply", [_iota(ctx.size, node.inputs[1].dtype), n])],
+                shape=(ctx.size,) + (1,) * len(ishape))
+    out = emit(node, [data, op("add", [ids, offset])], {"num_segments": n * ctx.size})[0]
+    rest = static_shape(node, node.outputs[0], "output")
+    return _out([op("reshape", [out], shape=(ctx.size,) + rest)])
+
+
+def einsum(ctx, node, inputs, batched):
+    """A new letter for the batch, on every batched operand and on the result."""
+    eq = node.attrs["equation"].replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if not arrow:
+        letters = [c for c in lhs if c.isalpha()]
+        rhs = ("..." if "..." in lhs else "") + "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    free = [c for c in string.ascii_letters if c not in eq]
+    if not free:
+        raise errors.UnimplementedError("einsum: the equation uses every letter; none is left for the batch")
+    b = free[0]
+    terms = [b + t if flag else t for t, flag in zip(terms, batched)]
+    return _out(emit(node, inputs, {"equation": ",".join(terms) + "->" + b + rhs}))
+
+
+def top_k_like(ctx, node, inputs, batched):
+    """Ops on the last axis only (top_k) or with leading batch axes."""
+    return _out(emit(node, materialize_all(ctx, node, inputs, batched)))
+
+
+def indexed_slices_to_dense(ctx, node, inputs, batched):
+    """Example b's row i becomes row b * rows + i of one dense tensor."""
+    values, ids = materialize_all(ctx, node, inputs, batched)
+    dense = static_shape(node, node.outputs[0], "output")
+    ishape = static_shape(node, node.inputs[1])
+    offset = op("reshape", [op("multiply", [_iota(ctx.size, node.inputs[1].dtype), dense[0]])],
+                shape=(ctx.size,) + (1,) * len(ishape))
+    out = emit(node, [values, op("add", [ids, offset])],
+               {"dense_shape": (ctx.size * dense[0],) + dense[1:]})[0]
+    return _out([op("reshape", [out], shape=(ctx.size,) + dense)])
+
+
+def shape_of(ctx, node, inputs, batched):
+    """shape/size of a batched tensor: one example's (every example has that shape)."""
+    return [emit(node, [inputs[0][0]])[0]], [False]
+
+
+def dynamic_shape(pos, lead, like=None):
+    """Ops taking a shape tensor at input `pos` (unbatched): `lead` (the batch size, or 1
+    for tile multiples) is prefixed to it and the batch to the static `shape` attr; the
+    other inputs are materialized."""
+    def rule(ctx, node, inputs, batched):
+        if batched[pos]:
+            raise errors.UnimplementedError(
+                f"{node.op.name}: batching covers a shape shared by every example; its shape input is batched")
+        xs = materialize_all(ctx, node, inputs, batched, tuple(i for i in range(len(inputs)) if i != pos))
+        dims = inputs[pos]
+        n = ctx.size if lead == "batch" else lead
+        xs[pos] = op("concat", [np.asarray([n], node.inputs[pos].dtype.np), dims], axis=0)
+        attrs = dict(node.attrs, shape=(ctx.size,) + tuple(node.attrs["shape"]))
+        return _out(emit(node, xs, attrs))
+    return rule
+
+
+def dynamic_fill(ctx, node, inputs, batched):
+    """(dims, value): a batched scalar value broadcast to the batch of shapes."""
+    dims, value = inputs
+    if batched[0]:
+        raise errors.UnimplementedError("dynamic_fill: batching covers a shape shared by every example")
+    r = len(node.outputs[0].shape)
+    full = op("concat", [np.asarray([ctx.size], node.inputs[0].dtype.np), dims], axis=0)
+    v = op("reshape", [value], shape=(ctx.size,) + (1,) * r)
+    return _out([op("dynamic_broadcast_to", [v, full], shape=(ctx.size,) + tuple(node.attrs["shape"]))])
