@@ -89,11 +89,12 @@ def leading(ctx, node, inputs, batched):
     return outs, [True] * len(outs)
 
 
-def axes(*names, rank_of="input", none="all", only=None):
+def axes(*names, rank_of="input", none="all", only=None, align=False):
     """The rule of an op whose attrs `names` are per-example axes (ints, tuples, or None):
     each moved past the batch axis; the unbatched inputs among `only` (default: all) are
     materialized. `rank_of`: the axes count in the first input's rank or the first output's.
-    `none`: what None means: "all" (every axis, as reductions), or "keep" (stays None)."""
+    `none`: what None means: "all" (every axis, as reductions), or "keep" (stays None).
+    `align`: the inputs broadcast together (linspace's start and stop): ranks aligned first."""
     def rule(ctx, node, inputs, batched):
         t = (node.inputs if rank_of == "input" else node.outputs)[0]
         r = len(t.shape)
@@ -107,7 +108,11 @@ def axes(*names, rank_of="input", none="all", only=None):
                 attrs[name] = tuple(norm_axis(node, int(a), r) for a in v)
             else:
                 attrs[name] = norm_axis(node, int(v), r)
-        outs = emit(node, materialize_all(ctx, node, inputs, batched, only), attrs)
+        xs = materialize_all(ctx, node, inputs, batched, only)
+        if align:
+            want = max(len(t.shape) for t in node.inputs)
+            xs = [expand_rank(x, len(t.shape), want) for x, t in zip(xs, node.inputs)]
+        outs = emit(node, xs, attrs)
         return outs, [True] * len(outs)
     return rule
 

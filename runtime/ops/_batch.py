@@ -6,7 +6,7 @@ import string
 import numpy as np
 
 from defun.runtime import errors
-from defun.runtime.batching import (emit, expand_rank, materialize, materialize_all, norm_axis, op,
+from defun.runtime.batching import (elementwise, emit, expand_rank, materialize, materialize_all, norm_axis, op,
                                     static_shape)
 from defun.runtime.context import state
 
@@ -43,11 +43,25 @@ def transpose(ctx, node, inputs, batched):
 
 
 def pad(ctx, node, inputs, batched):
-    if len(batched) > 1 and batched[1]:
-        raise errors.UnimplementedError("pad: batching covers a shared constant_values only")
     x = inputs[0] if batched[0] else materialize(ctx, node, inputs[0], node.inputs[0])
     attrs = dict(node.attrs, paddings=(0, 0) + tuple(node.attrs["paddings"]))
-    return _out(emit(node, [x] + list(inputs[1:]), attrs))
+    if len(batched) == 1 or not batched[1]:
+        return _out(emit(node, [x] + list(inputs[1:]), attrs))
+    # a constant per example: padded with zeros, then each example's constant where the
+    # padding is (a mask of the padded region, so x's own entries stay exact)
+    c = inputs[1]
+    zero = op("zeros_like", [c[0]])
+    inside = emit(node, [op("ones_like", [x]), zero], attrs)[0]
+    r = len(node.inputs[0].shape)
+    c = op("reshape", [c], shape=(ctx.size,) + (1,) * r)
+    padded = emit(node, [x, zero], attrs)[0]
+    return _out([op("add", [padded, op("multiply", [op("subtract", [op("ones_like", [inside]), inside]), c])])])
+
+
+def clip_by_value(ctx, node, inputs, batched):
+    """The bounds broadcast to t, so t is batched whenever a bound is."""
+    xs = materialize_all(ctx, node, inputs, batched, (0,))
+    return elementwise(ctx, node, xs, [True] + list(batched[1:]))
 
 
 def strided_slice(ctx, node, inputs, batched):
@@ -158,7 +172,7 @@ def norm(ctx, node, inputs, batched):
     r = len(node.inputs[0].shape)
     x = inputs[0]
     if attrs["axis"] is None:
-        if attrs["ord"] != "euclidean" and r > 1:     # a vector norm of the flattened tensor
+        if (attrs["ord"] != "euclidean" and r > 1) or r == 0:   # a vector norm of the flattened tensor
             out = op("norm", [op("reshape", [x], shape=(ctx.size, -1))], ord=attrs["ord"], axis=(1,),
                      keepdims=False)
             if attrs["keepdims"]:
@@ -256,7 +270,8 @@ def unsorted_segment_sum(ctx, node, inputs, batched):
     ishape = static_shape(node, node.inputs[1])
     offset = op("reshape", [op("multiply", [_iota(ctx.size, node.inputs[1].dtype), n])],
                 shape=(ctx.size,) + (1,) * len(ishape))
-    out = emit(node, [data, op("add", [ids, offset])], {"num_segments": n * ctx.size})[0]
+    ids = op("where", [op("greater_equal", [ids, 0]), op("add", [ids, offset]), ids])  # < 0: dropped
+    out = emit(node, [data, ids], {"num_segments": n * ctx.size})[0]
     rest = static_shape(node, node.outputs[0], "output")
     return _out([op("reshape", [out], shape=(ctx.size,) + rest)])
 
@@ -299,10 +314,10 @@ def shape_of(ctx, node, inputs, batched):
     return [emit(node, [inputs[0][0]])[0]], [False]
 
 
-def dynamic_shape(pos, lead, like=None):
+def dynamic_shape(pos, lead, align=False):
     """Ops taking a shape tensor at input `pos` (unbatched): `lead` (the batch size, or 1
-    for tile multiples) is prefixed to it and the batch to the static `shape` attr; the
-    other inputs are materialized."""
+    for tile multiples) is prefixed to it and to its static value (the `shape` attr); the
+    other inputs are materialized (`align`: x broadcasts to the shape, ranks aligned first)."""
     def rule(ctx, node, inputs, batched):
         if batched[pos]:
             raise errors.UnimplementedError(
@@ -310,8 +325,10 @@ def dynamic_shape(pos, lead, like=None):
         xs = materialize_all(ctx, node, inputs, batched, tuple(i for i in range(len(inputs)) if i != pos))
         dims = inputs[pos]
         n = ctx.size if lead == "batch" else lead
+        if align:
+            xs[0] = expand_rank(xs[0], len(node.inputs[0].shape), len(node.outputs[0].shape))
         xs[pos] = op("concat", [np.asarray([n], node.inputs[pos].dtype.np), dims], axis=0)
-        attrs = dict(node.attrs, shape=(ctx.size,) + tuple(node.attrs["shape"]))
+        attrs = dict(node.attrs, shape=(n,) + tuple(node.attrs["shape"]))
         return _out(emit(node, xs, attrs))
     return rule
 

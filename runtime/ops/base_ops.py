@@ -365,7 +365,7 @@ def _dynamic_broadcast_to_kernel(x, dims, shape):
 _DYNAMIC_BROADCAST_TO = register(
     "dynamic_broadcast_to", _dynamic_broadcast_to_kernel, _dynamic_broadcast_to_infer,
     lambda op, g: [unbroadcast(g, op.inputs[0]), None], num_inputs=2, attrs={"shape": "shape"},
-    defaults={}, onnx=lambda e, node, ins: e.op("Expand", ins[0], e.cast(ins[1], dtypes.int64)), batch=vb.dynamic_shape(1, "batch"))
+    defaults={}, onnx=lambda e, node, ins: e.op("Expand", ins[0], e.cast(ins[1], dtypes.int64)), batch=vb.dynamic_shape(1, "batch", align=True))
 
 
 # ------------------------------------------------------------------ shape, size

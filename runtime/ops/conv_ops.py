@@ -492,7 +492,7 @@ _CONV = register("conv2d", _conv2d_kernel, _conv2d_infer, _conv2d_grad, num_inpu
 _BACKPROP_INPUT = register("conv2d_backprop_input", _backprop_input_kernel,
                            _backprop_infer("conv2d_backprop_input", 0), _backprop_input_grad, num_inputs=3,
                            attrs=_CONV_ATTRS, defaults=_CONV_DEFAULTS, same_dtype=(0, 1, 2),
-                           kinds=inf.float_kinds, onnx=_backprop_input_onnx, batch=bt.fold_leading(2))
+                           kinds=inf.float_kinds, onnx=_backprop_input_onnx, batch=bt.fold_leading(0, 2))
 _BACKPROP_FILTER = register("conv2d_backprop_filter", _backprop_filter_kernel,
                             _backprop_infer("conv2d_backprop_filter", 1), _backprop_filter_grad, num_inputs=3,
                             attrs=_CONV_ATTRS, defaults=_CONV_DEFAULTS, same_dtype=(0, 1, 2),

@@ -228,7 +228,7 @@ _SOLVE = register("solve", _solve_kernel, _solve_infer("solve"), _solve_grad, nu
                   attrs={"adjoint": "bool"}, defaults={"adjoint": False}, same_dtype=(0, 1), kinds="fc",
                   onnx=lambda e, node, ins: la.solve(
                       e, _t_onnx(e, ins[0], node.inputs[0]) if node.attrs["adjoint"] else ins[0], ins[1],
-                      len(node.inputs[0].shape), len(node.inputs[1].shape), node.outputs[0].dtype), batch=bt.leading)
+                      len(node.inputs[0].shape), len(node.inputs[1].shape), node.outputs[0].dtype), batch=bt.elementwise)
 
 
 def solve(matrix, rhs, adjoint=False, name=None):
@@ -338,7 +338,7 @@ def _triangular_solve_onnx(e, node, ins):
 _TRIANGULAR_SOLVE = register(
     "triangular_solve", _triangular_solve_kernel, _solve_infer("triangular_solve"),
     _triangular_solve_grad, num_inputs=2, attrs={"lower": "bool", "adjoint": "bool"},
-    defaults={"lower": True, "adjoint": False}, same_dtype=(0, 1), kinds="f", onnx=_triangular_solve_onnx, batch=bt.leading)
+    defaults={"lower": True, "adjoint": False}, same_dtype=(0, 1), kinds="f", onnx=_triangular_solve_onnx, batch=bt.elementwise)
 
 
 def triangular_solve(matrix, rhs, lower=True, adjoint=False, name=None):

@@ -350,7 +350,7 @@ def _add_n_onnx(e, node, ins):
 _ADD_N = register("add_n", _add_n_kernel, _add_n_infer,
                   lambda op, g: [unbroadcast(g, x) for x in op.inputs], kinds=_NC,
                   num_inputs=None, attrs={}, defaults={},
-                  fused=Ew(lambda n: " + ".join(f"{{{k}}}" for k in range(n))), onnx=_add_n_onnx, batch=bt.leading)
+                  fused=Ew(lambda n: " + ".join(f"{{{k}}}" for k in range(n))), onnx=_add_n_onnx, batch=bt.elementwise)
 
 
 def add_n(inputs, name=None):

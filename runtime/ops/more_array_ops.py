@@ -326,7 +326,7 @@ def _linspace_onnx(e, node, ins):
 
 _LINSPACE = register("linspace", _linspace_kernel, _linspace_infer, _linspace_grad,
                      num_inputs=2, attrs={"num": "int", "axis": "int"}, defaults={"axis": 0},
-                     same_dtype=(0, 1), kinds="f", onnx=_linspace_onnx, batch=bt.axes("axis", rank_of="output"))
+                     same_dtype=(0, 1), kinds="f", onnx=_linspace_onnx, batch=bt.axes("axis", rank_of="output", align=True))
 
 
 def _is_number(v):

@@ -295,7 +295,7 @@ def _clip_grad(op, g):
 
 _CLIP = register("clip_by_value", _clip_kernel, _clip_infer, _clip_grad, num_inputs=3, attrs={}, defaults={},
                  onnx=lambda e, node, ins: e.op("Max", e.op("Min", ins[0], ins[2]), ins[1]),
-                 same_dtype=(0, 1, 2), kinds=inf.numeric_kinds, batch=bt.elementwise)
+                 same_dtype=(0, 1, 2), kinds=inf.numeric_kinds, batch=vb.clip_by_value)
 
 
 def clip_by_value(t, clip_value_min, clip_value_max, name=None):
