@@ -268,13 +268,13 @@ def _cond_onnx(e, node, ins):
 # batching (graph/batching.py walks the graph; `ctx` is its BatchContext)
 def _select(pred, a, b, rank):
     """Per example: `a` where the batched scalar `pred` holds, else `b` (rank: a's per example)."""
-    p = runget_op(get_op("reshape"), [pred], {"shape": (-1,) + (1,) * rank})
-    return runget_op(get_op("where"), [p, a, b])
+    p = run_op(get_op("reshape"), [pred], {"shape": (-1,) + (1,) * rank})
+    return run_op(get_op("where"), [p, a, b])
 
 
 def _materialized(ctx, x, t):
-    x = runget_op(get_op("expand_dims"), [x], {"axis": 0})
-    return runget_op(get_op("broadcast_to"), [x], {"shape": (ctx.size,) + tuple(t.shape)})
+    x = run_op(get_op("expand_dims"), [x], {"axis": 0})
+    return run_op(get_op("broadcast_to"), [x], {"shape": (ctx.size,) + tuple(t.shape)})
 
 
 def _cond_batch(ctx, node, inputs, batched):
@@ -332,7 +332,7 @@ def _while_batch(ctx, node, inputs, batched):
     with cg.building():
         c = couts[0]
         if cflags[0]:
-            c = runget_op(get_op("reduce_any"), [c], {"axis": None, "keepdims": False})
+            c = run_op(get_op("reduce_any"), [c], {"axis": None, "keepdims": False})
     cg.finalize([c])
     init = [_materialized(ctx, x, t) if f and not b else x
             for x, b, f, t in zip(init, batched[:n], flags, node.outputs)]
