@@ -13,6 +13,11 @@ place to return what its functions' backwards read):
   per iteration, every value the body's backward reads (side outputs of the body, the
   variable values it read, the loop variables it needs).
 The Python tracers `df.cond` / `df.while_loop` (defun/control_flow.py) make the functions.
+Batched (vmap), a cond with a batched predicate runs both branches and selects per
+example; a while with one runs while any example's condition holds, masked per example.
+
+This module is long because each op's row stays whole beside it: kernel, inference,
+gradient (with the levels it is raised through), ONNX form and batching rule.
 """
 import numpy as np
 
