@@ -342,3 +342,26 @@ def dynamic_fill(ctx, node, inputs, batched):
     full = op("concat", [np.asarray([ctx.size], node.inputs[0].dtype.np), dims], axis=0)
     v = op("reshape", [value], shape=(ctx.size,) + (1,) * r)
     return _out([op("dynamic_broadcast_to", [v, full], shape=(ctx.size,) + tuple(node.attrs["shape"]))])
+
+
+def matmul(ctx, node, inputs, batched):
+    """A batched left operand times a shared matrix is one matrix product of the rows
+    (B * rows, k) @ (k, n); anything else broadcasts its leading axes (elementwise)."""
+    a, b = node.inputs
+    if batched[0] and not batched[1] and len(b.shape) == 2 and not node.attrs.get("transpose_a") \
+            and None not in tuple(a.shape):
+        k = a.shape[-1]
+        out = emit(node, [op("reshape", [inputs[0]], shape=(-1, k)), inputs[1]])[0]
+        return _out([op("reshape", [out], shape=(ctx.size,) + static_shape(node, node.outputs[0], "output"))])
+    ta, tb = node.attrs.get("transpose_a"), node.attrs.get("transpose_b")
+    ka = a.shape[-2] if ta else a.shape[-1]
+    if all(batched) and ka == 1 and None not in tuple(a.shape) + tuple(b.shape):
+        # a contraction of size 1 is an outer product: a broadcasting multiply, ~2.5x
+        # faster than numpy's stacked matmul of (m, 1) @ (1, n) (per-example weight gradients)
+        m, n = (a.shape[-1] if ta else a.shape[-2]), (b.shape[-2] if tb else b.shape[-1])
+        r = max(len(a.shape), len(b.shape))
+        x = op("reshape", [inputs[0]], shape=(ctx.size,) + tuple(a.shape[:-2]) + (m, 1))
+        y = op("reshape", [inputs[1]], shape=(ctx.size,) + tuple(b.shape[:-2]) + (1, n))
+        x, y = expand_rank(x, len(a.shape), r), expand_rank(y, len(b.shape), r)
+        return _out([op("multiply", [x, y])])
+    return elementwise(ctx, node, inputs, batched)

@@ -20,6 +20,7 @@ from defun.runtime.registry import register
 from defun.runtime.tape import skip_input_indices
 from defun.runtime.tensor import EagerTensor, convert_to_tensor, weak_scalar_tensor
 from defun.runtime import batching as bt
+from defun.runtime.ops import _batch as vb
 
 __all__ = ["add", "subtract", "multiply", "divide", "floordiv", "mod", "pow", "maximum", "minimum",
            "negative", "square", "sqrt", "rsqrt", "exp", "log", "log1p", "tanh", "sigmoid", "relu",
@@ -484,7 +485,7 @@ _MATMUL = register("matmul", _matmul_kernel, _matmul_infer, _matmul_grad, same_d
                    attrs={"transpose_a": "bool", "transpose_b": "bool"}, kinds=_NC,
                    bind=_bind_matmul, num_inputs=2,
                    defaults={"transpose_a": False, "transpose_b": False},
-                   fused=Kernel(_matmul_loops, ("transpose_a", "transpose_b"), _small_matmul), onnx=_matmul_onnx, batch=bt.elementwise)
+                   fused=Kernel(_matmul_loops, ("transpose_a", "transpose_b"), _small_matmul), onnx=_matmul_onnx, batch=vb.matmul)
 _MM_ATTRS = {(False, False): _EMPTY}
 
 
