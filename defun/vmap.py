@@ -178,8 +178,8 @@ def _call(fn, args, in_axes, out_axes, fallback, name, site):
                                    fed_flags + [False] * len(graph.captured_values))
     for op_name, where, why in ctx.fell_back:
         warnings.warn_explicit(
-            f"{name}: op {op_name} at {sites.format_site(where)} has no batching rule ({why}); it ran "
-            f"once per example ({size} times), as fallback_to_while_loop=True asked",
+            f"{name}: op {op_name} at {sites.format_site(where)} ran once per example ({size} times), as "
+            f"fallback_to_while_loop=True asked: {why}",
             VectorizationFallbackWarning, site[0] if site else "<unknown>", site[1] if site else 0)
 
     # 3. outputs: every one batched, the batch moved to out_axes

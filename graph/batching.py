@@ -70,14 +70,14 @@ class BatchContext:
             except errors.UnimplementedError as e:
                 if not self.fallback:
                     raise errors.UnimplementedError(f"vmap: {e} (at {_where(node)})") from None
-                return self._loop(node, inputs, batched, str(e))
+                return self._loop(node, inputs, batched, f"its batching rule does not cover this case ({e})")
         reason = f"; {rule}" if isinstance(rule, str) else ""
         if not self.fallback:
             raise errors.UnimplementedError(
                 f"vmap: op {op.name} (at {_where(node)}) has no batching rule{reason}. Pass "
                 f"fallback_to_while_loop=True to df.vectorized_map to run it once per example, "
                 f"or batch that step by hand")
-        return self._loop(node, inputs, batched, f"no batching rule{reason}")
+        return self._loop(node, inputs, batched, f"it has no batching rule{reason}")
 
     def function(self, graph, flags, extra, extra_flags, base):
         """A new function graph computing function `graph` batched, in the current context:
@@ -105,6 +105,12 @@ class BatchContext:
         for i in range(self.size):
             xs = [x[i] if b else x for x, b in zip(inputs, batched)]
             per.append(emit(node, xs))
+        for k in range(len(node.outputs)):
+            shapes = {tuple(p[k].shape) for p in per}
+            if len(shapes) > 1:
+                raise errors.InvalidArgumentError(
+                    f"vmap: op {node.op.name} (at {_where(node)}) gives examples of different shapes "
+                    f"({', '.join(map(str, sorted(shapes)))}); a batch holds one shape per output")
         stack = get_op("stack")
         outs = [run_op(stack, [p[k] for p in per], {"axis": 0}) for k in range(len(node.outputs))]
         return outs, [True] * len(outs)
