@@ -342,3 +342,26 @@ def test_matmul_rule_cases(ta, tb):
         want = _loop(f, a, b, in_axes=axes)
         _close(df.vmap(f, in_axes=axes)(a, b), want)
         _close(df.defun(df.vmap(f, in_axes=axes))(a, b), want)
+
+
+def test_per_example_gradients_of_a_cnn():
+    """conv2d, its input and filter gradients and max pooling, batched with a shared filter."""
+    w = rng.normal(size=(3, 3, 2, 4))
+    w2 = rng.normal(size=(4, 3))
+    x = rng.normal(size=(5, 1, 6, 6, 2))           # each example is one NHWC image
+    y = rng.integers(0, 3, size=5).astype(np.int32)
+
+    def loss(w, w2, x, y):
+        h = df.relu(df.conv2d(x, w, strides=1, padding="SAME"))
+        h = df.max_pool2d(h, ksize=2, strides=2, padding="VALID")
+        logits = df.matmul(df.reduce_mean(h, axis=[1, 2]), w2)
+        return df.sparse_softmax_cross_entropy_with_logits(labels=df.reshape(y, (1,)), logits=logits)
+    grad = df.gradients_function(loss, params=[0, 1])
+    got = df.vmap(grad, in_axes=(None, None, 0, 0))(w, w2, x, y)
+    want = _loop(grad, w, w2, x, y, in_axes=(None, None, 0, 0))
+    for g, e in zip(got, want):
+        _close(g, e, 1e-9)
+    # strides 2 with VALID padding: the filter gradient's windows step over the input
+    f = lambda w, x: df.reduce_sum(df.sin(df.conv2d(x, w, strides=2, padding="VALID")))   # noqa: E731
+    g2 = df.gradients_function(f, params=[0])
+    _close(df.vmap(g2, in_axes=(None, 0))(w, x)[0], _loop(lambda w, x: g2(w, x)[0], w, x, in_axes=(None, 0)))

@@ -483,6 +483,28 @@ def _pool_onnx(onnx_type, float64=None, **extra):
     return form
 
 
+def _backprop_filter_batch(ctx, node, inputs, batched):
+    """Each example's filter gradient: per window offset (i, j), the sum over its N, H, W of
+    its input at that offset times its output gradient: kh * kw einsums on the batch."""
+    x, _, dy = bt.materialize_all(ctx, node, inputs, batched, (0, 2))
+    n, h, w, c = bt.static_shape(node, node.inputs[0])
+    kh, kw, _, o = bt.static_shape(node, node.inputs[1])
+    a = node.attrs
+    g = _Geometry(node.op.name, h, w, kh, kw, a.get("strides", (1, 1)), a.get("dilations", (1, 1)),
+                  a.get("padding", "VALID"))
+    if g.padded:
+        x = bt.op("pad", [x, 0.0], paddings=(0, 0, 0, 0, g.pt, g.pb, g.pl, g.pr, 0, 0), mode="CONSTANT")
+    keep = 0b10011          # the batch, N and channel axes: whole
+    per_offset = []
+    for rows, cols in g.slices():
+        patch = bt.op("strided_slice", [x], begin=(0, 0, rows.start, cols.start, 0),
+                      end=(0, 0, rows.stop, cols.stop, 0), strides=(1, 1, rows.step, cols.step, 1),
+                      begin_mask=keep, end_mask=keep, shrink_axis_mask=0, new_axis=())
+        per_offset.append(bt.op("einsum", [patch, dy], equation="bnhwc,bnhwo->bco"))
+    out = bt.op("stack", per_offset, axis=1)
+    return [bt.op("reshape", [out], shape=(ctx.size, kh, kw, c, o))], [True]
+
+
 _CONV_ATTRS = {"strides": "ints", "padding": one_of(*_PADDINGS), "dilations": "ints"}
 _CONV_DEFAULTS = {"strides": (1, 1), "padding": "VALID", "dilations": (1, 1)}
 
@@ -496,7 +518,7 @@ _BACKPROP_INPUT = register("conv2d_backprop_input", _backprop_input_kernel,
 _BACKPROP_FILTER = register("conv2d_backprop_filter", _backprop_filter_kernel,
                             _backprop_infer("conv2d_backprop_filter", 1), _backprop_filter_grad, num_inputs=3,
                             attrs=_CONV_ATTRS, defaults=_CONV_DEFAULTS, same_dtype=(0, 1, 2),
-                            kinds=inf.float_kinds, onnx=_backprop_filter_onnx, batch="the filter gradient sums over the examples of the N axis; per-example filter gradients need a rule of their own (not written yet)")
+                            kinds=inf.float_kinds, onnx=_backprop_filter_onnx, batch=_backprop_filter_batch)
 
 
 def conv2d(x, filters, strides=1, padding="VALID", dilations=1, data_format="NHWC", name=None):
