@@ -304,6 +304,30 @@ def _cond_batch(ctx, node, inputs, batched):
     return cond_node(pred, made[0][0], made[1][0]), out_flags
 
 
+def _eager_while_batch(ctx, node, vs, flags, extra, extra_flags):
+    """The masked loop run eagerly, so the tapes listening record every iteration's ops."""
+    attrs = node.attrs
+    cond_g, body_g = attrs["cond"], attrs["body"]
+    limit, count = attrs["maximum_iterations"], 0
+    while limit is None or count < limit:
+        (go,), (go_batched,) = ctx.run_graph(cond_g, vs + list(extra), flags + list(extra_flags))
+        if not bool(run_op(get_op("reduce_any"), [go], {"axis": None, "keepdims": False})
+                    if go_batched else go):
+            break
+        new, new_flags = ctx.run_graph(body_g, vs + list(extra), flags + list(extra_flags))
+        if go_batched or any(f and not b for f, b in zip(new_flags, flags)):
+            vs = [v if b else _materialized(ctx, v, t) for v, b, t in zip(vs, flags, node.outputs)]
+            new = [x if b else _materialized(ctx, x, t) for x, b, t in zip(new, new_flags, node.outputs)]
+            if go_batched:
+                new = [_select(go, x, v, len(t.shape)) for x, v, t in zip(new, vs, node.outputs)]
+            flags = [True] * len(vs) if go_batched else [f or b for f, b in zip(flags, new_flags)]
+        else:
+            flags = list(new_flags)
+        vs = new
+        count += 1
+    return vs, flags
+
+
 def _while_batch(ctx, node, inputs, batched):
     """The loop variables an iteration can make batched are batched from the start; with a
     batched condition the loop runs while any example's holds, and an example whose
@@ -317,6 +341,8 @@ def _while_batch(ctx, node, inputs, batched):
     cond_g, body_g = attrs["cond"], attrs["body"]
     init, extra, extra_flags = list(inputs[:n]), inputs[n:], batched[n:]
     flags = list(batched[:n])
+    if state.graph is None:     # eager: a Python loop of batched ops, as df.while_loop runs
+        return _eager_while_batch(ctx, node, init, flags, extra, extra_flags)
     while True:
         cg, couts, cflags = ctx.function(cond_g, flags, extra, extra_flags, "while_cond_batched")
         if cflags[0]:

@@ -365,3 +365,43 @@ def test_per_example_gradients_of_a_cnn():
     f = lambda w, x: df.reduce_sum(df.sin(df.conv2d(x, w, strides=2, padding="VALID")))   # noqa: E731
     g2 = df.gradients_function(f, params=[0])
     _close(df.vmap(g2, in_axes=(None, 0))(w, x)[0], _loop(lambda w, x: g2(w, x)[0], w, x, in_axes=(None, 0)))
+
+
+@pytest.mark.parametrize("mode", ["eager", "defun"])
+def test_tape_through_batched_cond_and_while(mode):
+    """d/dx of the batched result == each example's own derivative (eagerly the masked loop
+    is a Python loop of batched ops on the tape; in a defun one while node)."""
+    x0 = np.array([-0.5, 2.0, 0.5, 3.0])
+    wrap = df.defun if mode == "defun" else (lambda h: h)
+
+    def branchy(x):
+        return df.cond(x > 0.0, lambda: df.square(x), lambda: -x * 3.0)
+
+    def loopy(x):
+        return df.while_loop(lambda i, y: y < 10.0, lambda i, y: (i + 1, y * 2.0 + 1.0), (0, x))[1]
+    for fn in (branchy, loopy):
+        x = df.constant(x0)
+        with df.GradientTape() as tape:
+            tape.watch(x)
+            y = df.reduce_sum(wrap(df.vmap(fn))(x))
+        want = []
+        for v in x0:
+            xv = df.constant(v)
+            with df.GradientTape() as t2:
+                t2.watch(xv)
+                out = fn(xv)
+            want.append(t2.gradient(out, xv).numpy())
+        _close(tape.gradient(y, x), np.array(want))
+
+
+def test_per_example_gradients_through_a_while_loop_say_they_are_not_batched_yet():
+    def loopy(x):
+        return df.while_loop(lambda i, y: y < 10.0, lambda i, y: (i + 1, y * 2.0 + 1.0), (0, x))[1]
+    with pytest.raises(errors.UnimplementedError, match="gradient of a while_loop"):
+        df.vmap(df.gradients_function(loopy))(df.constant([0.5, 2.0]))
+
+
+def test_an_unknown_batch_size_in_a_defun_is_named():
+    f = df.defun(df.vmap(lambda x: x * 2.0), input_signature=[df.TensorSpec([None, 3], f32)])
+    with pytest.raises(errors.InvalidArgumentError, match="batch size .* unknown while tracing"):
+        f(np.ones((2, 3), np.float32))
