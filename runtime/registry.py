@@ -87,7 +87,7 @@ class OpDef:
         # The op's batching rule (runtime/batching.py says how one is written and holds the
         # shared ones): rule(ctx, node, inputs, batched) -> (outputs, batched); or a string
         # saying why the op has none (`vmap` then raises, or loops when asked to); None: not
-        # declared (tests/test_vmap.py fails for a differentiable row left so).
+        # declared (tests/test_vmap_ops.py fails for a differentiable row left so).
         if batch is not None and not (isinstance(batch, str) or callable(batch)):
             raise ValueError(f"op {name!r}: batch must be a batching rule or a reason string, got {batch!r}")
         self.batch = batch
