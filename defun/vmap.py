@@ -74,10 +74,12 @@ def _check_axes_spec(spec, name, what):
 
 def _axes_per_leaf(args, in_axes, name):
     """One axis (or None) per leaf of `args`, broadcasting `in_axes` as JAX does."""
-    if not isinstance(in_axes, (list, tuple)) or (isinstance(in_axes, tuple) and hasattr(in_axes, "_fields")):
-        return [in_axes] * len(flatten(args)) if not is_nested(in_axes) else _match(args, in_axes, name)
-    if isinstance(in_axes, list):
-        in_axes = tuple(in_axes)
+    if not isinstance(in_axes, (list, tuple)):
+        if is_nested(in_axes):
+            raise errors.InvalidArgumentError(
+                f"{name}: in_axes must be an int, None, or a tuple with one entry per positional "
+                f"argument, got {type(in_axes).__name__}")
+        return [in_axes] * len(flatten(args))
     if len(in_axes) != len(args):
         raise errors.InvalidArgumentError(
             f"{name}: in_axes has {len(in_axes)} entries for {len(args)} positional arguments; give "
@@ -208,7 +210,7 @@ def _own_output(graph, leaf, name, k):
         return leaf
     if isinstance(leaf, Tensor):
         return run_op(get_op("identity"), [leaf])
-    if leaf is None:
-        raise errors.InvalidArgumentError(f"{name}: output {k} of the function is None; return tensors")
-    return convert_to_tensor(leaf) if not isinstance(leaf, (int, float, bool, np.ndarray, np.generic)) \
-        else graph.constant(np.asarray(leaf))
+    if isinstance(leaf, (int, float, bool, np.ndarray, np.generic)):
+        return graph.constant(np.asarray(leaf))
+    raise TypeError(f"{name}: output {k} of the function is a {type(leaf).__name__}; a batched "
+                    f"function returns tensors and numbers, in nests of lists, tuples and dicts")

@@ -7,7 +7,8 @@ long) or not (`batched[i]`), and at least one is. A rule emits ordinary ops (so 
 rule runs eagerly and builds graph nodes) and returns one value and one flag per output;
 it raises UnimplementedError for a case it does not cover. The walker is graph/batching.py.
 
-The shared rules are here; op-specific ones sit beside their op's gradient:
+The shared rules are here; the op-specific ones are in runtime/ops/_batch.py (and the
+control-flow ops' beside their gradients, in graph/control_flow.py):
     elementwise   broadcasting ops (`add`, `exp`, `where`): ranks aligned, op run as is
     leading       ops whose leading dimensions are batch dimensions already (`cholesky`)
     axes(...)     ops with axis attrs (`reduce_sum`, `concat`): the axes moved past the batch

@@ -10,9 +10,6 @@ from defun.runtime.batching import (elementwise, emit, expand_rank, materialize,
                                     static_shape)
 from defun.runtime.context import state
 
-_ALL = [True]
-
-
 def _out(outs):
     return outs, [True] * len(outs)
 
@@ -112,19 +109,19 @@ def reshape_like(ctx, node, inputs, batched):
     """Only the `like` input's shape matters: the result is batched as `x` is."""
     x = inputs[0]
     if not batched[0]:
-        return [emit(node, [x, inputs[1]] if not batched[1] else [x, node_like(ctx, node, inputs[1])])[0]], [False]
+        return [emit(node, [x, _one_example(inputs[1])])[0]], [False]
     return _out([op("reshape", [x], shape=(ctx.size,) + static_shape(node, node.outputs[0], "output"))])
 
 
-def node_like(ctx, node, like):
-    """One example of batched `like` (its shape is every example's)."""
+def _one_example(like):
+    """The first example of batched `like`, standing for its shape (every example's)."""
     return like[0]
 
 
 def broadcast_like(ctx, node, inputs, batched):
     x, like = inputs
     if not batched[0]:
-        return [emit(node, [x, node_like(ctx, node, like)])[0]], [False]
+        return [emit(node, [x, _one_example(like)])[0]], [False]
     shape = static_shape(node, node.outputs[0], "output")
     x = expand_rank(x, len(node.inputs[0].shape), len(shape))
     return _out([op("broadcast_to", [x], shape=(ctx.size,) + shape)])
@@ -134,7 +131,7 @@ def sum_to_like(ctx, node, inputs, batched):
     """Sum batched `g` to `like`'s per-example shape: the broadcast axes, then the size-1 ones."""
     g, like = inputs
     if not batched[0]:
-        return [emit(node, [g, node_like(ctx, node, like)])[0]], [False]
+        return [emit(node, [g, _one_example(like)])[0]], [False]
     gs = static_shape(node, node.inputs[0])
     ls = static_shape(node, node.inputs[1])
     lead = len(gs) - len(ls)
@@ -290,11 +287,6 @@ def einsum(ctx, node, inputs, batched):
     b = free[0]
     terms = [b + t if flag else t for t, flag in zip(terms, batched)]
     return _out(emit(node, inputs, {"equation": ",".join(terms) + "->" + b + rhs}))
-
-
-def top_k_like(ctx, node, inputs, batched):
-    """Ops on the last axis only (top_k) or with leading batch axes."""
-    return _out(emit(node, materialize_all(ctx, node, inputs, batched)))
 
 
 def indexed_slices_to_dense(ctx, node, inputs, batched):
