@@ -75,6 +75,17 @@ def jax_variant(params, x, y):
     return {"jax.jit(vmap(grad))": lambda: [np.asarray(g) for g in jax.block_until_ready(fn(*args))]}
 
 
+def _cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.platform()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=256)
@@ -92,8 +103,8 @@ def main():
     vm = us["df.vmap in a defun"]
     rows = [[name, f"{t:,.0f}", f"{t / vm:.3g}x"] for name, t in us.items()]
     print(f"# Per-example gradients, digits MLP {'-'.join(map(str, SIZES))}, batch {a.batch}\n")
-    print(f"machine: {platform.machine()}, {platform.processor() or platform.platform()}, "
-          f"{os.cpu_count()} cores; one BLAS thread; numpy {np.__version__}\n")
+    print(f"machine: {_cpu_name()} ({platform.machine()}), {os.cpu_count()} cores; one BLAS thread; "
+          f"numpy {np.__version__}\n")
     print(markdown_table(["implementation", "us per batch", "vs df.vmap in a defun"], rows))
     print(f"\ndf.vmap (defun) / Python loop of tapes: {vm / us['Python loop of tapes']:.4f}x (target <= 0.05)")
     if "jax.jit(vmap(grad))" in us:

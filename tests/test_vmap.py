@@ -405,3 +405,15 @@ def test_an_unknown_batch_size_in_a_defun_is_named():
     f = df.defun(df.vmap(lambda x: x * 2.0), input_signature=[df.TensorSpec([None, 3], f32)])
     with pytest.raises(errors.InvalidArgumentError, match="batch size .* unknown while tracing"):
         f(np.ones((2, 3), np.float32))
+
+
+def test_a_case_a_rule_declines_falls_back_with_a_warning():
+    """A filter per example: conv2d's rule declines it; the fallback runs it per example."""
+    x = rng.normal(size=(3, 1, 5, 5, 2))
+    w = rng.normal(size=(3, 3, 3, 2, 4))
+    f = lambda e: df.conv2d(e[0], e[1], strides=1, padding="SAME")      # noqa: E731
+    with pytest.raises(errors.UnimplementedError, match="conv2d"):
+        df.vectorized_map(f, (x, w))
+    with pytest.warns(df.VectorizationFallbackWarning, match="conv2d .*rule does not cover"):
+        got = df.vectorized_map(f, (x, w), fallback_to_while_loop=True)
+    _close(got, _loop(lambda a, b: f((a, b)), x, w))
