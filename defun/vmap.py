@@ -18,6 +18,7 @@ import numpy as np
 from defun.runtime import errors, sites
 from defun.runtime.context import state
 from defun.runtime.execute import run_op
+from defun.runtime.indexed_slices import IndexedSlices
 from defun.runtime.nest import flatten, is_nested, pack_as
 from defun.runtime.registry import get as get_op
 from defun.runtime.tensor import Tensor, convert_to_tensor
@@ -210,6 +211,8 @@ def _own_output(graph, leaf, name, k):
         return leaf
     if isinstance(leaf, Tensor):
         return run_op(get_op("identity"), [leaf])
+    if isinstance(leaf, IndexedSlices):     # a gather's gradient: dense per example
+        return leaf._as_tensor()
     if isinstance(leaf, (int, float, bool, np.ndarray, np.generic)):
         return graph.constant(np.asarray(leaf))
     raise TypeError(f"{name}: output {k} of the function is a {type(leaf).__name__}; a batched "

@@ -417,3 +417,19 @@ def test_a_case_a_rule_declines_falls_back_with_a_warning():
     with pytest.warns(df.VectorizationFallbackWarning, match="conv2d .*rule does not cover"):
         got = df.vectorized_map(f, (x, w), fallback_to_while_loop=True)
     _close(got, _loop(lambda a, b: f((a, b)), x, w))
+
+
+def test_per_example_gradients_of_an_embedding_lookup_are_dense():
+    """A gather's gradient is IndexedSlices per example; batched, each example's is dense."""
+    table_ = rng.normal(size=(5, 3))
+    ids = np.array([0, 2, 2, 4])
+
+    def f(t, i):
+        return df.reduce_sum(df.square(df.gather(t, i)))
+    g = df.gradients_function(f, params=[0])
+    got = df.vmap(g, in_axes=(None, 0))(table_, ids)[0]
+    want = np.zeros((4, 5, 3))
+    for k, i in enumerate(ids):
+        want[k, i] = 2 * table_[i]
+    _close(got, want)
+    _close(df.defun(df.vmap(g, in_axes=(None, 0)))(table_, ids)[0], want)
