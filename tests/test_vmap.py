@@ -164,6 +164,14 @@ def test_variables_are_read_unbatched_and_cannot_be_assigned():
     x = rng.normal(size=(4, 3))
     _close(df.vmap(lambda x: x * v)(x), x * v.numpy())
     _close(df.vmap(lambda x, v: x * v, in_axes=(0, None))(x, v), x * v.numpy())
+    # in a defun: read by handle at each call, and differentiable with respect to it
+    f = df.defun(lambda x: df.reduce_sum(df.vmap(lambda r: df.reduce_sum(r * v))(x)))
+    with df.GradientTape() as tape:
+        y = f(x)
+    _close(y, np.sum(x * v.numpy()))
+    _close(tape.gradient(y, v), x.sum(axis=0))
+    v.assign(v.numpy() * 2.0)
+    _close(f(x), np.sum(x * v.numpy()))
     with pytest.raises(errors.InvalidArgumentError, match="assign_add_variable assigns a variable"):
         df.vmap(lambda x: v.assign_add(x))(x)
     with pytest.raises(errors.InvalidArgumentError, match="shared by every example"):
