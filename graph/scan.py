@@ -26,11 +26,11 @@ from defun.runtime.context import state
 from defun.runtime.execute import run_op
 from defun.runtime.indexed_slices import dense
 from defun.runtime.ops.array_ops import zeros_like
-from defun.runtime.registry import register
+from defun.runtime.registry import get as get_op, register
 from defun.runtime.shapes import shape_str, shapes_compatible
 from defun.runtime.variables import watch_read_handles
-from defun.graph.control_flow import (_as_list, _derived_level, _stack, _while_level, _zeros_for,
-                                      holds_stand_ins, share_captures)
+from defun.graph.control_flow import (_as_list, _derived_level, _materialized, _stack, _while_level,
+                                      _zeros_for, holds_stand_ins, share_captures)
 from defun.graph.functions import call_graph, input_grads, plan_of, raise_node
 from defun.graph.gradients import levels_of, pick_level
 from defun.graph.ir import Graph, unique_name
@@ -250,10 +250,46 @@ def _scan_prune(attrs, used):
     return {**attrs, "body": view}
 
 
+def _swap01(x, rank):
+    """`x` with its first two axes exchanged (the batch and the rows)."""
+    return run_op(get_op("transpose"), [x], {"perm": (1, 0) + tuple(range(2, rank))})
+
+
+def _scan_batch(ctx, node, inputs, batched):
+    """Batched (graph/batching.py): the batch moves behind the rows of the sliced inputs, so
+    one scan walks rows of whole batches; a carry any row makes batched is batched from the
+    start; a batched stacked value comes back with the batch first. Every example has the
+    same number of rows, so nothing is masked."""
+    attrs = node.attrs
+    n, m = attrs["carries"], attrs["sliced"]
+    body = attrs["body"]
+    carries, sliced, extra = inputs[:n], inputs[n:n + m], inputs[n + m:]
+    cflags, sflags, eflags = list(batched[:n]), list(batched[n:n + m]), batched[n + m:]
+    rows = [_swap01(x, len(t.shape) + 1) if b else x
+            for x, b, t in zip(sliced, sflags, node.inputs[n:n + m])]
+    while True:
+        bg, outs, oflags = ctx.function(body, cflags + sflags, extra, eflags, "scan_body_batched")
+        grown = [c or o for c, o in zip(cflags, oflags[:n])]
+        if grown == cflags:
+            break
+        cflags = grown
+    with bg.building():
+        outs = [_materialized(ctx, o, t) if want and not f else o
+                for o, f, want, t in zip(outs, oflags, cflags + [False] * (len(outs) - n), body.outputs)]
+    bg.finalize(outs)
+    init = [_materialized(ctx, x, t) if want and not b else x
+            for x, b, want, t in zip(carries, batched[:n], cflags, node.inputs[:n])]
+    res = scan_node(bg, init, rows, attrs["reverse"])
+    flags = cflags + list(oflags[n:])
+    res = [_swap01(r, len(t.shape) + 1) if f and k >= n else r
+           for k, (r, f, t) in enumerate(zip(res, flags, node.outputs))]
+    return res, flags
+
+
 _SCAN_ATTRS = {"body": "func", "carries": "int", "sliced": "int", "reverse": "bool"}
 SCAN = register("scan", _scan_kernel, _scan_infer, _scan_grad, num_outputs=_scan_outputs,
                 none_grads=True, attrs=_SCAN_ATTRS, bind=_scan_runner, prune_outputs=_scan_prune,
-                num_inputs=None, defaults={}, onnx=_scan_onnx)
+                num_inputs=None, defaults={}, onnx=_scan_onnx, batch=_scan_batch)
 
 
 def scan_node(body_g, carries, sliced, reverse=False, name=None):

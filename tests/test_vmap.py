@@ -441,3 +441,23 @@ def test_per_example_gradients_of_an_embedding_lookup_are_dense():
         want[k, i] = 2 * table_[i]
     _close(got, want)
     _close(df.defun(df.vmap(g, in_axes=(None, 0)))(table_, ids)[0], want)
+
+
+def test_scan_foldl_and_map_fn_batch_per_example():
+    """The scan node walks rows of whole batches; its gradient (another scan) batches too."""
+    x = rng.normal(size=(4, 5, 3))
+    h0 = rng.normal(size=(3,))
+    w = rng.normal(size=(3, 3))
+
+    def rnn(xs, h0):
+        return df.scan(lambda h, r: df.tanh(df.reshape(df.matmul(df.reshape(h, (1, 3)), w), (3,)) + r),
+                       xs, initializer=h0)
+    want = _loop(rnn, x, h0, in_axes=(0, None))
+    _close(df.vmap(rnn, in_axes=(0, None))(x, h0), want)
+    _close(df.defun(df.vmap(rnn, in_axes=(0, None)))(x, h0), want)
+    loss = lambda h0, xs: df.reduce_sum(rnn(xs, h0)[-1])      # noqa: E731
+    g = df.gradients_function(loss, params=[0])
+    _close(df.vmap(g, in_axes=(None, 0))(h0, x)[0], _loop(lambda h, xs: g(h, xs)[0], h0, x, in_axes=(None, 0)))
+    fold = lambda xs: df.foldl(lambda a, r: a + df.reduce_sum(r), xs, initializer=np.float64(0.0))  # noqa: E731
+    _close(df.vmap(fold)(x), x.sum(axis=(1, 2)))
+    _close(df.vmap(lambda xs: df.map_fn(df.reduce_max, xs))(x), x.max(axis=2))
