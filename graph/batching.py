@@ -68,6 +68,8 @@ class BatchContext:
             try:
                 return rule(self, node, inputs, batched)
             except errors.UnimplementedError as e:
+                if str(e).startswith("vmap: "):     # from a node inside this one's functions
+                    raise
                 if not self.fallback:
                     raise errors.UnimplementedError(f"vmap: {e} (at {_where(node)})") from None
                 return self._loop(node, inputs, batched, f"its batching rule does not cover this case ({e})")
@@ -83,8 +85,8 @@ class BatchContext:
         """A new function graph computing function `graph` batched, in the current context:
         its first `len(flags)` inputs become placeholders (batched where `flags` says),
         the rest of `graph.all_inputs` stand for the outer values `extra` (captured where
-        used; batched as `extra_flags` says). Returns (the graph, still open, its outputs, their flags); the caller adds
-        what it needs (`with g.building():`) and finalizes it."""
+        used; batched as `extra_flags` says). Returns (the graph, still open, its outputs,
+        their flags); the caller adds what it needs (`with g.building():`) and finalizes it."""
         g = Graph(unique_name(base), outer=state.graph, base_name=base)
         n = len(flags)
         with g.building():

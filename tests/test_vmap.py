@@ -461,3 +461,14 @@ def test_scan_foldl_and_map_fn_batch_per_example():
     fold = lambda xs: df.foldl(lambda a, r: a + df.reduce_sum(r), xs, initializer=np.float64(0.0))  # noqa: E731
     _close(df.vmap(fold)(x), x.sum(axis=(1, 2)))
     _close(df.vmap(lambda xs: df.map_fn(df.reduce_max, xs))(x), x.max(axis=2))
+
+
+def test_an_op_without_a_rule_inside_a_branch_is_named_once():
+    data = rng.normal(size=(3, 4))
+    ids = np.array([[0, 0, 1, 2]] * 3, np.int32)
+
+    def f(d, i):
+        return df.cond(df.reduce_sum(d) > 0.0, lambda: df.segment_sum(d, i), lambda: df.segment_sum(-d, i))
+    with pytest.raises(errors.UnimplementedError) as e:
+        df.vmap(f)(data, ids)
+    assert str(e.value).count("vmap:") == 1 and "segment_sum" in str(e.value), str(e.value)
