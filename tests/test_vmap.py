@@ -472,3 +472,21 @@ def test_an_op_without_a_rule_inside_a_branch_is_named_once():
     with pytest.raises(errors.UnimplementedError) as e:
         df.vmap(f)(data, ids)
     assert str(e.value).count("vmap:") == 1 and "segment_sum" in str(e.value), str(e.value)
+
+
+def test_complex_ops_and_the_fft_batch_per_example():
+    re_, im_ = rng.normal(size=(4, 6)), rng.normal(size=(4, 6))
+
+    def f(a, b):
+        z = df.complex(a, b)
+        spec = df.signal.fft(z * df.conj(z) + z)
+        return df.abs(spec), df.angle(spec), df.real(df.signal.ifft(spec)), df.imag(z), \
+            df.signal.irfft(df.signal.rfft(a), fft_length=[6])
+    want = _loop(f, re_, im_)
+    for got in (df.vmap(f)(re_, im_), df.defun(df.vmap(f))(re_, im_)):
+        for g, w in zip(got, want):
+            _close(g, w, 1e-9)
+    # a real loss through the transforms: per-example gradients
+    loss = lambda a: df.reduce_sum(df.abs(df.signal.rfft(df.sin(a))))     # noqa: E731
+    grad = df.gradients_function(loss)
+    _close(df.vmap(grad)(re_)[0], _loop(lambda a: grad(a)[0], re_), 1e-9)

@@ -14,6 +14,7 @@ from defun.runtime.ops import _infer as inf
 from defun.runtime.ops.base_ops import unbroadcast, zeros_like
 from defun.runtime.registry import register
 from defun.runtime.tensor import EagerTensor, Tensor, convert_to_tensor
+from defun.runtime import batching as bt
 
 __all__ = ["complex", "real", "imag", "conj"]
 
@@ -43,7 +44,7 @@ def _complex_grad(op, g):
 
 
 _COMPLEX = register("complex", _complex_kernel, _complex_infer, _complex_grad, num_inputs=2,
-                    attrs={}, defaults={}, same_dtype=(0, 1), kinds="f")
+                    attrs={}, defaults={}, same_dtype=(0, 1), kinds="f", batch=bt.elementwise)
 
 
 def complex(real, imag, name=None):  # noqa: A001 - the public name is df.complex, as tf.complex
@@ -74,11 +75,11 @@ def _imag_grad(op, g):
 # `kinds` "c": the rows take complex inputs only; the public functions give real inputs TF's
 # answers (real(x) = x, imag(x) = 0, conj(x) = x) without a node.
 _REAL = register("real", lambda x: np.real(x), _part_infer("real"), _real_grad, num_inputs=1,
-                 attrs={}, defaults={}, kinds="c")
+                 attrs={}, defaults={}, kinds="c", batch=bt.elementwise)
 _IMAG = register("imag", lambda x: np.imag(x), _part_infer("imag"), _imag_grad, num_inputs=1,
-                 attrs={}, defaults={}, kinds="c")
+                 attrs={}, defaults={}, kinds="c", batch=bt.elementwise)
 _CONJ = register("conj", np.conjugate, inf.unary_same("conj", "c"), lambda op, g: [conj(g)],
-                 num_inputs=1, attrs={}, defaults={}, kinds="c")
+                 num_inputs=1, attrs={}, defaults={}, kinds="c", batch=bt.elementwise)
 
 
 def _is_complex(x):

@@ -24,6 +24,7 @@ from defun.runtime.ops.index_ops import slice_helper
 from defun.runtime.ops.math_ops import multiply
 from defun.runtime.registry import one_of, register
 from defun.runtime.tensor import convert_to_tensor
+from defun.runtime import batching as bt
 
 __all__ = ["fft", "ifft", "fft2", "ifft2", "rfft", "irfft", "rfft2", "irfft2"]
 
@@ -58,7 +59,7 @@ def _fft_grad(op, g):
 
 _FFT = register("fft", _fft_kernel, _fft_infer, _fft_grad, num_inputs=1,
                 attrs={"rank": "int", "inverse": "bool", "norm": one_of("backward", "forward")},
-                defaults={"norm": "backward"}, kinds="c")
+                defaults={"norm": "backward"}, kinds="c", batch=bt.leading)
 
 
 # ------------------------------------------------------------------ rfft, irfft
@@ -127,9 +128,9 @@ def _irfft_grad(op, g):
 
 
 _RFFT = register("rfft", _rfft_kernel, _rfft_infer, _rfft_grad, num_inputs=1,
-                 attrs={"fft_length": "ints"}, defaults={}, kinds="f")
+                 attrs={"fft_length": "ints"}, defaults={}, kinds="f", batch=bt.leading)
 _IRFFT = register("irfft", _irfft_kernel, _irfft_infer, _irfft_grad, num_inputs=1,
-                  attrs={"fft_length": "ints"}, defaults={}, kinds="c")
+                  attrs={"fft_length": "ints"}, defaults={}, kinds="c", batch=bt.leading)
 
 
 # ------------------------------------------------------------------ public functions

@@ -268,7 +268,7 @@ def _abs_grad(op, g):
 
 
 _ABS = register("abs", np.abs, _abs_infer, _abs_grad, num_inputs=1, attrs={}, defaults={}, kinds=_NC,
-                fused=Ew("np.abs({0})"), onnx="Abs")
+                fused=Ew("np.abs({0})"), onnx="Abs", batch=bt.elementwise)
 abs = _public(_ABS, "|x| elementwise (the modulus of a complex x, a real tensor).")  # noqa: A001
 def _angle_infer(shapes, dts, attrs):
     inf.check_kinds("angle", dts[0], _FC)
@@ -284,7 +284,7 @@ def _angle_grad(op, g):
 
 
 _ANGLE = register("angle", lambda x: np.angle(x).astype(x.real.dtype, copy=False), _angle_infer,
-                  _angle_grad, num_inputs=1, attrs={}, defaults={}, kinds=_FC)
+                  _angle_grad, num_inputs=1, attrs={}, defaults={}, kinds=_FC, batch=bt.elementwise)
 angle = _public(_ANGLE, "The argument of a complex x in (-pi, pi] (real x: 0 or pi, as TF).")
 sign = _unary("sign", np.sign, None, doc="Sign of x (-1, 0, 1); not differentiable.",
               fused=Ew("np.sign({0})"), onnx="Sign")
