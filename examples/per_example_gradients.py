@@ -27,7 +27,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(_HERE))
 sys.path.insert(0, _HERE)
 import defun as df  # noqa: E402
-from reporting import plot_history, progress, say  # noqa: E402  (the examples' shared bar and plot)
+from reporting import check_output, plot_history, progress, say  # noqa: E402  (the examples' shared helpers)
 from train_mlp import load_data  # noqa: E402  (the same digits split as train_mlp.py)
 
 SIZES = (64, 32, 10)
@@ -190,6 +190,7 @@ if __name__ == "__main__":
     parser.add_argument("--out", default=None, help="the plot (default ./per_example_gradients.png)")
     parser.add_argument("--quiet", action="store_true")
     a = parser.parse_args()
+    check_output(a.out, (".png",), "--out")      # before training, not after it
     result = main(a.epochs, a.batch, a.clip, a.noise, a.lr, a.out, verbose=not a.quiet)
     if result["max_diff"] > 1e-4:
         print(f"per-example gradients differ from the loop by {result['max_diff']:.2e}", file=sys.stderr)
