@@ -47,7 +47,7 @@ def test_train_mlp_learns_and_round_trips(tmp_path):
 @pytest.mark.parametrize("script, flag, bad", [
     ("train_mlp.py", "--out", "m.txt"),
     ("train_cnn.py", "--out", "no/such/dir/c.npz"), ("gaussian_process.py", "--out", "gp.json"),
-    ("train_dask.py", "--plot", "no/such/dir/d.png"),
+    ("train_dask.py", "--plot", "no/such/dir/d.png"), ("per_example_gradients.py", "--out", "peg.json"),
 ])
 def test_every_example_checks_its_output_path_before_it_trains(script, flag, bad, tmp_path):
     import subprocess
