@@ -94,10 +94,13 @@ def test_vmap_matches_the_loop(row, v, k):
     dt = _dtype(row, v)
     exs = _examples(v, dt)
     fn = lambda *xs: row.fn(*xs, **v.kw)     # noqa: E731
+    refused = (errors.InvalidArgumentError, errors.UnimplementedError, ValueError, TypeError)
     try:
         per = [fn(*[df.constant(x) for x in ex]) for ex in exs]
-    except (errors.InvalidArgumentError, errors.UnimplementedError, ValueError, TypeError):
-        pytest.skip("the row's function refuses these inputs eagerly (an error variant)")
+    except refused:     # an error variant: batched, it is refused too (typed), never a value
+        with pytest.raises(refused):
+            df.vmap(fn)(*[np.stack(xs) for xs in zip(*exs)])
+        return
     if isinstance(_rule_of(row), str):
         with pytest.raises(errors.UnimplementedError, match=row.op):
             df.vmap(fn)(*[np.stack(xs) for xs in zip(*exs)])
@@ -159,11 +162,14 @@ def test_per_example_gradients_match_the_loop(row, v, k):
             if unconnected is None:
                 raise
             floats = [i for i in floats if i != int(unconnected.group(1))]
-        except (errors.InvalidArgumentError, errors.UnimplementedError, TypeError):
-            pytest.skip("the row's function refuses these inputs eagerly")
-    if per is None:
-        pytest.skip("no input of this variant is differentiable")
+        except (errors.InvalidArgumentError, errors.UnimplementedError, TypeError) as e:
+            per = e
     batch = [np.stack(xs) for xs in zip(*exs)]
+    if per is None or isinstance(per, Exception):
+        # refused eagerly, or no input differentiable: the batched gradient is refused too
+        with pytest.raises((errors.InvalidArgumentError, errors.UnimplementedError, TypeError, ValueError)):
+            df.vmap(df.gradients_function(loss, params=floats or None))(*batch)
+        return
     try:
         got = df.vmap(grad)(*batch)
     except errors.UnimplementedError as e:
