@@ -1,2 +1,52 @@
 """Test-wide settings. The library is imported as installed (`pip install -e .`), as
-`defun`, `defun.runtime` and `defun.graph`; nothing here changes `sys.path`."""
+`defun`, `defun.runtime` and `defun.graph`; nothing here changes `sys.path`.
+
+It also owns the guard on the process environment: a test (or a module's fixtures) that
+leaves `os.environ` changed fails, naming the variables, because a changed thread variable
+(OPENBLAS_NUM_THREADS...) reaches every subprocess started later and makes results depend
+on the order the tests ran in. The environment is put back before the failure is reported,
+so one offender does not make the tests after it fail too."""
+import os
+
+import pytest
+
+_PYTEST_OWN = "PYTEST_CURRENT_TEST"       # pytest itself names the running test phase there
+# Importing scikit-learn (the examples' data) sets these, once, with os.environ.setdefault;
+# they concern Intel's OpenMP runtime at fork, not the thread counts or any result here.
+_SET_BY_SKLEARN_IMPORT = {"KMP_DUPLICATE_LIB_OK": "True", "KMP_INIT_AT_FORK": "FALSE"}
+
+
+def _changed(before):
+    """The names of the variables that differ between `before` and os.environ now."""
+    now = os.environ
+    return sorted(k for k in before.keys() | now.keys()
+                  if before.get(k) != now.get(k) and k != _PYTEST_OWN
+                  and not (k not in before and _SET_BY_SKLEARN_IMPORT.get(k) == now[k]))
+
+
+def _check_environ(before, what):
+    changed = _changed(before)
+    if changed:
+        shown = ", ".join(f"{k}={os.environ.get(k)!r} (was {before.get(k)!r})" for k in changed)
+        for k in changed:
+            if k in before:
+                os.environ[k] = before[k]
+            else:
+                del os.environ[k]
+        pytest.fail(f"{what} left os.environ changed: {shown}; nothing in a test may change the "
+                    f"process environment (pass env= to a subprocess instead)", pytrace=False)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _module_leaves_environ_unchanged(request):
+    """Module-scoped fixtures (a Dask cluster, say) must leave os.environ as they found it."""
+    before = dict(os.environ)
+    yield
+    _check_environ(before, f"{request.module.__name__} (its module-scoped fixtures)")
+
+
+@pytest.fixture(autouse=True)
+def _test_leaves_environ_unchanged(request):
+    before = dict(os.environ)
+    yield
+    _check_environ(before, request.node.nodeid)

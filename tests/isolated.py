@@ -10,12 +10,22 @@ nor user site-packages apply), imports each module and runs its cases:
 
 Results come back through .npz files; the script also checks that none of the blocked
 packages was imported.
+
+A matrix product's bits depend on the BLAS thread count (a product split over threads
+rounds differently), and so would every comparison with this process: the subprocess runs
+BLAS on one thread, and the tests compute their expected results under `one_blas_thread()`,
+whatever thread count either process started with. `one_blas_thread_env()` is the
+environment to start another comparing subprocess with (a copy: os.environ stays as it is).
 """
 import os
 import pickle
 import subprocess
 import sys
 import textwrap
+
+import threadpoolctl
+
+_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 RUNNER = textwrap.dedent('''
     import importlib, importlib.abc, pickle, sys
@@ -28,6 +38,9 @@ RUNNER = textwrap.dedent('''
             return None
 
     sys.meta_path.insert(0, Blocker())
+    import numpy                     # loads BLAS, which threadpoolctl then finds and limits
+    from threadpoolctl import threadpool_limits
+    threadpool_limits(limits=1)      # one BLAS thread, as the comparing process (see module doc)
     here, repo = sys.argv[1], sys.argv[2]
     sys.path = [p for p in sys.path if p and __import__("os").path.abspath(p) != repo]
     sys.path.insert(0, here)
@@ -60,6 +73,16 @@ RUNNER = textwrap.dedent('''
     with open(sys.argv[4], "wb") as f:
         pickle.dump({"results": results, "leaked": leaked}, f)
 ''')
+
+
+def one_blas_thread():
+    """A context in which this process runs BLAS (and OpenMP) on one thread, as the subprocess."""
+    return threadpoolctl.threadpool_limits(limits=1)
+
+
+def one_blas_thread_env():
+    """os.environ for a subprocess (a copy) whose BLAS and OpenMP start with one thread."""
+    return {**os.environ, **{var: "1" for var in _THREAD_VARS}}
 
 
 def run_without_defun(modules, cases, tmp_path):

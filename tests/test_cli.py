@@ -17,7 +17,7 @@ import pytest
 
 import defun as df
 from defun.graph.printer import format_graph
-from isolated import run_without_defun, same_bits
+from isolated import one_blas_thread, one_blas_thread_env, run_without_defun, same_bits
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(os.path.dirname(sys.executable), "defun.exe" if os.name == "nt" else "defun")
@@ -26,11 +26,13 @@ LOADING = ["show", "validate", "run", "dot", "numpy", "bench"]     # commands th
 
 
 def defun_cmd(*args, cwd):
+    """The console script run on one BLAS thread (its results are compared bit for bit with
+    this process's under `one_blas_thread()`)."""
     if not os.path.exists(SCRIPT):
         pytest.fail(f"the `defun` console script is not installed next to {sys.executable}; "
                     f"install the package first: pip install -e .")
     return subprocess.run([SCRIPT, *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                          timeout=300)
+                          timeout=300, env=one_blas_thread_env())
 
 
 class _Result:
@@ -131,7 +133,8 @@ def test_story_run(story):
         assert list(out) == ["logits", "probs"]          # the names the exported function gave them
         predictions = out["logits"]
     x = np.load(where / "digits_x.npy")
-    assert same_bits(predictions, loaded(x)["logits"].numpy()) is None
+    with one_blas_thread():          # as the command ran
+        assert same_bits(predictions, loaded(x)["logits"].numpy()) is None
 
 
 def test_story_onnx_predicts_the_same_in_onnxruntime(story):
@@ -157,7 +160,8 @@ def test_story_numpy_module_predicts_the_same_without_defun(story, tmp_path):
     got, = run_without_defun({path.stem: path.read_text()},
                              [{"module": path.stem, "call": "forward", "inputs": [x]}], tmp_path)
     assert "error" not in got, got
-    assert same_bits(got["outputs"][0], loaded(x)["logits"].numpy()) is None
+    with one_blas_thread():          # as the module ran
+        assert same_bits(got["outputs"][0], loaded(x)["logits"].numpy()) is None
     # and the README's one-liner, in the directory it wrote the module to
     line = next(a for a in _story_commands() if a[0] == "python" and a[1] == "-c")
     proc = _ok(subprocess.run([sys.executable, *line[1:]], capture_output=True, text=True, cwd=where,

@@ -18,6 +18,7 @@ import pytest
 
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
+threadpoolctl = pytest.importorskip("threadpoolctl")
 
 import defun as df  # noqa: E402
 
@@ -26,12 +27,25 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.fixture(scope="module")
 def client():
+    # distributed's nanny runs in this process and puts its `pre-spawn-environ` (one
+    # OMP/OPENBLAS/MKL thread, PYTHONHASHSEED...) into this process's os.environ for its
+    # workers to inherit, at start and at every restart: the module's tests run with them,
+    # and the environment is put back when the cluster is gone (conftest checks it).
+    saved = dict(os.environ)
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                        dashboard_address=None)
     c = distributed.Client(cluster, set_as_default=False)
     yield c
     c.close()
     cluster.close()
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+def worker_blas_threads(client):
+    """{worker: BLAS thread counts}: the nanny starts each worker with one thread."""
+    return client.run(lambda: sorted({p["num_threads"] for p in threadpoolctl.threadpool_info()
+                                      if p["user_api"] == "blas"}))
 
 
 def threads(collection):
@@ -340,7 +354,11 @@ def test_value_and_gradients_on_the_cluster_is_exact_and_deterministic(client):
     assert_same_result(on_cluster, tape_result(loss_sum, model.variables, x, labels))
     with client.as_current():       # client=None: the current scheduler
         again = df.dask.value_and_gradients(loss_sum, model.variables, xd, yd)
-    local = df.dask.value_and_gradients(loss_sum, model.variables, xd, yd)    # threaded scheduler
+    # Bit for bit across processes holds at the same BLAS thread count: the workers run one
+    # thread each, so the threaded scheduler here does too.
+    assert set(map(tuple, worker_blas_threads(client).values())) == {(1,)}
+    with threadpoolctl.threadpool_limits(limits=1):
+        local = df.dask.value_and_gradients(loss_sum, model.variables, xd, yd)
     for other in (again, local):         # the same tree of sums wherever it runs: identical bits
         np.testing.assert_array_equal(other[0].numpy(), on_cluster[0].numpy())
         for a, b in zip(other[1], on_cluster[1]):
@@ -455,7 +473,11 @@ def test_a_worker_killed_mid_computation_is_retried_and_the_result_is_exact(clie
     x = da.random.default_rng(0).standard_normal((n, 64), chunks=(rows, -1), dtype=np.float32)
     labels = (da.random.default_rng(1).integers(0, 10, n, chunks=rows)).astype(np.int32)
     # The reference runs here (threads): a cluster run of the same graph could reuse its results.
-    undisturbed = df.dask.value_and_gradients(loss_sum, model.variables, x, labels)
+    # It runs BLAS on one thread, as the workers do (bits are the same across processes at the
+    # same thread count; a 64x128 matmul on two threads rounds differently).
+    assert set(map(tuple, worker_blas_threads(client).values())) == {(1,)}
+    with threadpoolctl.threadpool_limits(limits=1):
+        undisturbed = df.dask.value_and_gradients(loss_sum, model.variables, x, labels)
 
     pids = client.run(os.getpid)
     result = {}
@@ -478,5 +500,5 @@ def test_a_worker_killed_mid_computation_is_retried_and_the_result_is_exact(clie
     np.testing.assert_array_equal(loss.numpy(), undisturbed[0].numpy())
     for g, e in zip(grads, undisturbed[1]):
         np.testing.assert_array_equal(g.numpy(), e.numpy())
-    client.wait_for_workers(2, timeout=60)                        # the nanny restarted it
+    client.wait_for_workers(2, timeout=300)       # the nanny restarted it (slow on a loaded machine)
     assert pids[victim] not in client.run(os.getpid).values()     # in a new process

@@ -5,11 +5,19 @@ import pytest
 
 import defun as df
 from defun.graph.functions import plan_of
-from isolated import run_without_defun, same_bits
+from isolated import one_blas_thread, run_without_defun, same_bits
 from opcheck import as_numpy, make_inputs
 from test_ops import ROWS, _float_inputs
 
 f64 = df.float64
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_blas_thread():
+    """Every expected result of this module computed on one BLAS thread, as the defun-free
+    subprocess computes its results (bit for bit holds at the same thread count)."""
+    with one_blas_thread():
+        yield
 
 
 def _flat(out):

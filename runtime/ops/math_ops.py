@@ -168,7 +168,10 @@ def _pow_grad(op, g):
         return _complex_pow_grad(op, g, skip)
     dx = dy = None
     if 0 not in skip:
-        dx = multiply(g, multiply(y, pow(x, subtract(y, 1))))
+        # y x^(y - 1), with the exponent 1 where y = 0: d x^0 = 0 also at x = 0, where
+        # 0 * 0^-1 would be nan (torch and autograd give 0), and nothing divides by zero
+        exponent = where(equal(y, 0), ones_like(y), subtract(y, 1))
+        dx = multiply(g, multiply(y, pow(x, exponent)))
     if 1 not in skip:  # `x ** 2` needs no log of x
         safe_log = log(where(greater(x, 0), x, ones_like(x)))
         dy = multiply(g, multiply(op.outputs[0], where(greater(x, 0), safe_log, zeros_like(x))))

@@ -330,7 +330,9 @@ _LINSPACE = register("linspace", _linspace_kernel, _linspace_infer, _linspace_gr
 
 
 def _is_number(v):
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    """A Python int or float: not a bool, nor a numpy scalar (np.float64 subclasses float,
+    and keeps its dtype)."""
+    return type(v) in (int, float)
 
 
 def linspace(start, stop, num, axis=0, name=None):

@@ -32,9 +32,13 @@ def _unary(name, kernel, grad, kinds="f", doc="", onnx=None):
     return f
 
 
+def _register_binary(name, kernel, grad, kinds="f", onnx=None):
+    return register(name, kernel, inf.binary_broadcast(name, kinds), grad, num_inputs=2, attrs={},
+                    defaults={}, same_dtype=(0, 1), kinds=kinds, onnx=onnx, batch=bt.elementwise)
+
+
 def _binary(name, kernel, grad, kinds="f", doc="", onnx=None):
-    op = register(name, kernel, inf.binary_broadcast(name, kinds), grad, num_inputs=2, attrs={},
-                  defaults={}, same_dtype=(0, 1), kinds=kinds, onnx=onnx, batch=bt.elementwise)
+    op = _register_binary(name, kernel, grad, kinds, onnx)
 
     def f(x, y, name=None):
         return run_op(op, (x, y), _EMPTY, name)
@@ -87,9 +91,13 @@ def _atan2_onnx(e, node, ins):
     return e.op("Where", origin, zero, r)
 
 
-atan2 = _binary("atan2", np.arctan2, _pair_grad(_atan2_partials), onnx=_atan2_onnx,
-                doc="Elementwise angle of the point (x, y), in [-pi, pi]: `df.atan2(y, x)`, y first "
-                    "(numpy's arctan2).")
+_ATAN2 = _register_binary("atan2", np.arctan2, _pair_grad(_atan2_partials), onnx=_atan2_onnx)
+
+
+def atan2(y, x, name=None):
+    """Elementwise angle of the point (x, y), in [-pi, pi]: y first, as TF's `tf.math.atan2(y, x)`
+    and numpy's arctan2: `df.atan2(y=1., x=-1.) -> 2.3562`."""
+    return run_op(_ATAN2, (y, x), _EMPTY, name)
 
 # ------------------------------------------------------------------ hyperbolic
 sinh = _unary("sinh", np.sinh, lambda op, g: [m.multiply(g, cosh(_x(op)))], doc="Elementwise sinh.", onnx=with_float64("Sinh", f64.sinh))

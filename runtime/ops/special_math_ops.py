@@ -18,8 +18,8 @@ from defun.runtime.ops.base_ops import _keepdims_grad, _reduce_infer
 from defun.runtime.ops.index_ops import _norm_axis, _rank
 from defun.runtime.ops.math_ops import (abs, add, cast,
                                         divide, equal, exp, greater, less, less_equal, logical_and, logical_not,
-                                        minimum, multiply, negative, pow, reduce_sum, sigmoid, sign, square, subtract,
-                                        tanh, unbroadcast)
+                                        minimum, multiply, negative, pow, reduce_sum, sigmoid, sign,
+                                        square, subtract, tanh, unbroadcast)
 from defun.runtime.registry import register
 from defun.runtime.tape import skip_input_indices
 from defun.runtime import batching as bt
@@ -140,8 +140,11 @@ def _erfc(x):
     return np.where(x < 0, 1 + e, pos)
 
 
+# Constants in gradient rules are Python floats: weakly typed, they take the gradient's dtype
+# (a numpy float64 scalar is strongly typed and a float32 rule would refuse it).
+_TWO_OVER_SQRT_PI = float(2 / _SQRT_PI)
 erf = _unary("erf", _erf_kernel,
-             lambda op, g: [multiply(g, multiply(exp(negative(square(op.inputs[0]))), 2 / _SQRT_PI))],
+             lambda op, g: [multiply(g, multiply(exp(negative(square(op.inputs[0]))), _TWO_OVER_SQRT_PI))],
              doc="The error function: `df.erf(0.5) -> 0.5205`.",
              onnx=with_float64("Erf", lambda e, x: f64.erf_parts(e, x)[0]))
 
@@ -207,8 +210,10 @@ def leaky_relu(features, alpha=0.2, name=None):
     return run_op(_LEAKY_RELU, (features,), {"alpha": float(alpha)}, name)
 
 
-_GELU_C = np.sqrt(2 / np.pi)
+_GELU_C = float(np.sqrt(2 / np.pi))        # Python floats: the gradient rule's constants
 _GELU_K = 0.044715
+_SQRT_HALF = float(np.sqrt(0.5))
+_INV_SQRT_2PI = float(1 / np.sqrt(2 * np.pi))
 
 
 def _gelu_kernel(x, approximate):
@@ -227,8 +232,8 @@ def _gelu_grad(op, g):
         d_inner = multiply(add(multiply(square(x), 3 * _GELU_K), 1), _GELU_C)
         dy = add(multiply(add(t, 1), 0.5), multiply(multiply(multiply(x, 0.5), subtract(1, square(t))), d_inner))
         return [multiply(g, dy)]
-    cdf = add(multiply(erf(multiply(x, np.sqrt(0.5))), 0.5), 0.5)
-    pdf = multiply(exp(multiply(square(x), -0.5)), 1 / np.sqrt(2 * np.pi))
+    cdf = add(multiply(erf(multiply(x, _SQRT_HALF)), 0.5), 0.5)
+    pdf = multiply(exp(multiply(square(x), -0.5)), _INV_SQRT_2PI)
     return [multiply(g, add(cdf, multiply(x, pdf)))]
 
 
@@ -328,9 +333,13 @@ def _logsumexp_kernel(x, axis, keepdims):
 
 
 def _logsumexp_grad(op, g):
-    # softmax of x over the reduced axes, times g
-    x, y = op.inputs[0], op.outputs[0]
-    return [multiply(_keepdims_grad(g, op), exp(subtract(x, _keepdims_grad(y, op))))]
+    # softmax of x over the reduced axes, times g: e / sum(e) with e = exp(x - y). exp(x - y)
+    # alone carries the rounding of y (|y| ~ 1000: 3e-5 relative in float32); dividing by the
+    # sum of e cancels it, as max-subtraction does, and e <= 1 (an empty group stays empty).
+    x = op.inputs[0]
+    e = exp(subtract(x, _keepdims_grad(op.outputs[0], op)))
+    total = reduce_sum(e, axis=op.attrs["axis"], keepdims=True)
+    return [multiply(_keepdims_grad(g, op), divide(e, total))]
 
 
 def _reduction(name, kernel, grad, kinds, doc, onnx=None):
