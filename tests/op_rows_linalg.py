@@ -101,6 +101,19 @@ def _band_ref(x, num_lower, num_upper):
     return np.where(keep, x, np.zeros((), x.dtype))
 
 
+def _adjugate_ref(a):
+    """adj(A) = C^T by the definition: C[i, j] = (-1)^(i + j) det(A without row i, column j)."""
+    n = a.shape[-1]
+    out = np.empty(a.shape, a.dtype)
+    for idx in np.ndindex(a.shape[:-2]):
+        m = a[idx].astype(np.float64)
+        for i in range(n):
+            for j in range(n):
+                minor = np.delete(np.delete(m, i, 0), j, 1)
+                out[idx + (j, i)] = (-1) ** (i + j) * (np.linalg.det(minor) if n > 1 else 1.0)
+    return out
+
+
 def _diag_ref(v):
     out = np.zeros(v.shape + v.shape[-1:], v.dtype)
     for idx in np.ndindex(v.shape[:-1]):
@@ -128,7 +141,8 @@ ROWS = [
          V([well_conditioned(2, 4, 4), A((4, 3))], dict(lower=False, adjoint=True))], second=True),
     Row("det", df.linalg.det, np.linalg.det,
         [V([well_conditioned(3, 3)]), V([well_conditioned(2, 3, 3)]), V([well_conditioned(2, 2, 2, 2)]),
-         V([well_conditioned(1, 1)]), V([A(value=[[1., 2.], [2., 4.]])], grad=False)], second=True),
+         V([well_conditioned(1, 1)]), V([A(value=[[1., 2.], [2., 4.]])], grad=False)], second=True,
+        also=("adjugate",)),
     Row("slogdet", df.linalg.slogdet, lambda a: list(np.linalg.slogdet(a)),
         [V([well_conditioned(3, 3)]), V([well_conditioned(2, 3, 3)]),
          V([A(value=[[0.5, 2.], [1.5, 0.3]])]), V([A(value=[[1., 2.], [2., 4.]])], grad=False)], second=True),
@@ -164,6 +178,12 @@ ROWS = [
          V([A((2, 3, 3))], dict(num_lower=0, num_upper=1)),
          V([A((3, 2), "bool")], dict(num_lower=0, num_upper=0), dtypes=(df.bool,))],
         NUMERIC, second=True),
+    # det's gradient helper: the cofactors, singular matrices too (their second order needs inv)
+    Row("adjugate", _internal("adjugate"), _adjugate_ref,
+        [V([well_conditioned(3, 3)]), V([well_conditioned(2, 3, 3)]), V([well_conditioned(1, 1)]),
+         V([A(value=[[1., 2.], [2., 4.]])], grad=False),
+         V([A(value=[[1., 2., 3.], [4., 5., 6.], [7., 8., 9.]])], grad=False),
+         V([A(value=np.zeros((2, 3, 3)))], grad=False)], second=True),
 ]
 
 # float16 is not a LAPACK type: the linalg ops refuse it (test_linalg.py), so rows use FLOATS.

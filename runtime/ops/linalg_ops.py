@@ -3,12 +3,13 @@
 TensorFlow's names and semantics (`tf.linalg.*`), numpy (LAPACK) kernels. Inputs are float32
 or float64 matrices `(..., M, N)`; a numerical failure (a singular matrix, one that is not
 positive definite, no convergence) raises `InvalidArgumentError` naming the op and the batch
-index, never numpy's LinAlgError. The module is long because it holds all fourteen ops with
+index, never numpy's LinAlgError. The module is long because it holds all its ops with
 their gradient rules, which share the batching, error and symmetrizing helpers at its top.
 
 Gradients are the published reverse-mode rules, written with ops (so they trace and have
 their own gradients):
-  - inv, solve, triangular_solve, det, slogdet: the matrix-calculus identities;
+  - inv, solve, triangular_solve, det, slogdet: the matrix-calculus identities; det's is
+    g adj(A)^T (the internal op `adjugate`, by the SVD), so a singular A has one too;
   - cholesky: Murray (2016), "Differentiation of the Cholesky decomposition";
   - eigh: e.g. Giles (2008), "An extended collection of matrix derivative results", for
     distinct eigenvalues;
@@ -360,8 +361,42 @@ def _times_inverse_transpose(g, a):
     return m.multiply(_col(_col(g)), m.conj(_t(inv(a))))
 
 
-_DET = register("det", _det_kernel, _square_infer("det", lambda s: [s[:-2]]),
-                lambda op, g: [_times_inverse_transpose(m.multiply(g, m.conj(op.outputs[0])), op.inputs[0])],
+def _adjugate_kernel(a):
+    """adj(A) (= det(A) A^-1 where A is invertible), defined for singular A too: with
+    A = U diag(s) V^H, adj(A) = det(U) det(V^H) V diag(prod_{j != i} s_j) U^H."""
+    _matrix("adjugate", a.shape, square=True)
+    n = a.shape[-1]
+    if n == 0 or a.size == 0:
+        return np.zeros(a.shape, a.dtype)
+    u, s, vh = np.linalg.svd(a)
+    ones = np.ones(s.shape[:-1] + (1,), s.dtype)
+    before = np.cumprod(np.concatenate([ones, s[..., :-1]], -1), -1)       # prod_{j < i} s_j
+    after = np.cumprod(np.concatenate([ones, s[..., :0:-1]], -1), -1)[..., ::-1]   # prod_{j > i}
+    others = before * after * (np.linalg.det(u) * np.linalg.det(vh))[..., None]
+    v, u_h = np.conj(np.swapaxes(vh, -1, -2)), np.conj(np.swapaxes(u, -1, -2))
+    return np.matmul(v * others[..., None, :], u_h).astype(a.dtype)
+
+
+def _adjugate_grad(op, g):
+    # adj(A) = det(A) A^-1 where A is invertible: the gradient of <G, adj(A)> is
+    # <G, A^-1> adj(A)^T - A^-T G adj(A)^T, A's factors conjugated for complex A (TF's
+    # convention); the second order of det, where inv names a singular A
+    a_inv = m.conj(inv(op.inputs[0]))
+    adj_h = m.conj(_t(op.outputs[0]))
+    c = m.reduce_sum(m.multiply(g, a_inv), axis=(-2, -1))
+    return [m.subtract(m.multiply(_col(_col(c)), adj_h), m.matmul(m.matmul(a_inv, g, transpose_a=True), adj_h))]
+
+
+_ADJUGATE = register("adjugate", _adjugate_kernel, _square_infer("adjugate", lambda s: [s]), _adjugate_grad,
+                     num_inputs=1, attrs={}, defaults={}, kinds="fc")
+
+
+def _det_grad(op, g):
+    # g * conj(adj(A))^T: the cofactors, also at a singular A (jax's; g conj(det A^-T) elsewhere)
+    return [m.multiply(_col(_col(g)), m.conj(_t(run_op(_ADJUGATE, (op.inputs[0],), _EMPTY))))]
+
+
+_DET = register("det", _det_kernel, _square_infer("det", lambda s: [s[:-2]]), _det_grad,
                 num_inputs=1, attrs={}, defaults={}, kinds="fc",
                 # (onnxruntime's Det takes float32 only: float64 by elimination)
                 onnx=lambda e, node, ins: la.det(e, ins[0], len(node.inputs[0].shape), node.inputs[0].dtype)
