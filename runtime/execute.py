@@ -114,8 +114,9 @@ def run_op(op, inputs, attrs=_EMPTY, name=None):
     return result
 
 
-def op_function(op, doc=""):
-    """The public function of registered op `op`: `f(x, name=None)` or `f(x, y, name=None)`.
+def op_function(op, doc="", names=None):
+    """The public function of registered op `op`: `f(x, name=None)` or `f(x, y, name=None)`;
+    `names` renames its tensor parameters (TF's names: `relu(features, name=None)`).
 
     For an op of one or two inputs (two of one dtype), no attrs and one output, a plain
     eager call on eager tensors (or a tensor and a Python number) runs here, taped or not,
@@ -132,6 +133,15 @@ def op_function(op, doc=""):
             (lambda x, y, name=None: run_op(op, (x, y), _EMPTY, name))
     f.__name__ = f.__qualname__ = op.name
     f.__doc__ = doc
+    return f if names is None else renamed_parameters(f, names)
+
+
+def renamed_parameters(f, names):
+    """`f` with its first len(names) parameters called `names` (keywords and signature): the
+    same code object otherwise, so a call costs what it did."""
+    code = f.__code__
+    assert len(names) <= code.co_argcount and not set(names) & set(code.co_varnames[len(names):]), names
+    f.__code__ = code.replace(co_varnames=tuple(names) + code.co_varnames[len(names):])
     return f
 
 

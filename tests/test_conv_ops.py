@@ -59,7 +59,7 @@ def test_conv2d_and_gradients_match_torch(xs, ws, strides, padding, dilations, d
     tx, tw = df.constant(x), df.constant(w)
     with df.GradientTape() as tape:
         tape.watch([tx, tw])
-        y = df.conv2d(tx, tw, strides, padding, dilations)
+        y = df.conv2d(tx, tw, strides, padding, dilations=dilations)
     gx, gw = tape.gradient(y, [tx, tw], output_gradients=df.constant(gy))
     tol = dict(rtol=1e-4, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-10)
     assert y.dtype.np == dtype and gx.dtype.np == dtype and gw.dtype.np == dtype
@@ -84,11 +84,11 @@ def test_conv2d_random_geometry_matches_loop_reference(n, h, w, c, kh, kw, o, sh
     padding = "SAME" if same else "VALID"
     if not same and (h < (kh - 1) * dh + 1 or w < (kw - 1) * dw + 1):
         with pytest.raises(df.errors.InvalidArgumentError, match="conv2d: with padding 'VALID'"):
-            df.conv2d(np.zeros((n, h, w, c)), np.zeros((kh, kw, c, o)), (sh, sw), padding, (dh, dw))
+            df.conv2d(np.zeros((n, h, w, c)), np.zeros((kh, kw, c, o)), (sh, sw), padding, dilations=(dh, dw))
         return
     rng = np.random.default_rng(h * 100 + w)
     x, f = rng.standard_normal((n, h, w, c)), rng.standard_normal((kh, kw, c, o))
-    y = df.conv2d(x, f, (sh, sw), padding, (dh, dw)).numpy()
+    y = df.conv2d(x, f, (sh, sw), padding, dilations=(dh, dw)).numpy()
     np.testing.assert_allclose(y, conv2d_ref(x, f, (sh, sw), padding, (dh, dw)), rtol=1e-12, atol=1e-12)
 
 

@@ -30,14 +30,14 @@ _STOP_GRADIENT = register("stop_gradient", lambda x: x, inf.unary_same("stop_gra
                           num_inputs=1, attrs={}, defaults={}, fused=Ew("{0}"), onnx="Identity", batch=bt.elementwise)
 
 
-def identity(x, name=None):
+def identity(input, name=None):  # noqa: A002  (TF's parameter names, here and below)
     """The same value as a new tensor (a node of its own while tracing)."""
-    return run_op(_IDENTITY, (x,), _EMPTY, name)
+    return run_op(_IDENTITY, (input,), _EMPTY, name)
 
 
-def stop_gradient(x, name=None):
+def stop_gradient(input, name=None):  # noqa: A002
     """The same value, with no gradient flowing back through it."""
-    return run_op(_STOP_GRADIENT, (x,), _EMPTY, name)
+    return run_op(_STOP_GRADIENT, (input,), _EMPTY, name)
 
 
 # ------------------------------------------------------------------ zeros_like / ones_like
@@ -69,15 +69,15 @@ _ONES_LIKE = register("ones_like", _filled_like(1), inf.unary_same("ones_like", 
                       onnx=_filled_like_onnx(1), batch=bt.elementwise)
 
 
-def zeros_like(x, dtype=None, name=None):
-    """Zeros with the shape (and dtype) of `x`."""
-    out = run_op(_ZEROS_LIKE, (x,), _EMPTY, name)
+def zeros_like(input, dtype=None, name=None):  # noqa: A002
+    """Zeros with the shape (and dtype) of `input`."""
+    out = run_op(_ZEROS_LIKE, (input,), _EMPTY, name)
     return cast(out, dtype) if dtype is not None and dtypes.as_dtype(dtype) is not out.dtype else out
 
 
-def ones_like(x, dtype=None, name=None):
-    """Ones with the shape (and dtype) of `x`."""
-    out = run_op(_ONES_LIKE, (x,), _EMPTY, name)
+def ones_like(input, dtype=None, name=None):  # noqa: A002
+    """Ones with the shape (and dtype) of `input`."""
+    out = run_op(_ONES_LIKE, (input,), _EMPTY, name)
     return cast(out, dtype) if dtype is not None and dtypes.as_dtype(dtype) is not out.dtype else out
 
 

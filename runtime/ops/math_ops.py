@@ -38,10 +38,10 @@ _public = op_function
 _NC, _FC = inf.numeric_complex_kinds, inf.inexact_kinds
 
 
-def _unary(name, kernel, grad, kinds=inf.numeric_kinds, doc="", fused=None, onnx=None):
+def _unary(name, kernel, grad, kinds=inf.numeric_kinds, doc="", fused=None, onnx=None, names=None):
     op = register(name, kernel, inf.unary_same(name, kinds), grad, num_inputs=1, attrs={},
                   defaults={}, kinds=kinds, fused=fused, onnx=onnx, batch=bt.elementwise)
-    return _public(op, doc or f"Elementwise {name}(x).")
+    return _public(op, doc or f"Elementwise {name}(x).", names)
 
 
 def _binary(name, kernel, grad, kinds=inf.numeric_kinds, out_dtype=None, doc="", fused=None, onnx=None):
@@ -252,8 +252,8 @@ sigmoid = _unary("sigmoid", _sigmoid,
                  fused=Ew("(np.tanh({0} * 0.5) + 1.0) * 0.5"),
                  onnx="Sigmoid")
 relu = _unary("relu", lambda x: np.maximum(x, x.dtype.type(0)),
-              lambda op, g: [multiply(g, _mask(greater(op.inputs[0], 0), g))], doc="max(x, 0) elementwise.",
-              fused=Ew("np.maximum({0}, 0)"),
+              lambda op, g: [multiply(g, _mask(greater(op.inputs[0], 0), g))], doc="max(features, 0) elementwise.",
+              fused=Ew("np.maximum({0}, 0)"), names=("features",),
               onnx=lambda e, node, ins: e.op("Max", ins[0], e.scalar(0, node.inputs[0].dtype)))
 def _abs_infer(shapes, dts, attrs):
     inf.check_kinds("abs", dts[0], _NC)

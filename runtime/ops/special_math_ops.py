@@ -9,7 +9,7 @@ the public functions, so they build graph nodes while tracing and differentiate 
 import numpy as np
 
 from defun.runtime import dtypes, errors
-from defun.runtime.execute import run_op
+from defun.runtime.execute import renamed_parameters, run_op
 from defun.runtime.ops import _args, _infer as inf
 from defun.runtime.ops import _onnx_float64 as f64
 from defun.runtime.ops._onnx import reduced_axes, running, with_float64
@@ -32,8 +32,9 @@ __all__ = ["tan", "expm1", "erf", "softplus", "elu", "leaky_relu", "gelu", "is_n
 _EMPTY = {}
 
 
-def _unary(name, kernel, grad, kinds=inf.float_kinds, out_dtype=None, doc="", onnx=None):
-    """A one-input op without attrs and its public function `f(x, name=None)`."""
+def _unary(name, kernel, grad, kinds=inf.float_kinds, out_dtype=None, doc="", onnx=None, names=None):
+    """A one-input op without attrs and its public function `f(x, name=None)` (its parameter
+    called `names[0]` if given: TF's name)."""
     if out_dtype is None:
         infer = inf.unary_same(name, kinds)
     else:
@@ -46,7 +47,7 @@ def _unary(name, kernel, grad, kinds=inf.float_kinds, out_dtype=None, doc="", on
         return run_op(op, (x,), _EMPTY, name)
     f.__name__ = f.__qualname__ = op.name
     f.__doc__ = doc
-    return f
+    return f if names is None else renamed_parameters(f, names)
 
 
 # ------------------------------------------------------------------ erf
@@ -169,14 +170,15 @@ expm1 = _unary("expm1", np.expm1, lambda op, g: [multiply(g, exp(op.inputs[0]))]
 # logaddexp(0, x) = max(x, 0) + log1p(exp(-|x|)): no overflow at +-1000
 softplus = _unary("softplus", lambda x: np.logaddexp(x.dtype.type(0), x),
                   lambda op, g: [multiply(g, sigmoid(op.inputs[0]))],
-                  doc="log(1 + exp(x)), stable for large |x|: `df.softplus(1000.) -> 1000.`",
+                  doc="log(1 + exp(features)), stable for large |x|: `df.softplus(1000.) -> 1000.`",
+                  names=("features",),
                   onnx=lambda e, node, ins: e.op("Add", e.op("Max", ins[0], e.scalar(0, node.inputs[0].dtype)), e.op(
                       "Log", e.op("Add", e.scalar(1, node.inputs[0].dtype), e.op("Exp", e.op("Neg", e.op("Abs", ins[0])))))))
 # the gradient uses y + 1 (= exp(x) where x <= 0): its own derivative is then elu' again, and
 # nothing overflows where x is large (exp(x) would, and 0 * inf is nan in second order)
 elu = _unary("elu", lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, x.dtype.type(0)))),
              lambda op, g: [where(greater(op.inputs[0], 0), g, multiply(g, add(op.outputs[0], 1)))],
-             doc="x where x > 0, else exp(x) - 1.",
+             doc="x where x > 0, else exp(x) - 1 (x: `features`, TF's name).", names=("features",),
              onnx=lambda e, node, ins: e.op("Where", e.op("Greater", ins[0], e.scalar(0, node.inputs[0].dtype)), ins[0],
                                             _expm1_onnx(e, e.op("Min", ins[0], e.scalar(0, node.inputs[0].dtype)),
                                                         node.inputs[0].dtype)))
