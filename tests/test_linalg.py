@@ -178,16 +178,21 @@ def test_kernel_checks_shapes_unknown_while_tracing(case):
 
 
 def test_singular_matrix_gradients_fail_typed():
-    """det of a singular matrix is 0 (no error), but its gradient needs the inverse."""
+    """det of a singular matrix is 0 (no error) and has a gradient, the adjugate (issue 19;
+    tests/test_outside_references.py); log|det| is -inf there and its gradient, which needs
+    the inverse, fails typed."""
     a = df.constant(_singular())
     assert float(la.det(a)) == 0.0
     sign, logdet = la.slogdet(a)
     assert float(sign) == 0.0 and float(logdet) == -np.inf
-    with df.GradientTape() as tape:
+    with df.GradientTape(persistent=True) as tape:
         tape.watch(a)
         d = la.det(a)
+        _, logdet = la.slogdet(a)
+    g = as_numpy(tape.gradient(d, a))
+    assert np.all(np.isfinite(g)) and np.allclose(g @ _singular().T, 0.0, atol=1e-9)   # A adj(A) = det(A) I = 0
     with pytest.raises(IAE, match="inv: the matrix is singular"):
-        tape.gradient(d, a)
+        tape.gradient(logdet, a)
 
 
 def test_full_matrices_gradients_of_non_square_factors_are_unimplemented():
