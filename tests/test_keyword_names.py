@@ -100,6 +100,11 @@ TF = {
     "cond": "tf.cond(pred, true_fn=, false_fn=, name=)",
     "while_loop": "tf.while_loop(cond, body, loop_vars, shape_invariants=, parallel_iterations=, back_prop=, "
                   "swap_memory=, maximum_iterations=, name=)",
+    "scan": "tf.scan(fn, elems, initializer=, parallel_iterations=, back_prop=, swap_memory=, infer_shape=, "
+            "reverse=, name=)",
+    "map_fn": "tf.map_fn(fn, elems, dtype=, parallel_iterations=, back_prop=, swap_memory=, infer_shape=, name=, "
+              "fn_output_signature=)",
+    "foldl": "tf.foldl(fn, elems, initializer=, parallel_iterations=, back_prop=, swap_memory=, name=)",
     "custom_gradient": "tf.custom_gradient(f=)",
     "print": "tf.print(*inputs, output_stream=, summarize=, sep=, end=, name=)",
     # tf.linalg
