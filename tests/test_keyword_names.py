@@ -39,6 +39,11 @@ TF = {
     "greater": "tf.math.greater(x, y, name=)", "greater_equal": "tf.math.greater_equal(x, y, name=)",
     "logical_and": "tf.math.logical_and(x, y, name=)", "logical_or": "tf.math.logical_or(x, y, name=)",
     "add_n": "tf.math.add_n(inputs, name=)",
+    # complex numbers
+    "angle": "tf.math.angle(input, name=)", "complex": "tf.dtypes.complex(real, imag, name=)",
+    "conj": "tf.math.conj(x, name=)", "imag": "tf.math.imag(input, name=)", "real": "tf.math.real(input, name=)",
+    **{f"signal.{f}": f"tf.signal.{f}(input, name=)" for f in ("fft", "ifft", "fft2", "ifft2")},
+    **{f"signal.{f}": f"tf.signal.{f}(input_tensor, fft_length=, name=)" for f in ("rfft", "irfft", "rfft2", "irfft2")},
     "cumsum": "tf.math.cumsum(x, axis=, exclusive=, reverse=, name=)",
     "cumprod": "tf.math.cumprod(x, axis=, exclusive=, reverse=, name=)",
     "argmax": "tf.math.argmax(input, axis=, output_type=, name=)",

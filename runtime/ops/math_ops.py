@@ -288,7 +288,7 @@ def _angle_grad(op, g):
 
 _ANGLE = register("angle", lambda x: np.angle(x).astype(x.real.dtype, copy=False), _angle_infer,
                   _angle_grad, num_inputs=1, attrs={}, defaults={}, kinds=_FC, batch=bt.elementwise)
-angle = _public(_ANGLE, "The argument of a complex x in (-pi, pi] (real x: 0 or pi, as TF).")
+angle = _public(_ANGLE, "The argument of a complex input in (-pi, pi] (real: 0 or pi, as TF).", names=("input",))
 sign = _unary("sign", np.sign, None, doc="Sign of x (-1, 0, 1); not differentiable.",
               fused=Ew("np.sign({0})"), onnx="Sign")
 sin = _unary("sin", np.sin, lambda op, g: [multiply(g, conj(cos(op.inputs[0])))], kinds=_FC, onnx="Sin",
