@@ -11,9 +11,11 @@ import os
 import pytest
 
 _PYTEST_OWN = "PYTEST_CURRENT_TEST"       # pytest itself names the running test phase there
-# Importing scikit-learn (the examples' data) sets these, once, with os.environ.setdefault;
-# they concern Intel's OpenMP runtime at fork, not the thread counts or any result here.
-_SET_BY_SKLEARN_IMPORT = {"KMP_DUPLICATE_LIB_OK": "True", "KMP_INIT_AT_FORK": "FALSE"}
+# Importing scikit-learn (the examples' data) or jax (a test reference) sets these, once, with
+# os.environ.setdefault: Intel OpenMP's behaviour at fork, XLA's logging and TPU probing;
+# none is a thread count or changes a result here.
+_SET_BY_IMPORTS = {"KMP_DUPLICATE_LIB_OK": "True", "KMP_INIT_AT_FORK": "FALSE",   # sklearn
+                   "TF_CPP_MIN_LOG_LEVEL": "1", "TPU_SKIP_MDS_QUERY": "1"}        # jax
 
 
 def _changed(before):
@@ -21,7 +23,7 @@ def _changed(before):
     now = os.environ
     return sorted(k for k in before.keys() | now.keys()
                   if before.get(k) != now.get(k) and k != _PYTEST_OWN
-                  and not (k not in before and _SET_BY_SKLEARN_IMPORT.get(k) == now[k]))
+                  and not (k not in before and _SET_BY_IMPORTS.get(k) == now[k]))
 
 
 def _check_environ(before, what):
