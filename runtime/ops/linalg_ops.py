@@ -388,7 +388,7 @@ def _adjugate_grad(op, g):
 
 
 _ADJUGATE = register("adjugate", _adjugate_kernel, _square_infer("adjugate", lambda s: [s]), _adjugate_grad,
-                     num_inputs=1, attrs={}, defaults={}, kinds="fc")
+                     num_inputs=1, attrs={}, defaults={}, kinds="fc", batch=bt.leading)
 
 
 def _det_grad(op, g):
