@@ -110,6 +110,7 @@ TF = {
     "map_fn": "tf.map_fn(fn, elems, dtype=, parallel_iterations=, back_prop=, swap_memory=, infer_shape=, name=, "
               "fn_output_signature=)",
     "foldl": "tf.foldl(fn, elems, initializer=, parallel_iterations=, back_prop=, swap_memory=, name=)",
+    "vectorized_map": "tf.vectorized_map(fn, elems, fallback_to_while_loop=, warn=)",
     "custom_gradient": "tf.custom_gradient(f=)",
     "print": "tf.print(*inputs, output_stream=, summarize=, sep=, end=, name=)",
     # tf.linalg
@@ -192,6 +193,7 @@ def test_the_table_covers_every_public_function_with_a_tf_counterpart():
         "gradients_function", "value_and_gradients_function", "implicit_gradients",
         "implicit_value_and_gradients", "record_operation", "tensor_id", "unbroadcast", "as_dtype",
         "save_variables", "restore_variables", "profile",
+        "vmap",                                  # jax's (fn, in_axes, out_axes); TF's is vectorized_map
     }
     public = [n for n in df.__all__ if callable(getattr(df, n)) and not isinstance(getattr(df, n), type)
               and not inspect.ismodule(getattr(df, n))]
