@@ -81,14 +81,14 @@ def _bind_transpose(perm):
     return lambda x: x.transpose(perm)
 
 
-def transpose(a, perm=None, name=None):
-    """Permute the axes of `a` (reverse them by default): `df.transpose(m)` is `m.T`."""
-    rank = _rank(a)
+def transpose(x, perm=None, name=None):
+    """Permute the axes of `x` (reverse them by default): `df.transpose(m)` is `m.T`."""
+    rank = _rank(x)
     if perm is None:
         perm = tuple(_pyrange(rank - 1, -1, -1))
     else:
         perm = tuple(p % rank if -rank <= p < rank else p for p in _args.int_list_arg("transpose", perm, "perm"))
-    return run_op(_TRANSPOSE, (a,), {"perm": perm}, name)
+    return run_op(_TRANSPOSE, (x,), {"perm": perm}, name)
 
 
 # ------------------------------------------------------------------ concat, split_like

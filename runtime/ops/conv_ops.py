@@ -521,9 +521,9 @@ _BACKPROP_FILTER = register("conv2d_backprop_filter", _backprop_filter_kernel,
                             kinds=inf.float_kinds, onnx=_backprop_filter_onnx, batch=_backprop_filter_batch)
 
 
-def conv2d(input, filters, strides=1, padding="VALID", data_format="NHWC", dilations=1, name=None):  # noqa: A002
-    """2-D convolution (cross-correlation, as TensorFlow) of NHWC `input` with HWIO `filters`;
-    TF's parameters, in TF's order (`tf.nn.conv2d`).
+def conv2d(x, filters, strides=1, padding="VALID", dilations=1, data_format="NHWC", name=None):
+    """2-D convolution (cross-correlation, as TensorFlow) of NHWC `x` with HWIO `filters`;
+    the contract's order (API.md: `dilations` fifth), TF's other names (`tf.nn.conv2d`).
 
     `strides` and `dilations` are an int, a pair (height, width) or [1, h, w, 1];
     `padding` is "VALID" (windows inside the input) or "SAME" (output size ceil(in / stride)).
@@ -534,7 +534,7 @@ def conv2d(input, filters, strides=1, padding="VALID", data_format="NHWC", dilat
     _check_format("conv2d", data_format)
     attrs = {"strides": _pair("conv2d", "strides", strides), "padding": _padding("conv2d", padding),
              "dilations": _pair("conv2d", "dilations", dilations)}
-    return run_op(_CONV, (input, filters), attrs, name)
+    return run_op(_CONV, (x, filters), attrs, name)
 
 
 # ------------------------------------------------------------------ pooling

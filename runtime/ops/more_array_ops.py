@@ -152,7 +152,7 @@ _REPEAT_GRAD = register("repeat_grad", _repeat_grad_kernel, _repeat_grad_infer,
                         num_inputs=2, attrs=_REPEAT_ATTRS, defaults={"axis": None}, onnx=_repeat_grad_onnx, batch=vb.repeat_grad)
 
 
-def repeat(input, repeats, axis=None, name=None):  # noqa: A002  (TF's name)
+def repeat(x, repeats, axis=None, name=None):
     """Each element repeated `repeats` times along `axis` (None: of the flattened input).
 
     `repeats` is one count or one count per element:
@@ -164,11 +164,11 @@ def repeat(input, repeats, axis=None, name=None):  # noqa: A002  (TF's name)
     if min(counts) < 0:
         raise _args.error(f"repeat: repeats must be >= 0, got {list(counts)}")
     if axis is not None:
-        rank = rank_of(input)
+        rank = rank_of(x)
         if rank == 0:
             raise _args.error("repeat: a scalar has no axis to repeat along; pass axis=None")
         axis = _args.axis_arg("repeat", axis, rank)
-    return run_op(_REPEAT, (input,), {"repeats": counts, "axis": axis}, name)
+    return run_op(_REPEAT, (x,), {"repeats": counts, "axis": axis}, name)
 
 
 # ------------------------------------------------------------------ roll
