@@ -140,14 +140,16 @@ class LoadedFunction(serialize.LoadedFunction):
 
 
 def load_json(path_or_dict, backend="numpy", max_bytes=budget.DEFAULT_MAX_BYTES,
-              max_iterations=budget.DEFAULT_MAX_ITERATIONS):
+              max_iterations=budget.DEFAULT_MAX_ITERATIONS, max_operations=budget.DEFAULT_MAX_OPERATIONS):
     """A callable running an exported graph on numpy arrays or tensors (no Python code needed).
 
-    Its calls refuse to hold more than `max_bytes` of computed values at once and stop a
-    `while` loop after `max_iterations` iterations, raising df.errors.ResourceExhaustedError
-    (None: no limit; the defaults, 1 GiB and 100,000, suit documents you did not write).
+    Its calls refuse to hold more than `max_bytes` of computed values at once (kernels'
+    scratch memory included), stop a `while` loop after `max_iterations` iterations and a
+    call after `max_operations` operations (across its calls and loops), raising
+    df.errors.ResourceExhaustedError (None: no limit; the defaults, 1 GiB, 100,000 and
+    10**10, suit documents you did not write).
     `backend` names the installed backend its plans run on (df.backends()); one other than
-    "numpy" (fused numba loops) cannot be metered, so it needs both budgets None.
+    "numpy" (fused numba loops) cannot be metered, so it needs all three budgets None.
     Call it by position or by the input names (`.signature`); it returns the structure the
     traced function returned (dicts and namedtuples with their names: `.output_names`).
 
@@ -155,5 +157,5 @@ def load_json(path_or_dict, backend="numpy", max_bytes=budget.DEFAULT_MAX_BYTES,
     >>> predict(np.ones((2, 64), np.float32))
     >>> predict(x=np.ones((2, 64), np.float32))["probs"]
     """
-    return LoadedFunction.of(from_document(path_or_dict, max_bytes, max_iterations, backend))
+    return LoadedFunction.of(from_document(path_or_dict, max_bytes, max_iterations, backend, max_operations))
 

@@ -44,12 +44,18 @@ def plan_of(graph, backend=None):
 
 
 def _call_kernel(*vals, f):
-    return plan_of(f).run(*vals)
+    budget = f.derived.budget     # a loaded document's function: within its budgets
+    return (plan_of(f).run if budget is None else budget.runner(f))(*vals)
 
 
 def _call_bind(attrs, backend):
-    # the callee is compiled, for the caller's backend, when the caller is compiled
-    return plan_of(attrs["f"], backend).run
+    # the callee is compiled, for the caller's backend, when the caller is compiled; a loaded
+    # document's function keeps its own backend (its budgets) whoever calls it
+    f = attrs["f"]
+    budget = f.derived.budget
+    if budget is not None and budget is not backend:
+        return budget.runner(f)
+    return plan_of(f, backend).run
 
 
 def _call_infer(shapes, dts, attrs):

@@ -327,10 +327,13 @@ class Derived:
     functions: {backend name: the defun GraphFunction calling this graph}
     live: ((node count, ids of the outputs asked for), ids of the live nodes), the last
         answer of graph.analysis.live_node_ids (a pass's test and then the compiler ask it)
+    budget: for a function of a loaded document, the backend keeping its budgets
+        (graph/serialize/budget.py): a `call` of it from any graph runs it there, and no
+        pass inlines it
     """
 
     __slots__ = ("plans", "effectful", "backward", "saving", "saves_for", "remat", "levels",
-                 "functions", "live")
+                 "functions", "live", "budget")
 
     def __init__(self):
         self.plans = {}
@@ -342,6 +345,7 @@ class Derived:
         self.levels = {}
         self.functions = {}
         self.live = None
+        self.budget = None
 
 
 _name_counts = {}

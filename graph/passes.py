@@ -420,7 +420,8 @@ def inline_calls(graph):
 
     Inlined nodes get fresh ids (after the caller's) and keep their own source sites.
     Inlined stateful ops are chained after the caller's earlier stateful ops and get the
-    call's control inputs; a function that calls itself is left as a call.
+    call's control inputs; a function that calls itself is left as a call, and so is a
+    function of a loaded document (it runs within that document's budgets).
     """
     cp = GraphCopy(graph)
     _inline_nodes(cp, graph.nodes, [graph], keep_ids=True)
@@ -432,7 +433,8 @@ def _inline_nodes(cp, nodes, active, keep_ids, extra_controls=()):
         if node.op is PLACEHOLDER:
             continue
         f = node.attrs.get("f") if node.op.name == "call" else None
-        if isinstance(f, Graph) and f not in active and len(f.all_inputs) == len(node.inputs):
+        if isinstance(f, Graph) and f not in active and len(f.all_inputs) == len(node.inputs) and \
+                f.derived.budget is None:     # a loaded document's function keeps its budgets
             inputs = cp.inputs_of(node)
             controls = cp.controls_of(node)
             for c in extra_controls:

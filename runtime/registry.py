@@ -4,7 +4,7 @@ Every op is declared once with `register(...)`; all layers read its row (`get(na
 """
 from defun.runtime import attr_types, errors
 
-__all__ = ["OpDef", "register", "get", "all_ops", "exists", "ATTR_TYPES", "one_of"]
+__all__ = ["OpDef", "Cost", "register", "get", "all_ops", "exists", "ATTR_TYPES", "one_of"]
 
 # Attr type names (runtime/attr_types.py says what each means and how it is exported);
 # `one_of("A", "B")` names the type of a string attr that must be one of the listed values.
@@ -12,6 +12,36 @@ ATTR_TYPES = attr_types.TYPES
 one_of = attr_types.one_of
 
 _REGISTRY = {}
+
+
+class Cost:
+    """What running an op's kernel costs beyond writing its outputs: the budgets of loaded
+    documents (graph/serialize/budget.py) count it before the kernel runs.
+
+    scratch: the memory the kernel holds at its peak besides its outputs: a number (that
+        multiple of the bytes of the node's largest array, input or output: softmax's 1, a
+        normal sample's 6), or scratch(shapes, out_shapes, attrs) -> elements of the output's
+        dtype (conv2d's patch matrix).
+    work: operations beyond one per element read and written (which every kernel is
+        charged): work(shapes, out_shapes, attrs) -> int (svd's m n min(m, n)).
+    sized: for an op whose output size depends on input values, not only on shapes:
+        sized(arrays, attrs) -> the bytes of its outputs, from the input arrays, before the
+        kernel allocates them (segment_sum's rows are its largest id + 1).
+    `shapes`/`out_shapes` are tuples of ints (a resource input's shape is ()).
+    """
+
+    __slots__ = ("scratch", "work", "sized")
+
+    def __init__(self, scratch=0, work=None, sized=None):
+        if not (callable(scratch) or (isinstance(scratch, (int, float)) and scratch >= 0)):
+            raise ValueError(f"Cost: scratch must be a number >= 0 or a function, got {scratch!r}")
+        self.scratch, self.work, self.sized = scratch, work, sized
+
+    def __repr__(self):
+        return f"Cost(scratch={self.scratch!r}, work={self.work!r}, sized={self.sized!r})"
+
+
+FREE = Cost()       # the cost of most ops: their elements read and written
 
 
 class OpDef:
@@ -27,11 +57,12 @@ class OpDef:
     __slots__ = ("name", "kernel", "infer", "grad", "num_outputs", "stateful", "none_grads",
                  "same_dtype", "attrs", "single", "kinds", "bind", "prune_outputs",
                  "num_inputs", "required_attrs", "defaults", "function_attrs", "fused", "onnx",
-                 "shape_only", "batch")
+                 "shape_only", "batch", "cost")
 
     def __init__(self, name, kernel, infer, grad=None, num_inputs=None, attrs=None, defaults=None,
                  num_outputs=1, stateful=False, none_grads=False, same_dtype=None, kinds=None,
-                 bind=None, prune_outputs=None, fused=None, onnx=None, shape_only=False, batch=None):
+                 bind=None, prune_outputs=None, fused=None, onnx=None, shape_only=False, batch=None,
+                 cost=None):
         self.name = name
         self.kernel = kernel
         self.infer = infer
@@ -91,6 +122,11 @@ class OpDef:
         if batch is not None and not (isinstance(batch, str) or callable(batch)):
             raise ValueError(f"op {name!r}: batch must be a batching rule or a reason string, got {batch!r}")
         self.batch = batch
+        # What the kernel costs beyond its outputs (a Cost: scratch memory, work, sizes
+        # from values), counted by the budgets of loaded documents; None: FREE.
+        if cost is not None and not isinstance(cost, Cost):
+            raise ValueError(f"op {name!r}: cost must be a registry.Cost, got {cost!r}")
+        self.cost = cost if cost is not None else FREE
 
     @property
     def differentiable(self):

@@ -216,11 +216,11 @@ def test_plans_of_ordinary_defuns_pay_nothing():
 
 
 def test_no_budgets_run_numpys_kernels_unwrapped():
-    """max_bytes=None and max_iterations=None: nothing to count, so the plain numpy backend
-    runs the document (the same results, no meter)."""
+    """max_bytes, max_iterations and max_operations None: nothing to count, so the plain
+    numpy backend runs the document (the same results, no meter)."""
     x = df.constant(np.linspace(-1, 1, 6, dtype=F32).reshape(2, 3))
     doc = export(lambda a: df.reduce_sum(df.tanh(a) * 2.0, axis=1), x)
-    free = df.load_json(doc, max_bytes=None, max_iterations=None)
+    free = df.load_json(doc, max_bytes=None, max_iterations=None, max_operations=None)
     metered = df.load_json(doc)
     assert free.backend.name == "numpy" and type(metered.backend).__name__ == "BudgetBackend"
     np.testing.assert_array_equal(free(x.numpy()).numpy(), metered(x.numpy()).numpy())

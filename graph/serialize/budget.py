@@ -1,27 +1,38 @@
-"""Run-time budgets of loaded documents: the memory a call's values may hold, loop iterations.
+"""Run-time budgets of loaded documents: the memory a call holds, loop iterations, operations.
 
 A small document can describe a huge computation (`zeros` of 2**28 float64, `tile` by
-2**28, a `while` whose condition never turns false). So a loaded function runs on a backend
-of its own, `BudgetBackend`: numpy's kernels, each wrapped to keep the call within
+2**28, a `while` whose condition never turns false, calls nested 60 deep that double at
+each level). So a loaded function runs on a backend of its own, `BudgetBackend`: numpy's
+kernels, each wrapped by the document's `Meter` to keep the call within
 
 - `max_bytes`: the values the call has computed and still holds (arguments, constants and
-  variables not counted) never exceed it. Before a kernel runs, its output size is known
-  from the node's static shapes, or from its op's shape inference on the actual input
-  shapes (remembered per shape), or, for an output whose size depends on input values,
-  from the op's row in `_VALUE_SIZED`; a value past the budget is refused before it is
-  allocated. After the kernel, the real sizes are counted (and compared with the node's
-  declared types), and the inputs whose last use it was are released. A node that runs
-  functions (call, cond, while, scan) counts what they hold while they run, then only its
-  outputs.
+  variables not counted), plus what the running kernel uses inside, never exceed it.
+  Before a kernel runs, its output size is known from the node's static shapes, or from
+  its op's shape inference on the actual input shapes (remembered per shape), or, for an
+  output whose size depends on input values, from its row's `Cost.sized`; its scratch
+  memory from its row's `Cost.scratch` (runtime/registry.py). A value past the budget is
+  refused before it is allocated. After the kernel, the real sizes are counted (and
+  compared with the node's declared types), and the inputs whose last use it was are
+  released. A node that runs functions (call, cond, while, scan) counts what they hold
+  while they run, then only its outputs.
 - `max_iterations`: each run of a `while` stops with the error once its body has run that
   often and the condition still holds, and a `scan` once it has walked that many rows; the
   loop's values (and the history a differentiable loop keeps, the values a scan stacks)
-  are counted per iteration. This holds for the document's
-  loops and for those of gradients built from them.
+  are counted per iteration. This holds for the document's loops and for those of
+  gradients built from them.
+- `max_operations`: the work of the whole call, across its calls and loops. Each kernel
+  run is charged, before it runs, `KERNEL_OPERATIONS` (its dispatch; `CALL_OPERATIONS` for
+  a node running a function or a loop iteration), one per element of its inputs and
+  outputs and its row's `Cost.work` (svd's m n min(m, n), print's per entry formatted).
 
-Both raise `errors.ResourceExhaustedError`. The accounting is per thread (`_meter`), set
-to zero when a loaded call starts. Plans of ordinary defuns never see any of this: they
-run on the numpy backend and pay nothing. Kernel-internal temporaries are not counted.
+All raise `errors.ResourceExhaustedError` naming the node. The counters are per thread
+(`_counters`), set to zero when a loaded call starts (a loaded function called inside a
+defun's trace keeps its budgets: the call node runs it on its own backend). Plans of
+ordinary defuns never see any of this: they run on the numpy backend and pay nothing.
+
+The meter is one object (`Meter`: the limits and the checks) with two wrappers: the
+static-size one, for the common node (one array result of a size known when compiling:
+a few attribute reads and two comparisons), and the run-time-size one for every other.
 """
 import math
 import threading
@@ -33,37 +44,50 @@ from defun.graph.backends import NumpyBackend
 from defun.graph.executor import Plan
 from defun.graph.functions import plan_of
 
-__all__ = ["BudgetBackend", "DEFAULT_MAX_BYTES", "DEFAULT_MAX_ITERATIONS", "start_call", "end_call"]
+__all__ = ["BudgetBackend", "Meter", "DEFAULT_MAX_BYTES", "DEFAULT_MAX_ITERATIONS",
+           "DEFAULT_MAX_OPERATIONS", "KERNEL_OPERATIONS", "CALL_OPERATIONS", "start_call", "end_call"]
 
 DEFAULT_MAX_BYTES = 1 << 30          # 1 GiB held at once by one call
 DEFAULT_MAX_ITERATIONS = 100_000     # per run of one while loop
+DEFAULT_MAX_OPERATIONS = 10 ** 10    # per call: some seconds of numpy's work
+KERNEL_OPERATIONS = 10_000           # charged per kernel run (its dispatch: microseconds)
+CALL_OPERATIONS = 100_000            # per run of a function (call, branch, loop body)
 _PREDICTIONS_KEPT = 64               # output sizes remembered per node (by input shapes)
+_INF = float("inf")
 
 
-class _Meter(threading.local):
-    live = 0        # bytes held by values the running loaded call computed
-    loops = None    # the running while loops: [[base bytes, iterations, history bytes, node, keeps history]]
+class _Counters(threading.local):
+    live = 0         # bytes held by values the running loaded call computed
+    operations = 0   # operations it has been charged
+    loops = None     # the running while loops: [[base bytes, iterations, history bytes, node, keeps history]]
 
 
-_meter = _Meter()
+_counters = _Counters()
 
 
 def start_call():
-    """Zero the thread's meter for a loaded call; returns what `end_call` restores."""
-    saved = _meter.live
-    _meter.live = 0
+    """Zero the thread's counters for a loaded call; returns what `end_call` restores."""
+    c = _counters
+    saved = (c.live, c.operations)
+    c.live = c.operations = 0
     return saved
 
 
 def end_call(saved):
-    _meter.live = saved
+    _counters.live, _counters.operations = saved
 
 
 def _nbytes(v):
     return v.nbytes if isinstance(v, (np.ndarray, np.generic)) else 0
 
 
-_INF = float("inf")
+def _shape_of(t):
+    """A tensor's shape as a tuple with None for unknown sizes; () for a resource."""
+    return () if t.dtype is dtypes.resource else tuple(t.shape)
+
+
+def _size(shape):
+    return math.prod(shape)
 
 
 def _static_bytes(tensors):
@@ -85,42 +109,241 @@ def _static_bytes(tensors):
     return total
 
 
-def _segment_sum_bytes(args, node):
-    data, ids = args[0], args[1]
-    rows = int(ids.max()) + 1 if ids.size else 0
-    return max(rows, 0) * int(np.prod(data.shape[ids.ndim:], dtype=np.int64)) * data.dtype.itemsize
+def _costs(node, shapes, out_types):
+    """(scratch bytes, operations) of running `node` on inputs of `shapes` with outputs of
+    `out_types` [(shape, DType)] (all known): its row's Cost, plus one operation per element
+    of its inputs and outputs and the dispatch."""
+    cost = node.op.cost
+    out_shapes = [s for s, _ in out_types]
+    itemsize = out_types[0][1].np.itemsize if out_types else 1
+    scratch = cost.scratch
+    if callable(scratch):
+        scratch = scratch(shapes, out_shapes, node.attrs) * itemsize
+    elif scratch:
+        largest = [_size(s) * d.np.itemsize for s, d in out_types]
+        largest += [_size(s) * t.dtype.np.itemsize for s, t in zip(shapes, node.inputs)
+                    if t.dtype is not dtypes.resource]
+        scratch = int(scratch * max(largest, default=0))
+    work = (CALL_OPERATIONS if node.op.function_attrs else KERNEL_OPERATIONS) + \
+        sum(_size(s) for s in shapes) + sum(_size(s) for s in out_shapes)
+    if cost.work is not None:
+        work += cost.work(shapes, out_shapes, node.attrs)
+    return int(scratch), int(work)
 
 
-# Ops whose output size depends on input values, not only on shapes: the bytes a kernel is
-# about to allocate, from its input values (a new op of this kind adds its row here).
-_VALUE_SIZED = {"segment_sum": _segment_sum_bytes}
+class Meter:
+    """A loaded document's budgets and the checks its kernels make against the running
+    thread's counters; `static` and `sized` wrap a kernel to make them."""
+
+    __slots__ = ("max_bytes", "max_iterations", "max_operations", "limit", "op_limit")
+
+    def __init__(self, max_bytes, max_iterations, max_operations):
+        self.max_bytes, self.max_iterations, self.max_operations = max_bytes, max_iterations, max_operations
+        self.limit = max_bytes if max_bytes is not None else _INF
+        self.op_limit = max_operations if max_operations is not None else _INF
+
+    # -- the checks
+    def too_much(self, node, need, held):
+        return errors.ResourceExhaustedError(
+            f"{node.op.name}: its result needs {need} bytes and the call already holds {held}, more "
+            f"than the budget of {self.max_bytes} bytes; load the document with a larger max_bytes= "
+            f"if you trust it")
+
+    def too_many(self, node, done):
+        return errors.ResourceExhaustedError(
+            f"{node.op.name}: the call would reach {done} operations, past the budget of "
+            f"max_operations={self.max_operations}; load the document with a larger "
+            f"max_operations= if you trust it")
+
+    def charge(self, node, work):
+        """Count `work` operations for `node` before it runs, or raise."""
+        done = _counters.operations + work
+        if done > self.op_limit:
+            raise self.too_many(node, done)
+        _counters.operations = done
+
+    # -- the static-size wrapper
+    def static(self, node, fn, dying, static, scratch, work, unknown):
+        """`fn` keeping the meter for a node of one array result of `static` bytes known when
+        compiling, using `scratch` bytes inside, charged `work` operations plus the elements
+        of the inputs at positions `unknown` (sizes not known when compiling). It hands
+        every argument on to the kernel (an `out` array after the inputs too)."""
+        counters, limit, op_limit = _counters, self.limit, self.op_limit
+        t = node.outputs[0]
+        shape, dtype = tuple(t.shape), t.dtype.np
+        room, need = limit - static - scratch, static + scratch
+        first = dying[0] if len(dying) == 1 else None
+        meter = self
+
+        def run_static(*args, **kw):
+            base = counters.live
+            if base > room:
+                raise meter.too_much(node, need, base)
+            done = counters.operations + work
+            if unknown:
+                done += sum([args[i].size for i in unknown])
+            if done > op_limit:
+                raise meter.too_many(node, done)
+            counters.operations = done
+            result = fn(*args, **kw)
+            if result.shape != shape or result.dtype != dtype:
+                _check_outputs(node, [(dtype, shape)], (result,))
+            if first is not None:
+                counters.live = base + static - args[first].nbytes
+            elif dying:
+                counters.live = base + static - sum(args[i].nbytes for i in dying)
+            else:
+                counters.live = base + static
+            return result
+        return run_static
+
+    # -- the run-time-size wrapper
+    def sized(self, node, fn, dying, predict, loop=None):
+        """`fn` keeping the meter for any node: its sizes, scratch and work from
+        `predict(args)` -> (bytes or None if unknown, scratch bytes, operations) before it
+        runs, its results checked against the declared types and counted after. `loop`:
+        the runner of a while node (which counts its iterations)."""
+        counters, limit, meter = _counters, self.limit, self
+        declared = [(np.dtype(t.dtype.np), tuple(t.shape)) for t in node.outputs if t.dtype is not dtypes.resource]
+        single = node.op.single
+        charge_outputs = not node.op.function_attrs   # what a function computes, its own kernels charged
+
+        def run_sized(*args, **kw):
+            base = counters.live
+            need, scratch, work = predict(args)
+            if need is not None and base + need + scratch > limit:
+                raise meter.too_much(node, need + scratch, base)
+            meter.charge(node, work)
+            if loop is not None:
+                result = loop(node, fn, base, args, kw)
+            else:
+                result = fn(*args, **kw)
+            got, elements = _check_outputs(node, declared, (result,) if single else (result or ()), True)
+            if got > limit - base:
+                raise meter.too_much(node, got, base)
+            if charge_outputs and need is None:
+                meter.charge(node, elements)
+            counters.live = base + got - sum(args[i].nbytes for i in dying) if dying else base + got
+            return result
+        return run_sized
+
+    # -- loops
+    def run_loop(self, node, fn, base, args, kw):
+        loops = _counters.loops
+        if loops is None:
+            loops = _counters.loops = []
+        loops.append([base, 0, 0, node, bool(node.attrs.get("history"))])
+        try:
+            return fn(*args, **kw)
+        finally:
+            loops.pop()
+
+    def counting_body(self, plan, num_loop_values):
+        """`plan` (of a while body) counting the iterations, their operations and the loop's
+        memory of the innermost running loop before each run."""
+        limit, max_iterations, meter = self.limit, self.max_iterations, self
+        inner = plan.run
+
+        def run(*args):
+            loops = _counters.loops
+            if loops:
+                frame = loops[-1]
+                frame[1] += 1
+                if max_iterations is not None and frame[1] > max_iterations:
+                    raise errors.ResourceExhaustedError(
+                        f"while: {max_iterations} iterations and the condition still holds; the "
+                        f"budget is max_iterations={max_iterations} (load the document with a "
+                        f"larger max_iterations= if you trust it)")
+                meter.charge(frame[3], CALL_OPERATIONS)
+                held = sum(_nbytes(a) for a in args[:num_loop_values])
+                if frame[4]:    # the loop keeps every iteration's values, stacked at the end
+                    frame[2] += held
+                live = frame[0] + held + 2 * frame[2]
+                if live > limit:
+                    raise meter.too_much(frame[3], live - frame[0], frame[0])
+                _counters.live = live
+            return inner(*args)
+        return _replacing_run(plan, run)
+
+    def counting_rows(self, plan, carries):
+        """`plan` (of a scan body) counting the rows, their operations and the values the
+        innermost running scan carries and stacks after each row."""
+        limit, max_iterations, meter = self.limit, self.max_iterations, self
+        inner = plan.run
+
+        def run(*args):
+            loops = _counters.loops
+            out = inner(*args)
+            if loops:
+                frame = loops[-1]
+                frame[1] += 1
+                if max_iterations is not None and frame[1] > max_iterations:
+                    raise errors.ResourceExhaustedError(
+                        f"scan: more than {max_iterations} rows; the budget is max_iterations="
+                        f"{max_iterations} (load the document with a larger max_iterations= if "
+                        f"you trust it)")
+                meter.charge(frame[3], CALL_OPERATIONS)
+                frame[2] += sum(_nbytes(v) for v in out[carries:])    # kept, stacked at the end
+                live = frame[0] + sum(_nbytes(v) for v in out[:carries]) + 2 * frame[2]
+                if live > limit:
+                    raise meter.too_much(frame[3], live - frame[0], frame[0])
+                _counters.live = live
+            return out
+        return _replacing_run(plan, run)
 
 
-def _refuse(node, need, held, limit):
-    return errors.ResourceExhaustedError(
-        f"{node.op.name}: its result needs {need} bytes and the call already holds {held}, more "
-        f"than the budget of {limit} bytes; load the document with a larger max_bytes= if you "
-        f"trust it")
+def _replacing_run(plan, run):
+    """A Plan like `plan` whose run is `run`."""
+    wrapped = Plan()
+    wrapped.run, wrapped.source, wrapped.graph = run, plan.source, plan.graph
+    wrapped.backend, wrapped.num_inputs, wrapped.num_outputs = plan.backend, plan.num_inputs, plan.num_outputs
+    return wrapped
 
 
 class BudgetBackend(NumpyBackend):
-    """numpy's kernels wrapped to keep a loaded call within `max_bytes` and `max_iterations`
-    (None: no limit). One per loaded document; its plans are cached under `name` in that
-    document's graphs."""
+    """numpy's kernels wrapped to keep a loaded call within `max_bytes`, `max_iterations`
+    and `max_operations` (None: no limit). One per loaded document; its plans are cached
+    under `name` in that document's graphs, which carry it (`derived.budget`) so that a
+    call of them from another graph runs here too."""
 
     name = "loaded"
 
-    def __init__(self, max_bytes=DEFAULT_MAX_BYTES, max_iterations=DEFAULT_MAX_ITERATIONS):
-        self.max_bytes = max_bytes
-        self.max_iterations = max_iterations
+    def __init__(self, max_bytes=DEFAULT_MAX_BYTES, max_iterations=DEFAULT_MAX_ITERATIONS,
+                 max_operations=DEFAULT_MAX_OPERATIONS):
+        self.meter = Meter(max_bytes, max_iterations, max_operations)
         self._dying = {}     # id(node) -> input positions whose values die at the node
         self._outable = set()    # id(node): the numpy backend would let it write over an input
         self._positional = set()  # id(node): ... taking it positionally (a ufunc, run_static)
         self._counting = set()   # ids of the loop body plans that count iterations
-        # (id(kernel), op, bytes, shape, id(DType), dying) -> (kernel, its static-size wrapper):
-        # nodes alike share one wrapper (a chain of tanh nodes: one), which is made once and
-        # gives the plan one name to compile instead of one per node
+        # (id(kernel), op, bytes, scratch, work, unknown, shape, id(DType), dying) -> (kernel,
+        # its static-size wrapper): nodes alike share one wrapper (a chain of tanh nodes: one),
+        # which is made once and gives the plan one name to compile instead of one per node
         self._static_wrappers = {}
+
+    @property
+    def max_bytes(self):
+        return self.meter.max_bytes
+
+    @property
+    def max_iterations(self):
+        return self.meter.max_iterations
+
+    @property
+    def max_operations(self):
+        return self.meter.max_operations
+
+    def runner(self, graph):
+        """What a `call` node of another graph runs for `graph` (one of this document's): its
+        plan here, within this document's budgets, counted from zero (graph/functions.py)."""
+        plan = plan_of(graph, self)
+
+        def run(*args):
+            saved = start_call()
+            try:
+                return plan.run(*args)
+            finally:
+                end_call(saved)
+        return run
 
     def partition(self, nodes, outputs):
         """numpy's steps (one per node); notes which inputs each node reads for the last time
@@ -154,10 +377,10 @@ class BudgetBackend(NumpyBackend):
         elif node.op.name == "scan":
             self._count_rows(node.attrs["body"], node.attrs["carries"])
         fn, pass_attrs = NumpyBackend.kernel(self, node)
-        wrapped, passes_args = self._wrap(node, fn)
+        wrapped, static = self._wrap(node, fn)
         if NumpyBackend.writes_out(self, node, fn):
             self._outable.add(id(node))
-            if passes_args and NumpyBackend.out_positional(self, node, fn):
+            if static and NumpyBackend.out_positional(self, node, fn):
                 self._positional.add(id(node))
         return wrapped, pass_attrs
 
@@ -168,225 +391,114 @@ class BudgetBackend(NumpyBackend):
         return id(node) in self._positional
 
     def _wrap(self, node, fn):
-        """(the kernel keeping the meter, True if that is the static-size wrapper). The
-        common node (one array result of a size known when compiling) gets that wrapper, of
-        a few attribute reads and one comparison, which hands every argument on to the kernel
-        (an `out` array after the inputs too) and reads only the inputs; the others the
-        general one."""
+        """(the kernel keeping the meter, True if that is the static-size wrapper, which
+        passes every argument on)."""
         dying = self._dying.pop(id(node), ())
-        if len(dying) == 1:
-            if node.inputs[dying[0]].dtype is dtypes.resource:
-                dying = ()
-        elif dying:
+        if dying:
             dying = tuple(i for i in dying if node.inputs[i].dtype is not dtypes.resource)
-        outs = node.outputs
-        meter = _meter
-        if not outs:
-            if not dying:
-                return fn, False
-
-            def run_effect(*args, **kw):
-                result = fn(*args, **kw)
-                meter.live -= sum(args[i].nbytes for i in dying)
-                return result
-            return run_effect, False
-        limit = self.max_bytes if self.max_bytes is not None else _INF
+        op, outs = node.op, node.outputs
         static = _static_bytes(outs)
-        t = outs[0]
-        if static is not None and node.op.single and not node.op.function_attrs and t.dtype is not dtypes.resource:
-            shape = tuple(t.shape)
-            key = (id(fn), node.op, static, shape, id(t.dtype), dying)   # DTypes: singletons
-            known = self._static_wrappers.get(key)
-            if known is not None:
-                return known[1], True     # its messages name the op, as they would for this node
-            room, dtype = limit - static, t.dtype.np
-            first = dying[0] if len(dying) == 1 else None
+        shapes = [_shape_of(t) for t in node.inputs]
+        unknown = [i for i, s in enumerate(shapes) if None in s]    # input sizes known at run time
+        cost = op.cost
+        if static is not None and op.single and not op.function_attrs and cost.sized is None and \
+                outs[0].dtype is not dtypes.resource and not (unknown and (cost.scratch or cost.work)):
+            t = outs[0]
+            bare = [(0,) if i in unknown else s for i, s in enumerate(shapes)]   # counted when run
+            scratch, work = _costs(node, bare, [(tuple(t.shape), t.dtype)])
+            key = (id(fn), op, static, scratch, work, tuple(unknown), tuple(t.shape), id(t.dtype), dying)
+            found = self._static_wrappers.get(key)
+            if found is not None:
+                return found[1], True     # its messages name the op, as they would for this node
+            wrapped = self.meter.static(node, fn, dying, static, scratch, work, tuple(unknown))
+            self._static_wrappers[key] = (fn, wrapped)
+            return wrapped, True
+        if static is not None and not unknown and cost.sized is None:
+            fixed = (static,) + _costs(node, shapes, [(tuple(t.shape), t.dtype) for t in outs
+                                                      if t.dtype is not dtypes.resource])
 
-            def run_static(*args, **kw):
-                base = meter.live
-                if base > room:
-                    raise _refuse(node, static, base, limit)
-                result = fn(*args, **kw)
-                if result.shape != shape or result.dtype != dtype:
-                    _check_outputs(node, [(dtype, shape)], (result,))
-                if first is not None:
-                    meter.live = base + static - args[first].nbytes
-                elif dying:
-                    meter.live = base + static - sum(args[i].nbytes for i in dying)
-                else:
-                    meter.live = base + static
-                return result
-            self._static_wrappers[key] = (fn, run_static)
-            return run_static, True
-        declared = [(np.dtype(t.dtype.np), tuple(t.shape)) for t in outs if t.dtype is not dtypes.resource]
-        predict = _Prediction(node) if static is None and not node.op.function_attrs else None
-        single, loop = node.op.single, node.op.name in ("while", "scan")
-        if predict is not None and single and t.dtype is not dtypes.resource:
-            dtype, shape = declared[0]
-            rank, known = len(shape), [(i, d) for i, d in enumerate(shape) if d is not None]
-
-            def run_sized(*args, **kw):
-                base = meter.live
-                need = predict(args)
-                if need is not None and base + need > limit:
-                    raise _refuse(node, need, base, limit)
-                result = fn(*args, **kw)
-                got = result.shape
-                if result.dtype != dtype or len(got) != rank or any(got[i] != d for i, d in known):
-                    _check_outputs(node, declared, (result,))
-                got = result.nbytes
-                if got > limit - base:
-                    raise _refuse(node, got, base, limit)
-                meter.live = base + got - sum(args[i].nbytes for i in dying) if dying else base + got
-                return result
-            return run_sized, False
-
-        def run(*args, **kw):
-            base = meter.live
-            need = static if predict is None else predict(args)
-            if need is not None and base + need > limit:
-                raise _refuse(node, need, base, limit)
-            if loop:
-                result = self._run_loop(node, fn, base, args, kw)
-            else:
-                result = fn(*args, **kw)
-            got = _check_outputs(node, declared, (result,) if single else result)
-            if got > limit - base:
-                raise _refuse(node, got, base, limit)
-            meter.live = base + got - sum(args[i].nbytes for i in dying)
-            return result
-        return run, False
-
-    def _run_loop(self, node, fn, base, args, kw):
-        loops = _meter.loops
-        if loops is None:
-            loops = _meter.loops = []
-        loops.append([base, 0, 0, node, bool(node.attrs.get("history"))])
-        try:
-            return fn(*args, **kw)
-        finally:
-            loops.pop()
+            def predict(args):
+                return fixed
+        else:
+            predict = _Prediction(node)
+        loop = self.meter.run_loop if op.name in ("while", "scan") else None
+        return self.meter.sized(node, fn, dying, predict, loop), False
 
     def _count_iterations(self, body):
         """Make the plan of loop body `body` (compiled for this backend once) count."""
         plan = plan_of(body, self)
         if id(plan) not in self._counting:
-            plan = self._loop_body(plan, len(body.outputs))
+            plan = self.meter.counting_body(plan, len(body.outputs))
             self._counting.add(id(plan))
             body.derived.plans[self.name] = plan
-
-    def _loop_body(self, plan, num_loop_values):
-        """`plan` (of a while body) counting the iterations and the loop's memory of the
-        innermost running loop before each run."""
-        limit = self.max_bytes if self.max_bytes is not None else _INF
-        max_iterations = self.max_iterations
-        inner = plan.run
-
-        def run(*args):
-            loops = _meter.loops
-            if loops:
-                frame = loops[-1]
-                frame[1] += 1
-                if max_iterations is not None and frame[1] > max_iterations:
-                    raise errors.ResourceExhaustedError(
-                        f"while: {max_iterations} iterations and the condition still holds; the "
-                        f"budget is max_iterations={max_iterations} (load the document with a "
-                        f"larger max_iterations= if you trust it)")
-                held = sum(_nbytes(a) for a in args[:num_loop_values])
-                if frame[4]:    # the loop keeps every iteration's values, stacked at the end
-                    frame[2] += held
-                live = frame[0] + held + 2 * frame[2]
-                if live > limit:
-                    raise _refuse(frame[3], live - frame[0], frame[0], limit)
-                _meter.live = live
-            return inner(*args)
-        wrapped = Plan()
-        wrapped.run, wrapped.source, wrapped.graph = run, plan.source, plan.graph
-        wrapped.backend, wrapped.num_inputs, wrapped.num_outputs = plan.backend, plan.num_inputs, plan.num_outputs
-        return wrapped
-
 
     def _count_rows(self, body, carries):
         """Make the plan of scan body `body` count its rows and the values the scan stacks."""
         plan = plan_of(body, self)
-        if id(plan) in self._counting:
-            return
-        limit = self.max_bytes if self.max_bytes is not None else _INF
-        max_iterations = self.max_iterations
-        inner = plan.run
-
-        def run(*args):
-            loops = _meter.loops
-            out = inner(*args)
-            if loops:
-                frame = loops[-1]
-                frame[1] += 1
-                if max_iterations is not None and frame[1] > max_iterations:
-                    raise errors.ResourceExhaustedError(
-                        f"scan: more than {max_iterations} rows; the budget is max_iterations="
-                        f"{max_iterations} (load the document with a larger max_iterations= if "
-                        f"you trust it)")
-                frame[2] += sum(_nbytes(v) for v in out[carries:])    # kept, stacked at the end
-                live = frame[0] + sum(_nbytes(v) for v in out[:carries]) + 2 * frame[2]
-                if live > limit:
-                    raise _refuse(frame[3], live - frame[0], frame[0], limit)
-                _meter.live = live
-            return out
-        wrapped = Plan()
-        wrapped.run, wrapped.source, wrapped.graph = run, plan.source, plan.graph
-        wrapped.backend, wrapped.num_inputs, wrapped.num_outputs = plan.backend, plan.num_inputs, plan.num_outputs
-        self._counting.add(id(wrapped))
-        body.derived.plans[self.name] = wrapped
+        if id(plan) not in self._counting:
+            plan = self.meter.counting_rows(plan, carries)
+            self._counting.add(id(plan))
+            body.derived.plans[self.name] = plan
 
 
 class _Prediction:
-    """A node's output bytes from its input shapes (its op's inference, remembered per
-    shape), or from its input values for the ops of `_VALUE_SIZED`; None if unknown."""
+    """(output bytes or None if unknown, scratch bytes, operations) of a node from its input
+    shapes (its op's inference and Cost, remembered per shape), or, for an op whose row
+    declares `Cost.sized`, from its input values."""
 
-    __slots__ = ("node", "known", "dts", "by_value")
+    __slots__ = ("node", "known", "dts", "sized", "base")
 
     def __init__(self, node):
         self.node = node
         self.known = {}
         self.dts = [t.dtype for t in node.inputs]
-        self.by_value = _VALUE_SIZED.get(node.op.name)
+        self.sized = node.op.cost.sized
+        self.base = CALL_OPERATIONS if node.op.function_attrs else KERNEL_OPERATIONS
 
     def __call__(self, args):
-        if self.by_value is not None:
-            return self.by_value(args, self.node)
+        if self.sized is not None:
+            return self._by_value(args)
         try:     # the shapes of the inputs (a resource handle's shape is the variable's)
             key = args[0].shape if len(args) == 1 else tuple([a.shape for a in args])
         except AttributeError:
             key = tuple([a.shape if isinstance(a, (np.ndarray, np.generic)) else () for a in args])
-        need = self.known.get(key, False)
-        if need is False:
+        need = self.known.get(key)
+        if need is None:
             if len(self.known) >= _PREDICTIONS_KEPT:
                 self.known.clear()
             need = self.known[key] = self._infer(key)
         return need
 
+    def _by_value(self, args):
+        node = self.node
+        arrays = [a for a in args[:len(node.inputs)] if isinstance(a, (np.ndarray, np.generic))]
+        need = int(self.sized(args, node.attrs))
+        itemsize = node.outputs[0].dtype.np.itemsize if node.outputs else 1
+        scratch = node.op.cost.scratch
+        scratch = int(scratch * max([need] + [a.nbytes for a in arrays])) if scratch and not callable(scratch) else 0
+        return need, scratch, self.base + sum(a.size for a in arrays) + need // itemsize
+
     def _infer(self, key):
         node = self.node
         shapes = [key] if len(node.inputs) == 1 else list(key)
-        shapes = [() if t.dtype is dtypes.resource else s for s, t in zip(shapes, node.inputs)]
+        shapes = [() if t.dtype is dtypes.resource else tuple(s) for s, t in zip(shapes, node.inputs)]
+        unknown = (None, 0, self.base + sum(_size(s) for s in shapes))
         try:
             types = node.op.infer(shapes, self.dts, node.attrs)
         except Exception:   # the kernel will say what is wrong, naming the node
-            return None
-        total = 0
-        for shape, dtype in types:
-            if dtype is dtypes.resource:
-                continue
-            if None in tuple(shape):
-                return None
-            total += int(np.prod(shape, dtype=np.int64)) * dtype.np.itemsize
-        return total
+            return unknown
+        types = [(tuple(s), d) for s, d in types if d is not dtypes.resource]
+        if any(None in s for s, _ in types):
+            return unknown
+        total = sum(_size(s) * d.np.itemsize for s, d in types)
+        return (total,) + _costs(node, shapes, types)
 
 
-def _check_outputs(node, declared, results):
-    """Bytes of a node's results, which must have the types the document declares for it
-    (a kernel that disagrees with its op's inference is stopped at the node)."""
-    total = 0
+def _check_outputs(node, declared, results, count=False):
+    """Bytes of a node's results (and their elements, if `count`), which must have the types
+    the document declares for it (a kernel that disagrees with its op's inference is
+    stopped at the node)."""
+    total = elements = 0
     k = 0
     for v in results:
         if not isinstance(v, (np.ndarray, np.generic)):
@@ -402,5 +514,5 @@ def _check_outputs(node, declared, results):
                 f"{[w for w in want_shape]}: its attrs or inputs are ones its kernel treats "
                 f"differently from its shape inference")
         total += v.nbytes
-    return total
-
+        elements += v.size
+    return (total, elements) if count else total

@@ -23,7 +23,8 @@ from defun.graph.ir import Graph, infer_types
 from defun.graph.passes import prune_unused_outputs
 from defun.graph.verify import verify
 from defun.graph.backends import get_backend
-from defun.graph.serialize.budget import DEFAULT_MAX_BYTES, DEFAULT_MAX_ITERATIONS, BudgetBackend
+from defun.graph.serialize.budget import DEFAULT_MAX_BYTES, DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_OPERATIONS, \
+    BudgetBackend
 from defun.graph.serialize.schema import _format_error
 from defun.graph.serialize.loaded import LoadedFunction
 from defun.graph.serialize.validate import _callees_first, _read_document, _validate
@@ -151,6 +152,8 @@ def _compile_all(order, library, views, backend):
         for target in dict.fromkeys([g, views.get(name, g)]):
             target.derived.plans[backend.name] = compile_graph(_without_unread_history(target),
                                                                backend=backend)
+            if isinstance(backend, BudgetBackend):
+                target.derived.budget = backend     # called from another graph: still here
 
 
 def _without_unread_history(g):
@@ -165,35 +168,38 @@ def _check_budget(name, value):
 
 
 def from_document(doc_or_path, max_bytes=DEFAULT_MAX_BYTES, max_iterations=DEFAULT_MAX_ITERATIONS,
-                  backend=None):
+                  backend=None, max_operations=DEFAULT_MAX_OPERATIONS):
     """A LoadedFunction from a document (a dict) or a file path; raises GraphFormatError.
 
     A path that cannot be read raises the usual OSError. Each load owns fresh copies of the
     document's variables; calls that assign them update those copies (see `.variables`).
-    Calls stay within `max_bytes` of computed values and `max_iterations` per loop run
-    (None: no limit), or raise ResourceExhaustedError (graph/serialize/budget.py). Plans
-    run on `backend` (a name; default numpy, with the budgets); a backend other than numpy
-    runs compiled loops the budgets cannot meter, so it needs both budgets None.
+    Calls stay within `max_bytes` of computed values, `max_iterations` per loop run and
+    `max_operations` per call (None: no limit), or raise ResourceExhaustedError
+    (graph/serialize/budget.py). Plans run on `backend` (a name; default numpy, with the
+    budgets); a backend other than numpy runs compiled loops the budgets cannot meter, so it
+    needs all three budgets None.
 
         f = from_document("model.json")
         y = f(np.ones((2, 3), np.float32))
     """
     _check_budget("max_bytes", max_bytes)
     _check_budget("max_iterations", max_iterations)
+    _check_budget("max_operations", max_operations)
     if isinstance(backend, str) or backend is None:
         backend = get_backend(backend)     # ValueError naming the installed backends
     else:
         raise TypeError(f"load_json: backend is the name of an installed backend "
                         f"(df.backends()), got {type(backend).__name__}")
-    if backend.name != "numpy" and (max_bytes is not None or max_iterations is not None):
+    metered = max_bytes is not None or max_iterations is not None or max_operations is not None
+    if backend.name != "numpy" and metered:
         raise ValueError(f"load_json: backend {backend.name!r} runs compiled loops that the "
-                         f"budgets cannot meter; pass max_bytes=None and max_iterations=None "
-                         f"(for a document you trust) to run it there")
+                         f"budgets cannot meter; pass max_bytes=None, max_iterations=None and "
+                         f"max_operations=None (for a document you trust) to run it there")
     with paused_gc():    # building makes ~10 objects per node, in reference cycles
-        return _load(doc_or_path, max_bytes, max_iterations, backend)
+        return _load(doc_or_path, max_bytes, max_iterations, max_operations, backend)
 
 
-def _load(doc_or_path, max_bytes, max_iterations, backend):
+def _load(doc_or_path, max_bytes, max_iterations, max_operations, backend):
     try:
         if isinstance(doc_or_path, (str, os.PathLike)):
             doc = _read_document(doc_or_path)
@@ -210,8 +216,8 @@ def _load(doc_or_path, max_bytes, max_iterations, backend):
     except Exception as e:    # a check that should have caught this did not: still a format error
         raise errors.GraphFormatError(f"document: cannot be read: {type(e).__name__}: {e}") from None
     # no budget at all: the backend's kernels as they are (nothing to count)
-    if max_bytes is not None or max_iterations is not None:
-        backend = BudgetBackend(max_bytes, max_iterations)
+    if max_bytes is not None or max_iterations is not None or max_operations is not None:
+        backend = BudgetBackend(max_bytes, max_iterations, max_operations)
     try:
         for name in order:
             verify(library[name], recursive=False)     # callees were verified before

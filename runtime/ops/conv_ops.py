@@ -25,6 +25,8 @@ small cache keyed by shapes and attrs.
 """
 import functools
 
+import math
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -32,7 +34,7 @@ from defun.runtime import errors
 from defun.runtime.execute import run_op
 from defun.runtime.ops import _args, _infer as inf
 from defun.runtime.ops._onnx_windows import Windows
-from defun.runtime.registry import one_of, register
+from defun.runtime.registry import Cost, one_of, register
 from defun.runtime.tape import skip_input_indices
 from defun.runtime import batching as bt
 
@@ -508,17 +510,40 @@ def _backprop_filter_batch(ctx, node, inputs, batched):
 _CONV_ATTRS = {"strides": "ints", "padding": one_of(*_PADDINGS), "dilations": "ints"}
 _CONV_DEFAULTS = {"strides": (1, 1), "padding": "VALID", "dilations": (1, 1)}
 
+def _patches(windows, filters):
+    """Entries of the patch matrix: one row per output pixel (N Ho Wo of `windows`, a 4-D
+    shape), kh kw C columns (of `filters`, HWIO)."""
+    return math.prod(windows[:3]) * math.prod(filters[:3])
+
+
+def _conv_cost(windows_at, filters_at):
+    """The Cost of a convolution kernel: the patch matrix (or its gradient), with 20% slack
+    for the blocks in flight, and the padded image twice; a multiply-add per patch entry and
+    output channel. `windows_at`: where the output-pixel shape is (-1: the output)."""
+    def shapes_of(shapes, out_shapes):
+        return (out_shapes[0] if windows_at < 0 else shapes[windows_at]), shapes[filters_at]
+
+    def scratch(shapes, out_shapes, attrs):
+        windows, filters = shapes_of(shapes, out_shapes)
+        return int(1.2 * _patches(windows, filters)) + 2 * max(math.prod(s) for s in list(shapes) + out_shapes)
+
+    def work(shapes, out_shapes, attrs):
+        windows, filters = shapes_of(shapes, out_shapes)
+        return _patches(windows, filters) * (filters[3] if len(filters) == 4 else 1)
+    return Cost(scratch=scratch, work=work)
+
+
 _CONV = register("conv2d", _conv2d_kernel, _conv2d_infer, _conv2d_grad, num_inputs=2,
                  attrs=_CONV_ATTRS, defaults=_CONV_DEFAULTS, same_dtype=(0, 1), kinds=inf.float_kinds,
-                 onnx=_conv2d_onnx, batch=bt.fold_leading(0))
+                 onnx=_conv2d_onnx, batch=bt.fold_leading(0), cost=_conv_cost(-1, 1))
 _BACKPROP_INPUT = register("conv2d_backprop_input", _backprop_input_kernel,
                            _backprop_infer("conv2d_backprop_input", 0), _backprop_input_grad, num_inputs=3,
                            attrs=_CONV_ATTRS, defaults=_CONV_DEFAULTS, same_dtype=(0, 1, 2),
-                           kinds=inf.float_kinds, onnx=_backprop_input_onnx, batch=bt.fold_leading(0, 2))
+                           kinds=inf.float_kinds, onnx=_backprop_input_onnx, batch=bt.fold_leading(0, 2), cost=_conv_cost(2, 1))
 _BACKPROP_FILTER = register("conv2d_backprop_filter", _backprop_filter_kernel,
                             _backprop_infer("conv2d_backprop_filter", 1), _backprop_filter_grad, num_inputs=3,
                             attrs=_CONV_ATTRS, defaults=_CONV_DEFAULTS, same_dtype=(0, 1, 2),
-                            kinds=inf.float_kinds, onnx=_backprop_filter_onnx, batch=_backprop_filter_batch)
+                            kinds=inf.float_kinds, onnx=_backprop_filter_onnx, batch=_backprop_filter_batch, cost=_conv_cost(2, 1))
 
 
 def conv2d(x, filters, strides=1, padding="VALID", dilations=1, data_format="NHWC", name=None):
@@ -728,7 +753,7 @@ def _avg_pool_grad_grad(op, gdx):
 _POOL_ATTRS = {"ksize": "ints", "strides": "ints", "padding": one_of(*_PADDINGS)}
 _F = inf.float_kinds
 _MAX_POOL = register("max_pool2d", _max_pool_kernel, _pool_infer("max_pool2d"), _max_pool_grad,
-                     num_inputs=1, attrs=_POOL_ATTRS, defaults={}, kinds=_F, onnx=_pool_onnx("MaxPool"), batch=bt.fold_leading(0))
+                     num_inputs=1, attrs=_POOL_ATTRS, defaults={}, kinds=_F, onnx=_pool_onnx("MaxPool"), batch=bt.fold_leading(0), cost=Cost(scratch=1.5))
 _MAX_POOL_GRAD = register("max_pool2d_grad", _max_pool_grad_kernel, _pool_grad_infer("max_pool2d_grad", ("pooled", "pooled")),
                           _max_pool_grad_grad_of, num_inputs=3, attrs=_POOL_ATTRS, defaults={},
                           same_dtype=(0, 1, 2), kinds=_F, onnx=_max_pool_grad_onnx, batch=bt.fold_leading(0, 1, 2))
@@ -737,7 +762,7 @@ _MAX_POOL_GRAD_GRAD = register("max_pool2d_grad_grad", _max_pool_grad_grad_kerne
                                num_inputs=3, attrs=_POOL_ATTRS, defaults={}, same_dtype=(0, 1, 2), kinds=_F,
                                onnx=_max_pool_grad_grad_onnx, batch=bt.fold_leading(0, 1, 2))
 _AVG_POOL = register("avg_pool2d", _avg_pool_kernel, _pool_infer("avg_pool2d"), _avg_pool_grad,
-                     num_inputs=1, attrs=_POOL_ATTRS, defaults={}, kinds=_F,
+                     num_inputs=1, attrs=_POOL_ATTRS, defaults={}, kinds=_F, cost=Cost(scratch=1.5),
                      onnx=_pool_onnx("AveragePool", _avg_pool_float64, count_include_pad=0), batch=bt.fold_leading(0))   # TF: the mean of what is inside
 _AVG_POOL_GRAD = register("avg_pool2d_grad", _avg_pool_grad_kernel, _pool_grad_infer("avg_pool2d_grad", ("pooled",)),
                           _avg_pool_grad_grad, num_inputs=2, attrs=_POOL_ATTRS, defaults={},

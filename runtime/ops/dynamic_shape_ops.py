@@ -7,13 +7,15 @@ carries the sizes known while tracing (`shape`: None where unknown) and its kern
 the run-time value against them (`_args.shape_value`), as the random ops do.
 `dynamic_reshape` and `dynamic_broadcast_to` live with their static forms in base_ops.
 """
+import math
+
 import numpy as np
 
 from defun.runtime import dtypes, errors
 from defun.runtime.execute import run_op
 from defun.runtime.ops import _args, _infer as inf
 from defun.runtime.ops.base_ops import _shape_input_infer, reduce_sum
-from defun.runtime.registry import register
+from defun.runtime.registry import Cost, register
 from defun.runtime.ops import _batch as vb
 
 __all__ = ["dynamic_fill", "dynamic_tile", "dynamic_range", "range_length"]
@@ -37,9 +39,20 @@ def _fill_kernel(dims, value, shape):
     return np.full(out, value, value.dtype)
 
 
+def _product_bytes(sizes, itemsize):
+    """Bytes of an array of `sizes` (run-time values); 0 if any is negative (the kernel
+    refuses those), so the budget never reads a negative count as room."""
+    sizes = [int(d) for d in np.asarray(sizes).reshape(-1)]
+    return 0 if min(sizes, default=0) < 0 else math.prod(sizes) * itemsize
+
+
+def _fill_bytes(args, attrs):
+    return _product_bytes(args[0], args[1].dtype.itemsize)
+
+
 _DYNAMIC_FILL = register("dynamic_fill", _fill_kernel, _fill_infer,
                          lambda op, g: [None, reduce_sum(g)], num_inputs=2, attrs={"shape": "shape"},
-                         defaults={}, kinds=inf.int_kinds,
+                         defaults={}, kinds=inf.int_kinds, cost=Cost(sized=_fill_bytes),
                          onnx=lambda e, node, ins: e.op("Expand", ins[1], e.cast(ins[0], dtypes.int64)), batch=vb.dynamic_fill)
 
 
@@ -90,10 +103,17 @@ def _tile_reduce_infer(shapes, dts, attrs):
     return [(like, dts[0])]
 
 
+def _tile_bytes(args, attrs):
+    x, m = args[0], np.asarray(args[1]).reshape(-1)
+    if len(m) != x.ndim:
+        return 0        # the kernel refuses it
+    return _product_bytes(list(x.shape) + list(m), x.dtype.itemsize)
+
+
 _DYNAMIC_TILE = register(
     "dynamic_tile", _tile_kernel, _tile_infer,
     lambda op, g: [run_op(_DYNAMIC_TILE_REDUCE, (g, op.inputs[1], op.inputs[0]), op.attrs), None],
-    num_inputs=2, attrs={"shape": "shape"}, defaults={},
+    num_inputs=2, attrs={"shape": "shape"}, defaults={}, cost=Cost(sized=_tile_bytes),
     onnx=lambda e, node, ins: e.op("Tile", ins[0], e.cast(ins[1], dtypes.int64)), batch=vb.dynamic_shape(1, 1))
 # Internal: the gradient of dynamic_tile (`like`: the tiled input, for its shape); its own
 # gradient is dynamic_tile again.
@@ -164,8 +184,18 @@ def _range_onnx(e, node, ins):
     return e.cast(e.op("Range", *[e.cast(x, dtypes.float64) for x in ins]), dtype)
 
 
+def _range_bytes(args, attrs):
+    start, limit, delta = args[:3]
+    try:
+        n = range_length(start.item(), limit.item(), delta.item(), dtypes.from_numpy(start.dtype))
+    except (errors.InvalidArgumentError, ValueError, OverflowError):
+        return 0        # the kernel says what is wrong
+    return max(n, 0) * start.dtype.itemsize
+
+
 _DYNAMIC_RANGE = register("dynamic_range", _range_kernel, _range_infer, None, num_inputs=3, attrs={},
-                          defaults={}, same_dtype=(0, 1, 2), kinds=inf.numeric_kinds, onnx=_range_onnx)
+                          defaults={}, same_dtype=(0, 1, 2), kinds=inf.numeric_kinds, onnx=_range_onnx,
+                          cost=Cost(sized=_range_bytes))
 
 
 def dynamic_range(start, limit, delta, name=None):

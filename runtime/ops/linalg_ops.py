@@ -23,6 +23,8 @@ perturbations they agree with the symmetric convention (TF's cholesky gradient).
 """
 import functools
 
+import math
+
 import numpy as np
 
 from defun.runtime import dtypes, errors
@@ -33,7 +35,7 @@ from defun.runtime.ops._onnx import diag_part_of, scatter_adjoint, shape_of
 from defun.runtime.ops import array_ops as arr
 from defun.runtime.ops import math_ops as m
 from defun.runtime.ops.more_array_ops import rank_of
-from defun.runtime.registry import register
+from defun.runtime.registry import Cost, register
 from defun.runtime import batching as bt
 
 __all__ = []  # the public functions live in the `df.linalg` namespace (defun/linalg.py)
@@ -192,8 +194,18 @@ def _inv_onnx(e, node, ins):
     return la.solve(e, ins[0], eye, len(a.shape), len(a.shape), a.dtype)
 
 
+def _cubic(factor):
+    """The Cost of a factorization: `factor` operations per m n min(m, n) of each matrix."""
+    def work(shapes, out_shapes, attrs):
+        s = shapes[0]
+        if len(s) < 2:
+            return 0
+        return factor * math.prod(s[:-2]) * s[-2] * s[-1] * min(s[-2], s[-1])
+    return Cost(work=work)
+
+
 _INV = register("inv", _inv_kernel, _square_infer("inv", lambda s: [s]), _inv_grad,
-                num_inputs=1, attrs={}, defaults={}, kinds="fc", onnx=_inv_onnx, batch=bt.leading)
+                num_inputs=1, attrs={}, defaults={}, kinds="fc", onnx=_inv_onnx, batch=bt.leading, cost=_cubic(2))
 
 
 def inv(input, name=None):
@@ -227,7 +239,7 @@ def _solve_grad(op, g):
 
 _SOLVE = register("solve", _solve_kernel, _solve_infer("solve"), _solve_grad, num_inputs=2,
                   attrs={"adjoint": "bool"}, defaults={"adjoint": False}, same_dtype=(0, 1), kinds="fc",
-                  onnx=lambda e, node, ins: la.solve(
+                  cost=_cubic(2), onnx=lambda e, node, ins: la.solve(
                       e, _t_onnx(e, ins[0], node.inputs[0]) if node.attrs["adjoint"] else ins[0], ins[1],
                       len(node.inputs[0].shape), len(node.inputs[1].shape), node.outputs[0].dtype), batch=bt.elementwise)
 
@@ -262,7 +274,7 @@ def _cholesky_grad(op, g):
 
 
 _CHOLESKY = register("cholesky", _cholesky_kernel, _square_infer("cholesky", lambda s: [s]),
-                     _cholesky_grad, num_inputs=1, attrs={}, defaults={}, kinds="f",
+                     _cholesky_grad, num_inputs=1, attrs={}, defaults={}, kinds="f", cost=_cubic(1),
                      onnx=lambda e, node, ins: la.cholesky(e, ins[0], len(node.inputs[0].shape), node.outputs[0].dtype), batch=bt.leading)
 
 
@@ -397,7 +409,7 @@ def _det_grad(op, g):
 
 
 _DET = register("det", _det_kernel, _square_infer("det", lambda s: [s[:-2]]), _det_grad,
-                num_inputs=1, attrs={}, defaults={}, kinds="fc",
+                num_inputs=1, attrs={}, defaults={}, kinds="fc", cost=_cubic(2),
                 # (onnxruntime's Det takes float32 only: float64 by elimination)
                 onnx=lambda e, node, ins: la.det(e, ins[0], len(node.inputs[0].shape), node.inputs[0].dtype)
                 if node.inputs[0].dtype.name == "float64" else e.op("Det", ins[0]), batch=bt.leading)
@@ -418,7 +430,7 @@ _SLOGDET = register("slogdet", _slogdet_kernel, _square_infer("slogdet", lambda 
                     lambda op, g_sign, g_log: [None if g_log is None
                                                else _times_inverse_transpose(g_log, op.inputs[0])],
                     num_inputs=1, attrs={}, defaults={}, kinds="f", num_outputs=2, none_grads=True,
-                    onnx=lambda e, node, ins: la.slogdet(e, ins[0], len(node.inputs[0].shape), node.inputs[0].dtype), batch=bt.leading)
+                    onnx=lambda e, node, ins: la.slogdet(e, ins[0], len(node.inputs[0].shape), node.inputs[0].dtype), batch=bt.leading, cost=_cubic(2))
 
 
 def slogdet(input, name=None):
@@ -451,7 +463,7 @@ def _eigh_grad(op, ge, gv):
 
 
 _EIGH = register("eigh", _eigh_kernel, _square_infer("eigh", lambda s: [s[:-1], s]), _eigh_grad,
-                 num_inputs=1, attrs={}, defaults={}, kinds="f", num_outputs=2, none_grads=True, batch=bt.leading)
+                 num_inputs=1, attrs={}, defaults={}, kinds="f", num_outputs=2, none_grads=True, batch=bt.leading, cost=_cubic(10))
 
 
 def eigh(tensor, name=None):
@@ -530,7 +542,7 @@ def _svd_outputs(attrs, n):
 _SVD = register("svd", _svd_kernel, _svd_infer, _svd_grad, num_inputs=1,
                 attrs={"full_matrices": "bool", "compute_uv": "bool"},
                 defaults={"full_matrices": False, "compute_uv": True}, kinds="f",
-                num_outputs=_svd_outputs, none_grads=True, batch=bt.leading)
+                num_outputs=_svd_outputs, none_grads=True, batch=bt.leading, cost=_cubic(10))
 
 
 def svd(tensor, full_matrices=False, compute_uv=True, name=None):
@@ -594,7 +606,7 @@ def _qr_grad(op, gq, gr):
 _QR = register("qr", _qr_kernel, _qr_infer, _qr_grad, num_inputs=1, attrs={"full_matrices": "bool"},
                onnx=lambda e, node, ins: la.qr(e, ins[0], len(node.inputs[0].shape), node.inputs[0].dtype,
                                                node.attrs["full_matrices"]),
-               defaults={"full_matrices": False}, kinds="f", num_outputs=2, batch=bt.leading)
+               defaults={"full_matrices": False}, kinds="f", num_outputs=2, batch=bt.leading, cost=Cost(scratch=0.6, work=_cubic(4).work))
 
 
 def qr(input, full_matrices=False, name=None):

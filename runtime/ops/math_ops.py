@@ -5,6 +5,8 @@ fused (numba) and ONNX forms. The gradients are written with the public function
 the same rule runs eagerly and builds graph nodes while tracing. The module is long because
 those rows stay whole, one per op.
 """
+import math
+
 import numpy as np
 
 from defun.runtime import dtypes, errors
@@ -16,7 +18,7 @@ from defun.runtime.ops.complex_ops import complex, conj, imag, real  # noqa: F40
 from defun.runtime.ops.base_ops import (_broadcast_back, _keepdims_grad, _mask, cast,  # noqa: F401
                                         ones_like, reducer, reduce_sum, size, unbroadcast, where,
                                         zeros_like)
-from defun.runtime.registry import register
+from defun.runtime.registry import Cost, register
 from defun.runtime.tape import skip_input_indices
 from defun.runtime.tensor import EagerTensor, convert_to_tensor, weak_scalar_tensor
 from defun.runtime import batching as bt
@@ -484,11 +486,18 @@ def _matmul_onnx(e, node, ins):
     return e.op("MatMul", *ins)
 
 
+def _matmul_work(shapes, out_shapes, attrs):
+    """A multiply-add per output entry and entry of the contracted axis."""
+    a = shapes[0]
+    k = (a[-2] if attrs["transpose_a"] else a[-1]) if len(a) >= 2 else (a[-1] if a else 1)
+    return math.prod(out_shapes[0]) * k
+
+
 _MATMUL = register("matmul", _matmul_kernel, _matmul_infer, _matmul_grad, same_dtype=(0, 1),
                    attrs={"transpose_a": "bool", "transpose_b": "bool"}, kinds=_NC,
                    bind=_bind_matmul, num_inputs=2,
                    defaults={"transpose_a": False, "transpose_b": False},
-                   fused=Kernel(_matmul_loops, ("transpose_a", "transpose_b"), _small_matmul), onnx=_matmul_onnx, batch=vb.matmul)
+                   fused=Kernel(_matmul_loops, ("transpose_a", "transpose_b"), _small_matmul), onnx=_matmul_onnx, batch=vb.matmul, cost=Cost(work=_matmul_work))
 _MM_ATTRS = {(False, False): _EMPTY}
 
 

@@ -16,7 +16,7 @@ from defun.runtime.fused import Kernel
 from defun.runtime.ops import _args, _infer as inf
 from defun.runtime.ops.array_ops import _norm_axis, _rank, expand_dims
 from defun.runtime.ops.math_ops import add, exp, multiply, negative, reduce_sum, subtract
-from defun.runtime.registry import register
+from defun.runtime.registry import Cost, register
 from defun.runtime import batching as bt
 
 __all__ = ["softmax", "log_softmax", "softmax_cross_entropy_with_logits",
@@ -76,10 +76,10 @@ def _log_softmax_grad(op, g):
 
 _SOFTMAX = register("softmax", _softmax_kernel, _softmax_infer("softmax"), _softmax_grad,
                     attrs={"axis": "int"}, kinds=inf.float_kinds, num_inputs=1, defaults={},
-                    onnx="Softmax", batch=bt.axes("axis"))
+                    onnx="Softmax", batch=bt.axes("axis"), cost=Cost(scratch=1.25))
 _LOG_SOFTMAX = register("log_softmax", _log_softmax_kernel, _softmax_infer("log_softmax"),
                         _log_softmax_grad, attrs={"axis": "int"}, kinds=inf.float_kinds,
-                        num_inputs=1, defaults={}, onnx="LogSoftmax", batch=bt.axes("axis"))
+                        num_inputs=1, defaults={}, onnx="LogSoftmax", batch=bt.axes("axis"), cost=Cost(scratch=1.25))
 
 
 def softmax(logits, axis=-1, name=None):
@@ -168,7 +168,7 @@ def _xent_onnx(e, node, ins):
 
 _XENT = register("softmax_cross_entropy_with_logits", _xent_kernel, _xent_infer, _xent_grad,
                  attrs={"axis": "int"}, same_dtype=(0, 1), kinds=inf.float_kinds, num_outputs=3,
-                 none_grads=True, num_inputs=2, defaults={}, onnx=_xent_onnx, batch=bt.axes("axis"))
+                 none_grads=True, num_inputs=2, defaults={}, onnx=_xent_onnx, batch=bt.axes("axis"), cost=Cost(scratch=1.25))
 
 
 def softmax_cross_entropy_with_logits(labels, logits, axis=-1, name=None):

@@ -16,7 +16,7 @@ from defun.runtime.ops._onnx import scatter_adjoint, shape_of
 from defun.runtime.ops.array_ops import expand_dims, gather, where, zeros_like
 from defun.runtime.ops.index_ops import _check_int_dtype
 from defun.runtime.ops.math_ops import cast, greater_equal, multiply
-from defun.runtime.registry import register
+from defun.runtime.registry import Cost, register
 from defun.runtime.ops import _batch as vb
 
 __all__ = ["gather_nd", "scatter_nd", "segment_sum", "unsorted_segment_sum"]
@@ -211,9 +211,16 @@ def _segment_sum_onnx(e, node, ins):
     return _scatter_add_onnx(e, zeros, e.op("Unsqueeze", ids, e.ints([-1])), data)
 
 
+def _segment_sum_bytes(args, attrs):
+    """The result's bytes from the ids, before the kernel allocates its rows."""
+    data, ids = args[0], args[1]
+    rows = int(ids.max()) + 1 if ids.size else 0
+    return max(rows, 0) * int(np.prod(data.shape[ids.ndim:], dtype=np.int64)) * data.dtype.itemsize
+
+
 _SEGMENT_SUM = register("segment_sum", _segment_sum_kernel, _segment_infer,
                         lambda op, g: [gather(g, op.inputs[1]), None], num_inputs=2, attrs={}, defaults={},
-                        kinds=inf.numeric_kinds, onnx=_segment_sum_onnx, batch="its output size is the largest segment id plus one, data-dependent per example; use unsorted_segment_sum")
+                        kinds=inf.numeric_kinds, onnx=_segment_sum_onnx, batch="its output size is the largest segment id plus one, data-dependent per example; use unsorted_segment_sum", cost=Cost(sized=_segment_sum_bytes))
 
 
 def segment_sum(data, segment_ids, name=None):

@@ -12,7 +12,7 @@ from defun.runtime.execute import run_op
 from defun.runtime.ops import _args, _infer as inf
 from defun.runtime.ops._onnx import scatter_adjoint, shape_of
 from defun.runtime.ops.index_ops import _norm_axis, _rank
-from defun.runtime.registry import one_of, register
+from defun.runtime.registry import Cost, one_of, register
 from defun.runtime import batching as bt
 
 __all__ = ["sort", "argsort", "top_k"]
@@ -81,7 +81,7 @@ _SORT = register("sort", _sort_kernel, _sort_infer("sort"), _sort_grad, num_inpu
                  onnx=lambda e, node, ins: _sorted_onnx(e, node, ins[0])[0], batch=bt.axes("axis"))
 _ARGSORT = register("argsort", _argsort_kernel, _sort_infer("argsort", dtypes.int32), None, num_inputs=1,
                     attrs=_SORT_ATTRS, defaults={"direction": "ASCENDING"}, kinds=inf.numeric_kinds,
-                    onnx=lambda e, node, ins: e.cast(_sorted_onnx(e, node, ins[0])[1], dtypes.int32), batch=bt.axes("axis"))
+                    onnx=lambda e, node, ins: e.cast(_sorted_onnx(e, node, ins[0])[1], dtypes.int32), batch=bt.axes("axis"), cost=Cost(scratch=2.25))
 
 
 def _sort_attrs(op_name, values, axis, direction):
@@ -141,7 +141,7 @@ def _top_k_onnx(e, node, ins):
 
 
 _TOP_K = register("top_k", _top_k_kernel, _top_k_infer, _top_k_grad, num_inputs=1, attrs={"k": "int"},
-                  defaults={}, kinds=inf.numeric_kinds, num_outputs=2, none_grads=True, onnx=_top_k_onnx, batch=bt.leading)
+                  defaults={}, kinds=inf.numeric_kinds, num_outputs=2, none_grads=True, onnx=_top_k_onnx, batch=bt.leading, cost=Cost(scratch=4.5))
 
 
 def top_k(input, k=1, sorted=True, name=None):

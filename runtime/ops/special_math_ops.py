@@ -20,7 +20,7 @@ from defun.runtime.ops.math_ops import (abs, add, cast,
                                         divide, equal, exp, greater, less, less_equal, logical_and, logical_not,
                                         minimum, multiply, negative, pow, reduce_sum, sigmoid, sign,
                                         square, subtract, tanh, unbroadcast)
-from defun.runtime.registry import register
+from defun.runtime.registry import Cost, register
 from defun.runtime.tape import skip_input_indices
 from defun.runtime import batching as bt
 from defun.runtime.ops import _batch as vb
@@ -344,9 +344,9 @@ def _logsumexp_grad(op, g):
     return [multiply(_keepdims_grad(g, op), divide(e, total))]
 
 
-def _reduction(name, kernel, grad, kinds, doc, onnx=None):
+def _reduction(name, kernel, grad, kinds, doc, onnx=None, cost=None):
     op = register(name, kernel, _reduce_infer(name, kinds), grad, num_inputs=1, attrs=_RED_ATTRS,
-                  defaults=_RED_DEFAULTS, kinds=kinds, onnx=onnx, batch=bt.axes("axis"))
+                  defaults=_RED_DEFAULTS, kinds=kinds, onnx=onnx, batch=bt.axes("axis"), cost=cost)
 
     def f(input_tensor, axis=None, keepdims=False, name=None):
         return run_op(op, (input_tensor,), {"axis": _axis_tuple(op.name, axis), "keepdims": bool(keepdims)},
@@ -384,7 +384,7 @@ def _logical_reduce_onnx(any_):
 reduce_logsumexp = _reduction(
     "reduce_logsumexp", _logsumexp_kernel, _logsumexp_grad, inf.float_kinds,
     "log(sum(exp(x))) over `axis`, without overflow: `df.reduce_logsumexp([1000., 1000.]) -> 1000.6931`.",
-    onnx=_logsumexp_onnx)
+    onnx=_logsumexp_onnx, cost=Cost(scratch=2.25))     # measured 2.0x: x - max and its exp
 reduce_any = _reduction(
     "reduce_any", lambda x, axis, keepdims: np.logical_or.reduce(x, axis=_axes(x.ndim, axis, "reduce_any"),
                                                                keepdims=keepdims),
@@ -522,7 +522,7 @@ def _norm_onnx(e, node, ins):
 
 _NORM = register("norm", _norm_kernel, _norm_infer, _norm_grad, num_inputs=1, onnx=_norm_onnx,
                  attrs={"ord": "str", "axis": "opt_ints", "keepdims": "bool"},
-                 defaults={"ord": "euclidean", "axis": None, "keepdims": False}, kinds=inf.float_kinds, batch=vb.norm)
+                 defaults={"ord": "euclidean", "axis": None, "keepdims": False}, kinds=inf.float_kinds, batch=vb.norm, cost=Cost(scratch=1.25))
 
 
 def norm(tensor, ord="euclidean", axis=None, keepdims=False, name=None):
