@@ -50,8 +50,8 @@ __all__ = ["BudgetBackend", "Meter", "DEFAULT_MAX_BYTES", "DEFAULT_MAX_ITERATION
 DEFAULT_MAX_BYTES = 1 << 30          # 1 GiB held at once by one call
 DEFAULT_MAX_ITERATIONS = 100_000     # per run of one while loop
 DEFAULT_MAX_OPERATIONS = 10 ** 10    # per call: some seconds of numpy's work
-KERNEL_OPERATIONS = 10_000           # charged per kernel run (its dispatch: microseconds)
-CALL_OPERATIONS = 100_000            # per run of a function (call, branch, loop body)
+KERNEL_OPERATIONS = 5_000            # charged per kernel run (its dispatch: microseconds)
+CALL_OPERATIONS = 50_000             # per run of a function (call, branch, loop body)
 _PREDICTIONS_KEPT = 64               # output sizes remembered per node (by input shapes)
 _INF = float("inf")
 
