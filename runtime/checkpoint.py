@@ -3,8 +3,10 @@
 `save_variables` writes every array into a temporary file next to the target and renames
 it over the target, so a reader never sees a half-written checkpoint and a crash leaves the
 old one in place. `restore_variables` reads and checks every entry (present, same shape,
-same dtype) before assigning any, so a bad checkpoint changes nothing. The file is read
-with pickling disabled: loading runs no code from it.
+same dtype) before assigning any, so a bad checkpoint changes nothing; an entry's shape
+and dtype are read from its .npy header before it is inflated, so a small compressed file
+claiming gigabytes is refused without allocating them. The file is read with pickling
+disabled: loading runs no code from it.
 """
 import os
 import zipfile
@@ -68,6 +70,7 @@ def restore_variables(path, variables):
                     f"restore_variables: {path!r} has no entr{'ies' if len(missing) > 1 else 'y'} "
                     f"{', '.join(repr(n) for n in missing)} (it holds {_listing(data.files)})")
             for v in variables:
+                _check_header(data.zip, v, path)     # before inflating the entry
                 values[v.name] = data[v.name]
     except errors.DefunError:
         raise
@@ -78,11 +81,31 @@ def restore_variables(path, variables):
     for v in variables:
         arr = values[v.name]
         if arr.shape != tuple(v.shape) or arr.dtype != v.dtype.np:
-            raise errors.InvalidArgumentError(
-                f"restore_variables: entry {v.name!r} of {path!r} is {_describe(arr)}, the variable "
-                f"is {v.dtype.name}{list(v.shape)}; nothing was restored")
+            raise _mismatch(v, path, arr.shape, arr.dtype)
     for v in variables:
         v.assign(values[v.name])
+
+
+def _mismatch(v, path, shape, dtype):
+    return errors.InvalidArgumentError(
+        f"restore_variables: entry {v.name!r} of {path!r} is {_describe(shape, dtype)}, the variable "
+        f"is {v.dtype.name}{list(v.shape)}; nothing was restored")
+
+
+def _check_header(zf, v, path):
+    """Refuse entry `v.name` by its .npy header (shape and dtype), read from inside the zip
+    before the entry is inflated: a small compressed file may claim gigabytes."""
+    member = v.name + ".npy" if v.name + ".npy" in zf.NameToInfo else v.name
+    with zf.open(member) as f:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+        else:
+            shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+    if dtype.hasobject:     # (the caller reports it as an unreadable checkpoint)
+        raise ValueError(f"entry {v.name!r} holds Python objects, which would need unpickling")
+    if tuple(shape) != tuple(v.shape) or dtype != v.dtype.np:
+        raise _mismatch(v, path, shape, dtype)
 
 
 def _variable_list(variables, what):
@@ -102,11 +125,11 @@ def _variable_list(variables, what):
     return flat
 
 
-def _describe(arr):
+def _describe(shape, dtype):
     try:
-        return f"{dtypes.from_numpy(arr.dtype).name}{list(arr.shape)}"
+        return f"{dtypes.from_numpy(dtype).name}{list(shape)}"
     except errors.InvalidArgumentError:
-        return f"{arr.dtype}{list(arr.shape)}"
+        return f"{dtype}{list(shape)}"
 
 
 def _listing(names, limit=8):

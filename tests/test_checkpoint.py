@@ -146,3 +146,42 @@ def test_refused_while_tracing_and_for_non_variables(tmp_path):
         f()
     with pytest.raises(TypeError, match=r"entry 1 is not a df.Variable \(got EagerTensor\)"):
         df.save_variables(tmp_path / "ck.npz", [v, df.constant(1.0)])
+
+
+def _inflating_checkpoint(path, name, shape, dtype=np.float32):
+    """A deflated .npz whose entry `name` is zeros of `shape` (64 MB of zeros compress to
+    some 60 KB), written in 1 MB pieces so the test itself never holds the array."""
+    import zipfile
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False,
+              "shape": tuple(shape)}
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    piece = bytes(1 << 20)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        with zf.open(name + ".npy", "w", force_zip64=True) as member:
+            np.lib.format.write_array_header_1_0(member, header)
+            for start in range(0, nbytes, len(piece)):
+                member.write(piece[:min(len(piece), nbytes - start)])
+
+
+def test_an_entry_of_the_wrong_shape_is_refused_before_it_is_inflated(tmp_path):
+    """A checkpoint of a few KB whose entry inflates to 64 MB: the variable's shape is
+    (2, 3), so the entry is refused from its header, allocating well under 4 MB."""
+    import tracemalloc
+    path = tmp_path / "big.npz"
+    _inflating_checkpoint(path, "w", (4096, 4096))
+    assert os.path.getsize(path) < 256 * 1024
+    w = df.Variable(np.ones((2, 3), np.float32), name="w")
+    tracemalloc.start()
+    try:
+        with pytest.raises(df.errors.InvalidArgumentError,
+                           match=r"entry 'w' .* is float32\[4096, 4096\], the variable is float32\[2, 3\]"):
+            df.restore_variables(path, [w])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20
+    np.testing.assert_array_equal(w.numpy(), np.ones((2, 3)))
+    small = tmp_path / "small.npz"           # the same writer, the right shape: restored
+    _inflating_checkpoint(small, "w", (2, 3))
+    df.restore_variables(small, [w])
+    np.testing.assert_array_equal(w.numpy(), np.zeros((2, 3)))
