@@ -204,7 +204,10 @@ def _encode(value, tensors, path):
         tensors.append(value)
         return (value.shape, value.dtype.np)
     if isinstance(value, (np.ndarray, np.generic)):
-        t = EagerTensor(to_array(value))
+        try:
+            t = EagerTensor(to_array(value))
+        except TypeError as e:      # a masked array
+            raise TypeError(f"defun argument {path}: {e}") from None
         tensors.append(t)
         return (t._value.shape, t._value.dtype)
     if isinstance(value, Variable):

@@ -8,6 +8,7 @@ from defun.runtime.context import execution_callbacks, state
 from defun.runtime.jacobian import batch_jacobian, jacobian, unconnected_mode
 from defun.runtime.nest import flatten, pack_as
 from defun.runtime.shapes import shape_str, shapes_compatible
+from defun.runtime.ops._args import bool_arg
 from defun.runtime.ops.array_ops import identity, zeros, zeros_like
 from defun.runtime.tensor import Tensor, _a, convert_to_tensor
 from defun.runtime.variables import Variable, handle_in_context, watch_variable
@@ -27,8 +28,9 @@ class GradientTape:
     """
 
     def __init__(self, persistent=False, watch_accessed_variables=True):
-        self._persistent = bool(persistent)
-        self._watch_accessed_variables = bool(watch_accessed_variables)
+        self._persistent = bool_arg("GradientTape", persistent, "persistent")
+        self._watch_accessed_variables = bool_arg("GradientTape", watch_accessed_variables,
+                                                  "watch_accessed_variables")
         self._tape = None
         self._used = False
         self._recording = False

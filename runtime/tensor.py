@@ -192,6 +192,8 @@ def to_array(value, dtype=None):
     numpy array whose dtype differs from `dtype`.
     """
     if isinstance(value, (np.ndarray, np.generic)):
+        if isinstance(value, np.ma.MaskedArray):
+            raise masked_array_error()
         # A copy: tensors are immutable, so they must not share memory with an array the
         # caller may still change (numpy scalars are immutable and become fresh arrays).
         arr = np.array(value, copy=True) if isinstance(value, np.ndarray) else np.asarray(value)
@@ -212,6 +214,13 @@ def to_array(value, dtype=None):
             return np.asarray(value, _wide_int(value))   # too big for int32: int64, as TF does
         return np.asarray(value, _PY_DEFAULT[kind])
     return _python_scalar_to(value, kind, dtype)
+
+
+def masked_array_error():
+    """The TypeError for a numpy masked array given as a value: converting it would drop its
+    mask (tensors have none), so it is refused."""
+    return TypeError("a numpy masked array cannot become a tensor: its mask would be lost; pass "
+                     "a.filled(value) for the masked entries you want, or a.data to ignore the mask")
 
 
 _INT32_MIN, _INT32_MAX = int(np.iinfo(np.int32).min), int(np.iinfo(np.int32).max)
@@ -345,6 +354,8 @@ def constant(value, dtype=None, name=None):
     """
     if isinstance(value, Tensor):
         return convert_to_tensor(value, dtype)
+    if isinstance(value, np.ma.MaskedArray):
+        raise TypeError(f"constant: {masked_array_error()}")
     if dtype is not None:
         npd = dtypes.as_dtype(dtype).np
         if isinstance(value, (np.ndarray, np.generic)) or _python_kind(value) is float or \

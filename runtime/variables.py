@@ -8,6 +8,7 @@ from defun.runtime.context import state
 from defun.runtime.execute import run_op
 from defun.runtime.indexed_slices import IndexedSlices
 from defun.runtime.ops import resource_ops
+from defun.runtime.ops._args import bool_arg
 from defun.runtime.tensor import EagerTensor, HandleData, ResourceHandle, Tensor, constant, to_array
 
 __all__ = ["Variable", "SymbolicVariable", "watch_variable", "watch_reads", "watch_read_handles",
@@ -44,12 +45,15 @@ class Variable:
             # silent truncation of 1.5 into an integer.
             arr = np.array(constant(initial_value, dtype)._value, copy=True)
         else:
-            arr = to_array(initial_value)  # a fresh array (to_array copies numpy input)
+            try:
+                arr = to_array(initial_value)  # a fresh array (to_array copies numpy input)
+            except (TypeError, errors.InvalidArgumentError) as e:
+                raise type(e)(f"Variable: initial_value: {e}") from None
         if want is not None and arr.dtype != want:
             arr = arr.astype(want)
         _counter[0] += 1
         self._name = name or f"Variable_{_counter[0]}"
-        self._trainable = bool(trainable)
+        self._trainable = bool_arg("Variable", trainable, "trainable")
         store = resource_ops.VariableStore(arr, self._name)
         self.handle = ResourceHandle(store, HandleData(arr.shape, dtypes.from_numpy(arr.dtype)))
         self._store = store

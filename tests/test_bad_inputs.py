@@ -35,6 +35,7 @@ class B:
 
 
 X = f32(2, 3)
+SQ = np.eye(3, dtype=np.float32)
 IMG, FILTERS = f32(1, 5, 5, 2), f32(3, 3, 2, 4)
 
 ROWS = [
@@ -146,6 +147,60 @@ ROWS = [
       ["stateless_random_uniform", "seed must have shape [2]"]),
     B("random_dtype", lambda: df.random.uniform([2], (1, 2), dtype=df.int32), [], IAE, ["uniform", "floating"]),
     B("meshgrid_indexing", lambda a: df.meshgrid(a, indexing="xz"), [f32(2)], IAE, ["meshgrid", "'xz'"]),
+    # ---------------------------------------------------------------- issue 21: bool flags are bools
+    B("triangular_solve_lower_str", lambda a, b: df.linalg.triangular_solve(a, b, lower="no"), [SQ, f32(3, 1)],
+      TypeError, ["triangular_solve", "lower must be a bool", "str 'no'"]),
+    B("triangular_solve_lower_int", lambda a, b: df.linalg.triangular_solve(a, b, lower=0), [SQ, f32(3, 1)],
+      TypeError, ["triangular_solve", "lower must be a bool", "int 0"]),
+    B("triangular_solve_adjoint_none", lambda a, b: df.linalg.triangular_solve(a, b, adjoint=None), [SQ, f32(3, 1)],
+      TypeError, ["triangular_solve", "adjoint must be a bool"]),
+    B("solve_adjoint_str", lambda a, b: df.linalg.solve(a, b, adjoint="False"), [SQ, f32(3, 1)], TypeError,
+      ["solve", "adjoint must be a bool"]),
+    B("matmul_transpose_str", lambda a, b: df.matmul(a, b, transpose_b="yes"), [X, X], TypeError,
+      ["matmul", "transpose_b must be a bool"]),
+    B("reduce_sum_keepdims_int", lambda x: df.reduce_sum(x, axis=1, keepdims=1), [X], TypeError,
+      ["reduce_sum", "keepdims must be a bool", "int 1"]),
+    B("reduce_logsumexp_keepdims_str", lambda x: df.reduce_logsumexp(x, keepdims="no"), [X], TypeError,
+      ["reduce_logsumexp", "keepdims must be a bool"]),
+    B("norm_keepdims_str", lambda x: df.norm(x, keepdims="no"), [X], TypeError, ["norm", "keepdims must be a bool"]),
+    B("cumsum_reverse_str", lambda x: df.cumsum(x, reverse="no"), [X], TypeError, ["cumsum", "reverse must be a bool"]),
+    B("cumprod_exclusive_list", lambda x: df.cumprod(x, exclusive=[]), [X], TypeError,
+      ["cumprod", "exclusive must be a bool"]),
+    B("gelu_approximate_str", lambda x: df.gelu(x, approximate="no"), [X], TypeError,
+      ["gelu", "approximate must be a bool"]),
+    B("svd_compute_uv_str", lambda x: df.linalg.svd(x, compute_uv="no"), [X], TypeError,
+      ["svd", "compute_uv must be a bool"]),
+    B("qr_full_matrices_int", lambda x: df.linalg.qr(x, full_matrices=1), [X], TypeError,
+      ["qr", "full_matrices must be a bool"]),
+    B("top_k_sorted_str", lambda x: df.top_k(x, 2, sorted="no"), [X], TypeError, ["top_k", "sorted must be a bool"]),
+    B("variable_trainable_str", lambda: df.Variable(1.0, trainable="no"), [], TypeError,
+      ["Variable", "trainable must be a bool"], traced=False),
+    B("tape_persistent_str", lambda: df.GradientTape(persistent="no"), [], TypeError,
+      ["GradientTape", "persistent must be a bool"], traced=False),
+    # ---------------------------------------------------------------- issue 21: values and shapes
+    B("one_hot_on_value_fraction", lambda i: df.one_hot(i, 3, on_value=2.5, dtype=df.int32), [i32(0, 1)], IAE,
+      ["one_hot", "on_value=2.5", "int32"]),
+    B("one_hot_off_value_overflow", lambda i: df.one_hot(i, 3, off_value=2.0 ** 40, dtype=df.int32), [i32(0, 1)],
+      IAE, ["one_hot", "off_value", "int32"]),
+    B("one_hot_on_value_bool", lambda i: df.one_hot(i, 3, on_value=2, dtype=df.bool), [i32(0, 1)], IAE,
+      ["one_hot", "on_value=2", "bool"]),
+    B("one_hot_on_value_float16_overflow", lambda i: df.one_hot(i, 3, on_value=1e6, dtype=df.float16), [i32(0)],
+      IAE, ["one_hot", "float16"]),
+    B("one_hot_on_value_nan_int", lambda i: df.one_hot(i, 3, on_value=float("nan"), dtype=df.int64), [i32(0)],
+      IAE, ["one_hot", "nan", "int64"]),
+    B("conv2d_filter_no_rows", lambda x, w: df.conv2d(x, w), [IMG, f32(0, 3, 2, 4)], IAE,
+      ["conv2d", "(0, 3, 2, 4)", "no rows"]),
+    B("conv2d_filter_no_columns", lambda x, w: df.conv2d(x, w, padding="SAME"), [IMG, f32(3, 0, 2, 4)], IAE,
+      ["conv2d", "no columns"]),
+    B("leaky_relu_alpha_nan", lambda x: df.leaky_relu(x, alpha=float("nan")), [X], IAE,
+      ["leaky_relu", "alpha must be a finite number"]),
+    B("leaky_relu_alpha_str", lambda x: df.leaky_relu(x, alpha="0.2"), [X], TypeError,
+      ["leaky_relu", "alpha must be a number", "str '0.2'"]),
+    B("norm_ord_bool", lambda x: df.norm(x, ord=True), [X], TypeError, ["norm", "ord", "bool"]),
+    B("argmax_float_output_type", lambda x: df.argmax(x, output_type=df.float32), [X], IAE,
+      ["argmax", "output_type must be int32 or int64", "float32"]),
+    B("range_nan_limit", lambda: df.range(0.0, float("nan")), [], IAE, ["range", "finite", "limit=nan"]),
+    B("range_infinite_limit", lambda: df.range(0.0, float("inf"), 1.0), [], IAE, ["range", "finite", "limit=inf"]),
 ]
 
 
@@ -184,6 +239,47 @@ def _check_message(row, msg):
     for s in row.says:
         assert s in msg, f"{row.id}: error message {msg!r} should mention {s!r}"
     assert not re.search(r"invalid literal|not supported between|encountered in|object has no attribute", msg), msg
+
+
+def test_the_bool_flags_of_the_ops_are_all_checked():
+    """Every bool attr of a registered op comes from a public function that checks it: a row
+    above covers each such op (the reductions share one checked wrapper per family)."""
+    from defun.runtime import registry
+    internal = {"while", "linear_scan"}     # flags the library sets itself, never a user's argument
+    flagged = {op.name for op in registry.all_ops() if "bool" in op.attrs.values()} - internal
+    covered = {r.says[0] for r in ROWS if any("must be a bool" in w for w in r.says)}
+    reductions = {name for name in flagged if name.startswith("reduce_")}
+    assert {"reduce_sum", "reduce_logsumexp"} <= covered     # one of each wrapper family
+    assert flagged - covered - reductions == set()
+
+
+def test_masked_arrays_are_refused_rather_than_losing_their_mask():
+    m = np.ma.masked_array([1.0, 2.0, 3.0], mask=[False, True, False])
+    says = "masked array cannot become a tensor: its mask would be lost"
+    for call, who in [(lambda: df.reduce_sum(m), "reduce_sum: input 0"), (lambda: df.tanh(m), "tanh: input 0"),
+                      (lambda: df.constant(1.0, df.float64) + m, "add: input 1"),
+                      (lambda: df.constant(m), "constant"), (lambda: df.constant(m, df.float32), "constant"),
+                      (lambda: df.convert_to_tensor(m), ""),
+                      (lambda: df.Variable(m), "Variable: initial_value"),
+                      (lambda: df.defun(lambda x: x * 2.0)(m), "defun argument x")]:
+        with pytest.raises(TypeError) as info:
+            call()
+        assert says in str(info.value) and str(info.value).startswith(who), str(info.value)
+    loaded = df.load_json(df.export_json(df.defun(lambda x: x * 2.0).get_concrete_function(df.constant(m.data))))
+    with pytest.raises(TypeError, match=r"argument 0 \(x\): a numpy masked array"):
+        loaded(m)
+    np.testing.assert_array_equal(df.reduce_sum(m.filled(0.0)).numpy(), 4.0)    # the way out works
+
+
+def test_a_loaded_document_with_a_truncating_one_hot_is_refused():
+    """The loader asks the same inference: a document whose one_hot would truncate 2.5 into
+    int32 does not load."""
+    doc = json.loads(json.dumps(df.export_json(df.defun(lambda i: df.one_hot(i, 2, dtype=df.int32)).
+                                               get_concrete_function(df.constant(i32(0, 1))))))
+    node = [n for n in doc["functions"][0]["nodes"] if n["op"] == "one_hot"][0]
+    node["attrs"]["on_value"] = 2.5
+    with pytest.raises(df.errors.GraphFormatError, match="on_value=2.5"):
+        df.load_json(doc)
 
 
 # ---------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import numpy as np
 
 from defun.runtime import errors
 from defun.runtime.shapes import shape_fits, shape_str
-from defun.runtime.tensor import EagerTensor, ResourceHandle, Tensor, to_array
+from defun.runtime.tensor import EagerTensor, ResourceHandle, Tensor, masked_array_error, to_array
 from defun.graph.functions import plan_of
 from defun.graph.passes import optimize
 from defun.graph.printer import render_dot, to_dot
@@ -127,6 +127,8 @@ class LoadedFunction:
                 f"{self.graph.name}: argument {k} ({name}) is a {type(x).__name__}; a loaded "
                 f"function runs on values (numpy arrays or eager tensors)")
         elif isinstance(x, (np.ndarray, np.generic)):
+            if isinstance(x, np.ma.MaskedArray):
+                raise TypeError(f"{self.graph.name}: argument {k} ({name}): {masked_array_error()}")
             arr = np.array(x, copy=True)   # outputs may alias inputs: never the caller's buffer
         else:
             try:

@@ -22,7 +22,7 @@ from defun.runtime.shapes import shape_str
 from defun.runtime.tensor import EagerTensor, Tensor
 
 __all__ = ["error", "describe", "value_now", "is_tensor_arg", "int_arg", "count_arg", "float_arg",
-           "int_list_arg", "axes_arg", "axis_arg", "shape_arg", "shape_operand", "shape_value",
+           "bool_arg", "int_list_arg", "axes_arg", "axis_arg", "shape_arg", "shape_operand", "shape_value",
            "partial_shape", "partial_scalar"]
 
 
@@ -80,6 +80,16 @@ def int_arg(op_name, value, what):
         if v.ndim == 0 and v.dtype.kind in "iu":
             return int(v)
     raise error(f"{op_name}: {what} must be an int, got {describe(value)}", TypeError)
+
+
+def bool_arg(op_name, value, what):
+    """A Python bool from a bool (or a numpy bool): a flag given anything else ("no", 0, None)
+    is refused rather than read by its truth."""
+    if value is True or value is False:
+        return value
+    if isinstance(value, np.bool_):
+        return bool(value)
+    raise error(f"{op_name}: {what} must be a bool (True or False), got {describe(value)}", TypeError)
 
 
 def float_arg(op_name, value, what):

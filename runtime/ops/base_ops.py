@@ -634,7 +634,8 @@ def reducer(name, kernel, grad, kinds=inf.numeric_kinds, out=None, doc="", ufunc
     name_ = name
 
     def f(input_tensor, axis=None, keepdims=False, name=None):
-        return run_op(op, (input_tensor,), {"axis": _args.axes_arg(name_, axis), "keepdims": bool(keepdims)},
+        return run_op(op, (input_tensor,), {"axis": _args.axes_arg(name_, axis),
+                                            "keepdims": _args.bool_arg(name_, keepdims, "keepdims")},
                       name)
     f.__name__ = f.__qualname__ = op.name
     f.op = op

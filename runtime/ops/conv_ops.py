@@ -169,6 +169,10 @@ def _conv_geometry(op_name, xs, fs, attrs):
         raise errors.InvalidArgumentError(
             f"{op_name}: the input has {c} channels but the filters expect {ci} (filters of shape "
             f"{inf.shape_str(fs)}, HWIO); the third filter size must equal the input's last")
+    if 0 in (fs[0], fs[1]):
+        raise errors.InvalidArgumentError(
+            f"{op_name}: the filters of shape {inf.shape_str(fs)} (HWIO) have no "
+            f"{'rows' if fs[0] == 0 else 'columns'}; a filter window needs at least one of each")
     return _Geometry(op_name, xs[1], xs[2], fs[0], fs[1], attrs["strides"], attrs["dilations"],
                      attrs["padding"])
 

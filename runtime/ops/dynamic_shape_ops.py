@@ -149,6 +149,9 @@ def dynamic_tile(x, multiples, static, name=None):
 # ------------------------------------------------------------------ range
 def range_length(start, limit, delta, dtype):
     """The number of values of range(start, limit, delta) in `dtype` (static or dynamic)."""
+    if not all(np.isfinite(v) for v in (start, limit, delta)):
+        raise errors.InvalidArgumentError(
+            f"range: start, limit and delta must be finite, got start={start}, limit={limit}, delta={delta}")
     if delta == 0:
         raise errors.InvalidArgumentError("range: delta must not be 0")
     if (delta > 0 and start > limit) or (delta < 0 and start < limit):

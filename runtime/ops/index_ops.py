@@ -264,10 +264,28 @@ _TO_DENSE = register(
 
 
 # ------------------------------------------------------------------ one_hot
+def _one_hot_value(dtype, value, what):
+    """Refuse an on/off value the result's dtype cannot hold as it is (2.5 as int32, 300 as
+    uint8, 1e6 as float16), rather than truncating it."""
+    kind = np.dtype(dtype.np).kind
+    if kind in "iub":
+        fits = np.isfinite(value) and value == int(value) and (
+            value in (0, 1) if kind == "b" else np.iinfo(dtype.np).min <= value <= np.iinfo(dtype.np).max)
+    else:
+        with np.errstate(over="ignore"):
+            fits = not (np.isfinite(value) and not np.isfinite(np.asarray(value).astype(dtype.np)))
+    if not fits:
+        raise errors.InvalidArgumentError(
+            f"one_hot: {what}={value!r} does not fit the result's dtype {dtype.name} exactly (it "
+            f"would be truncated or overflow); pass a value {dtype.name} holds")
+
+
 def _one_hot_infer(shapes, dts, attrs):
     _check_int_dtype("one_hot", "indices", dts[0])
     if attrs["depth"] < 0:
         raise errors.InvalidArgumentError(f"one_hot: depth must be >= 0, got {attrs['depth']}")
+    _one_hot_value(attrs["dtype"], attrs["on_value"], "on_value")
+    _one_hot_value(attrs["dtype"], attrs["off_value"], "off_value")
     s = list(shapes[0])
     s.insert(attrs["axis"], attrs["depth"])
     return [(tuple(s), attrs["dtype"])]
@@ -308,6 +326,11 @@ def one_hot(indices, depth, on_value=1.0, off_value=0.0, axis=-1, dtype=dtypes.f
     attrs = {"depth": depth, "on_value": _args.float_arg("one_hot", on_value, "on_value"),
              "off_value": _args.float_arg("one_hot", off_value, "off_value"), "axis": axis,
              "dtype": dtypes.as_dtype(dtype)}
+    for what in ("on_value", "off_value"):
+        try:
+            _one_hot_value(attrs["dtype"], attrs[what], what)
+        except errors.InvalidArgumentError as e:
+            raise _args.error(str(e)) from None      # (while tracing: the user's line)
     return run_op(_ONE_HOT, (indices,), attrs, name)
 
 

@@ -247,7 +247,7 @@ _SOLVE = register("solve", _solve_kernel, _solve_infer("solve"), _solve_grad, nu
 def solve(matrix, rhs, adjoint=False, name=None):
     """X with `matrix @ X == rhs` (`matrix^T @ X == rhs` if `adjoint`); matrix (..., M, M),
     rhs (..., M, K), batch dimensions broadcast."""
-    return run_op(_SOLVE, (matrix, rhs), {"adjoint": bool(adjoint)}, name)
+    return run_op(_SOLVE, (matrix, rhs), {"adjoint": _args.bool_arg("solve", adjoint, "adjoint")}, name)
 
 
 # ------------------------------------------------------------------ cholesky
@@ -358,7 +358,8 @@ def triangular_solve(matrix, rhs, lower=True, adjoint=False, name=None):
     """X with `T @ X == rhs`, T the lower (or upper, `lower=False`) triangle of `matrix`
     (the other triangle is not read); `T^T @ X == rhs` if `adjoint`. A zero on the diagonal
     raises InvalidArgumentError naming `triangular_solve`."""
-    return run_op(_TRIANGULAR_SOLVE, (matrix, rhs), {"lower": bool(lower), "adjoint": bool(adjoint)},
+    return run_op(_TRIANGULAR_SOLVE, (matrix, rhs), {"lower": _args.bool_arg("triangular_solve", lower, "lower"),
+                                                     "adjoint": _args.bool_arg("triangular_solve", adjoint, "adjoint")},
                   name)
 
 
@@ -549,7 +550,8 @@ def svd(tensor, full_matrices=False, compute_uv=True, name=None):
     """Singular value decomposition, TF's order: `s, u, v = df.linalg.svd(x)` with
     `x == u @ diag(s) @ v^T`, s descending; `compute_uv=False` returns s alone. Gradients
     assume distinct, non-zero singular values (and full_matrices=False unless square)."""
-    out = run_op(_SVD, (tensor,), {"full_matrices": bool(full_matrices), "compute_uv": bool(compute_uv)},
+    out = run_op(_SVD, (tensor,), {"full_matrices": _args.bool_arg("svd", full_matrices, "full_matrices"),
+                                   "compute_uv": _args.bool_arg("svd", compute_uv, "compute_uv")},
                  name)
     return out if compute_uv else out[0]
 
@@ -612,7 +614,7 @@ _QR = register("qr", _qr_kernel, _qr_infer, _qr_grad, num_inputs=1, attrs={"full
 def qr(input, full_matrices=False, name=None):
     """`(q, r)` with input == q @ r, q with orthonormal columns, r upper triangular; reduced
     (q: (..., M, K), r: (..., K, N), K = min(M, N)) unless `full_matrices`."""
-    return run_op(_QR, (input,), {"full_matrices": bool(full_matrices)}, name)
+    return run_op(_QR, (input,), {"full_matrices": _args.bool_arg("qr", full_matrices, "full_matrices")}, name)
 
 
 # ------------------------------------------------------------------ diag, diag_part, trace

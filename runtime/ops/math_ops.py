@@ -503,7 +503,7 @@ _MM_ATTRS = {(False, False): _EMPTY}
 
 def matmul(a, b, transpose_a=False, transpose_b=False, name=None):
     """Matrix product of 2-D or batched inputs: `df.matmul(x, w)` == `x @ w`."""
-    key = (bool(transpose_a), bool(transpose_b))
+    key = (_args.bool_arg("matmul", transpose_a, "transpose_a"), _args.bool_arg("matmul", transpose_b, "transpose_b"))
     attrs = _MM_ATTRS.get(key)
     if attrs is None:
         attrs = _MM_ATTRS[key] = {"transpose_a": key[0], "transpose_b": key[1]}
@@ -728,7 +728,11 @@ def _arg_infer(name):
     def infer(shapes, dts, attrs):
         inf.check_kinds(name, dts[0], inf.numeric_kinds)
         shape = inf.reduced_shape(name, shapes[0], attrs["axis"], False)
-        return [(shape, attrs.get("output_type", dtypes.int64))]
+        out = attrs.get("output_type", dtypes.int64)
+        if out not in (dtypes.int32, dtypes.int64):
+            raise errors.InvalidArgumentError(
+                f"{name}: output_type must be int32 or int64 (an index), got {out.name}")
+        return [(shape, out)]
     return infer
 
 
@@ -749,7 +753,10 @@ def _arg(name, fn, onnx):
     def f(input, axis=None, output_type=dtypes.int64, name=None):
         # axis=None means axis 0, as in TensorFlow
         axis = 0 if axis is None else _args.int_arg(op.name, axis, "axis")
-        return run_op(op, (input,), {"axis": axis, "output_type": dtypes.as_dtype(output_type)}, name)
+        out = dtypes.as_dtype(output_type)
+        if out not in (dtypes.int32, dtypes.int64):
+            raise _args.error(f"{op.name}: output_type must be int32 or int64 (an index), got {out.name}")
+        return run_op(op, (input,), {"axis": axis, "output_type": out}, name)
     f.__name__ = f.__qualname__ = name
     f.__doc__ = f"Index of the {name[3:]}imum along `axis` (int64; not differentiable)."
     return f

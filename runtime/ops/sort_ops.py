@@ -150,6 +150,7 @@ def top_k(input, k=1, sorted=True, name=None):
 
     >>> values, indices = df.top_k([1., 3., 2., 3.], 2)   # [3., 3.], [1, 3]
     """
+    _args.bool_arg("top_k", sorted, "sorted")
     return run_op(_TOP_K, (input,), {"k": _args.count_arg("top_k", k, "k")}, name)
 
 

@@ -209,7 +209,10 @@ _LEAKY_RELU = register("leaky_relu", _leaky_relu_kernel, inf.unary_same("leaky_r
 
 def leaky_relu(features, alpha=0.2, name=None):
     """x where x > 0, else alpha * x: `df.leaky_relu([-1., 2.]) -> [-0.2, 2.]`."""
-    return run_op(_LEAKY_RELU, (features,), {"alpha": float(alpha)}, name)
+    alpha = _args.float_arg("leaky_relu", alpha, "alpha")
+    if not np.isfinite(alpha):
+        raise _args.error(f"leaky_relu: alpha must be a finite number, got {alpha}")
+    return run_op(_LEAKY_RELU, (features,), {"alpha": alpha}, name)
 
 
 _GELU_C = float(np.sqrt(2 / np.pi))        # Python floats: the gradient rule's constants
@@ -262,7 +265,7 @@ def gelu(features, approximate=False, name=None):
 
     >>> df.gelu([-1., 0., 1.])   # [-0.1587, 0., 0.8413]
     """
-    return run_op(_GELU, (features,), {"approximate": bool(approximate)}, name)
+    return run_op(_GELU, (features,), {"approximate": _args.bool_arg("gelu", approximate, "approximate")}, name)
 
 
 # ------------------------------------------------------------------ clip_by_value
@@ -349,7 +352,8 @@ def _reduction(name, kernel, grad, kinds, doc, onnx=None, cost=None):
                   defaults=_RED_DEFAULTS, kinds=kinds, onnx=onnx, batch=bt.axes("axis"), cost=cost)
 
     def f(input_tensor, axis=None, keepdims=False, name=None):
-        return run_op(op, (input_tensor,), {"axis": _axis_tuple(op.name, axis), "keepdims": bool(keepdims)},
+        return run_op(op, (input_tensor,), {"axis": _axis_tuple(op.name, axis),
+                                            "keepdims": _args.bool_arg(op.name, keepdims, "keepdims")},
                       name)
     f.__name__ = f.__qualname__ = op.name
     f.__doc__ = doc
@@ -410,6 +414,8 @@ def _ord_attr(ord, matrix):
         choices = "'euclidean' ('fro'), 1 or np.inf" if matrix else "'euclidean', 1, np.inf or a positive number"
         raise _args.error(
             f"norm: ord={ord!r} is not supported for {'matrices' if matrix else 'vectors'}; use {choices}")
+    if isinstance(ord, (bool, np.bool_)):
+        raise _args.error(f"norm: ord must be a number or 'euclidean', got the bool {ord!r}", TypeError)
     try:
         p = float(ord)
     except (TypeError, ValueError):
@@ -536,7 +542,8 @@ def norm(tensor, ord="euclidean", axis=None, keepdims=False, name=None):
     if axis is not None and len(axis) not in (1, 2):
         raise _args.error(f"norm: axis must be None, an int or a pair of ints, got {axis}")
     matrix = axis is not None and len(axis) == 2
-    return run_op(_NORM, (tensor,), {"ord": _ord_attr(ord, matrix), "axis": axis, "keepdims": bool(keepdims)},
+    return run_op(_NORM, (tensor,), {"ord": _ord_attr(ord, matrix), "axis": axis,
+                                     "keepdims": _args.bool_arg("norm", keepdims, "keepdims")},
                   name)
 
 
@@ -622,7 +629,8 @@ def _cum_attrs(name, x, axis, exclusive, reverse):
     rank = _rank(x)
     if rank == 0:
         raise _args.error(f"{name}: input must have rank >= 1, got a scalar")
-    return {"axis": _args.axis_arg(name, axis, rank), "exclusive": bool(exclusive), "reverse": bool(reverse)}
+    return {"axis": _args.axis_arg(name, axis, rank), "exclusive": _args.bool_arg(name, exclusive, "exclusive"),
+            "reverse": _args.bool_arg(name, reverse, "reverse")}
 
 
 def cumsum(x, axis=0, exclusive=False, reverse=False, name=None):
