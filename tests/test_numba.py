@@ -264,3 +264,25 @@ def test_integer_division_by_zero_raises_on_numba_too():
         f(x, y)
     ok = df.constant(np.array([1, 2, 4, 1, 2, 3], np.int32))
     np.testing.assert_array_equal(f(x, ok).numpy(), (x.numpy() // ok.numpy()) + (x.numpy() % ok.numpy()) * 2)
+
+
+def test_a_long_run_of_fusible_nodes_is_cut_into_regions_of_max_region_nodes():
+    """numba's compile time grows faster than a function's length, so a run longer than
+    MAX_REGION nodes becomes several regions (compile time linear in the nodes): here 10
+    nodes under a cap of 4 are regions of 4, 4 and 2, and compute what numpy does."""
+    def chain(x):
+        for k in range(5):
+            x = df.tanh(x * (1.0 + 0.25 * k))
+        return x
+    x = np.linspace(-1, 1, 6)
+    cf = df.defun(chain).get_concrete_function(df.constant(x))
+
+    class Capped(nb.NumbaBackend):
+        MAX_REGION = 4
+    steps = Capped().partition(list(cf.graph.nodes), list(cf.graph.outputs))
+    sizes = [len(s.nodes) for s in steps if hasattr(s, "kernel")]
+    assert sizes == [4, 4, 2], sizes
+    assert nb.NumbaBackend.MAX_REGION == 32
+    from defun.graph.executor import compile_graph
+    plan = compile_graph(cf.graph, backend=Capped())
+    np.testing.assert_allclose(plan.run(x)[0], chain(df.constant(x)).numpy(), rtol=1e-12)

@@ -1,7 +1,8 @@
 """The numba backend: fused elementwise chains and reductions, one compiled loop per stage.
 
 `df.defun(f, backend="numba")` (extra `[fast]`). Partitioning (graph/numba_backend/plan.py)
-turns each run of fusible nodes (ops with a fused form, runtime/fused.py) into a `Region`
+turns each run of fusible nodes (ops with a fused form, runtime/fused.py; at most
+`MAX_REGION` of them, so compile time stays linear in a graph's size) into a `Region`
 whose kernel is one numba function (graph/numba_backend/codegen.py) written to the on-disk
 cache and compiled on its first call (graph/numba_backend/jit.py); every other node keeps
 its numpy kernel, nested functions (call, cond, while) compile for this backend too.
@@ -37,6 +38,11 @@ class NumbaBackend(NumpyBackend):
 
     name = "numba"
     MIN_REGION = 2      # a lone op stays numpy's (its ufunc loop is as fast, with no dispatch)
+    # A longer run is cut into regions of at most this many nodes: numba's (LLVM's) time to
+    # compile one function grows faster than its length (one region of 100 mixed nodes took
+    # 49 s, of 200 nodes 131 s), so compiling a long document stays linear in its nodes; a
+    # cut costs one array between two regions.
+    MAX_REGION = 32
 
     def partition(self, nodes, outputs):
         last_use = {}
@@ -61,6 +67,8 @@ class NumbaBackend(NumpyBackend):
                 (held if run else steps).append(n)
             elif fused_form(n) is not None:
                 run.append(n)
+                if len(run) >= self.MAX_REGION:
+                    close(k + 1)
             else:
                 close(k)
                 steps.append(n)

@@ -203,7 +203,7 @@ class Meter:
         `predict(args)` -> (bytes or None if unknown, scratch bytes, operations) before it
         runs, its results checked against the declared types and counted after. `loop`:
         the runner of a while node (which counts its iterations)."""
-        counters, limit, meter = _counters, self.limit, self
+        counters, limit, op_limit, meter = _counters, self.limit, self.op_limit, self
         declared = [(np.dtype(t.dtype.np), tuple(t.shape)) for t in node.outputs if t.dtype is not dtypes.resource]
         single = node.op.single
         charge_outputs = not node.op.function_attrs   # what a function computes, its own kernels charged
@@ -213,7 +213,10 @@ class Meter:
             need, scratch, work = predict(args)
             if need is not None and base + need + scratch > limit:
                 raise meter.too_much(node, need + scratch, base)
-            meter.charge(node, work)
+            done = counters.operations + work
+            if done > op_limit:
+                raise meter.too_many(node, done)
+            counters.operations = done
             if loop is not None:
                 result = loop(node, fn, base, args, kw)
             else:
