@@ -207,6 +207,11 @@ class Meter:
         declared = [(np.dtype(t.dtype.np), tuple(t.shape)) for t in node.outputs if t.dtype is not dtypes.resource]
         single = node.op.single
         charge_outputs = not node.op.function_attrs   # what a function computes, its own kernels charged
+        if single and declared:    # one array result: its type checked inline, the common case
+            dtype, shape = declared[0]
+            rank, known = len(shape), tuple((i, d) for i, d in enumerate(shape) if d is not None)
+        else:
+            dtype = rank = known = None
 
         def run_sized(*args, **kw):
             base = counters.live
@@ -221,7 +226,11 @@ class Meter:
                 result = loop(node, fn, base, args, kw)
             else:
                 result = fn(*args, **kw)
-            got, elements = _check_outputs(node, declared, (result,) if single else (result or ()), True)
+            if dtype is not None and result.dtype == dtype and len(result.shape) == rank and \
+                    all([result.shape[i] == d for i, d in known]):
+                got, elements = result.nbytes, result.size
+            else:
+                got, elements = _check_outputs(node, declared, (result,) if single else (result or ()), True)
             if got > limit - base:
                 raise meter.too_much(node, got, base)
             if charge_outputs and need is None:
