@@ -229,6 +229,20 @@ def test_an_svd_of_a_large_matrix_is_refused_before_it_runs():
     np.testing.assert_allclose(small(m).numpy(), np.linalg.svd(m, compute_uv=False))
 
 
+def test_contractions_are_charged_for_their_products():
+    """A matmul or einsum of two 3000 x 3000 matrices reads 18M entries but forms 2.7e10
+    products: refused under the default budget before it runs; small ones compute."""
+    big = _F([3000, 3000], df.float32)
+    m = np.zeros((3000, 3000), F32)
+    for f in (lambda a, b: df.matmul(a, b), lambda a, b: df.einsum("ij,jk->ik", a, b)):
+        with pytest.raises(Exhausted, match="(matmul|einsum): the call would reach"):
+            df.load_json(_doc(f, big, big))(m, m)
+    a, b = np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(3, 4)
+    small = df.load_json(_doc(lambda a, b: df.einsum("ij,jk->ik", a, b), _F([2, 3], df.float64),
+                              _F([3, 4], df.float64)))
+    np.testing.assert_array_equal(small(a, b).numpy(), a @ b)
+
+
 def test_printing_16m_floats_is_refused_before_it_prints(capsys):
     def show(x):
         df.print(df.zeros([1 << 24]) + x, summarize=-1)

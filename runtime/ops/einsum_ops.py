@@ -9,9 +9,11 @@ that puts the values back on the diagonal), so every order of derivative is agai
 `tensordot` is written as the einsum it is.
 """
 import math
+import re
 import string
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from defun.runtime import errors
 from defun.runtime.execute import run_op
@@ -21,7 +23,7 @@ from defun.runtime.ops.array_ops import ones_like
 from defun.runtime.ops.index_ops import _rank
 from defun.runtime.ops.complex_ops import conj
 from defun.runtime.ops.math_ops import reduce_sum, unbroadcast
-from defun.runtime.registry import register
+from defun.runtime.registry import Cost, register
 from defun.runtime.tape import skip_input_indices
 from defun.runtime.ops import _batch as vb
 
@@ -419,8 +421,21 @@ def _einsum_onnx(e, node, ins):
     return e.op("If", empty, then_branch=zeros, else_branch=full)
 
 
+def _einsum_work(shapes, out_shapes, attrs):
+    """numpy's count of the operations of the pairwise contraction order (its einsum_path,
+    given arrays of the shapes that hold one element each): a contraction is charged for
+    every product it forms, not only for the elements it reads."""
+    dummies = [as_strided(np.zeros(1), s, [0] * len(s)) for s in shapes]
+    try:
+        _, text = np.einsum_path(attrs["equation"], *dummies, optimize="greedy")
+    except ValueError:     # the kernel says what is wrong
+        return 0
+    found = re.search(r"Optimized FLOP count:\s*([0-9.e+]+)", text)
+    return int(float(found.group(1))) if found else 0
+
+
 _EINSUM = register("einsum", _einsum_kernel, _einsum_infer, _einsum_grad, num_inputs=None,
-                   attrs={"equation": "str"}, defaults={}, kinds=inf.numeric_complex_kinds, onnx=_einsum_onnx, batch=vb.einsum)
+                   attrs={"equation": "str"}, defaults={}, kinds=inf.numeric_complex_kinds, onnx=_einsum_onnx, batch=vb.einsum, cost=Cost(work=_einsum_work))
 
 
 # Internal: the adjoint of a one-operand einsum that takes diagonals, "ij->iij" puts x[i, j]
