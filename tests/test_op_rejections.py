@@ -2,8 +2,9 @@
 
 For every row of the op table (tests/test_ops.py ROWS, with the op_rows_*.py families) bad
 variants are derived from its good ones: an axis out of range, an axis named twice, a
-negative size, depth or count, a zero stride, a mismatched shape for a second input, and
-inputs of the wrong dtype kind. For each, if the eager call raises, then:
+negative size, depth or count, a zero stride, a mismatched shape for a second input,
+inputs of the wrong dtype kind, a bool flag given "no" or 0 (these must raise: a truthy
+string is not True), a float attr given NaN. For each, if the eager call raises, then:
   - the error is typed (a df.errors class, or a TypeError/ValueError of the library), starts
     with the name of the op (or public function) that refused it, and is not the kernel
     wrapper's fallback ("... failed: <numpy's words>"), which means no check named the problem;
@@ -25,6 +26,8 @@ TESTS = os.path.dirname(os.path.abspath(__file__))
 SIZE_KEYS = ("depth", "num", "k", "num_segments", "num_rows", "num_columns", "repeats", "num_or_size_splits")
 SHAPE_KEYS = ("shape", "dims", "multiples", "dense_shape", "noise_shape")
 WINDOW_KEYS = ("strides", "ksize", "dilations")
+MUST_RAISE = ("flag_",)     # labels of bad variants that must raise (the others: if they raise)
+INTERNAL_FLAGS = {"linear_scan"}    # run by the library's own code (cumsum's gradient), never a user
 
 # Bad variants only values can show (the trace sees shapes and dtypes, not values): for each,
 # the reason. Running the graph raises the same error (tests/test_bad_inputs.py does so).
@@ -36,10 +39,16 @@ VALUE_DEPENDENT = {
 }
 
 
-def _mutations(v):
-    """(label, arg specs, kw, dtype override) of the bad variants derived from variant `v`."""
+def _mutations(v, flags=()):
+    """(label, arg specs, kw, dtype override) of the bad variants derived from variant `v`
+    (`flags`: the names of its op's bool attrs given by a user)."""
     kw = v.kw
     for key, val in kw.items():
+        if isinstance(val, bool) and key in flags:   # anything but a bool must be refused (MUST_RAISE)
+            yield f"flag_{key}_str", v.args, {**kw, key: "no"}, None
+            yield f"flag_{key}_int", v.args, {**kw, key: int(val)}, None
+        elif isinstance(val, float):    # a float attr: NaN refused, if at all, by a typed error
+            yield f"nan_{key}", v.args, {**kw, key: float("nan")}, None
         if key == "axis" and isinstance(val, int) and not isinstance(val, bool):
             yield "axis_out_of_range", v.args, {**kw, key: 7}, None
             yield "axis_negative_out_of_range", v.args, {**kw, key: -9}, None
@@ -71,11 +80,19 @@ def _mutations(v):
         yield "float_indices", args, kw, None
 
 
+def _flags(row):
+    """The op's bool attrs a user passes (an internal op's are set by the library itself)."""
+    if row.op in INTERNAL_FLAGS:
+        return ()
+    return tuple(a for a, t in registry.get(row.op).attrs.items() if t == "bool")
+
+
 def _bad_cases(row):
     seen = set()
+    flags = _flags(row)
     for v in row.variants:
         dt = row.dtypes_of(v)[0]
-        for label, args, kw, override in _mutations(v):
+        for label, args, kw, override in _mutations(v, flags):
             key = (label, repr(args), repr(sorted(kw.items(), key=lambda kv: kv[0])), override)
             if key not in seen:
                 seen.add(key)
@@ -109,6 +126,8 @@ def _check(case):
     except Exception as e:  # noqa: BLE001 - which errors are fine is the point of the test
         eager = e
     else:
+        if label.startswith(MUST_RAISE):
+            return f"{row.op} {label} {kw}: accepted (a flag given a non-bool must be refused)"
         return None
     what = f"{row.op} {label} {kw}"
     msg = str(eager)
