@@ -14,7 +14,7 @@ import numpy as np
 from defun.runtime import dtypes, errors, sites
 from defun.runtime.context import state
 from defun.runtime.nest import flatten, pack_as, sorted_keys
-from defun.runtime.ops._args import error
+from defun.runtime.ops._args import bool_arg, error
 from defun.runtime.ops.array_ops import concat, expand_dims, identity, stack, zeros
 from defun.runtime.shapes import shape_str, shapes_compatible
 from defun.runtime.tensor import EagerTensor, Tensor, convert_to_tensor
@@ -304,6 +304,7 @@ def map_fn(fn, elems, fn_output_signature=None, name=None):
 def _fold(what, fn, elems, initializer, reverse, stacked, name):
     if not callable(fn):
         raise TypeError(f"{what}: fn must be a callable taking (accumulator, row), got {type(fn).__name__}")
+    reverse = bool_arg(what, reverse, "reverse")
     flat = _elements(what, elems)
     if initializer is None:
         if flat[0].shape[0] == 0:

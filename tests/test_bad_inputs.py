@@ -173,6 +173,8 @@ ROWS = [
     B("qr_full_matrices_int", lambda x: df.linalg.qr(x, full_matrices=1), [X], TypeError,
       ["qr", "full_matrices must be a bool"]),
     B("top_k_sorted_str", lambda x: df.top_k(x, 2, sorted="no"), [X], TypeError, ["top_k", "sorted must be a bool"]),
+    B("scan_reverse_str", lambda x: df.scan(lambda a, r: a + r, x, reverse="no"), [X], TypeError,
+      ["scan", "reverse must be a bool"]),
     B("variable_trainable_str", lambda: df.Variable(1.0, trainable="no"), [], TypeError,
       ["Variable", "trainable must be a bool"], traced=False),
     B("tape_persistent_str", lambda: df.GradientTape(persistent="no"), [], TypeError,
