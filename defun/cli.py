@@ -62,8 +62,8 @@ def main(argv=None):
         print(f"{where}: {args.file}: {e}", file=sys.stderr)
         return 2
     except errors.ResourceExhaustedError as e:
-        print(f"{where}: {_one_line(e)} (raise the budget with --max-bytes N or --max-iterations N, "
-              f"or `none` for a document you trust)", file=sys.stderr)
+        print(f"{where}: {_one_line(e)} (raise the budget with --max-bytes N, --max-iterations N or "
+              f"--max-operations N, or `none` for a document you trust)", file=sys.stderr)
         return 2
     except _BadInput as e:
         print(f"{where}: {e}", file=sys.stderr)
@@ -283,12 +283,16 @@ def _load(args):
     backend = getattr(args, "backend", None) or "numpy"
     max_bytes = getattr(args, "max_bytes", budget.DEFAULT_MAX_BYTES)
     max_iterations = getattr(args, "max_iterations", budget.DEFAULT_MAX_ITERATIONS)
-    if args.command == "run" and backend != "numpy" and (max_bytes is not None or max_iterations is not None):
-        raise _BadInput(f"--backend {backend} runs compiled loops that the budgets cannot meter: "
-                        f"add --max-bytes none --max-iterations none to run a document you trust on it")
+    max_operations = getattr(args, "max_operations", budget.DEFAULT_MAX_OPERATIONS)
+    if args.command == "run" and backend != "numpy" and \
+            (max_bytes is not None or max_iterations is not None or max_operations is not None):
+        raise _BadInput(f"--backend {backend} runs compiled loops that the budgets cannot meter: add "
+                        f"--max-bytes none --max-iterations none --max-operations none to run a "
+                        f"document you trust on it")
     if args.command != "run":
         backend = "numpy"       # show --plan's --backend names the plan shown, not the loader's
-    return load_json(path, backend=backend, max_bytes=max_bytes, max_iterations=max_iterations)
+    return load_json(path, backend=backend, max_bytes=max_bytes, max_iterations=max_iterations,
+                     max_operations=max_operations)
 
 
 def _flat_results(f, result):
@@ -558,6 +562,9 @@ def _parser():
                    help=f"most bytes of values a call may hold (default {budget.DEFAULT_MAX_BYTES}; none: no limit)")
     p.add_argument("--max-iterations", type=_budget, default=budget.DEFAULT_MAX_ITERATIONS, metavar="N",
                    help=f"most iterations of a loop (default {budget.DEFAULT_MAX_ITERATIONS}; none: no limit)")
+    p.add_argument("--max-operations", type=_budget, default=budget.DEFAULT_MAX_OPERATIONS, metavar="N",
+                   help=f"most operations of a call, across its calls and loops (default "
+                        f"{budget.DEFAULT_MAX_OPERATIONS}; none: no limit)")
     p = command("dot", _dot, "draw the graph (SVG, PNG or DOT)",
                 "Draw the graph with Graphviz: a box per node (op and shape; attributes in the "
                 "tooltip), inputs and outputs by name, captured variables and constants dashed, "

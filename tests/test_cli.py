@@ -402,9 +402,9 @@ def test_run_budgets_and_backends(named):
     if "numba" not in df.backends():
         return
     proc = cli("run", "f.json", "--random", "--backend", "numba", cwd=where)
-    assert proc.returncode == 2 and "add --max-bytes none --max-iterations none" in proc.stderr
+    assert proc.returncode == 2 and "add --max-bytes none --max-iterations none --max-operations none" in proc.stderr
     _ok(cli("run", "f.json", "x=x.npy", "n=inputs.npz[n]", "--backend", "numba", "--max-bytes", "none",
-            "--max-iterations", "none", "-o", "fast.npz", cwd=where))
+            "--max-iterations", "none", "--max-operations", "none", "-o", "fast.npz", cwd=where))
     with np.load(where / "fast.npz") as fast, np.load(where / "free.npz") as free:
         np.testing.assert_allclose(fast["probs"], free["probs"], rtol=1e-6)
 

@@ -156,9 +156,12 @@ def test_load_json_runs_on_a_chosen_backend():
         df.load_json(doc, backend=3)
     if "numba" not in df.backends():
         return
-    with pytest.raises(ValueError, match="budgets cannot meter; pass max_bytes=None and max_iterations=None"):
+    with pytest.raises(ValueError, match="budgets cannot meter; pass max_bytes=None, max_iterations=None and "
+                                         "max_operations=None"):
         df.load_json(doc, backend="numba")
-    fast = df.load_json(doc, backend="numba", max_bytes=None, max_iterations=None)
+    with pytest.raises(ValueError, match="budgets cannot meter"):     # the work budget too
+        df.load_json(doc, backend="numba", max_bytes=None, max_iterations=None)
+    fast = df.load_json(doc, backend="numba", max_bytes=None, max_iterations=None, max_operations=None)
     assert fast.backend.name == "numba"
     for got, want in zip(_flat(fast(X, S)), _expected()):
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
