@@ -122,11 +122,7 @@ class OpDef:
         if batch is not None and not (isinstance(batch, str) or callable(batch)):
             raise ValueError(f"op {name!r}: batch must be a batching rule or a reason string, got {batch!r}")
         self.batch = batch
-        # What the kernel costs beyond its outputs (a Cost: scratch memory, work, sizes
-        # from values), counted by the budgets of loaded documents; None: FREE.
-        if cost is not None and not isinstance(cost, Cost):
-            raise ValueError(f"op {name!r}: cost must be a registry.Cost, got {cost!r}")
-        self.cost = cost if cost is not None else FREE
+        self.cost = _cost_of(name, cost)    # beyond its outputs, for loaded documents' budgets
 
     @property
     def differentiable(self):
@@ -138,6 +134,14 @@ class OpDef:
 
     def __repr__(self):
         return f"<OpDef {self.name}>"
+
+
+def _cost_of(name, cost):
+    """An op's Cost (what its kernel costs beyond its outputs: scratch memory, work, sizes
+    from values, counted by the budgets of loaded documents); None: FREE."""
+    if cost is not None and not isinstance(cost, Cost):
+        raise ValueError(f"op {name!r}: cost must be a registry.Cost, got {cost!r}")
+    return cost if cost is not None else FREE
 
 
 def check_input_count(op, n):
