@@ -401,7 +401,8 @@ def _adjugate_grad(op, g):
 
 
 _ADJUGATE = register("adjugate", _adjugate_kernel, _square_infer("adjugate", lambda s: [s]), _adjugate_grad,
-                     num_inputs=1, attrs={}, defaults={}, kinds="fc", batch=bt.leading)
+                     num_inputs=1, attrs={}, defaults={}, kinds="fc", batch=bt.leading,
+                     cost=_cubic(10))      # an svd
 
 
 def _det_grad(op, g):
