@@ -24,7 +24,7 @@ __all__ = ["region_source", "inlined_constant"]
 _IND = "    "
 # contract: a * b + c may become one fused multiply-add (more exact, not less; it is what lets
 # the polynomial tanh vectorize well); no other fast-math licence
-_DECORATOR = '@njit(cache=True, error_model="numpy", fastmath={"contract"})'
+_DECORATOR = '@njit(error_model="numpy", fastmath={"contract"})'   # cached by jit.py
 # numpy scalar functions with a faster equal (within rounding) vectorizable form here
 _FASTER = {"np.tanh(": "_tanh("}
 

@@ -1,28 +1,43 @@
 """What generated region modules import, and the on-disk cache they live in (imports numba).
 
-A region's source is written once to `<cache dir>/r_<hash>.py` (the hash of the source and
-of what it calls) and imported from there, so numba's own cache (`cache=True`, next to the
-file) serves the compiled code to the next process. The cache directory is
-`$DEFUN_CACHE_DIR/numba`, else `~/.cache/defun/numba`.
+A region's source is written to `<cache dir>/r_<hash>.py` (the hash of the source and of
+what it calls) and run from the text this process generated, never imported: the file is
+compared byte for byte first (a different one is refused with a warning and rewritten), and
+no `.pyc` is ever read. The compiled code goes through `_SignedCache`, numba's cache format
+with each index and data file signed (HMAC-SHA256, with a per-user key kept outside the
+cache directory, `$XDG_CONFIG_HOME/defun/cache.key`, default `~/.config/defun`); a file
+whose signature does not verify is refused (a warning) before anything in it is unpickled,
+and compiled again. The cache directory is `$DEFUN_CACHE_DIR/numba`, else
+`~/.cache/defun/numba`; it and its parent are created 0700 whatever the umask, and refused
+(`PermissionError`) unless owned by this user and closed to writes by others.
 """
+import errno
 import hashlib
-import importlib.util
+import hmac
 import inspect
+import linecache
 import math
 import os
+import pickle
+import secrets
+import stat
 import sys
 import threading
+import types as pytypes
+import warnings
 
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
+from numba.core.caching import CompileResultCacheImpl, FunctionCache, IndexDataCacheFile, _CacheLocator
 from numba.core.errors import NumbaError
 from numba.extending import intrinsic, overload
 
 from defun.runtime import registry
 from defun.runtime.files import write_atomically
 
-__all__ = ["Fallback", "scalar", "tanh", "kernel", "load_region", "cache_dir", "is_compile_error"]
+__all__ = ["Fallback", "scalar", "tanh", "kernel", "load_region", "cache_dir", "is_compile_error",
+           "private_dir", "key_path"]
 
 
 class Fallback(Exception):
@@ -132,8 +147,14 @@ def kernel(op_name):
         with _lock:
             k = _kernels.get(op_name)
             if k is None:
-                k = _kernels[op_name] = njit(cache=True, error_model="numpy")(
-                    registry.get(op_name).fused.fn)
+                fn = registry.get(op_name).fused.fn
+                k = njit(error_model="numpy")(fn)
+                h = hashlib.sha256(_own_source())
+                with open(inspect.getfile(fn), "rb") as fh:    # numba's rule: the whole file
+                    h.update(fh.read())
+                stamp = h.hexdigest()[:32]
+                k._cache = _SignedCache(fn, _checked_cache_dir(), f"k_{op_name}_{stamp}", stamp)
+                _kernels[op_name] = k
     return k
 
 
@@ -142,12 +163,221 @@ def cache_dir():
     return os.path.join(base, "numba")
 
 
+def key_path():
+    """The file of the per-user key that signs the compiled code (outside the cache)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "defun", "cache.key")
+
+
+# ---------------------------------------------------------------------------------------
+# Directories and the key: owned by this user, closed to others
+
+def private_dir(path, what="defun's numba cache directory"):
+    """`path`, created (with its missing parents) 0700 whatever the umask; refused with a
+    PermissionError unless it and its parent are directories owned by this user that no one
+    else can write to."""
+    path = os.path.abspath(path)
+    missing, p = [], path
+    while not os.path.isdir(p) and os.path.dirname(p) != p:
+        missing.append(p)
+        p = os.path.dirname(p)
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, 0o700)      # 0o700 less the umask: never more than 0o700
+        except FileExistsError:
+            pass
+    _check_private(path, what)
+    _check_private(os.path.dirname(path), what + "'s parent")
+    return path
+
+
+def _foreign(st):
+    uid = getattr(os, "geteuid", None)
+    return uid is not None and st.st_uid != uid()
+
+
+def _check_private(path, what, closed_bits=0o022):
+    st = os.stat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise PermissionError(errno.ENOTDIR, f"{what} {path!r} is not a directory", path)
+    if _foreign(st):
+        raise PermissionError(errno.EPERM, f"{what} {path!r} is owned by uid {st.st_uid}, not by this "
+                              f"user (uid {os.geteuid()}): anyone who can write there runs code "
+                              f"in this process; use a directory of your own (DEFUN_CACHE_DIR)", path)
+    if st.st_mode & closed_bits:
+        raise PermissionError(errno.EPERM, f"{what} {path!r} has mode {stat.S_IMODE(st.st_mode):04o}, "
+                              f"open to other users (anyone who can write there runs code in this "
+                              f"process): `chmod go-w {path}` (0700 is what defun creates)", path)
+
+
+_key = []
+
+
+def _signing_key():
+    """The per-user signing key: 32 random bytes, created once (0600) and refused unless
+    this user's alone."""
+    if _key:
+        return _key[0]
+    with _lock:
+        if not _key:
+            path = key_path()
+            private_dir(os.path.dirname(path), "defun's key directory")
+            try:
+                fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            except FileNotFoundError:
+                fd = _create_key(path)
+            with os.fdopen(fd, "rb") as f:
+                st = os.fstat(f.fileno())
+                if _foreign(st) or st.st_mode & 0o077 or not stat.S_ISREG(st.st_mode):
+                    raise PermissionError(errno.EPERM, f"defun's cache key {path!r} must be a file of "
+                                          f"this user's that only it can read (mode "
+                                          f"{stat.S_IMODE(st.st_mode):04o}, uid {st.st_uid}): "
+                                          f"remove it and defun makes a new one", path)
+                key = f.read()
+            if len(key) != 32:
+                raise PermissionError(errno.EPERM, f"defun's cache key {path!r} is not 32 bytes: "
+                                      f"remove it and defun makes a new one", path)
+            _key.append(key)
+    return _key[0]
+
+
+def _create_key(path):
+    """A new key file, complete before it appears (a linked temporary file); the open file."""
+    tmp = f"{path}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(secrets.token_bytes(32))
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:     # another process made it first: use theirs
+            pass
+    finally:
+        os.unlink(tmp)
+    return os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+
+
+_checked = {}
+
+
+def _checked_cache_dir():
+    folder = cache_dir()
+    if folder not in _checked:
+        _signing_key()      # here, not at compile time (where an error would mean "run on numpy")
+        _checked[folder] = private_dir(folder)
+    return _checked[folder]
+
+
+# ---------------------------------------------------------------------------------------
+# Signed files: numba's index and data files, each with an HMAC of its name and contents
+
+_MAGIC = b"defun-signed-v1\n"
+
+
+def _mac(name, payload):
+    return hmac.new(_signing_key(), name.encode() + b"\0" + payload, hashlib.sha256).digest()
+
+
+def _refuse(path, why):
+    warnings.warn(f"numba backend: refused {path!r} from the cache ({why}): it is not run or "
+                  f"read, and is replaced by what this process writes", RuntimeWarning, stacklevel=3)
+
+
+def _read_signed(path):
+    """The payload of the signed file `path`, or None (absent, or refused with a warning)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    n = len(_MAGIC) + 32
+    if not data.startswith(_MAGIC) or len(data) < n:
+        _refuse(path, "not a file defun signed")
+        return None
+    payload = data[n:]
+    if not hmac.compare_digest(data[len(_MAGIC):n], _mac(os.path.basename(path), payload)):
+        _refuse(path, "its signature does not verify")
+        return None
+    return payload
+
+
+def _write_signed(path, payload):
+    write_atomically(path, _MAGIC + _mac(os.path.basename(path), payload) + payload)
+
+
+class _SignedFile(IndexDataCacheFile):
+    """numba's index and data files, signed; read only once verified."""
+
+    def _load_index(self):
+        payload = _read_signed(self._index_path)
+        if payload is None:
+            return {}
+        version, stamp, overloads = pickle.loads(payload)    # verified: this user's key
+        return overloads if (version, stamp) == (self._version, self._source_stamp) else {}
+
+    def _save_index(self, overloads):
+        _write_signed(self._index_path, self._dump((self._version, self._source_stamp, overloads)))
+
+    def _load_data(self, name):
+        payload = _read_signed(self._data_path(name))
+        return None if payload is None else pickle.loads(payload)      # verified
+
+    def _save_data(self, name, data):
+        _write_signed(self._data_path(name), self._dump(data))
+
+
+class _Locator(_CacheLocator):
+    def __init__(self, folder, py_func, stamp):
+        self._folder, self._stamp = folder, stamp
+        self._py_file = py_func.__code__.co_filename
+
+    def ensure_cache_path(self):
+        private_dir(self._folder)
+
+    def get_cache_path(self):
+        return self._folder
+
+    def get_source_stamp(self):
+        return self._stamp
+
+    def get_disambiguator(self):
+        return ""
+
+
+class _Impl(CompileResultCacheImpl):
+    def __init__(self, py_func, locator, base):     # numba's walks its locators: not here
+        self._lineno = py_func.__code__.co_firstlineno
+        self._locator = locator
+        self._filename_base = f"{base}.py{sys.version_info[0]}{sys.version_info[1]}"
+
+
+class _SignedCache(FunctionCache):
+    """numba's function cache in `folder`, its files named `base`, signed (see above)."""
+
+    def __init__(self, py_func, folder, base, stamp):   # numba's finds a locator: not here
+        self._name = repr(py_func)
+        self._py_func = py_func
+        self._impl = _Impl(py_func, _Locator(folder, py_func, stamp), base)
+        self._cache_path = folder
+        self._cache_file = _SignedFile(folder, self._impl.filename_base, stamp)
+        self.enable()
+
+
+# ---------------------------------------------------------------------------------------
+# Regions
+
+def _own_source():
+    with open(__file__, "rb") as fh:
+        return fh.read()
+
+
 def _fingerprint(source):
     """Hash of the source, of this module and of the kernels the source calls (a kernel's code
     is compiled into the region's: a change to it must give another file)."""
     h = hashlib.sha256(source.encode())
-    with open(__file__, "rb") as fh:
-        h.update(fh.read())
+    h.update(_own_source())
     for line in source.splitlines():
         if "= _kernel(" in line:
             name = line.split("_kernel(", 1)[1].strip("()'\"")
@@ -168,16 +398,27 @@ def load_region(source):
 
 
 def _import(key, source):
-    folder = cache_dir()
-    os.makedirs(folder, exist_ok=True)
+    """The module of `source`, run from this text (never imported: no file of the cache is
+    executed); its file in the cache is rewritten unless it holds exactly this text."""
+    folder = _checked_cache_dir()
     path = os.path.join(folder, f"r_{key}.py")
-    if not os.path.exists(path):
-        # written once, atomically (another process may write the same file): rewriting
-        # it would change its time stamp, which numba's cache index checks
-        write_atomically(path, source.encode("utf-8"))
+    data = source.encode("utf-8")
+    try:
+        with open(path, "rb") as fh:
+            found = fh.read()
+    except FileNotFoundError:
+        found = None
+    if found != data:
+        if found is not None:
+            _refuse(path, "it is not the generated source")
+        # written once, atomically (another process may write the same file)
+        write_atomically(path, data)
     name = f"defun_numba_region_{key}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
+    mod = pytypes.ModuleType(name)
+    mod.__file__ = path
+    linecache.cache[path] = (len(source), None, source.splitlines(True), path)    # this text
+    code = compile(source, path, "exec", dont_inherit=True)
     sys.modules[name] = mod
-    spec.loader.exec_module(mod)
+    exec(code, mod.__dict__)
+    mod.region._cache = _SignedCache(mod.region.py_func, folder, f"r_{key}.region", key)
     return mod
