@@ -7,6 +7,11 @@ same dtype) before assigning any, so a bad checkpoint changes nothing; an entry'
 and dtype are read from its .npy header before it is inflated, so a small compressed file
 claiming gigabytes is refused without allocating them. The file is read with pickling
 disabled: loading runs no code from it.
+
+Beside training threads: a save takes its values as one step (`all_or_nothing`,
+runtime/variables.py: the variables' locks held while their arrays are taken, never while
+writing), so a checkpoint never mixes two optimizer steps or two calls of a compiled step;
+a restore assigns every variable under those locks and, if interrupted, puts them all back.
 """
 import os
 import zipfile
@@ -17,7 +22,7 @@ from defun.runtime import dtypes, errors
 from defun.runtime.context import state
 from defun.runtime.files import write_atomically
 from defun.runtime.nest import flatten
-from defun.runtime.variables import Variable
+from defun.runtime.variables import Variable, all_or_nothing
 
 __all__ = ["save_variables", "restore_variables"]
 
@@ -34,14 +39,16 @@ def save_variables(path, variables):
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise errors.NotFoundError(f"save_variables: directory {directory!r} does not exist")
+    with all_or_nothing(variables) as step:     # one consistent step (arrays are never
+        arrays = step.values()                  # written in place: no copy needed)
 
     def write(f):
         # the layout of np.savez, written member by member so that any name is a key (savez
         # takes names as keyword arguments, which clash with its own parameters)
         with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
-            for v in variables:
+            for v, arr in zip(variables, arrays):
                 with zf.open(v.name + ".npy", "w", force_zip64=True) as member:
-                    np.lib.format.write_array(member, np.asarray(v.numpy()), allow_pickle=False)
+                    np.lib.format.write_array(member, np.asarray(arr), allow_pickle=False)
     return write_atomically(path, write)
 
 
@@ -82,8 +89,9 @@ def restore_variables(path, variables):
         arr = values[v.name]
         if arr.shape != tuple(v.shape) or arr.dtype != v.dtype.np:
             raise _mismatch(v, path, arr.shape, arr.dtype)
-    for v in variables:
-        v.assign(values[v.name])
+    with all_or_nothing(variables):     # all of them, or (interrupted) none
+        for v in variables:
+            v.assign(values[v.name])
 
 
 def _mismatch(v, path, shape, dtype):

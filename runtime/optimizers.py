@@ -14,22 +14,31 @@ Update rules (g: gradient, lr: learning rate, t: iterations + 1, as in Keras):
   Adam:              alpha = lr sqrt(1 - beta_2^t) / (1 - beta_1^t)
                      m <- m + (g - m)(1 - beta_1);  v <- v + (g^2 - v)(1 - beta_2)
                      w <- w - alpha m / (sqrt(v) + epsilon)
+Threads and interrupts: an eager `apply_gradients` is one step over the variables, their
+slots and the counter (`all_or_nothing`, runtime/variables.py): steps from several threads
+are serialized (none lost), and one that fails or is interrupted leaves every one of them
+as it was. Slots and the counter are created once, under the optimizer's lock, even when two
+threads take their first step together. A traced step is a compiled call that assigns,
+which holds the same locks and undoes itself the same way (graph/executor.py).
+
 A sparse gradient (IndexedSlices, e.g. from `gather`) updates only its rows of the variable
 and of its slots, with the gradients of a repeated row summed first; the other rows, and
 their slots, are left alone (Keras decays every row's slots; this is TensorFlow's "lazy"
 sparse behaviour).
 """
+import threading
+
 import numpy as np
 
 from defun.runtime import dtypes, errors
-from defun.runtime.context import init_scope
+from defun.runtime.context import init_scope, state
 from defun.runtime.indexed_slices import IndexedSlices
 from defun.runtime.ops.array_ops import gather, reshape
 from defun.runtime.ops.math_ops import cast, pow, sqrt, square
 from defun.runtime.ops.sparse_ops import sum_duplicate_rows
 from defun.runtime.tape import stop_recording
 from defun.runtime.tensor import Tensor, convert_to_tensor
-from defun.runtime.variables import SymbolicVariable, Variable
+from defun.runtime.variables import SymbolicVariable, Variable, all_or_nothing
 
 __all__ = ["Optimizer", "SGD", "Adam"]
 
@@ -46,9 +55,9 @@ class Optimizer:
         self.learning_rate = learning_rate
         self.name = name
         self._iterations = None
-        self._slots = {}        # id(variable) -> {slot name: Variable}
-        self._slot_order = []   # slot variables in creation order (for variables())
+        self._slots = {}        # id(variable) -> {slot name: Variable}, in creation order
         self._owners = {}       # id(variable) -> variable (keeps ids meaningful)
+        self._lock = threading.Lock()   # creating the counter and slots
 
     # ------------------------------------------------------------------ state
     @property
@@ -59,7 +68,8 @@ class Optimizer:
 
     def variables(self):
         """The optimizer's own variables (iteration counter, then slots), e.g. to checkpoint."""
-        return ([self._iterations] if self._iterations is not None else []) + list(self._slot_order)
+        slots = [s for per_var in list(self._slots.values()) for s in per_var.values()]
+        return ([self._iterations] if self._iterations is not None else []) + slots
 
     def get_slot(self, var, slot_name):
         """The slot variable `slot_name` (e.g. "momentum", "m", "v") kept for `var`."""
@@ -82,19 +92,24 @@ class Optimizer:
 
     def _build_iterations(self):
         if self._iterations is None:
-            with init_scope():
-                self._iterations = Variable(np.zeros((), np.int64), name=f"{self.name}/iterations",
-                                            trainable=False)
+            with self._lock:
+                if self._iterations is None:
+                    with init_scope():
+                        self._iterations = Variable(np.zeros((), np.int64),
+                                                    name=f"{self.name}/iterations", trainable=False)
 
     def _build_slots(self, var):
         if id(var) in self._slots or not self._slot_names:
             return
-        with init_scope():   # eagerly, also when first needed inside a trace
-            slots = {s: Variable(np.zeros(var.shape, var.dtype.np), name=f"{self.name}/{var.name}/{s}",
-                                 trainable=False) for s in self._slot_names}
-        self._slots[id(var)] = slots
-        self._owners[id(var)] = var
-        self._slot_order.extend(slots.values())
+        with self._lock:
+            if id(var) in self._slots:      # another thread made them meanwhile
+                return
+            with init_scope():   # eagerly, also when first needed inside a trace
+                slots = {s: Variable(np.zeros(var.shape, var.dtype.np),
+                                     name=f"{self.name}/{var.name}/{s}", trainable=False)
+                         for s in self._slot_names}
+            self._owners[id(var)] = var
+            self._slots[id(var)] = slots    # last, in one step: the slots exist or do not
 
     # ------------------------------------------------------------------ applying
     def apply_gradients(self, grads_and_vars, name=None):
@@ -132,6 +147,16 @@ class Optimizer:
         self._build_iterations()
         for _, v in live:
             self._build_slots(v)
+        if state.graph is not None:      # traced: the compiled call is the transaction
+            self._apply(live)
+            return self._iterations
+        state_vars = [self._iterations] + [x for _, v in live
+                                           for x in (v, *self._slots.get(id(v), {}).values())]
+        with all_or_nothing(state_vars):
+            self._apply(live)
+        return self._iterations
+
+    def _apply(self, live):
         with stop_recording():   # updates are not differentiated
             step = self._iterations.read_value()
             for g, v in live:
@@ -142,7 +167,6 @@ class Optimizer:
                 else:
                     self._apply_dense(g, v, slots, lr, step)
             self._iterations.assign_add(np.ones((), np.int64))
-        return self._iterations
 
     def _learning_rate_for(self, dtype):
         lr = self.learning_rate

@@ -1,4 +1,6 @@
-"""Resource variables: a handle tensor of dtype `resource`, read and assigned by stateful ops."""
+"""Resource variables: a handle tensor of dtype `resource`, read and assigned by stateful ops;
+`all_or_nothing`, the eager updates of several variables as one step (optimizer steps,
+checkpoint saves and restores)."""
 import weakref
 
 import numpy as np
@@ -12,7 +14,7 @@ from defun.runtime.ops._args import bool_arg
 from defun.runtime.tensor import EagerTensor, HandleData, ResourceHandle, Tensor, constant, to_array
 
 __all__ = ["Variable", "SymbolicVariable", "watch_variable", "watch_reads", "watch_read_handles",
-           "handle_in_context"]
+           "handle_in_context", "all_or_nothing"]
 
 _counter = [0]
 # handle id -> Variable, so a traced function can tell tapes which variables a call reads.
@@ -272,6 +274,63 @@ def handle_in_context(var):
     """The handle tensor ops see: the eager handle, or its capture in the traced graph."""
     g = state.graph
     return var.handle if g is None else g.capture(var.handle)
+
+
+class all_or_nothing:
+    """`with all_or_nothing(variables):` one eager step over several variables. It holds their
+    locks (in `serial` order, as a compiled call that assigns does: graph/executor.py) for
+    the whole block, so steps of other threads and compiled calls never interleave with it,
+    and on any BaseException (a KeyboardInterrupt included) it puts back every variable's
+    value from before the block. Assignments store new arrays, so keeping the old ones costs
+    nothing. `values()` is the variables' values as of now, one consistent step.
+    """
+
+    def __init__(self, variables):
+        self._variables = list(variables)
+        stores = {id(v._store): v._store for v in self._variables}
+        self._stores = sorted(stores.values(), key=lambda s: s.serial)
+        self._held = []
+        self._old = None
+
+    def __enter__(self):
+        held = self._held
+        try:
+            for s in self._stores:
+                held.append(s.lock)     # listed first: an interrupt before acquiring is harmless
+                s.lock.acquire()
+            self._old = [(s, s.value) for s in self._stores]
+        except BaseException:
+            _release(held)
+            raise
+        return self
+
+    def values(self):
+        """The variables' current arrays, in the order given (never written in place)."""
+        return [v._store.value for v in self._variables]
+
+    def __exit__(self, kind, exc, tb):
+        pending = None
+        while True:     # each step can be repeated: an interrupt landing here is re-raised after
+            try:
+                if kind is not None and self._old is not None:
+                    for s, old in self._old:
+                        s.value = old
+                _release(self._held)
+                break
+            except BaseException as e:  # noqa: B036 - re-raised below
+                pending = e
+        if pending is not None:
+            raise pending
+        return False
+
+
+def _release(held):
+    while held:
+        try:
+            held[-1].release()
+        except RuntimeError:     # not held: an interrupt came between listing and acquiring
+            pass
+        held.pop()
 
 
 from defun.runtime.ops import _install_operators  # noqa: E402
