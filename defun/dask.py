@@ -299,7 +299,6 @@ def map_blocks(f, *arrays):
                 for i in range(len(rows))]
     run = {key: (_run_block, document.key, ref, *blocks) for key, blocks in zip(run_keys, inputs)}
     graph = HighLevelGraph.from_collections(name, run, dependencies=arrays)
-    layers, deps = dict(graph.layers), dict(graph.dependencies)
     outputs = []
     for k in range(n_out):
         ndim = len(fn.graph.outputs[k].shape)
@@ -309,6 +308,9 @@ def map_blocks(f, *arrays):
             outputs.append(dask.array.Array(graph, name, chunks, meta=meta))
             continue
         out_name = f"{name}-{k}"
+        # each output's graph has the shared layers and its own getitem layer (one shared
+        # dict would list every output's layer in each graph, some not yet dependencies)
+        layers, deps = dict(graph.layers), dict(graph.dependencies)
         layers[out_name] = {(out_name, i) + (0,) * (ndim - 1): (operator.getitem, key, k)
                             for i, key in enumerate(run_keys)}
         deps[out_name] = {name}

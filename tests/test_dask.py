@@ -113,6 +113,26 @@ def test_map_blocks_matches_eager(chunks):
     np.testing.assert_allclose(threads(y), model.logits(x).numpy(), rtol=1e-6, atol=1e-6)
 
 
+def test_map_blocks_with_several_outputs_computes_each_alone_and_together():
+    """Each output is its own dask array: computed alone (any order) or together."""
+    model = Model()
+
+    @df.defun
+    def f(x):
+        logits = model.logits(x)
+        return {"logits": logits, "top": df.argmax(logits, axis=1), "sq": x * x}
+    x, _ = data()
+    want = {k: v.numpy() for k, v in f(df.constant(x)).items()}
+    for order in (["top", "sq", "logits"], ["logits", "top", "sq"]):
+        out = df.dask.map_blocks(f, da.from_array(x, chunks=(25, -1)))
+        for k in order:
+            np.testing.assert_allclose(threads(out[k]), want[k], rtol=1e-6, atol=1e-6)
+    out = df.dask.map_blocks(f, da.from_array(x, chunks=(25, -1)))
+    got = da.compute(out, scheduler="threads")[0]
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-6, atol=1e-6)
+
+
 def test_map_blocks_on_the_cluster(client):
     model = Model()
     predict = df.defun(model.logits)
