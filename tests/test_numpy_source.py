@@ -350,3 +350,31 @@ def test_what_cannot_be_exported_is_refused_by_name():
         df.export_numpy_source(cf)
     with pytest.raises(TypeError, match="get_concrete_function"):
         df.export_numpy_source(takes_variable)
+
+
+def test_variables_named_like_modules_and_builtins_keep_the_module_working():
+    """Variable cells never take a name the module's code uses (math, sys, np, dunders)."""
+    names = ["math", "sys", "__builtins__", "operator", "np", "__name__", "string", "len"]
+    vs = [df.Variable(np.full((2, 3), float(k + 1)), name=n) for k, n in enumerate(names)]
+
+    @df.defun
+    def f(x):
+        total = x
+        for v in vs:
+            v.assign_add(x)
+            total = total + df.reshape(v.read_value(), [-1, 3]) * 0.5
+        return df.reduce_sum(df.reshape(total, [-1]), axis=0), df.reduce_prod(df.shape(x))
+    x = np.arange(6.0).reshape(2, 3)
+    cf = f.get_concrete_function(df.TensorSpec([None, 3], df.float64))
+    source = df.export_numpy_source(cf)
+    before = [v.numpy() for v in vs]
+    want = [np.asarray(o) for o in f(df.constant(x))]
+    ns = {}
+    exec(compile(source, "<named>", "exec"), ns)
+    got = ns["forward"](x)
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(np.asarray(g), w)
+    cells = [value for value in ns.values() if type(value).__name__ == "VariableStore"]
+    assert sorted(c.name for c in cells) == sorted(names)
+    for c in cells:
+        np.testing.assert_array_equal(c.value, before[names.index(c.name)] + x)

@@ -78,7 +78,9 @@ class SourceWriter:
     def __init__(self, reserved=()):
         self.blocks = []
         self.imports = set()
-        self._taken = set(reserved) | set(dir(builtins)) | set(keyword.kwlist) | {"np"}
+        # never given out: builtins, keywords, the modules the code may import (an import
+        # can come after a name is claimed) and dunders (__builtins__ would replace builtins)
+        self._taken = set(reserved) | set(dir(builtins)) | set(keyword.kwlist) | {"np"} | set(STDLIB)
         self._named = {}       # id(value) -> name
         self._keep = []        # the values named, so their ids stay theirs
         self._literals = {}    # literal text -> its module-level name
@@ -94,7 +96,8 @@ class SourceWriter:
         k = 1
         while True:
             for c in candidates:
-                if c not in self._taken and not _GENERATED.match(c) and c.isidentifier():
+                if c not in self._taken and not _GENERATED.match(c) and c.isidentifier() \
+                        and not c.startswith("__"):
                     self._taken.add(c)
                     return c
             candidates = [f"{base}_{k}"]
