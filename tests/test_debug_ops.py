@@ -209,3 +209,41 @@ def test_check_numerics_refuses_integers_and_static_checks_with_unknown_sizes():
     assert tuple(cf.graph.outputs[0].shape) == (None, 3) and cf.graph.outputs[0].dtype is df.float64
     with pytest.raises(df.errors.InvalidArgumentError, match=r"check_numerics: message must be a str"):
         df.debugging.check_numerics(df.constant([1.0]), 3)
+
+
+# ---------------------------------------------------------------------------------------
+# No terminal control codes reach the terminal
+
+_HOSTILE = "a\x1b[2J\x1b]0;title\x07b\x9b31m\u202ec\x7f"
+_SHOWN = "a\\x1b[2J\\x1b]0;title\\x07b\\x9b31m\\u202ec\\x7f"
+
+
+def test_print_escapes_control_codes_eagerly_traced_and_loaded(capsys):
+    df.print(_HOSTILE, df.constant([1, 2]), sep="\t")
+    assert capsys.readouterr().out == _SHOWN + "\t[1 2]\n"     # tabs and newlines are kept
+
+    @df.defun
+    def f(x):
+        df.print("first", x)
+        return x
+    cf = f.get_concrete_function(df.constant([1.0]))
+    text = json.dumps(df.export_json(cf))
+    loaded = df.load_json(json.loads(text.replace('"first {}', '"' + json.dumps(_HOSTILE)[1:-1] + " {}")))
+    capsys.readouterr()
+    loaded(df.constant([3.0]))
+    assert capsys.readouterr().out == _SHOWN + " [3.]\n"
+
+
+def test_check_numerics_messages_escape_control_codes():
+    with pytest.raises(df.errors.InvalidArgumentError) as e:
+        df.debugging.check_numerics(df.constant([np.nan]), _HOSTILE)
+    assert _SHOWN in str(e.value) and "\x1b" not in str(e.value)
+
+    @df.defun
+    def f(x):
+        return df.debugging.check_numerics(x, "mark")
+    text = json.dumps(df.export_json(f.get_concrete_function(df.constant([1.0]))))
+    loaded = df.load_json(json.loads(text.replace('"mark"', json.dumps(_HOSTILE))))
+    with pytest.raises(df.errors.InvalidArgumentError) as e:
+        loaded(df.constant([np.inf]))
+    assert _SHOWN in str(e.value) and not any(c in str(e.value) for c in "\x1b\x07\x9b\u202e")

@@ -6,6 +6,9 @@ the next tensor and `{{`/`}}` for literal braces. The template is parsed here, n
 `str.format`, so a graph document can only say what to print, never reach attributes.
 Output goes to sys.stdout or sys.stderr as they are when the op runs (so redirection and
 test capture work), and only to those: a loaded document cannot name a file to write.
+Neither op writes terminal control codes: the template's text and the check's message are
+written with control characters (but a print's newlines and tabs) and bidirectional
+overrides escaped, `\x1b` for ESC, so a document cannot drive the terminal it prints to.
 """
 import functools
 import math
@@ -23,6 +26,15 @@ from defun.runtime import batching as bt
 __all__ = ["print", "check_numerics"]
 
 _STREAMS = ("stdout", "stderr")
+# C0 and C1 controls, DEL, and the bidirectional embeddings, overrides and isolates
+_CONTROL = frozenset(map(chr, [*range(0x20), *range(0x7f, 0xa0), *range(0x202a, 0x202f),
+                               *range(0x2066, 0x206a)]))
+
+
+def _visible(text, keep=""):
+    """`text` with control characters (except those in `keep`) written as escapes."""
+    return "".join(c if c not in _CONTROL or c in keep else
+                   (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}") for c in text)
 
 
 # ------------------------------------------------------------------ print
@@ -80,7 +92,7 @@ def _print_infer(shapes, dts, attrs):
 
 
 def _print_kernel(*values, template, summarize, output_stream):
-    pieces = _split_template(template)
+    pieces = _visible_pieces(template)
     if len(pieces) - 1 != len(values):
         _print_infer([np.shape(v) for v in values], [None] * len(values),
                      {"template": template, "summarize": summarize, "output_stream": output_stream})
@@ -96,6 +108,11 @@ def _print_work(shapes, out_shapes, attrs):
     """numpy formats some 50 microseconds per entry: counted as 50,000 operations each."""
     k = attrs["summarize"]
     return 50_000 * sum(math.prod(s) if k < 0 else math.prod(min(d, 2 * k) for d in s) for s in shapes)
+
+
+@functools.lru_cache(maxsize=256)
+def _visible_pieces(template):
+    return [_visible(p, "\n\t") for p in _split_template(template)]
 
 
 _PRINT = register("print", _print_kernel, _print_infer, None, num_inputs=None, num_outputs=0,
@@ -162,7 +179,7 @@ def _check_numerics_kernel(x, message):
         first = np.unravel_index(int(np.flatnonzero(~np.isfinite(x))[0]), x.shape)
         where = f" (the first at index {list(map(int, first))})" if x.ndim else ""
         raise errors.InvalidArgumentError(
-            f"check_numerics: {message}: the tensor ({x.dtype.name}, shape {list(x.shape)}) has "
+            f"check_numerics: {_visible(message)}: the tensor ({x.dtype.name}, shape {list(x.shape)}) has "
             f"{nan} NaN and {inf_count} Inf values{where}")
     return x
 
