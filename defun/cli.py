@@ -388,6 +388,8 @@ def _gather_inputs(f, feeds, args):
             continue
         path, a = _read_input(s.name, feeds[s.name])
         want = _type_text(s.shape, s.dtype.name)
+        if a.dtype != s.dtype.np and a.dtype.newbyteorder("=") == s.dtype.np:
+            a = a.astype(s.dtype.np)        # saved big-endian: the same values
         if a.dtype != s.dtype.np:
             raise _BadInput(f"input {s.name!r}: {path} holds {_array_type(a)}, the function takes "
                             f"{want}; convert it with .astype(np.{s.dtype.name})")

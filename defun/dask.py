@@ -116,6 +116,8 @@ def _tensor(block):
     on another worker. An aligned copy keeps results identical wherever a block runs.
     """
     arr = np.asarray(block)
+    if not arr.dtype.isnative:      # big-endian: the same values in the machine's order
+        return EagerTensor(arr.astype(arr.dtype.newbyteorder("=")))
     return EagerTensor(arr if arr.flags.aligned else arr.copy())
 
 
@@ -327,7 +329,7 @@ def _check_arguments(fn, arrays, fname):
     for k, (a, s) in enumerate(zip(arrays, sig)):
         what = f"map_blocks: array {k} ({s.name})"
         want = f"{s.dtype.name}{list(s.shape)}"
-        if np.dtype(a.dtype) != s.dtype.as_numpy_dtype:
+        if np.dtype(a.dtype).newbyteorder("=") != s.dtype.as_numpy_dtype:    # any byte order
             raise errors.InvalidArgumentError(
                 f"{what} has dtype {np.dtype(a.dtype).name}, {fname} takes {want}; convert it with "
                 f".astype(np.{s.dtype.name})")

@@ -101,9 +101,24 @@ _BY_NUMPY = {d.np: d for d in ALL if d is not resource}
 _BY_NUMPY[np.dtype(np.bool_)] = bool
 
 
+def native_order(np_dtype):
+    """`np_dtype` in this machine's byte order (itself when it has no byte order), or None
+    for what is not a numpy dtype."""
+    try:
+        return np.dtype(np_dtype).newbyteorder("=")
+    except TypeError:
+        return None
+
+
 def from_numpy(np_dtype):
     """DType of a numpy dtype; raises for dtypes defun does not support (object, str, ...)."""
     d = _BY_NUMPY.get(np_dtype)
+    if d is None and native_order(np_dtype) in _BY_NUMPY:
+        npd = np.dtype(np_dtype)
+        raise errors.InvalidArgumentError(
+            f"dtype {npd.str!r} is {npd.name} in {'big' if npd.byteorder == '>' else 'little'}-endian "
+            f"byte order, not this machine's; arrays of it are converted when they become tensors, "
+            f"but a dtype names the machine's order: use {npd.name!r}")
     if d is None:
         raise errors.InvalidArgumentError(
             f"unsupported dtype {np.dtype(np_dtype).name!r}; defun supports "
@@ -137,7 +152,10 @@ def as_dtype(x):
         raise TypeError(f"cannot interpret {x!r} as a dtype") from None
     d = _BY_NUMPY.get(npd)
     if d is None:
-        raise TypeError(f"unsupported dtype {npd.name!r}")
+        d = _BY_NUMPY.get(native_order(npd))   # another byte order names the same type
+    if d is None:
+        raise TypeError(f"unsupported dtype {npd.name!r} ({npd.str!r}); defun supports "
+                        + ", ".join(x.name for x in ALL if x is not resource))
     return d
 
 

@@ -191,12 +191,16 @@ def to_array(value, dtype=None):
     Raises InvalidArgumentError for a Python float meeting an integer dtype, or for a
     numpy array whose dtype differs from `dtype`.
     """
+    if dtype is not None and dtype not in dtypes._BY_NUMPY:     # e.g. a big-endian array's
+        dtype = dtypes.native_order(dtype) or dtype
     if isinstance(value, (np.ndarray, np.generic)):
         if isinstance(value, np.ma.MaskedArray):
             raise masked_array_error()
         # A copy: tensors are immutable, so they must not share memory with an array the
         # caller may still change (numpy scalars are immutable and become fresh arrays).
         arr = np.array(value, copy=True) if isinstance(value, np.ndarray) else np.asarray(value)
+        if arr.dtype not in dtypes._BY_NUMPY and dtypes.native_order(arr.dtype) in dtypes._BY_NUMPY:
+            arr = arr.astype(dtypes.native_order(arr.dtype))    # big-endian: same values, native order
         if arr.dtype not in dtypes._BY_NUMPY:
             dtypes.from_numpy(arr.dtype)  # raises, listing the supported dtypes
         if dtype is not None and arr.dtype != dtype:
@@ -321,6 +325,8 @@ def _list_to_array(value, dtype):
         if kind is int and dtype.kind in "iu" and arr.size:
             _check_int_range(arr, dtype)
         return arr.astype(dtype)
+    if arr.dtype not in dtypes._BY_NUMPY and dtypes.native_order(arr.dtype) in dtypes._BY_NUMPY:
+        arr = arr.astype(dtypes.native_order(arr.dtype))
     if arr.dtype not in dtypes._BY_NUMPY:
         raise errors.InvalidArgumentError(f"unsupported dtype {arr.dtype.name!r}")
     if dtype is not None and arr.dtype != dtype:

@@ -522,3 +522,10 @@ def test_a_worker_killed_mid_computation_is_retried_and_the_result_is_exact(clie
         np.testing.assert_array_equal(g.numpy(), e.numpy())
     client.wait_for_workers(2, timeout=300)       # the nanny restarted it (slow on a loaded machine)
     assert pids[victim] not in client.run(os.getpid).values()     # in a new process
+
+
+def test_map_blocks_takes_a_big_endian_array():
+    model = Model()
+    x, _ = data()
+    y = df.dask.map_blocks(df.defun(model.logits), da.from_array(x.astype(">f4"), chunks=(25, -1)))
+    np.testing.assert_allclose(threads(y), model.logits(x).numpy(), rtol=1e-6, atol=1e-6)

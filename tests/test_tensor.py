@@ -580,3 +580,26 @@ def test_execute_fills_in_declared_attr_defaults():
     out, = df.execute("argmax", 1, [df.constant([1.0, 3.0, 2.0])], {"axis": 0})
     assert out.dtype is df.int64 and int(out) == 1
     assert df.execute("shape", 1, [x])[0].numpy().tolist() == [2, 2]
+
+
+def test_big_endian_arrays_are_taken_converted_everywhere():
+    """A big-endian array is the same values: eager ops, variables, defuns, loaded functions
+    and the numpy-source module take it (converted to the machine's order)."""
+    x = np.arange(6.0).reshape(3, 2)
+    big = x.astype(">f8")
+    assert big.dtype != x.dtype and (big == x).all()
+    t = df.constant(big)
+    assert t.dtype is df.float64 and t.numpy().dtype == np.float64
+    np.testing.assert_array_equal(t.numpy(), x)
+    np.testing.assert_array_equal(df.add(big, 1.0).numpy(), x + 1)
+    np.testing.assert_array_equal(df.add(1.0, big).numpy(), x + 1)
+    np.testing.assert_array_equal(df.Variable(big).numpy(), x)
+    np.testing.assert_array_equal(df.constant(np.array(7, ">i4")).numpy(), 7)
+    f = df.defun(lambda a: a * 2.0)
+    np.testing.assert_array_equal(f(big).numpy(), 2 * x)
+    cf = f.get_concrete_function(df.TensorSpec([None, 2], df.float64))
+    np.testing.assert_array_equal(df.load_json(df.export_json(cf))(big).numpy(), 2 * x)
+    ns = {}
+    exec(compile(df.export_numpy_source(cf), "<big>", "exec"), ns)
+    np.testing.assert_array_equal(ns["forward"](big)[0], 2 * x)
+    assert df.as_dtype(np.dtype(">f4")) is df.float32          # a dtype names its type

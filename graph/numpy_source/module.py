@@ -81,6 +81,8 @@ def _argument(value, what, dtype, shape):
     """`value` as the graph takes it: an array of `dtype` whose shape fits `shape`."""
     if isinstance(value, (np.ndarray, np.generic)):
         array = np.asarray(value)
+        if array.dtype != dtype and array.dtype.newbyteorder("=") == np.dtype(dtype):
+            array = array.astype(dtype)     # another byte order (big-endian): the same values
         if array.dtype != dtype:
             raise TypeError(f"{what} has dtype {array.dtype.name}, expected "
                             f"{np.dtype(dtype).name}; convert it with .astype")

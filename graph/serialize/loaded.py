@@ -130,6 +130,8 @@ class LoadedFunction:
             if isinstance(x, np.ma.MaskedArray):
                 raise TypeError(f"{self.graph.name}: argument {k} ({name}): {masked_array_error()}")
             arr = np.array(x, copy=True)   # outputs may alias inputs: never the caller's buffer
+            if arr.dtype.newbyteorder("=") == t.dtype.np:
+                arr = arr.astype(t.dtype.np)     # another byte order (big-endian): the same values
         else:
             try:
                 arr = to_array(x, t.dtype.np)
