@@ -1112,3 +1112,19 @@ def test_a_loaded_function_returns_the_value_of_a_variable_the_defun_returns():
     only = df.defun(lambda: v).get_concrete_function()
     v.assign(np.array([3.0, 4.0]))
     np.testing.assert_allclose(df.load_json(df.export_json(only))().numpy(), [3.0, 4.0])
+
+
+def test_an_output_dict_mixing_int_and_str_keys_is_refused_at_load():
+    """Export refuses such a dict (its leaves are ordered by sorted key); so does load."""
+    import json
+
+    @df.defun
+    def f(x):
+        return {"a": x, "b": x * 2.0}
+    text = json.dumps(df.export_json(f.get_concrete_function(df.constant([1.0]))))
+    assert '["b", {"output": 1}]' in text
+    df.load_json(json.loads(text.replace('["b", {"output": 1}]', '["c", {"output": 1}]')))
+    with pytest.raises(df.errors.GraphFormatError, match=r"keys mix str and int \('a', 1\)"):
+        df.load_json(json.loads(text.replace('["b", {"output": 1}]', '[1, {"output": 1}]')))
+    with pytest.raises(TypeError, match="keys of one sortable kind"):
+        df.export_json(df.defun(lambda x: {"a": x, 1: x}).get_concrete_function(df.constant([1.0])))

@@ -589,6 +589,10 @@ def _check_structure(s, path, n_out, depth, leaves):
                 raise _format_error(p, f"key {_show(item[0])} repeats")
             seen.add(item[0])
             _check_structure(item[1], p + "[1]", n_out, depth + 1, leaves)
+        if len({type(k) for k in seen}) > 1:     # export refuses them (runtime/nest.py)
+            keys = ", ".join(_show(item[0]) for item in value[:4])
+            raise _format_error(path + ".dict", f"keys mix str and int ({keys}); a dict's keys are "
+                                f"all str or all int (its leaves are ordered by sorted key)")
     elif key == "namedtuple":
         p = path + ".namedtuple"
         _fields(value, p, ("name", "fields"))
