@@ -20,6 +20,7 @@ inputs are read with np.load(allow_pickle=False).
 """
 import argparse
 import json
+import math
 import os
 import re
 import statistics
@@ -367,6 +368,32 @@ def _parse_feeds(items):
     return feeds
 
 
+def _check_npy_size(path, name):
+    """Refuse a .npy whose header claims more data than the file holds, before anything is
+    allocated (a 128-byte file could otherwise ask for terabytes). Other files (an .npz, not
+    an array file) are left to np.load to judge."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(6) != b"\x93NUMPY":
+                return
+            fh.seek(0)
+            read = {(1, 0): np.lib.format.read_array_header_1_0,
+                    (2, 0): np.lib.format.read_array_header_2_0}.get(np.lib.format.read_magic(fh))
+            if read is None:
+                return      # another version: np.load judges it
+            shape, _, dtype = read(fh)
+            have = os.fstat(fh.fileno()).st_size - fh.tell()
+    except (ValueError, TypeError, SyntaxError, OverflowError):
+        return      # a malformed header: np.load says what is wrong
+    if dtype.hasobject:
+        return      # refused by np.load (allow_pickle=False)
+    n = math.prod(shape)
+    if n * dtype.itemsize > have:
+        raise _BadInput(f"input {name!r}: {path} claims a {dtype.name} array of shape {list(shape)} "
+                        f"({n:,} elements, {n * dtype.itemsize:,} bytes) but holds {have:,} bytes "
+                        f"of data: the file is cut short or its header is wrong")
+
+
 def _gather_inputs(f, feeds, args):
     names = [s.name for s in f.signature]
     extra = sorted(set(feeds) - set(names))
@@ -407,12 +434,15 @@ def _read_input(name, path):
     m = _NPZ_KEY.match(path)
     if m is not None and not os.path.exists(path):
         path, key = m.group("path"), m.group("key")
+    _check_npy_size(path, name)
     try:
         loaded = np.load(path, allow_pickle=False)
     except OSError:
         raise
     except ValueError as e:
         raise _BadInput(f"input {name!r}: {path} is not a .npy or .npz array file ({_one_line(e)})") from None
+    except MemoryError:
+        raise _BadInput(f"input {name!r}: {path} is too large to load into memory") from None
     if isinstance(loaded, np.ndarray):
         if key is not None:
             raise _BadInput(f"input {name!r}: {path} holds one array (a .npy), not keys: drop [{key}]")

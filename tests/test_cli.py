@@ -240,6 +240,16 @@ def test_run_prints_or_writes_the_outputs(small):
         assert same_bits(got["output_1"], expected[1].numpy()) is None
 
 
+def test_run_takes_a_big_endian_npy(small):
+    where, loaded = small
+    x = np.load(where / "x.npy")
+    np.save(where / "xbig.npy", x.astype(">f4"))
+    expected = loaded(x, np.load(where / "scale.npy"))
+    _ok(cli("run", "f.json", "x=xbig.npy", "scale=scale.npy", "-o", "big.npz", cwd=where))
+    with np.load(where / "big.npz") as got:
+        assert same_bits(got["output_1"], expected[1].numpy()) is None
+
+
 @pytest.mark.parametrize("args, message", [
     (["x=x.npy"], "missing input 'scale': pass NAME=file.npy for each of x (float32[?, 3]), scale (float32[])"),
     (["x=x.npy", "scale=scale.npy", "y=x.npy"], "no input named 'y'; the function's inputs are x"),
@@ -247,6 +257,9 @@ def test_run_prints_or_writes_the_outputs(small):
     (["x=x64.npy", "scale=scale.npy"], "input 'x': x64.npy holds float64[4, 3], the function takes "
                                        "float32[?, 3]; convert it with .astype(np.float32)"),
     (["x=f.json", "scale=scale.npy"], "input 'x': f.json is not a .npy or .npz array file"),
+    (["x=huge.npy", "scale=scale.npy"], "input 'x': huge.npy claims a float32 array of shape "
+                                        "[1099511627776, 3] (3,298,534,883,328 elements, "
+                                        "13,194,139,533,312 bytes) but holds 64 bytes of data"),
     (["x=nothere.npy", "scale=scale.npy"], "nothere.npy: No such file or directory"),
     (["x=x.npy", "x=x.npy"], "input 'x' is given twice"),
     (["x", "scale=scale.npy"], "inputs are given as NAME=file.npy or NAME=file.npz[key], got 'x'"),
@@ -255,6 +268,10 @@ def test_run_prints_or_writes_the_outputs(small):
 def test_run_names_the_bad_input(small, args, message):
     where, _ = small
     np.save(where / "x64.npy", np.zeros((4, 3)))
+    with open(where / "huge.npy", "wb") as fh:     # a header claiming 2^40 rows, 64 bytes of data
+        np.lib.format.write_array_header_1_0(fh, {"descr": "<f4", "fortran_order": False,
+                                                  "shape": (2 ** 40, 3)})
+        fh.write(bytes(64))
     proc = cli("run", "f.json", *args, cwd=where)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and proc.stdout == ""
