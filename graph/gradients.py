@@ -17,7 +17,7 @@ the forward with side outputs is a function like any other, with its own Saving.
 """
 import threading
 
-from defun.runtime import tape as tape_mod
+from defun.runtime import errors, tape as tape_mod
 from defun.runtime.autodiff import imperative_grad
 from defun.runtime.indexed_slices import IndexedSlices
 from defun.graph.analysis import live_node_ids
@@ -34,6 +34,18 @@ LOCK = threading.RLock()
 # Levels a function may be raised through before we call it a runaway (each level is a
 # forward with side outputs of the one below; real programs converge in a few).
 MAX_LEVELS = 32
+
+# Loops and branches nested in each other that a gradient goes through (docs/guide.md): each
+# loop level stacks its saved values one dimension higher (numpy's limit is 64 dimensions),
+# and building a level's backward recurses into the next. Deeper is refused, naming this.
+MAX_NESTING = 32
+
+
+class _Depth(threading.local):
+    n = 0      # savings being built in this thread, inside each other
+
+
+_depth = _Depth()
 
 
 class Backward:
@@ -88,17 +100,26 @@ def saving_of(f):
     """
     s = f.derived.saving
     if s is None:
-        with LOCK:
-            s = f.derived.saving
-            if s is None:
-                given = f.derived.backward
-                if given is None:
-                    bw = build_backward(f)
-                    f.derived.backward = (bw, bw.forward)
-                else:
-                    bw = given[0]
-                s = saving_from(f, bw)
-                f.derived.saving = s
+        if _depth.n > MAX_NESTING:     # the entry function is level 0
+            raise errors.UnimplementedError(
+                f"gradients: {f.name!r} is a body nested more than {MAX_NESTING} deep in loops, "
+                f"branches or calls; gradients go through at most {MAX_NESTING} levels (each "
+                f"loop level stacks its saved values one dimension higher)")
+        _depth.n += 1
+        try:
+            with LOCK:
+                s = f.derived.saving
+                if s is None:
+                    given = f.derived.backward
+                    if given is None:
+                        bw = build_backward(f)
+                        f.derived.backward = (bw, bw.forward)
+                    else:
+                        bw = given[0]
+                    s = saving_from(f, bw)
+                    f.derived.saving = s
+        finally:
+            _depth.n -= 1
     return s
 
 

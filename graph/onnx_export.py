@@ -24,6 +24,10 @@ from defun.graph.passes import optimize
 __all__ = ["to_onnx", "Emitter", "NO_FORM", "import_onnx", "MIN_OPSET"]
 
 MIN_OPSET = 17
+# Subgraphs (Loop and If bodies) nested in each other: a model is parsed as one protobuf
+# message, and each level nests three messages deeper (node, attribute, graph); protobuf's
+# parsers stop at 100, which 31 levels already pass (docs/guide.md).
+MAX_SUBGRAPH_NESTING = 30
 
 _COMPLEX_VALUES = "takes or gives complex values, which no ONNX operator computes"
 # Registered ops without an ONNX form, and why (docs/guide.md lists them; a test checks
@@ -283,6 +287,11 @@ class Emitter:
     def subgraph(self, input_types, build, output_types, name="body"):
         """A GraphProto with formal inputs of `input_types` [(shape, dtype)], whose outputs are
         `build(input names)` (outer values are visible inside) of `output_types`."""
+        if len(self._scopes) > MAX_SUBGRAPH_NESTING:
+            raise errors.UnimplementedError(
+                f"ONNX export: loops and branches nest more than {MAX_SUBGRAPH_NESTING} deep; "
+                f"an ONNX model holds at most {MAX_SUBGRAPH_NESTING} levels of subgraphs (protobuf "
+                f"parsers refuse messages nested deeper)")
         ins = [self.fresh(f"{name}_in{k}") for k in range(len(input_types))]
         self._scopes.append([])
         try:
