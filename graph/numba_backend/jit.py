@@ -204,7 +204,7 @@ def _check_private(path, what, closed_bits=0o022):
         raise PermissionError(errno.EPERM, f"{what} {path!r} is owned by uid {st.st_uid}, not by this "
                               f"user (uid {os.geteuid()}): anyone who can write there runs code "
                               f"in this process; use a directory of your own (DEFUN_CACHE_DIR)", path)
-    if st.st_mode & closed_bits:
+    if st.st_mode & closed_bits and os.name != "nt":     # Windows: no such mode bits
         raise PermissionError(errno.EPERM, f"{what} {path!r} has mode {stat.S_IMODE(st.st_mode):04o}, "
                               f"open to other users (anyone who can write there runs code in this "
                               f"process): `chmod go-w {path}` (0700 is what defun creates)", path)
@@ -228,7 +228,7 @@ def _signing_key():
                 fd = _create_key(path)
             with os.fdopen(fd, "rb") as f:
                 st = os.fstat(f.fileno())
-                if _foreign(st) or st.st_mode & 0o077 or not stat.S_ISREG(st.st_mode):
+                if _foreign(st) or st.st_mode & 0o077 and os.name != "nt" or not stat.S_ISREG(st.st_mode):
                     raise PermissionError(errno.EPERM, f"defun's cache key {path!r} must be a file of "
                                           f"this user's that only it can read (mode "
                                           f"{stat.S_IMODE(st.st_mode):04o}, uid {st.st_uid}): "
