@@ -17,6 +17,7 @@ Also `python -m defun ...`. Exit status 0 on success; 2 when a file or an argume
 exceeded one line, all without a traceback); 1 when the function itself fails, a check
 fails or a needed tool is missing. Nothing given on the command line is evaluated as Python:
 inputs are read with np.load(allow_pickle=False).
+The module is long because it holds every command's arguments and checks.
 """
 import argparse
 import json

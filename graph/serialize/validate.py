@@ -2,6 +2,7 @@
 
 Validation checks every field before anything is built: names, ops, attrs (through the
 attr-type table), references, acyclicity of nodes and calls, variables, output structure.
+The module is long because it is that one pass over every field of the format.
 """
 import heapq
 import keyword
