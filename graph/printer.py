@@ -1,7 +1,8 @@
 """Three views of a graph: readable text (one line per node), Graphviz DOT, networkx."""
+import os
+
 import numpy as np
 
-from defun.runtime import sites
 from defun.runtime.dtypes import DType, from_numpy
 
 __all__ = ["format_graph", "format_node", "format_attr", "to_dot", "render_dot", "to_networkx"]
@@ -167,7 +168,8 @@ def _const_label(node):
 def _tooltip(node):
     site = getattr(node, "site", None)
     if site:
-        return f"{format_node(node)}\n{sites.format_site(site)}"
+        # the file's name, not its path: a picture is the same wherever the code is checked out
+        return f"{format_node(node)}\n{os.path.basename(site[0])}:{site[1]}"
     return format_node(node)
 
 
