@@ -18,6 +18,25 @@ _SET_BY_IMPORTS = {"KMP_DUPLICATE_LIB_OK": "True", "KMP_INIT_AT_FORK": "FALSE", 
                    "TF_CPP_MIN_LOG_LEVEL": "1", "TPU_SKIP_MDS_QUERY": "1"}        # jax
 
 
+# The environment's own dict (bytes on POSIX), copied and compared without decoding each
+# variable: the guard runs around every test, so its cost is paid ~26,000 times a run.
+_RAW = getattr(os.environ, "_data", None)
+
+
+def _snapshot():
+    if _RAW is None:
+        return dict(os.environ)
+    raw = _RAW.copy()
+    raw.pop(os.environ.encodekey(_PYTEST_OWN), None)
+    return raw
+
+
+def _decoded(snapshot):
+    if _RAW is None:
+        return snapshot
+    return {os.environ.decodekey(k): os.environ.decodevalue(v) for k, v in snapshot.items()}
+
+
 def _changed(before):
     """The names of the variables that differ between `before` and os.environ now."""
     now = os.environ
@@ -26,7 +45,10 @@ def _changed(before):
                   and not (k not in before and _SET_BY_IMPORTS.get(k) == now[k]))
 
 
-def _check_environ(before, what):
+def _check_environ(snapshot, what):
+    if _snapshot() == snapshot:
+        return
+    before = _decoded(snapshot)
     changed = _changed(before)
     if changed:
         shown = ", ".join(f"{k}={os.environ.get(k)!r} (was {before.get(k)!r})" for k in changed)
@@ -42,13 +64,13 @@ def _check_environ(before, what):
 @pytest.fixture(autouse=True, scope="module")
 def _module_leaves_environ_unchanged(request):
     """Module-scoped fixtures (a Dask cluster, say) must leave os.environ as they found it."""
-    before = dict(os.environ)
+    before = _snapshot()
     yield
     _check_environ(before, f"{request.module.__name__} (its module-scoped fixtures)")
 
 
 @pytest.fixture(autouse=True)
 def _test_leaves_environ_unchanged(request):
-    before = dict(os.environ)
+    before = _snapshot()
     yield
     _check_environ(before, request.node.nodeid)
