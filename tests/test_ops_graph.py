@@ -45,14 +45,19 @@ def _documented_refusal(row, exc, unknown):
             and "unknown" in str(exc) and row.op in str(exc))
 
 
-@pytest.mark.parametrize("row,v", _variants(_graph_rows))
-def test_graph_matches_eager(row, v):
-    # static sizes and unknown sizes in one test (the CI run's time: one pytest item, not two)
+def _static_and_unknown(check, row, v):
+    """`check(row, v, unknown)` with static sizes, then unknown sizes: one pytest item, not
+    two (the CI run's time); a failure says which."""
     for unknown in (False, True):
         try:
-            _graph_matches_eager(row, v, unknown)
+            check(row, v, unknown)
         except AssertionError as e:
             raise AssertionError(f"with {'unknown' if unknown else 'static'} sizes: {e}") from e
+
+
+@pytest.mark.parametrize("row,v", _variants(_graph_rows))
+def test_graph_matches_eager(row, v):
+    _static_and_unknown(_graph_matches_eager, row, v)
 
 
 def _graph_matches_eager(row, v, unknown):
@@ -73,11 +78,7 @@ def _graph_matches_eager(row, v, unknown):
                                             and _float_inputs(v)))
 def test_graph_gradient_matches_eager(row, v):
     # static sizes and unknown sizes in one test (the CI run's time: one pytest item, not two)
-    for unknown in (False, True):
-        try:
-            _graph_gradient_matches_eager(row, v, unknown)
-        except AssertionError as e:
-            raise AssertionError(f"with {'unknown' if unknown else 'static'} sizes: {e}") from e
+    _static_and_unknown(_graph_gradient_matches_eager, row, v)
 
 
 def _graph_gradient_matches_eager(row, v, unknown):
@@ -165,11 +166,7 @@ def test_bound_kernels_are_exercised():
 @pytest.mark.parametrize("row,v", _variants(_graph_rows))
 def test_json_round_trip_matches_eager(row, v):
     # static sizes and unknown sizes in one test (the CI run's time: one pytest item, not two)
-    for unknown in (False, True):
-        try:
-            _json_round_trip_matches_eager(row, v, unknown)
-        except AssertionError as e:
-            raise AssertionError(f"with {'unknown' if unknown else 'static'} sizes: {e}") from e
+    _static_and_unknown(_json_round_trip_matches_eager, row, v)
 
 
 def _json_round_trip_matches_eager(row, v, unknown):
