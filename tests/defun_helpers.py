@@ -1,7 +1,16 @@
-"""Shared helpers for the defun and equivalence tests: dense values and finite differences."""
+"""Shared helpers for the defun and equivalence tests: dense values, finite differences,
+float64 constants and the source line of a marked statement."""
+import inspect
+
 import numpy as np
 
 import defun as df
+
+F64 = np.float64
+
+
+def f64(x):
+    return df.constant(np.asarray(x, dtype=np.float64))
 
 
 def val(t):
@@ -40,3 +49,9 @@ def numeric_grads(f, arrays, eps=1e-6):
 
 def assert_close(actual, expected, rtol=1e-6, atol=1e-8, msg=""):
     np.testing.assert_allclose(val(actual), val(expected), rtol=rtol, atol=atol, err_msg=msg)
+
+
+def _line_of(fn, marker):
+    """The line number, in its file, of the first line of `fn`'s source containing `marker`."""
+    src, start = inspect.getsourcelines(fn)
+    return start + next(i for i, s in enumerate(src) if marker in s)

@@ -11,7 +11,7 @@ import pytest
 import defun as df
 from schema_check import SCHEMA, assert_valid, schema_errors
 from test_fuzz_documents import BASES
-from test_serialize import _as_version_1, _stateful_control_flow_function, build_rich
+from serialize_helpers import _as_version_1, _stateful_control_flow_function, build_rich
 from defun.graph.serialize import to_document
 
 

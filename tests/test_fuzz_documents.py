@@ -23,7 +23,7 @@ import numpy as np
 
 import defun as df
 from defun.graph.serialize import dumps_document, from_document
-from test_serialize import _leaves
+from serialize_helpers import _leaves
 
 FUZZ_MUTATIONS = 3000
 F32 = np.float32

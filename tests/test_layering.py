@@ -229,3 +229,38 @@ def test_no_module_is_long_without_a_reason_in_its_docstring():
         if text.count("\n") > MAX_LINES and "long because" not in doc:
             long.append(f"{module}: {text.count(chr(10))} lines")
     assert not long, "modules over ~600 lines without a reason ('long because ...'):\n" + "\n".join(long)
+
+
+# ---------------------------------------------------------------------------------------
+# No Python file in the repository (library, tests, examples, benchmarks) is over 800 lines.
+
+MAX_FILE_LINES = 800
+
+
+def files_over(root, limit):
+    """'path: n lines' for every .py file under `root` (hidden folders skipped) over `limit`."""
+    long = []
+    for dirpath, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+        for f in sorted(files):
+            if f.endswith(".py"):
+                path = os.path.join(dirpath, f)
+                with open(path, encoding="utf-8") as fh:
+                    n = sum(1 for _ in fh)
+                if n > limit:
+                    long.append(f"{os.path.relpath(path, root)}: {n} lines")
+    return long
+
+
+def test_no_python_file_is_over_800_lines_tests_included():
+    long = files_over(ROOT, MAX_FILE_LINES)
+    assert not long, f"files over {MAX_FILE_LINES} lines (split them by topic):\n" + "\n".join(long)
+
+
+def test_the_file_length_check_can_fail(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_long.py").write_text("x = 1\n" * 801)
+    (tmp_path / "tests" / "test_short.py").write_text("x = 1\n" * 800)
+    (tmp_path / ".hidden").mkdir()
+    (tmp_path / ".hidden" / "long.py").write_text("x = 1\n" * 900)
+    assert files_over(str(tmp_path), 800) == [os.path.join("tests", "test_long.py") + ": 801 lines"]

@@ -535,7 +535,7 @@ def test_assignments_in_the_body_run_once_per_row_in_order():
 
 
 def test_the_graph_layer_alone_loads_and_runs_a_scan_document(tmp_path):
-    from test_serialize import GRAPH_ONLY_LOADER     # (here: the module is only needed by this test)
+    from serialize_helpers import GRAPH_ONLY_LOADER  # (here: the module is only needed by this test)
     x = np.array([1.0, -3.0])
     f = df.defun(lambda x: df.scan(lambda a, r: a * 2.0 + df.sin(r), x, df.constant(0.5, f64), reverse=True))
     doc = df.export_json(f.get_concrete_function(df.constant(x)))
