@@ -29,8 +29,8 @@ def _function_parts(fn, what):
         raise TypeError(f"{what} takes a ConcreteFunction: call f.get_concrete_function(*example_args) "
                         f"(or with df.TensorSpec arguments) and export that")
     if isinstance(fn, ConcreteFunction):
-        out_index = [k if type(k) is int else None for k in fn._out_index]
-        return fn.graph, _input_names(fn), describe_structure(fn._out_structure, out_index)
+        graph, out_index = _returning_variable_values(fn)
+        return graph, _input_names(fn), describe_structure(fn._out_structure, out_index)
     if isinstance(fn, serialize.LoadedFunction):
         return fn.graph, [s.name for s in fn.signature], fn.output_structure
     raise TypeError(f"{what} expects a ConcreteFunction or a loaded function (df.load_json), "
@@ -46,10 +46,12 @@ def _backward_depth(include_backward):
                      f"levels to include (an int >= 0), got {include_backward!r}")
 
 
-def _returning_variable_values(cf, out_index):
-    """(graph, flat output index per leaf): `cf.graph` unless the function returns variables;
-    then a graph calling it and reading each returned variable after the call (a variable
-    is exported as its value, as TensorFlow returns it)."""
+def _returning_variable_values(cf):
+    """(graph, flat output index per leaf, None for a leaf that is no output): `cf.graph`
+    unless the function returns variables; then a graph calling it and reading each returned
+    variable after the call (every export gives a variable as its value, as TensorFlow
+    returns it)."""
+    out_index = [k if type(k) is int else None for k in cf._out_index]
     variables = [k.value for k in cf._out_index if type(k) is _Static and isinstance(k.value, Variable)]
     if not variables:
         return cf.graph, out_index
@@ -61,7 +63,6 @@ def _returning_variable_values(cf, out_index):
         reads = [v.read_value() for v in variables]
     outer.finalize(outs + reads)
     read_of = {id(v): len(outs) + j for j, v in enumerate(variables)}
-    # (from cf._out_index: `out_index` already has None for every static leaf)
     return outer, [read_of.get(id(k.value)) if type(k) is _Static else k for k in cf._out_index]
 
 
@@ -89,8 +90,7 @@ def export_json(concrete_function, path=None, include_backward=False):
             raise TypeError(f"export_json: argument {name!r} of {cf.name} is a variable; an exported "
                             f"function takes tensors only. Use the variable from the enclosing scope "
                             f"instead of passing it (captured variables export their current value)")
-    out_index = [k if type(k) is int else None for k in cf._out_index]    # None: no output
-    graph, out_index = _returning_variable_values(cf, out_index)
+    graph, out_index = _returning_variable_values(cf)
     structure = describe_structure(cf._out_structure, out_index)
     fn = GraphFunction.of(graph, cf._fn.backend)
     for _ in range(depth):       # each level's Backward, kept in graph.derived (to_document reads it)
