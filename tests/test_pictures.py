@@ -63,7 +63,9 @@ def test_without_graphviz_a_notebook_shows_text(monkeypatch):
     monkeypatch.setitem(sys.modules, "graphviz", None)        # the package is not installed
     assert cf._repr_svg_() is None
     monkeypatch.delitem(sys.modules, "graphviz")
-    monkeypatch.setenv("PATH", os.path.join(ROOT, "no-such-directory"))   # no `dot` program
+    import graphviz.backend.dot_command as dot_command    # (graphviz is installed by now)
+    # no `dot` program: graphviz runs the binary it names (changing PATH would set os.environ)
+    monkeypatch.setattr(dot_command, "DOT_BINARY", dot_command.DOT_BINARY.with_name("no-such-dot"))
     assert cf._repr_svg_() is None
 
 
