@@ -280,7 +280,7 @@ def test_callees_first_is_networkx_lexicographic_order_of_the_reversed_call_grap
     import random
     from collections import namedtuple
     import networkx as nx
-    from defun.graph.serialize.validate import _callees_first, call_graph_of
+    from defun.graph.serialize.validate import call_graph_of, callees_first
     Spec = namedtuple("Spec", "callees")
     rng = random.Random(0)
     for trial in range(40):
@@ -291,6 +291,6 @@ def test_callees_first_is_networkx_lexicographic_order_of_the_reversed_call_grap
             calls = [rng.choice(later) for _ in range(rng.randint(0, 3))] if later else []
             specs[name] = Spec([(c, "p") for c in calls])
         expected = list(nx.lexicographical_topological_sort(call_graph_of(specs).reverse(copy=False)))
-        assert _callees_first(specs) == expected
+        assert callees_first(specs) == expected
     cyclic = {"a": Spec([("b", "p")]), "b": Spec([("a", "p")]), "c": Spec([]), "d": Spec([("d", "p")])}
-    assert _callees_first(cyclic) == ["c"]     # functions on a cycle are left out
+    assert callees_first(cyclic) == ["c"]     # functions on a cycle are left out

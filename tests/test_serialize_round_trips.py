@@ -240,8 +240,8 @@ def test_attr_codec_round_trips(kind, value, encoded):
 def test_tensor_codec_is_little_endian_and_typed():
     for arr in [np.arange(6, dtype=">i4").reshape(2, 3), np.array([True, False]), np.float16(1.5),
                 np.zeros((0, 2), np.float64)]:
-        doc = ser.schema._encode_array(arr)
-        back = ser.schema._check_array(doc, "t", [0])
+        doc = ser.schema.encode_array(arr)
+        back = ser.schema.check_array(doc, "t", [0])
         assert back.dtype == np.asarray(arr).dtype.newbyteorder("=") and back.shape == np.shape(arr)
         np.testing.assert_array_equal(back, arr)
         assert not back.flags.writeable

@@ -25,15 +25,15 @@ from defun.graph.verify import verify
 from defun.graph.backends import get_backend
 from defun.graph.serialize.budget import DEFAULT_MAX_BYTES, DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_OPERATIONS, \
     BudgetBackend
-from defun.graph.serialize.schema import _format_error
+from defun.graph.serialize.schema import format_error
 from defun.graph.serialize.loaded import LoadedFunction
-from defun.graph.serialize.validate import _callees_first, _read_document, _validate
+from defun.graph.serialize.validate import callees_first, read_document, validate_document
 
 
 def _build(specs):
     """Every function, callees first: ({name: graph}, names in that order)."""
     library, order = {}, []
-    for name in _callees_first(specs):
+    for name in callees_first(specs):
         library[name] = _build_function(specs[name], Graph(name), library)
         order.append(name)
     return library, order
@@ -66,7 +66,7 @@ def _build_function(spec, g, library):
         node = g._new_node(op, inputs, attrs, out_types, None,
                            [nodes[c] for c in ns.control] if ns.control else ())
         if ns.stateful is not None and ns.stateful is not node.stateful:
-            raise _format_error(ns.path + ".stateful", f"the node says {str(ns.stateful).lower()}, but "
+            raise format_error(ns.path + ".stateful", f"the node says {str(ns.stateful).lower()}, but "
                                 f"its op and the functions it runs make it {str(node.stateful).lower()}")
         nodes[len(spec.inputs) + j] = node
         values.append(node.outputs)
@@ -78,16 +78,16 @@ def _inferred_types(ns, inputs, attrs):
     op = ns.op
     dts = [t.dtype for t in inputs]
     if op.num_inputs is not None and len(inputs) != op.num_inputs:
-        raise _format_error(ns.path + ".inputs", f"op {op.name!r} takes {op.num_inputs} "
+        raise format_error(ns.path + ".inputs", f"op {op.name!r} takes {op.num_inputs} "
                             f"input{'s' if op.num_inputs != 1 else ''}, the document gives {len(inputs)}")
     try:
         n = op.output_count(attrs, len(inputs))
     except Exception as e:   # a variadic count reads attrs, which came from the file
-        raise _format_error(ns.path, f"op {op.name!r} cannot count its outputs: "
+        raise format_error(ns.path, f"op {op.name!r} cannot count its outputs: "
                             f"{type(e).__name__}: {e}") from None
     # checked before inference, so an attr like num_split=10**9 never reaches it
     if n != len(ns.outputs):
-        raise _format_error(ns.path + ".outputs", f"op {op.name!r} makes {n} outputs here, the "
+        raise format_error(ns.path + ".outputs", f"op {op.name!r} makes {n} outputs here, the "
                             f"document records {len(ns.outputs)}")
     try:
         if op.kinds is not None and inputs and dts[0].np.kind not in op.kinds:
@@ -104,15 +104,15 @@ def _inferred_types(ns, inputs, attrs):
             return ns.outputs
         inferred = [(tuple(None if d is None else int(d) for d in s), d_) for s, d_ in inferred]
     except Exception as e:   # inference is registry code, but the attrs came from the file
-        raise _format_error(ns.path, f"op {op.name!r} rejects its inputs or attrs: "
+        raise format_error(ns.path, f"op {op.name!r} rejects its inputs or attrs: "
                             f"{type(e).__name__}: {e}") from None
     if len(inferred) != n:
-        raise _format_error(ns.path + ".outputs", f"op {op.name!r} infers {len(inferred)} outputs, "
+        raise format_error(ns.path + ".outputs", f"op {op.name!r} infers {len(inferred)} outputs, "
                             f"the document records {n}")
     for i, (got, want) in enumerate(zip(inferred, ns.outputs)):
         if got != want:
             s, d = got
-            raise _format_error(f"{ns.path}.outputs[{i}]", f"recorded as {want[1].name}{list(want[0])} but "
+            raise format_error(f"{ns.path}.outputs[{i}]", f"recorded as {want[1].name}{list(want[0])} but "
                                 f"op {op.name!r} infers {getattr(d, 'name', d)}{list(s)} from its inputs")
     return inferred
 
@@ -202,10 +202,10 @@ def from_document(doc_or_path, max_bytes=DEFAULT_MAX_BYTES, max_iterations=DEFAU
 def _load(doc_or_path, max_bytes, max_iterations, max_operations, backend):
     try:
         if isinstance(doc_or_path, (str, os.PathLike)):
-            doc = _read_document(doc_or_path)
+            doc = read_document(doc_or_path)
         else:
             doc = doc_or_path
-        entry, specs, structure, gradients = _validate(doc)
+        entry, specs, structure, gradients = validate_document(doc)
         library, order = _build(specs)
     except (errors.GraphFormatError, OSError):
         raise

@@ -9,9 +9,9 @@ from defun.runtime import attr_types, dtypes, errors
 from defun.runtime.files import write_atomically
 from defun.runtime.tensor import EagerTensor, ResourceHandle
 from defun.graph.serialize import schema as limits
-from defun.graph.serialize.schema import (FORMAT, VERSION, _encode_array,
-                                          _encode_float, _shape_doc)
-from defun.graph.serialize.validate import _check_structure
+from defun.graph.serialize.schema import (FORMAT, VERSION, encode_array,
+                                          encode_float, shape_doc)
+from defun.graph.serialize.validate import check_structure
 
 # =======================================================================================
 # Export
@@ -61,7 +61,7 @@ def to_document(graph, output_structure=None, input_names=None, backward=0):
     n_out = len(graph.outputs)
     if output_structure is None:
         output_structure = {"tuple": [{"output": k} for k in range(n_out)]}
-    _check_structure(output_structure, "output_structure", n_out, 0, [0])
+    check_structure(output_structure, "output_structure", n_out, 0, [0])
     doc = {"format": FORMAT, "version": VERSION, "entry": names[0], "functions": fdocs,
            "variables": variables.docs, "output_structure": copy.deepcopy(output_structure)}
     if levels:
@@ -175,7 +175,7 @@ def _record_doc(lv, fname, bname, fwd, bwd):
         elif g[0] == "dense":
             grads.append({"output": g[1]})
         else:
-            grads.append({"slices": [g[1], g[2]], "dense_shape": _shape_doc(g[3])})
+            grads.append({"slices": [g[1], g[2]], "dense_shape": shape_doc(g[3])})
     return {"function": fname, "results": n, "side_outputs": side, "backward": bname,
             "seeds": list(b.grad_outputs), "feeds": bwd.feeds, "input_gradients": grads}
 
@@ -327,7 +327,7 @@ class _VariableTable:
         if name is None:
             name, = _unique([_sanitize(store.name, "variable")], self._taken)
             self._by_store[id(store)] = name
-            doc = _encode_array(np.asarray(store.value))
+            doc = encode_array(np.asarray(store.value))
             doc["name"] = name
             self.docs.append(doc)
         return name
@@ -353,14 +353,14 @@ def _export_function(g, fname_of, params, variables, where, entry):
             inputs.append({"name": _unique([value], taken)[0], "dtype": "resource", "shape": [],
                            "variable": value})
         else:
-            inputs.append({"name": next(names), "dtype": t.dtype.name, "shape": _shape_doc(t.shape)})
+            inputs.append({"name": next(names), "dtype": t.dtype.name, "shape": shape_doc(t.shape)})
     nodes = []
     for node in g.nodes:
         if id(node) in ids:
             continue
         if id(node) in frozen:
             value = frozen[id(node)]
-            ndoc = {"op": "const", "inputs": [], "attrs": {"value": _encode_array(value)},
+            ndoc = {"op": "const", "inputs": [], "attrs": {"value": encode_array(value)},
                     "control_inputs": [],
                     "outputs": [{"dtype": dtypes.from_numpy(value.dtype).name,
                                  "shape": list(value.shape)}]}
@@ -376,7 +376,7 @@ def _export_function(g, fname_of, params, variables, where, entry):
         if entry and t.dtype is dtypes.resource:
             raise errors.InvalidArgumentError(f"{where}: it returns a resource handle")
         outputs.append({"ref": _ref_doc(t, ids, where), "dtype": t.dtype.name,
-                        "shape": _shape_doc(t.shape)})
+                        "shape": shape_doc(t.shape)})
     fdoc = {"name": fname_of[id(g)], "inputs": inputs, "nodes": nodes, "outputs": outputs}
     return fdoc, _Written(positions, ids, {k: p[1] for k, p in enumerate(params) if p[0] == "const"})
 
@@ -405,7 +405,7 @@ def _export_node(node, ids, fname_of, where):
         controls.append(ids[id(c)])
     doc = {"op": node.op.name, "inputs": [_ref_doc(t, ids, where) for t in node.inputs],
            "attrs": attrs, "control_inputs": controls,
-           "outputs": [{"dtype": t.dtype.name, "shape": _shape_doc(t.shape)} for t in node.outputs]}
+           "outputs": [{"dtype": t.dtype.name, "shape": shape_doc(t.shape)} for t in node.outputs]}
     if node.stateful:
         doc["stateful"] = True     # left out when false
     return doc
@@ -435,8 +435,8 @@ class _Writer:
     def __init__(self, fname_of):
         self.fname_of = fname_of
 
-    float = staticmethod(_encode_float)
-    array = staticmethod(_encode_array)
+    float = staticmethod(encode_float)
+    array = staticmethod(encode_array)
 
     def func(self, g):
         return self.fname_of[id(g)]

@@ -14,7 +14,7 @@ from defun.graph.functions import plan_of
 from defun.graph.passes import optimize
 from defun.graph.printer import render_dot, to_dot
 from defun.graph.serialize import budget
-from defun.graph.serialize.schema import _shape_doc
+from defun.graph.serialize.schema import shape_doc
 from defun.graph.serialize.export import output_names, to_document
 
 InputSpec = namedtuple("InputSpec", "name shape dtype")
@@ -112,7 +112,7 @@ class LoadedFunction:
             if arr.dtype != t.dtype.np or not shape_fits(arr.shape, t.shape):
                 raise errors.InvalidArgumentError(
                     f"{self.graph.name}: output {k} came out as {arr.dtype.name}{list(arr.shape)}, "
-                    f"the document declares {t.dtype.name}{_shape_doc(t.shape)}")
+                    f"the document declares {t.dtype.name}{shape_doc(t.shape)}")
             outs.append(tensor if tensor is not None else EagerTensor(arr))
         return _pack(self.output_structure, outs)
 
@@ -158,7 +158,7 @@ class LoadedFunction:
             return None
 
     def __repr__(self):
-        args = ", ".join(f"{s.name}: {s.dtype.name}{_shape_doc(s.shape)}" for s in self.signature)
+        args = ", ".join(f"{s.name}: {s.dtype.name}{shape_doc(s.shape)}" for s in self.signature)
         return f"<LoadedFunction {self.graph.name}({args})>"
 
 
