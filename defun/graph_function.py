@@ -22,6 +22,7 @@ from defun.runtime.variables import watch_read_handles
 from defun.graph.backends import DEFAULT_BACKEND
 from defun.graph.functions import call_graph, input_grads, plan_of, rematerialize
 from defun.graph.gradients import LOCK, MAX_LEVELS, pick_level, saving_from, saving_of
+from defun.graph.input_gradients import DenseGrad
 from defun.graph.ir import SymbolicTensor
 
 __all__ = ["GraphFunction"]
@@ -311,10 +312,11 @@ class _FirstOrder:
         for spec in self.grads:
             if spec is None:
                 out.append(None)
-            elif spec[0] == "dense":
-                out.append(_tensor(res[spec[1]]))
+            elif spec.__class__ is DenseGrad:
+                out.append(_tensor(res[spec.output]))
             else:
-                out.append(IndexedSlices(_tensor(res[spec[1]]), _tensor(res[spec[2]]), spec[3]))
+                out.append(IndexedSlices(_tensor(res[spec.values]), _tensor(res[spec.indices]),
+                                         spec.dense_shape))
         return out
 
 

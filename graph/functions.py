@@ -19,7 +19,8 @@ from defun.runtime.registry import register
 from defun.runtime.shapes import shape_str, shapes_compatible
 from defun.graph.backends import get_backend
 from defun.graph.executor import compile_graph
-from defun.graph.gradients import LOCK, Backward, capture_sources, levels_of, pick_level, saving_of
+from defun.graph.gradients import LOCK, Backward, levels_of, pick_level, saving_of
+from defun.graph.input_gradients import DenseGrad
 from defun.graph.ir import Graph, Node, SymbolicTensor, infer_types
 from defun.graph.passes import optimize
 
@@ -117,10 +118,10 @@ def input_grads(bw, res):
     for spec in bw.input_grads:
         if spec is None:
             out.append(None)
-        elif spec[0] == "dense":
-            out.append(res[spec[1]])
+        elif isinstance(spec, DenseGrad):
+            out.append(res[spec.output])
         else:
-            out.append(IndexedSlices(res[spec[1]], res[spec[2]], spec[3]))
+            out.append(IndexedSlices(res[spec.values], res[spec.indices], spec.dense_shape))
     return out
 
 
@@ -225,13 +226,5 @@ def _rematerialized(f, bw):
                         value(bw.side_outputs[v]) if kind == "side" else v)
         outs = call_graph(bw.graph, feed)
     rb.finalize(outs)
-    r = Backward()
-    r.graph = rb
-    r.grad_outputs = bw.grad_outputs
-    r.input_grads = bw.input_grads
-    r.capture_sources, r.side_outputs = capture_sources(rb, fwd)
-    where = {id(t): j for j, t in reversed(list(enumerate(fwd.outputs)))}
-    r.side_source = [where.get(id(t)) for t in r.side_outputs]
-    r.forward = fwd.view(fwd.outputs + r.side_outputs, f"{f.name}_forward_remat",
+    return Backward.over(fwd, rb, bw.grad_outputs, bw.input_grads, f"{f.name}_forward_remat",
                          f"{f.base_name}_forward_remat")
-    return r

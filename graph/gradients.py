@@ -21,6 +21,7 @@ from defun.runtime import errors, tape as tape_mod
 from defun.runtime.autodiff import imperative_grad
 from defun.runtime.indexed_slices import IndexedSlices
 from defun.graph.analysis import live_node_ids
+from defun.graph.input_gradients import DenseGrad, SlicesGrad
 from defun.graph.ir import PLACEHOLDER, Graph, SymbolicTensor
 from defun.graph.rewrite import GraphCopy
 
@@ -60,12 +61,33 @@ class Backward:
     side_outputs: forward tensors the forward function must also return (tensors of
         `forward`'s nodes).
     side_source: per side output, j when it is the forward's own output j, else None.
-    input_grads: per forward input: None (no gradient), ("dense", j) for backward output j,
-        or ("slices", jv, ji, dense_shape) for an IndexedSlices gradient.
+    input_grads: per forward input: None (no gradient), DenseGrad(j) for backward output j,
+        or SlicesGrad(jv, ji, dense_shape) for an IndexedSlices gradient.
     """
 
     __slots__ = ("graph", "forward", "grad_outputs", "capture_sources", "side_outputs",
                  "side_source", "input_grads")
+
+    def __init__(self, graph, forward, grad_outputs, capture_sources, side_outputs, input_grads,
+                 outputs=()):
+        """The fields as above; `outputs` are the function's own outputs, which give
+        `side_source` (none given: no side output is one of them)."""
+        self.graph, self.forward = graph, forward
+        self.grad_outputs = list(grad_outputs)
+        self.capture_sources = list(capture_sources)
+        self.side_outputs = list(side_outputs)
+        self.input_grads = list(input_grads)
+        where = {id(t): j for j, t in reversed(list(enumerate(outputs)))}
+        self.side_source = [where.get(id(t)) for t in self.side_outputs]
+
+    @classmethod
+    def over(cls, fwd, graph, grad_outputs, input_grads, name, base_name):
+        """The Backward of backward `graph` built over forward graph `fwd`: its captures of
+        `fwd`'s tensors give the capture sources and side outputs, and the forward with side
+        outputs is a view of `fwd` named `name` (`base_name`)."""
+        sources, side_outputs = capture_sources(graph, fwd)
+        forward = fwd.view(fwd.outputs + side_outputs, name, base_name)
+        return cls(graph, forward, grad_outputs, sources, side_outputs, input_grads, fwd.outputs)
 
 
 class Saving:
@@ -190,23 +212,14 @@ def build_backward(forward, name=None):
         if g is None:
             input_grads.append(None)
         elif isinstance(g, IndexedSlices):
-            input_grads.append(("slices", len(outputs), len(outputs) + 1, g.dense_shape))
+            input_grads.append(SlicesGrad(len(outputs), len(outputs) + 1, g.dense_shape))
             outputs += [_own(bwd, g.values), _own(bwd, g.indices)]
         else:
-            input_grads.append(("dense", len(outputs)))
+            input_grads.append(DenseGrad(len(outputs)))
             outputs.append(_own(bwd, g))
     bwd.finalize(outputs)
-
-    b = Backward()
-    b.graph = bwd
-    b.grad_outputs = diff_pos
-    b.capture_sources, b.side_outputs = capture_sources(bwd, fwd)
-    where = {id(t): j for j, t in reversed(list(enumerate(fwd.outputs)))}
-    b.side_source = [where.get(id(t)) for t in b.side_outputs]
-    b.input_grads = input_grads
-    b.forward = fwd.view(fwd.outputs + b.side_outputs, f"{forward.name}_forward",
+    return Backward.over(fwd, bwd, diff_pos, input_grads, f"{forward.name}_forward",
                          f"{forward.base_name}_forward")
-    return b
 
 
 def capture_sources(bwd, fwd):

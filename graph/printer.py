@@ -4,6 +4,7 @@ import os
 import numpy as np
 
 from defun.runtime.dtypes import DType, from_numpy
+from defun.graph.input_gradients import DenseGrad
 
 __all__ = ["format_graph", "format_node", "format_attr", "to_dot", "render_dot", "to_networkx"]
 
@@ -284,11 +285,11 @@ def _gradient_names(graph, backward, input_names):
             what = getattr(store, "name", None) if value is not None and value.dtype.name == "resource" \
                 else "constant"
             what = what or t.name
-        if spec[0] == "dense":
-            names[id(bw.outputs[spec[1]])] = f"d/d{what}"
+        if isinstance(spec, DenseGrad):
+            names[id(bw.outputs[spec.output])] = f"d/d{what}"
         else:
-            names[id(bw.outputs[spec[1]])] = f"d/d{what} (values)"
-            names[id(bw.outputs[spec[2]])] = f"d/d{what} (indices)"
+            names[id(bw.outputs[spec.values])] = f"d/d{what} (values)"
+            names[id(bw.outputs[spec.indices])] = f"d/d{what} (indices)"
     return names
 
 

@@ -4,6 +4,7 @@ import numpy as np
 import defun as df
 from defun.graph.executor import compile_graph
 from defun.graph.gradients import build_backward
+from defun.graph.input_gradients import DenseGrad
 from defun.graph.ir import Graph
 
 
@@ -55,5 +56,5 @@ def test_hand_built_mlp_step_matches_eager_tape():
     assert bw.input_grads[0] is not None and bw.input_grads[1] is None  # x yes, int labels no
     for k, eg in enumerate(eager_grads):
         spec = bw.input_grads[2 + k]
-        assert spec[0] == "dense"
-        np.testing.assert_allclose(grads[spec[1]], np.asarray(eg), rtol=1e-10, atol=1e-12)
+        assert isinstance(spec, DenseGrad)
+        np.testing.assert_allclose(grads[spec.output], np.asarray(eg), rtol=1e-10, atol=1e-12)

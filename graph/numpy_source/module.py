@@ -28,6 +28,7 @@ from defun.runtime.tensor import ResourceHandle
 from defun.graph.analysis import live_nodes
 from defun.graph.control_flow import holds_stand_ins
 from defun.graph.functions import plan_of
+from defun.graph.input_gradients import DenseGrad
 from defun.graph.ir import CONST, PLACEHOLDER
 from defun.graph.printer import type_str
 from defun.graph.numpy_source.writer import SourceWriter, numpy_type
@@ -488,14 +489,14 @@ def _backward_entries(w, graph, backward, params, checks, captures):
     for spec in bw.input_grads[:n_args]:
         if spec is None:
             results.append("None")
-        elif spec[0] == "dense":
-            results.append(f"results[{spec[1]}]")
+        elif isinstance(spec, DenseGrad):
+            results.append(f"results[{spec.output}]")
         else:
             if to_dense is None:
                 to_dense = w.src.ref(registry.get("indexed_slices_to_dense").kernel,
                                      "indexed_slices_to_dense", where)
-            results.append(f"{to_dense}(results[{spec[1]}], results[{spec[2]}], "
-                           f"dense_shape={tuple(spec[3])!r})")
+            results.append(f"{to_dense}(results[{spec.values}], results[{spec.indices}], "
+                           f"dense_shape={tuple(spec.dense_shape)!r})")
     saved_list = " + [" + ", ".join(params[k] for k in saved_inputs) + "]" if saved_inputs else ""
     return [
         "def forward_with_side_outputs(*args, **kwargs):",

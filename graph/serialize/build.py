@@ -131,14 +131,9 @@ def _attach_gradients(gradients, library):
             full.view(full.outputs[:r.results], full.name, full.base_name)
     for r in gradients:
         full = library[r.function]
-        b = Backward()
-        b.graph = views.get(r.backward, library[r.backward])
-        b.grad_outputs = list(r.seeds)
-        b.capture_sources = list(r.feeds)
-        b.side_outputs = full.outputs[r.results:]
-        b.side_source = [None] * len(b.side_outputs)   # each is an output of its own, past the results
-        b.input_grads = list(r.input_grads)
-        b.forward = full
+        # no `outputs`: each side output is an output of its own, past the results
+        b = Backward(views.get(r.backward, library[r.backward]), full, r.seeds, r.feeds,
+                     full.outputs[r.results:], r.input_grads)
         views[r.function].derived.backward = (b, full)
     return views
 

@@ -8,6 +8,7 @@ import numpy as np
 from defun.runtime import attr_types, dtypes, errors
 from defun.runtime.files import write_atomically
 from defun.runtime.tensor import EagerTensor, ResourceHandle
+from defun.graph.input_gradients import DenseGrad
 from defun.graph.serialize import schema as limits
 from defun.graph.serialize.schema import (FORMAT, VERSION, encode_array,
                                           encode_float, shape_doc)
@@ -172,10 +173,10 @@ def _record_doc(lv, fname, bname, fwd, bwd):
             continue        # a frozen constant: nobody asks for its gradient
         if g is None:
             grads.append(None)
-        elif g[0] == "dense":
-            grads.append({"output": g[1]})
+        elif isinstance(g, DenseGrad):
+            grads.append({"output": g.output})
         else:
-            grads.append({"slices": [g[1], g[2]], "dense_shape": shape_doc(g[3])})
+            grads.append({"slices": [g.values, g.indices], "dense_shape": shape_doc(g.dense_shape)})
     return {"function": fname, "results": n, "side_outputs": side, "backward": bname,
             "seeds": list(b.grad_outputs), "feeds": bwd.feeds, "input_gradients": grads}
 

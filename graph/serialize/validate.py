@@ -3,8 +3,8 @@
 Validation checks every field before anything is built: names, ops, attrs (through the
 attr-type table), references, acyclicity of nodes and calls, variables, output structure.
 The walk is all here, top down (document, gradient records, functions, nodes, calls,
-output structure); the checks of one value each are schema.py's. The module is long
-because it is that one pass over every field of the format.
+output structure); the checks of one value each are schema.py's.
+The module is long because it is that one pass over every field of the format.
 """
 import heapq
 import json
@@ -13,6 +13,7 @@ from collections import namedtuple
 
 from defun.runtime import attr_types, dtypes, errors, registry
 from defun.runtime.ops.resource_ops import ASSIGN_OPS
+from defun.graph.input_gradients import DenseGrad, SlicesGrad
 from defun.graph.serialize import schema as limits     # the limits, read when used (tests lower them)
 from defun.graph.serialize.schema import (ALL_DTYPES, FORMAT, READABLE_VERSIONS, REF_PATTERN,
                                           V1_STATEFUL_TWINS, VERSION, FuncRef, attr_path,
@@ -75,7 +76,7 @@ _InputSpec = namedtuple("_InputSpec", "name dtype shape variable value")
 _NodeSpec = namedtuple("_NodeSpec", "path op inputs attrs outputs control stateful")
 _FunctionSpec = namedtuple("_FunctionSpec", "path name inputs nodes outputs output_types callees")
 # A `gradients` record (docs/format.md, "Gradients"): feeds are ("input", k) / ("side", j);
-# input_grads per input of `function`: None, ("dense", j) or ("slices", jv, ji, dense_shape).
+# input_grads per input of `function`: None, DenseGrad(j) or SlicesGrad(jv, ji, dense_shape).
 _GradientSpec = namedtuple("_GradientSpec", "path function results side_names backward seeds feeds input_grads")
 
 
@@ -234,7 +235,8 @@ def _validate_gradients(gdocs, specs):
     for r in records.values():       # a backward's gradients are among its results
         inner = records.get(r.backward)
         if inner is not None:
-            used = [j for g in r.input_grads if g is not None for j in g[1:3] if isinstance(j, int)]
+            used = [j for g in r.input_grads if g is not None
+                    for j in ((g.output,) if isinstance(g, DenseGrad) else (g.values, g.indices))]
             if any(j >= inner.results for j in used):
                 raise format_error(r.path + ".input_gradients", f"refers to an output of "
                                     f"{r.backward!r} past its {inner.results} results")
@@ -255,7 +257,7 @@ def _input_gradient(x, path, inp, b):
         if (want is not None and dtype is not want) or not dtype.is_inexact:
             raise format_error(path + ".output", f"output {j} of {b.name!r} is {dtype.name}, not a "
                                 f"gradient for a {inp.dtype.name} input")
-        return ("dense", j)
+        return DenseGrad(j)
     pair = check_list(x["slices"], path + ".slices", 2)
     if len(pair) != 2:
         raise format_error(path + ".slices", "expected [values output, indices output]")
@@ -263,7 +265,7 @@ def _input_gradient(x, path, inp, b):
     if not b.output_types[jv][1].is_inexact or b.output_types[ji][1] not in (dtypes.int32, dtypes.int64):
         raise format_error(path + ".slices", "expected a floating values output and an int32/int64 "
                             "indices output")
-    return ("slices", jv, ji, check_shape(x["dense_shape"], path + ".dense_shape"))
+    return SlicesGrad(jv, ji, check_shape(x["dense_shape"], path + ".dense_shape"))
 
 
 def _validate_function(fdoc, path, ctx, is_entry):
