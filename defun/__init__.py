@@ -43,7 +43,7 @@ from defun.function import StaleCaptureWarning  # noqa: F401,E402
 from defun.control_flow import cond, while_loop, scan, map_fn, foldl  # noqa: E402,F401
 from defun.vmap import vmap, vectorized_map, VectorizationFallbackWarning  # noqa: E402,F401
 from defun.export import export_json, load_json  # noqa: E402,F401
-from defun.graph.backends import backends  # noqa: E402,F401
+from defun.graph.backends import Backend, NumpyBackend, backends, register_backend  # noqa: E402,F401
 from defun.graph import numba_backend as _numba_backend  # noqa: E402,F401  (installs backend "numba" if numba is; it loads numba on first use)
 from defun import linalg  # noqa: E402,F401
 from defun.runtime.forwardprop import ForwardAccumulator  # noqa: E402,F401

@@ -1,8 +1,10 @@
 """ConcreteFunction: one trace of a defun, its calling convention and structured outputs.
 
 Also what a trace can tell about itself: the tensors a call under a tape saves for the
-backward (`side_outputs()`, rows printed as a table), and the global and closure names
-whose tensors or variables it captured, checked at each call (`StaleCaptureWarning`).
+backward (`side_outputs()`, rows printed as a table), its backward function
+(`backward_function()`), its graph drawn (`to_dot()`, `to_networkx()`), and the global and
+closure names whose tensors or variables it captured, checked at each call
+(`StaleCaptureWarning`).
 """
 import collections
 import inspect
@@ -18,7 +20,7 @@ from defun.runtime.shapes import shape_fits, shape_str
 from defun.runtime.tensor import EagerTensor, Tensor, next_tensor_id
 from defun.runtime.variables import _BY_HANDLE, SymbolicVariable, Variable
 from defun.graph.ir import SymbolicTensor
-from defun.graph.printer import render_dot, to_dot
+from defun.graph.printer import render_dot, to_dot, to_networkx
 from defun.graph.serialize import describe_structure, output_names
 from defun.graph.backends import DEFAULT_BACKEND
 from defun.graph.functions import plan_of
@@ -205,6 +207,17 @@ class ConcreteFunction:
         backward = self._fn.backward()
         return SideOutputs([side_output_row(t, self.name) for t in backward.side_outputs])
 
+    def backward_function(self):
+        """The backward function a gradient of a call runs, and how it is fed: a
+        BackwardFunction (graph, forward, side_outputs, capture_sources).
+
+        >>> bf = cf.backward_function()
+        >>> print(bf.graph)                 # the backward graph
+        >>> bf.capture_sources              # [('input', 0), ('side', 0), ...]
+        """
+        bw = self._fn.backward()
+        return BackwardFunction(bw.graph, bw.forward, list(bw.side_outputs), list(bw.capture_sources))
+
     # ------------------------------------------------------------------ stale captures
     def _watch(self, watched):
         """Check at every call that these names (namespace, name, the tensor or variable it
@@ -282,13 +295,27 @@ class ConcreteFunction:
     def __str__(self):
         return str(self.graph)
 
-    def _repr_svg_(self):
-        """The graph drawn as SVG, for notebooks; None when Graphviz is not installed."""
+    # ------------------------------------------------------------------ pictures
+    def to_dot(self, backward=False):
+        """Graphviz DOT text of the graph, inputs and outputs by name; with `backward`, the
+        backward function drawn beside it (render with `dot -Tsvg`).
+
+        >>> open("f.dot", "w").write(cf.to_dot(backward=True))
+        """
         out_index = [k if type(k) is int else None for k in self._out_index]
         names = output_names(describe_structure(self._out_structure, out_index), len(self.graph.outputs))
+        return to_dot(self.graph, self._fn.backward() if backward else None,
+                      input_names=input_names(self), output_names=names)
+
+    def to_networkx(self):
+        """The graph as a networkx MultiDiGraph: a vertex per node (attrs op, label, outputs),
+        an edge per data or control dependency (attr kind)."""
+        return to_networkx(self.graph)
+
+    def _repr_svg_(self):
+        """The graph drawn as SVG, for notebooks; None when Graphviz is not installed."""
         try:
-            return render_dot(to_dot(self.graph, input_names=input_names(self), output_names=names),
-                              "svg").decode("utf-8")
+            return render_dot(self.to_dot(), "svg").decode("utf-8")
         except RuntimeError:    # no graphviz package or no `dot` program: show the text
             return None
 
@@ -331,6 +358,21 @@ def _named_value(where, name):
         return where.cell_contents
     except ValueError:      # an empty cell: the name was deleted
         return None
+
+
+class BackwardFunction(collections.namedtuple(
+        "BackwardFunction", "graph forward side_outputs capture_sources")):
+    """A concrete function's backward (`cf.backward_function()`).
+
+    graph: the backward graph: one gradient input per floating output, then its captures.
+    forward: the forward with side outputs, the graph a call under a tape runs: the
+        outputs, then `side_outputs`.
+    side_outputs: the forward tensors the backward reads (tensors of `forward`).
+    capture_sources: per capture of `graph`, where its value comes from: ("input", k) the
+        function's k-th input, ("side", j) side output j, ("value", v) an outer value.
+    """
+
+    __slots__ = ()
 
 
 # ---------------------------------------------------------------------------------------

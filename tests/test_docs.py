@@ -1,4 +1,4 @@
-"""Every ```python block of docs/*.md runs, and prints what the doc says it prints.
+"""Every ```python and ```console block of docs/*.md runs, and prints what the doc says.
 
 Rules (so the docs cannot rot):
 - The python blocks of one file run in order, in one namespace, in a fresh interpreter
@@ -9,6 +9,10 @@ Rules (so the docs cannot rot):
   equal); `[...]` in the expected text matches anything.
 - Each block is compiled as the file `example.py` (its own line numbers), so error messages
   that point at user code read `example.py:3: ...` whatever the block's place in the doc.
+- A ```console block is shell commands, each a line `$ command`, the lines after it (up to
+  the next `$`) what it prints, stdout and stderr together, matched as above. They run in
+  their turn among the python blocks, in the same directory, with `sh`; the `defun` command
+  is this checkout's console script. A command must exit 0 (`; echo $?` shows a status).
 """
 import json
 import os
@@ -25,22 +29,36 @@ DOCS = os.path.join(ROOT, "docs")
 _FENCE = re.compile(r"^```([A-Za-z0-9_+-]*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
 
 
-def extract_blocks(text):
-    """[(line, source, expected or None)] for the python blocks of a markdown text."""
+def extract_blocks(text, kinds=("python", "console")):
+    """[(line, source, expected or None, kind)] for the python and console blocks of a
+    markdown text (a console block's expected output is in its source)."""
     fences = []
     for m in _FENCE.finditer(text):
         fences.append((m.group(1), m.group(2), m.start(), m.end(), text.count("\n", 0, m.start()) + 1))
     blocks = []
     for k, (lang, body, start, end, line) in enumerate(fences):
-        if lang != "python":
+        if lang not in kinds:
             continue
         expected = None
-        if k + 1 < len(fences):
+        if lang == "python" and k + 1 < len(fences):
             nlang, nbody, nstart, _, _ = fences[k + 1]
             if nlang == "text" and text[end:nstart].strip() == "":
                 expected = nbody
-        blocks.append((line, body, expected))
+        blocks.append((line, body, expected, lang))
     return blocks
+
+
+def console_commands(source):
+    """[(command, expected output)] of a console block: each `$ ` line and the lines after it."""
+    commands = []
+    for row in source.splitlines():
+        if row.startswith("$ "):
+            commands.append([row[2:], []])
+        elif commands:
+            commands[-1][1].append(row)
+        elif row.strip():
+            raise ValueError(f"a console block starts with `$ command`, not {row!r}")
+    return [(command, "\n".join(lines)) for command, lines in commands]
 
 
 def _doc_files():
@@ -54,23 +72,42 @@ def _cases():
     for name in _doc_files():
         with open(os.path.join(DOCS, name), encoding="utf-8") as f:
             blocks = extract_blocks(f.read())
-        for index, (line, _, _) in enumerate(blocks):
+        for index, (line, _, _, _) in enumerate(blocks):
             cases.append(pytest.param(name, index, id=f"{name}:{line}"))
     return cases
 
 
-# Runs in the child interpreter: executes the blocks, reports each block's stdout or error.
+# Runs in the child interpreter: executes the blocks, reports each block's stdout or error
+# (a console block: each command's output).
 _RUNNER = r"""
-import contextlib, importlib, io, json, linecache, sys, traceback, warnings
+import contextlib, importlib, io, json, linecache, subprocess, sys, traceback, warnings
 sys.path.insert(0, sys.argv[1])
 warnings.simplefilter("default")
 blocks = json.loads(sys.stdin.read())
 namespace = {"__name__": "__main__"}
 results = []
 failed = None
-for source in blocks:
+
+
+def run_console(commands):
+    outputs = []
+    for command in commands:
+        proc = subprocess.run(command, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=600)
+        outputs.append(proc.stdout)
+        if proc.returncode != 0:
+            return {"ok": False, "error": f"$ {command}: exit status {proc.returncode}:\n{proc.stdout}",
+                    "stdout": outputs}
+    return {"ok": True, "stdout": outputs}
+
+
+for kind, source in blocks:
     if failed is not None:
         results.append({"ok": False, "error": "not run: an earlier block failed", "stdout": ""})
+        continue
+    if kind == "console":
+        results.append(run_console(source))
+        failed = None if results[-1]["ok"] else results[-1]["error"]
         continue
     linecache.cache["example.py"] = (len(source), None, source.splitlines(True), "example.py")
     importlib.invalidate_caches()   # a block may import a module an earlier one wrote
@@ -87,12 +124,28 @@ print(json.dumps(results))
 """
 
 
+SCRIPTS = os.path.dirname(sys.executable)     # where the install put the `defun` command
+
+
+def _environment():
+    """The examples' environment: fixed hashing; for console blocks this checkout's `defun`
+    command, its output unbuffered (stdout and stderr keep their order)."""
+    if not os.path.exists(os.path.join(SCRIPTS, "defun.exe" if os.name == "nt" else "defun")):
+        pytest.fail(f"the `defun` console script is not installed next to {sys.executable}; "
+                    f"install the package first: pip install -e .")
+    path = os.environ.get("PYTHONPATH")
+    return dict(os.environ, PYTHONHASHSEED="0", PYTHONUNBUFFERED="1",
+                PATH=SCRIPTS + os.pathsep + os.environ.get("PATH", ""),
+                PYTHONPATH=ROOT + (os.pathsep + path if path else ""))
+
+
 @lru_cache(maxsize=None)
 def _run_file(name, workdir):
     with open(os.path.join(DOCS, name), encoding="utf-8") as f:
         blocks = extract_blocks(f.read())
-    env = dict(os.environ, PYTHONHASHSEED="0")
-    sources = json.dumps([b[1] for b in blocks])
+    env = _environment()
+    sources = json.dumps([(kind, [c for c, _ in console_commands(source)] if kind == "console" else source)
+                          for _, source, _, kind in blocks])
     proc = subprocess.run([sys.executable, "-c", _RUNNER, ROOT], input=sources, capture_output=True,
                           text=True, cwd=workdir, env=env, timeout=600)
     if proc.returncode != 0:
@@ -125,10 +178,15 @@ def test_there_are_docs():
 @pytest.mark.parametrize("name,index", _cases())
 def test_doc_example(name, index, workdir):
     blocks, results = _run_file(name, workdir)
-    line, source, expected = blocks[index]
+    line, source, expected, kind = blocks[index]
     result = results[index]
-    assert result["ok"], f"docs/{name}, the python block at line {line} failed:\n{result['error']}"
-    if expected is not None:
+    assert result["ok"], f"docs/{name}, the {kind} block at line {line} failed:\n{result['error']}"
+    if kind == "console":
+        for (command, want), got in zip(console_commands(source), result["stdout"]):
+            assert output_matches(want, got), (
+                f"docs/{name}, the console block at line {line}: `{command}` printed:\n{got}\n"
+                f"but the doc shows:\n{want}")
+    elif expected is not None:
         assert output_matches(expected, result["stdout"]), (
             f"docs/{name}, the python block at line {line} printed:\n{result['stdout']}\n"
             f"but the doc shows:\n{expected}")
@@ -137,7 +195,13 @@ def test_doc_example(name, index, workdir):
 def test_extract_and_match_helpers():
     text = "x\n```python\nprint(1)\n```\n\n```text\n1\n```\n```python\npass\n```\n"
     blocks = extract_blocks(text)
-    assert [(b[0], b[2]) for b in blocks] == [(2, "1\n"), (9, None)]
+    assert [(b[0], b[2], b[3]) for b in blocks] == [(2, "1\n", "python"), (9, None, "python")]
+    console = "```console\n$ defun show f.json\n# @f\n\n$ ls\n```\n"
+    [(line, source, expected, kind)] = extract_blocks(console)
+    assert (line, expected, kind) == (1, None, "console")
+    assert console_commands(source) == [("defun show f.json", "# @f\n"), ("ls", "")]
+    with pytest.raises(ValueError):
+        console_commands("output before a command\n$ ls\n")
     assert output_matches("a  b\n c", "a b c")
     assert not output_matches("a b", "a b c")
     assert output_matches("f([...]) = 3", "f(x, y) = 3")
