@@ -67,7 +67,7 @@ def _build_function(spec, g, library):
                            [nodes[c] for c in ns.control] if ns.control else ())
         if ns.stateful is not None and ns.stateful is not node.stateful:
             raise format_error(ns.path + ".stateful", f"the node says {str(ns.stateful).lower()}, but "
-                                f"its op and the functions it runs make it {str(node.stateful).lower()}")
+                               f"its op and the functions it runs make it {str(node.stateful).lower()}")
         nodes[len(spec.inputs) + j] = node
         values.append(node.outputs)
     return g.finalize([values[k][i] for k, i in spec.outputs])
@@ -79,16 +79,16 @@ def _inferred_types(ns, inputs, attrs):
     dts = [t.dtype for t in inputs]
     if op.num_inputs is not None and len(inputs) != op.num_inputs:
         raise format_error(ns.path + ".inputs", f"op {op.name!r} takes {op.num_inputs} "
-                            f"input{'s' if op.num_inputs != 1 else ''}, the document gives {len(inputs)}")
+                           f"input{'s' if op.num_inputs != 1 else ''}, the document gives {len(inputs)}")
     try:
         n = op.output_count(attrs, len(inputs))
     except Exception as e:   # a variadic count reads attrs, which came from the file
         raise format_error(ns.path, f"op {op.name!r} cannot count its outputs: "
-                            f"{type(e).__name__}: {e}") from None
+                           f"{type(e).__name__}: {e}") from None
     # checked before inference, so an attr like num_split=10**9 never reaches it
     if n != len(ns.outputs):
         raise format_error(ns.path + ".outputs", f"op {op.name!r} makes {n} outputs here, the "
-                            f"document records {len(ns.outputs)}")
+                           f"document records {len(ns.outputs)}")
     try:
         if op.kinds is not None and inputs and dts[0].np.kind not in op.kinds:
             check_kinds(op.name, dts[0], op.kinds)
@@ -105,15 +105,15 @@ def _inferred_types(ns, inputs, attrs):
         inferred = [(tuple(None if d is None else int(d) for d in s), d_) for s, d_ in inferred]
     except Exception as e:   # inference is registry code, but the attrs came from the file
         raise format_error(ns.path, f"op {op.name!r} rejects its inputs or attrs: "
-                            f"{type(e).__name__}: {e}") from None
+                           f"{type(e).__name__}: {e}") from None
     if len(inferred) != n:
         raise format_error(ns.path + ".outputs", f"op {op.name!r} infers {len(inferred)} outputs, "
-                            f"the document records {n}")
+                           f"the document records {n}")
     for i, (got, want) in enumerate(zip(inferred, ns.outputs)):
         if got != want:
             s, d = got
             raise format_error(f"{ns.path}.outputs[{i}]", f"recorded as {want[1].name}{list(want[0])} but "
-                                f"op {op.name!r} infers {getattr(d, 'name', d)}{list(s)} from its inputs")
+                               f"op {op.name!r} infers {getattr(d, 'name', d)}{list(s)} from its inputs")
     return inferred
 
 

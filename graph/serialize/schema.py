@@ -156,7 +156,7 @@ def check_name(x, path):
     check_str(x, path, MAX_NAME)
     if not _NAME.match(x):
         raise format_error(path, f"{quote(x)} is not a valid name (letters, digits, _ . / -; "
-                            f"starting with a letter or _)")
+                           f"starting with a letter or _)")
     return str(x)
 
 
@@ -216,7 +216,7 @@ def decode_array(x, path, budget):
         raise format_error(path + ".data", f"expected base64 str, got {kind_of(data)}")
     if len(data) != 4 * ((nbytes + 2) // 3):
         raise format_error(path + ".data", f"{len(data)} base64 characters; {d.name}"
-                            f"{list(shape)} needs {nbytes} bytes ({4 * ((nbytes + 2) // 3)} characters)")
+                           f"{list(shape)} needs {nbytes} bytes ({4 * ((nbytes + 2) // 3)} characters)")
     try:
         raw = base64.b64decode(data.encode("ascii"), validate=True)
     except (binascii.Error, ValueError, UnicodeEncodeError):
@@ -239,7 +239,7 @@ def check_ref(x, path, total):
     k, i = int(m.group(1)), int(m.group(2))
     if k >= total:
         raise format_error(path, f"reference {x!r}: there is no node {k} (this function numbers "
-                            f"its inputs and nodes 0..{total - 1})")
+                           f"its inputs and nodes 0..{total - 1})")
     return k, i
 
 

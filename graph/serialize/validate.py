@@ -125,7 +125,7 @@ def validate_document(doc):
     version = doc["version"]
     if isinstance(version, bool) or not isinstance(version, int) or version not in READABLE_VERSIONS:
         raise format_error("version", f"this loader reads versions "
-                            f"{', '.join(map(str, READABLE_VERSIONS))}, got {quote(version)}")
+                           f"{', '.join(map(str, READABLE_VERSIONS))}, got {quote(version)}")
     check_fields(doc, "document", ("format", "version", "entry", "functions", "variables", "output_structure"),
             ("gradients",) if version >= 2 else ())
     entry = check_name(doc["entry"], "entry")
@@ -147,7 +147,7 @@ def validate_document(doc):
         name = check_name(fdoc["name"], f"functions[{k}].name")
         if name in names:
             raise format_error(f"functions[{k}].name", f"a function named {name!r} already exists "
-                                f"(functions[{names[name]}])")
+                               f"(functions[{names[name]}])")
         names[name] = k
     if entry not in names:
         raise format_error("entry", f"no function named {entry!r}")
@@ -178,7 +178,7 @@ def _validate_gradients(gdocs, specs):
     for k, gdoc in enumerate(check_list(gdocs, "gradients", limits.MAX_FUNCTIONS)):
         p = f"gradients[{k}]"
         check_fields(gdoc, p, ("function", "results", "side_outputs", "backward", "seeds", "feeds",
-                          "input_gradients"))
+                               "input_gradients"))
         fname = check_name(gdoc["function"], p + ".function")
         bname = check_name(gdoc["backward"], p + ".backward")
         for name, field in ((fname, "function"), (bname, "backward")):
@@ -186,7 +186,7 @@ def _validate_gradients(gdocs, specs):
                 raise format_error(f"{p}.{field}", f"no function named {name!r}")
         if fname in records:
             raise format_error(p + ".function", f"function {fname!r} already has a record "
-                                f"({records[fname].path})")
+                               f"({records[fname].path})")
         if bname == fname:
             raise format_error(p + ".backward", "a function is not its own backward")
         f, b = specs[fname], specs[bname]
@@ -195,7 +195,7 @@ def _validate_gradients(gdocs, specs):
         sides = check_list(gdoc["side_outputs"], p + ".side_outputs")
         if len(sides) != n_side:
             raise format_error(p + ".side_outputs", f"{len(sides)} names for the {n_side} outputs "
-                                f"of {fname!r} after its {results} results")
+                               f"of {fname!r} after its {results} results")
         side_names = [check_name(x, f"{p}.side_outputs[{j}]") for j, x in enumerate(sides)]
         if len(set(side_names)) != len(side_names):
             raise format_error(p + ".side_outputs", "the names repeat")
@@ -216,19 +216,19 @@ def _validate_gradients(gdocs, specs):
                  for kind, v in feeds]
         if len(b.inputs) != len(want):
             raise format_error(p + ".feeds", f"backward {bname!r} takes {len(b.inputs)} inputs; "
-                                f"the record gives {len(seeds)} gradients and {len(feeds)} feeds")
+                               f"the record gives {len(seeds)} gradients and {len(feeds)} feeds")
         for j, ((shape, dtype), s) in enumerate(zip(want, b.inputs)):
             if (s.shape, s.dtype) != (shape, dtype):
                 raise format_error(f"{b.path}.inputs[{j}]", f"is {s.dtype.name}{list(s.shape)}, but "
-                                    f"{p} feeds it {dtype.name}{list(shape)}")
+                                   f"{p} feeds it {dtype.name}{list(shape)}")
         for s in seeds:
             if not f.output_types[s][1].is_inexact:
                 raise format_error(p + ".seeds", f"result {s} of {fname!r} is not floating; only "
-                                    f"floating results take gradients")
+                                   f"floating results take gradients")
         grads = check_list(gdoc["input_gradients"], p + ".input_gradients")
         if len(grads) != len(f.inputs):
             raise format_error(p + ".input_gradients", f"{len(grads)} entries for the "
-                                f"{len(f.inputs)} inputs of {fname!r}")
+                               f"{len(f.inputs)} inputs of {fname!r}")
         input_grads = [_input_gradient(x, f"{p}.input_gradients[{j}]", f.inputs[j], b)
                        for j, x in enumerate(grads)]
         records[fname] = _GradientSpec(p, fname, results, side_names, bname, seeds, feeds, input_grads)
@@ -239,7 +239,7 @@ def _validate_gradients(gdocs, specs):
                     for j in ((g.output,) if isinstance(g, DenseGrad) else (g.values, g.indices))]
             if any(j >= inner.results for j in used):
                 raise format_error(r.path + ".input_gradients", f"refers to an output of "
-                                    f"{r.backward!r} past its {inner.results} results")
+                                   f"{r.backward!r} past its {inner.results} results")
     return list(records.values())
 
 
@@ -249,14 +249,14 @@ def _input_gradient(x, path, inp, b):
         return None
     if not isinstance(x, dict) or set(x) not in ({"output"}, {"slices", "dense_shape"}):
         raise format_error(path, "expected null, {\"output\": j} or {\"slices\": [jv, ji], "
-                            "\"dense_shape\": [...]}")
+                           "\"dense_shape\": [...]}")
     want = None if inp.dtype is dtypes.resource else inp.dtype
     if "output" in x:
         j = check_int(x["output"], path + ".output", 0, len(b.outputs) - 1)
         dtype = b.output_types[j][1]
         if (want is not None and dtype is not want) or not dtype.is_inexact:
             raise format_error(path + ".output", f"output {j} of {b.name!r} is {dtype.name}, not a "
-                                f"gradient for a {inp.dtype.name} input")
+                               f"gradient for a {inp.dtype.name} input")
         return DenseGrad(j)
     pair = check_list(x["slices"], path + ".slices", 2)
     if len(pair) != 2:
@@ -264,7 +264,7 @@ def _input_gradient(x, path, inp, b):
     jv, ji = (check_int(v, f"{path}.slices[{i}]", 0, len(b.outputs) - 1) for i, v in enumerate(pair))
     if not b.output_types[jv][1].is_inexact or b.output_types[ji][1] not in (dtypes.int32, dtypes.int64):
         raise format_error(path + ".slices", "expected a floating values output and an int32/int64 "
-                            "indices output")
+                           "indices output")
     return SlicesGrad(jv, ji, check_shape(x["dense_shape"], path + ".dense_shape"))
 
 
@@ -285,7 +285,7 @@ def _validate_function(fdoc, path, ctx, is_entry):
         if "variable" in idoc:
             if not is_entry:
                 raise format_error(p + ".variable", "only the entry function binds variables; a "
-                                    "called function receives them as inputs")
+                                   "called function receives them as inputs")
             var = check_name(idoc["variable"], p + ".variable")
             if var not in ctx.variables:
                 raise format_error(p + ".variable", f"no variable named {var!r}")
@@ -299,7 +299,7 @@ def _validate_function(fdoc, path, ctx, is_entry):
             raise format_error(p, "arguments come before the inputs bound to variables")
         elif is_entry and dtype is dtypes.resource:
             raise format_error(p + ".dtype", "an entry function argument cannot be a resource; "
-                                "bind the input to a variable")
+                               "bind the input to a variable")
         inputs.append(_InputSpec(iname, dtype, shape, var, value))
 
     ndocs = check_list(fdoc["nodes"], path + ".nodes", limits.MAX_NODES)
@@ -322,7 +322,7 @@ def _validate_function(fdoc, path, ctx, is_entry):
         for i, (k, idx) in enumerate(node.inputs):
             if idx >= counts[k]:
                 raise format_error(f"{node.path}.inputs[{i}]", f"node {k} has {counts[k]} outputs, "
-                                    f"there is no output {idx}")
+                                   f"there is no output {idx}")
     outputs, output_types = [], []
     for i, odoc in enumerate(check_list(fdoc["outputs"], path + ".outputs")):
         p = f"{path}.outputs[{i}]"
@@ -334,7 +334,7 @@ def _validate_function(fdoc, path, ctx, is_entry):
         shape = check_shape(odoc["shape"], p + ".shape")
         if types[k][idx] != (shape, dtype):
             raise format_error(p, f"declared {dtype.name}{list(shape)} but {odoc['ref']!r} is "
-                                f"{types[k][idx][1].name}{list(types[k][idx][0])}")
+                               f"{types[k][idx][1].name}{list(types[k][idx][0])}")
         outputs.append((k, idx))
         output_types.append((shape, dtype))
     return _FunctionSpec(path, name, inputs, nodes, outputs, output_types, list(ctx.callees))
@@ -420,7 +420,7 @@ def _decoded_attrs(adoc, op, opname, p, ctx):
         attrs[key] = attr_types.TYPES[kind].decode(adoc[key], ap, ctx)
     for key in sorted(op.required_attrs - attrs.keys()):
         raise format_error(p + ".attrs", f"op {opname!r} needs attr {key!r} "
-                            f"({op.attrs[key]}), which is missing")
+                           f"({op.attrs[key]}), which is missing")
     return attrs
 
 
@@ -476,7 +476,7 @@ def _check_variable_attrs(refs, attrs, bound, path):
     got = (attrs.get("dtype"), attrs.get("shape"))
     if got != want:
         raise format_error(path + ".attrs", f"the variable holds {want[0].name}{list(want[1])}, the "
-                            f"node declares dtype {getattr(got[0], 'name', None)} and shape {got[1]}")
+                           f"node declares dtype {getattr(got[0], 'name', None)} and shape {got[1]}")
 
 
 def _check_acyclic(nodes, n_in, path):
@@ -495,7 +495,7 @@ def _check_acyclic(nodes, n_in, path):
     except nx.NetworkXNoCycle:
         k, me = forward[0]
         raise format_error(nodes[me - n_in].path, f"refers to node {k}, which comes after it; nodes "
-                            f"are listed in topological order") from None
+                           f"are listed in topological order") from None
     text = " -> ".join(str(u) for u, _ in cycle) + f" -> {cycle[0][0]}"
     raise format_error(path + ".nodes", f"the nodes form a cycle: {text}")
 
@@ -554,14 +554,14 @@ def _check_calls(specs, roots):
     for name, spec in specs.items():
         if name not in reachable:
             raise format_error(spec.path, f"function {name!r} is not called from the entry "
-                                f"{roots[0]!r}" + (" or a backward function" if len(roots) > 1 else ""))
+                               f"{roots[0]!r}" + (" or a backward function" if len(roots) > 1 else ""))
     depth = {}      # how many functions run inside each other from here down, callees first
     for name in order:
         depth[name] = 1 + max((depth[c] for c, _ in specs[name].callees), default=0)
         if depth[name] > limits.MAX_CALL_DEPTH:
             raise format_error(specs[name].path, f"function {name!r} runs functions "
-                                f"{depth[name]} deep (calls, branches, loop bodies); the limit "
-                                f"is {limits.MAX_CALL_DEPTH}")
+                               f"{depth[name]} deep (calls, branches, loop bodies); the limit "
+                               f"is {limits.MAX_CALL_DEPTH}")
 
 
 def check_structure(s, path, n_out, depth, leaves):
@@ -574,7 +574,7 @@ def check_structure(s, path, n_out, depth, leaves):
         raise format_error(path, f"more than {limits.MAX_LIST} entries")
     if not isinstance(s, dict) or len(s) != 1:
         raise format_error(path, "expected an object with one key: 'output', 'none', 'list', "
-                            "'tuple', 'dict' or 'namedtuple'")
+                           "'tuple', 'dict' or 'namedtuple'")
     (key, value), = s.items()
     if key == "none":
         if value is not True:
@@ -603,7 +603,7 @@ def check_structure(s, path, n_out, depth, leaves):
         if len({type(k) for k in seen}) > 1:     # export refuses them (runtime/nest.py)
             keys = ", ".join(quote(item[0]) for item in value[:4])
             raise format_error(path + ".dict", f"keys mix str and int ({keys}); a dict's keys are "
-                                f"all str or all int (its leaves are ordered by sorted key)")
+                               f"all str or all int (its leaves are ordered by sorted key)")
     elif key == "namedtuple":
         p = path + ".namedtuple"
         check_fields(value, p, ("name", "fields"))
@@ -616,7 +616,7 @@ def check_structure(s, path, n_out, depth, leaves):
             check_identifier(item[0], q + "[0]")
             if item[0].startswith("_") or item[0] in seen:
                 raise format_error(q + "[0]", f"field {quote(item[0])} "
-                                    f"{'repeats' if item[0] in seen else 'starts with _'}")
+                                   f"{'repeats' if item[0] in seen else 'starts with _'}")
             seen.add(item[0])
             check_structure(item[1], q + "[1]", n_out, depth + 1, leaves)
     else:
