@@ -127,10 +127,10 @@ print(json.dumps(results))
 SCRIPTS = os.path.dirname(sys.executable)     # where the install put the `defun` command
 
 
-def _environment():
+def _environment(console):
     """The examples' environment: fixed hashing; for console blocks this checkout's `defun`
     command, its output unbuffered (stdout and stderr keep their order)."""
-    if not os.path.exists(os.path.join(SCRIPTS, "defun.exe" if os.name == "nt" else "defun")):
+    if console and not os.path.exists(os.path.join(SCRIPTS, "defun.exe" if os.name == "nt" else "defun")):
         pytest.fail(f"the `defun` console script is not installed next to {sys.executable}; "
                     f"install the package first: pip install -e .")
     path = os.environ.get("PYTHONPATH")
@@ -143,7 +143,7 @@ def _environment():
 def _run_file(name, workdir):
     with open(os.path.join(DOCS, name), encoding="utf-8") as f:
         blocks = extract_blocks(f.read())
-    env = _environment()
+    env = _environment(any(kind == "console" for *_, kind in blocks))
     sources = json.dumps([(kind, [c for c, _ in console_commands(source)] if kind == "console" else source)
                           for _, source, _, kind in blocks])
     proc = subprocess.run([sys.executable, "-c", _RUNNER, ROOT], input=sources, capture_output=True,
