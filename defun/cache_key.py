@@ -12,7 +12,7 @@ from defun.runtime.nest import sorted_keys
 from defun.runtime.shapes import shape_fits
 from defun.runtime.tensor import EagerTensor, to_array
 from defun.runtime.variables import Variable
-from defun.graph.ir import SymbolicTensor
+from defun.graph.nodes import SymbolicTensor
 from defun.spec import TensorSpec
 
 __all__ = ["CacheKey", "SIGNATURE_KEY"]

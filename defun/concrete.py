@@ -19,7 +19,7 @@ from defun.runtime.nest import flatten, make_packer, pack_as
 from defun.runtime.shapes import shape_fits, shape_str
 from defun.runtime.tensor import EagerTensor, Tensor, next_tensor_id
 from defun.runtime.variables import _BY_HANDLE, SymbolicVariable, Variable
-from defun.graph.ir import SymbolicTensor
+from defun.graph.nodes import SymbolicTensor
 from defun.graph.printer import render_dot, to_dot, to_networkx
 from defun.graph.serialize import describe_structure, output_names
 from defun.graph.backends import DEFAULT_BACKEND

@@ -21,7 +21,8 @@ from defun.runtime.tensor import EagerTensor, Tensor, convert_to_tensor
 from defun.runtime.variables import Variable
 from defun.graph.control_flow import cond_node, while_node
 from defun.graph.scan import scan_node
-from defun.graph.ir import Graph, SymbolicTensor, unique_name
+from defun.graph.ir import Graph, unique_name
+from defun.graph.nodes import SymbolicTensor
 from defun.spec import TensorSpec
 
 __all__ = ["cond", "while_loop", "scan", "map_fn", "foldl"]

@@ -24,7 +24,7 @@ from defun.runtime.tensor import EagerTensor, Tensor
 from defun.graph import passes
 from defun.graph.executor import compile_graph
 from defun.graph.analysis import live_nodes
-from defun.graph.ir import CONST, PLACEHOLDER
+from defun.graph.nodes import CONST, PLACEHOLDER
 from defun.graph.printer import format_node
 from defun.concrete import TRACED_GRAPHS, SideOutput, SideOutputs, side_output_row
 from defun.function import Function

@@ -23,7 +23,8 @@ from defun.runtime.shapes import shape_fits, shape_str
 from defun.runtime.tensor import EagerTensor, Tensor, to_array
 from defun.runtime.variables import _BY_HANDLE, SymbolicVariable, Variable
 from defun.graph.backends import DEFAULT_BACKEND, get_backend
-from defun.graph.ir import Graph, SymbolicTensor, unique_name
+from defun.graph.ir import Graph, unique_name
+from defun.graph.nodes import SymbolicTensor
 from defun.cache_key import SIGNATURE_KEY, CacheKey
 from defun.concrete import ConcreteFunction, StaleCaptureWarning, _ArgVariable, _named_value, _Static
 from defun.graph_function import GraphFunction  # noqa: F401  (re-exported)

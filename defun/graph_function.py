@@ -23,7 +23,7 @@ from defun.graph.backends import DEFAULT_BACKEND
 from defun.graph.functions import call_graph, input_grads, plan_of, rematerialize
 from defun.graph.gradients import LOCK, MAX_LEVELS, pick_level, saving_from, saving_of
 from defun.graph.input_gradients import DenseGrad
-from defun.graph.ir import SymbolicTensor
+from defun.graph.nodes import SymbolicTensor
 
 __all__ = ["GraphFunction"]
 

@@ -24,7 +24,8 @@ from defun.runtime.registry import get as get_op
 from defun.runtime.tensor import Tensor, convert_to_tensor
 from defun.runtime.variables import Variable
 from defun.graph.batching import BatchContext
-from defun.graph.ir import Graph, SymbolicTensor, unique_name
+from defun.graph.ir import Graph, unique_name
+from defun.graph.nodes import SymbolicTensor
 
 __all__ = ["vmap", "vectorized_map", "VectorizationFallbackWarning"]
 

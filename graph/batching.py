@@ -18,7 +18,8 @@ from defun.runtime.batching import emit
 from defun.runtime.execute import run_op
 from defun.runtime.context import state
 from defun.runtime.registry import get as get_op
-from defun.graph.ir import Graph, SymbolicTensor, unique_name
+from defun.graph.ir import Graph, unique_name
+from defun.graph.nodes import SymbolicTensor
 
 __all__ = ["BatchContext"]
 

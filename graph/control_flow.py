@@ -1,7 +1,7 @@
 """The `cond` and `while` ops: kernels, inference, gradients, binding, and how nodes are made.
 
 Each node holds its functions as attrs (branches; cond and body) and takes the values they
-capture as extra inputs. A node whose functions contain effects is stateful (graph.ir.Node).
+capture as extra inputs. A node whose functions contain effects is stateful (graph.nodes.Node).
 Gradients are written with ops, so they build graph nodes like any other gradient, and
 they read only what the forward saved (graph/gradients.py: a node is raised a level in
 place to return what its functions' backwards read):
@@ -32,7 +32,8 @@ from defun.runtime.shapes import merge_shapes, shape_str, shapes_compatible
 from defun.runtime.variables import watch_read_handles
 from defun.graph.functions import CALL, call_graph, input_grads, plan_of, raise_node
 from defun.graph.gradients import LOCK as _grad_lock, levels_of, pick_level, saving_of
-from defun.graph.ir import CONST, Graph, unique_name
+from defun.graph.ir import Graph, unique_name
+from defun.graph.nodes import CONST
 
 __all__ = ["COND", "WHILE", "cond_node", "while_node", "share_captures", "holds_stand_ins"]
 

@@ -22,7 +22,7 @@ from defun.runtime.execute import describe_value
 from defun.runtime.ops.resource_ops import ASSIGN_OPS, VariableStore
 from defun.graph.analysis import assigns_variables, live_nodes
 from defun.graph.backends import Region, get_backend
-from defun.graph.ir import CONST, PLACEHOLDER
+from defun.graph.nodes import CONST, PLACEHOLDER
 from defun.graph.printer import format_node
 
 __all__ = ["compile_graph", "Plan"]

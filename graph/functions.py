@@ -21,7 +21,8 @@ from defun.graph.backends import get_backend
 from defun.graph.executor import compile_graph
 from defun.graph.gradients import LOCK, Backward, levels_of, pick_level, saving_of
 from defun.graph.input_gradients import DenseGrad
-from defun.graph.ir import Graph, Node, SymbolicTensor, infer_types
+from defun.graph.ir import Graph
+from defun.graph.nodes import Node, SymbolicTensor, infer_types
 from defun.graph.passes import optimize
 
 __all__ = ["CALL", "plan_of", "call_graph", "raise_node", "node_of", "input_grads",

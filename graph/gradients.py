@@ -22,7 +22,8 @@ from defun.runtime.autodiff import imperative_grad
 from defun.runtime.indexed_slices import IndexedSlices
 from defun.graph.analysis import live_node_ids
 from defun.graph.input_gradients import DenseGrad, SlicesGrad
-from defun.graph.ir import PLACEHOLDER, Graph, SymbolicTensor
+from defun.graph.ir import Graph
+from defun.graph.nodes import PLACEHOLDER, SymbolicTensor
 from defun.graph.rewrite import GraphCopy
 
 __all__ = ["build_backward", "Backward", "Saving", "saving_of", "saving_from", "levels_of",

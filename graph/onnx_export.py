@@ -18,7 +18,7 @@ import numpy as np
 
 from defun.runtime import dtypes, errors, sites
 from defun.runtime.tensor import ResourceHandle
-from defun.graph.ir import PLACEHOLDER
+from defun.graph.nodes import PLACEHOLDER
 from defun.graph.passes import optimize
 
 __all__ = ["to_onnx", "Emitter", "NO_FORM", "import_onnx", "MIN_OPSET"]

@@ -19,7 +19,8 @@ import numpy as np
 from defun.runtime import registry
 from defun.graph.analysis import live_node_ids
 from defun.runtime.collector import paused_gc
-from defun.graph.ir import CONST, PLACEHOLDER, Graph, evaluate, infer_types, shape_stand_in
+from defun.graph.ir import Graph
+from defun.graph.nodes import CONST, PLACEHOLDER, evaluate, infer_types, shape_stand_in
 from defun.graph.rewrite import GraphCopy
 from defun.runtime.ops._infer import num_elements
 from defun.graph.verify import VerifyError, verify
@@ -158,7 +159,7 @@ def fold_constants(graph, max_elements=None):
         %4: f32[2] = add(%0, %3)                  %4: f32[2] = add(%0, %3)
         return (%4)                               return (%4)
 
-    Results are computed by the op's own kernel (graph.ir.evaluate), so they equal what the
+    Results are computed by the op's own kernel (graph.nodes.evaluate), so they equal what the
     plan would compute. Shape-only ops (rows with `shape_only`: zeros_like, ones_like, shape,
     size) also fold when their input's static shape is fully known, whatever computes it.
     Not folded: stateful ops and function calls, nodes with control inputs, results with

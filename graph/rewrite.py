@@ -8,7 +8,8 @@ import itertools
 import numpy as np
 
 from defun.runtime import dtypes, registry
-from defun.graph.ir import CONST, PLACEHOLDER, Graph
+from defun.graph.ir import Graph
+from defun.graph.nodes import CONST, PLACEHOLDER
 from defun.graph.verify import VerifyError
 
 __all__ = ["GraphCopy"]

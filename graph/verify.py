@@ -16,7 +16,7 @@ A graph is valid when:
 """
 from defun.runtime import attr_types, errors, registry
 from defun.runtime.shapes import shapes_compatible
-from defun.graph.ir import Node, SymbolicTensor, functions_in, has_effects, infer_types
+from defun.graph.nodes import Node, SymbolicTensor, functions_in, has_effects, infer_types
 from defun.graph.printer import format_node, type_str
 
 __all__ = ["verify", "VerifyError", "functions_of", "reaches"]

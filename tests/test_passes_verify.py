@@ -116,7 +116,7 @@ def _corrupt_duplicate_id(g):
 
 
 def _corrupt_stale_tensor(g):
-    from defun.graph.ir import SymbolicTensor
+    from defun.graph.nodes import SymbolicTensor
     n = g.nodes[3]
     old = n.inputs[0]
     n.inputs = [SymbolicTensor(old.node, 0, old.shape, old.dtype), n.inputs[1]]

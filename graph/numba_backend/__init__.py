@@ -16,7 +16,7 @@ import importlib.util
 import warnings
 
 from defun.graph.backends import NumpyBackend, Region, get_backend, needs_extra, register_backend
-from defun.graph.ir import CONST, PLACEHOLDER
+from defun.graph.nodes import CONST, PLACEHOLDER
 from defun.graph.numba_backend.codegen import region_source
 from defun.graph.numba_backend.plan import fused_form, stages_of
 

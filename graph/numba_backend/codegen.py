@@ -16,7 +16,7 @@ Names here are made here (a0, v3, s3, r3, x3_0, i0, d0_1), never taken from a gr
 """
 import numpy as np
 
-from defun.graph.ir import CONST
+from defun.graph.nodes import CONST
 from defun.graph.numba_backend.plan import Call, reduced_axes
 
 __all__ = ["region_source", "inlined_constant"]

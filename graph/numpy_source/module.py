@@ -29,7 +29,7 @@ from defun.graph.analysis import live_nodes
 from defun.graph.control_flow import holds_stand_ins
 from defun.graph.functions import plan_of
 from defun.graph.input_gradients import DenseGrad
-from defun.graph.ir import CONST, PLACEHOLDER
+from defun.graph.nodes import CONST, PLACEHOLDER
 from defun.graph.printer import type_str
 from defun.graph.numpy_source.writer import SourceWriter, numpy_type
 

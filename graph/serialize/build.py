@@ -19,7 +19,8 @@ from defun.runtime.tensor import HandleData, ResourceHandle
 from defun.graph.executor import compile_graph
 from defun.runtime.collector import paused_gc
 from defun.graph.gradients import Backward
-from defun.graph.ir import Graph, infer_types
+from defun.graph.ir import Graph
+from defun.graph.nodes import infer_types
 from defun.graph.passes import prune_unused_outputs
 from defun.graph.verify import verify
 from defun.graph.backends import get_backend
