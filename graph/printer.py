@@ -6,7 +6,7 @@ import numpy as np
 from defun.runtime.dtypes import DType, from_numpy
 from defun.graph.input_gradients import DenseGrad
 
-__all__ = ["format_graph", "format_node", "format_attr", "to_dot", "render_dot", "to_networkx"]
+__all__ = ["format_graph", "format_node", "format_attr", "numbering", "to_dot", "render_dot", "to_networkx"]
 
 
 def bracket_shape(shape):
@@ -29,8 +29,9 @@ def _type(t):
     return type_str(t.shape, t.dtype)
 
 
-def format_attr(v):
-    """Deterministic, compact text for one attr value."""
+def format_attr(v, functions=None):
+    """Deterministic, compact text for one attr value (`functions`: {id(graph): the name a
+    function attr is printed with}, default the graph's own name)."""
     if isinstance(v, np.ndarray):
         if v.size <= 6:
             body = np.array2string(v, separator=", ").replace("\n", "")
@@ -38,10 +39,10 @@ def format_attr(v):
         return f"<{_type_dtype(v)}[{','.join(map(str, v.shape))}] array>"
     if isinstance(v, DType):
         return v.name
-    if hasattr(v, "all_inputs") and hasattr(v, "nodes"):   # a Graph (function attr)
-        return f"@{v.name}"
+    if _is_graph(v):   # a function attr
+        return f"@{functions.get(id(v), v.name) if functions else v.name}"
     if isinstance(v, tuple) and v and all(hasattr(x, "nodes") for x in v):
-        return "(" + ", ".join(f"@{x.name}" for x in v) + ")"
+        return "(" + ", ".join(format_attr(x, functions) for x in v) + ")"
     if callable(v):
         return "<python function>"
     return repr(v)
@@ -51,56 +52,121 @@ def _type_dtype(a):
     return _SHORT.get(a.dtype.name, a.dtype.name)
 
 
-def format_node(node):
-    """`%3: f32[4] = add(%1, %2) {attr=...} [after %0]`; `%5 = assign_variable(...)` without outputs."""
+def _is_graph(v):
+    return hasattr(v, "all_inputs") and hasattr(v, "nodes")
+
+
+def numbering(graph):
+    """{id(node): the number `%k` it is printed with}: the inputs first (arguments, then
+    captures), then the other nodes in program order. So two equal graphs print alike,
+    whatever ids their nodes were given (captures are made when first used; copies keep
+    their original's ids; views and retraces number from where their graph is)."""
+    numbers = {}
+    for t in graph.all_inputs:
+        numbers[id(t.node)] = len(numbers)
+    for node in graph.nodes:
+        if id(node) not in numbers:
+            numbers[id(node)] = len(numbers)
+    return numbers
+
+
+def _node_name(node, numbers):
+    k = numbers.get(id(node)) if numbers is not None else None
+    return node.name if k is None else f"%{k}"
+
+
+def _tensor_name(t, numbers):
+    if numbers is None:
+        return t.name
+    n = _node_name(t.node, numbers)
+    return n if t.index == 0 and len(t.node.outputs) <= 1 else f"{n}:{t.index}"
+
+
+def format_node(node, numbers=None, functions=None):
+    """`%3: f32[4] = add(%1, %2) {attr=...} [after %0]`; `%5 = assign_variable(...)` without outputs.
+
+    Nodes are named by `numbers` (`numbering(graph)`) when given, else by their ids;
+    `functions` names function attrs (see `format_attr`)."""
     outs = node.outputs
+    name = _node_name(node, numbers)
     if not outs:
-        lhs = f"{node.name} = "   # named even without outputs: control edges refer to it
+        lhs = f"{name} = "   # named even without outputs: control edges refer to it
     elif len(outs) == 1:
-        lhs = f"{node.name}: {_type(outs[0])} = "
+        lhs = f"{name}: {_type(outs[0])} = "
     else:
-        lhs = f"{node.name}: ({', '.join(_type(o) for o in outs)}) = "
-    args = ", ".join(t.name for t in node.inputs)
+        lhs = f"{name}: ({', '.join(_type(o) for o in outs)}) = "
+    args = ", ".join(_tensor_name(t, numbers) for t in node.inputs)
     attrs = ""
     if node.attrs:
-        attrs = " {" + ", ".join(f"{k}={format_attr(node.attrs[k])}" for k in sorted(node.attrs)) + "}"
+        attrs = " {" + ", ".join(f"{k}={format_attr(node.attrs[k], functions)}"
+                                 for k in sorted(node.attrs)) + "}"
     ctrl = ""
     if node.control_inputs:
-        ctrl = " [after " + ", ".join(c.name for c in node.control_inputs) + "]"
+        ctrl = " [after " + ", ".join(_node_name(c, numbers) for c in node.control_inputs) + "]"
     return f"{lhs}{node.op.name}({args}){attrs}{ctrl}"
 
 
 def format_graph(graph, include_library=True):
-    """The function as text: signature, one line per node, return; then called functions."""
+    """The function as text: signature, one line per node, return; then called functions.
+
+    Printed by content only: nodes numbered in program order (`numbering`), functions
+    named by their base names (`loss`, not the process's `loss_3`; a second function of
+    the same name gets `_1`, ...), so equal graphs print alike in any process."""
+    graphs = _print_order(graph)
+    functions = _function_names(graphs)
     lines = []
-    seen = set()
-    _format_into(graph, lines, seen, include_library)
+    for g in graphs if include_library else graphs[:1]:
+        if lines:
+            lines.append("")
+        _format_function(g, lines, functions)
     return "\n".join(lines)
 
 
-def _format_into(graph, lines, seen, include_library):
-    seen.add(id(graph))
-    params = ", ".join(f"{t.name}: {_type(t)}" for t in graph.inputs)
+def _print_order(graph):
+    """`graph`, then the functions it calls, each followed by those it calls (first use first)."""
+    order, seen = [], {id(graph)}
+    stack = [graph]
+    while stack:
+        g = stack.pop()
+        order.append(g)
+        callees = []
+        for node in g.nodes:
+            for v in node.attrs.values():
+                for c in (v if isinstance(v, tuple) else (v,)):
+                    if _is_graph(c) and id(c) not in seen:
+                        seen.add(id(c))
+                        callees.append(c)
+        stack.extend(reversed(callees))
+    return order
+
+
+def _function_names(graphs):
+    """{id(graph): its base name, made unique in order with a suffix `_1`, `_2`, ...}."""
+    names, taken = {}, set()
+    for g in graphs:
+        base = getattr(g, "base_name", None) or g.name
+        name, k = base, 0
+        while name in taken:
+            k += 1
+            name = f"{base}_{k}"
+        taken.add(name)
+        names[id(g)] = name
+    return names
+
+
+def _format_function(graph, lines, functions):
+    numbers = numbering(graph)
+    params = ", ".join(f"{_tensor_name(t, numbers)}: {_type(t)}" for t in graph.inputs)
     caps = graph.captured_placeholders
-    cap_txt = f" captures ({', '.join(f'{t.name}: {_type(t)}' for t in caps)})" if caps else ""
+    cap_txt = f" captures ({', '.join(f'{_tensor_name(t, numbers)}: {_type(t)}' for t in caps)})" \
+        if caps else ""
     rets = ", ".join(_type(t) for t in graph.outputs)
-    lines.append(f"func @{graph.name}({params}){cap_txt} -> ({rets}):")
+    lines.append(f"func @{functions[id(graph)]}({params}){cap_txt} -> ({rets}):")
     placeholders = {id(t.node) for t in graph.all_inputs}
-    callees = []
     for node in graph.nodes:
-        if id(node) in placeholders:
-            continue
-        lines.append("  " + format_node(node))
-        for v in node.attrs.values():
-            for g in (v if isinstance(v, tuple) else (v,)):
-                if hasattr(g, "nodes") and hasattr(g, "all_inputs") and id(g) not in seen:
-                    callees.append(g)
-                    seen.add(id(g))
-    lines.append("  return (" + ", ".join(t.name for t in graph.outputs) + ")")
-    if include_library:
-        for g in callees:
-            lines.append("")
-            _format_into(g, lines, seen, include_library)
+        if id(node) not in placeholders:
+            lines.append("  " + format_node(node, numbers, functions))
+    lines.append("  return (" + ", ".join(_tensor_name(t, numbers) for t in graph.outputs) + ")")
 
 
 def to_networkx(graph):

@@ -3,7 +3,7 @@
 Rules (so the docs cannot rot):
 - The python blocks of one file run in order, in one namespace, in a fresh interpreter
   whose working directory is a temporary directory (files the examples write land there).
-  A fresh interpreter keeps graph names such as `@loss_0` deterministic.
+  A fresh interpreter keeps names such as `loss_0` (in reprs and messages) deterministic.
 - A ```text block that directly follows a python block (only blank lines between) is the
   block's expected stdout. Whitespace is normalized (runs of spaces and newlines compare
   equal); `[...]` in the expected text matches anything.

@@ -1,5 +1,8 @@
 """The three views of a graph: golden text (`str(graph)`), Graphviz DOT, and networkx."""
+import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 
@@ -7,7 +10,7 @@ import defun as df
 from graph_helpers import F32, F64, I32, build, golden  # noqa: F401
 from defun.graph.functions import call_graph
 from defun.graph.ir import Graph
-from defun.graph.printer import format_attr, format_node, to_dot, to_networkx
+from defun.graph.printer import format_attr, format_node, numbering, to_dot, to_networkx
 
 
 
@@ -78,12 +81,12 @@ def _step_graph():
 
 def test_str_shows_captures_and_control_edges_of_stateful_ops():
     assert str(_step_graph()) == golden("""
-        func @step(%0: f32[2]) captures (%1: resource[], %3: f32[2]) -> (f32[2]):
-          %2: f32[2] = read_variable(%1) {dtype=float32, shape=(2,)}
-          %4: f32[2] = multiply(%0, %3)
-          %5 = assign_add_variable(%1, %4) {dtype=float32, shape=(2,)} [after %2]
+        func @step(%0: f32[2]) captures (%1: resource[], %2: f32[2]) -> (f32[2]):
+          %3: f32[2] = read_variable(%1) {dtype=float32, shape=(2,)}
+          %4: f32[2] = multiply(%0, %2)
+          %5 = assign_add_variable(%1, %4) {dtype=float32, shape=(2,)} [after %3]
           %6: f32[2] = read_variable(%1) {dtype=float32, shape=(2,)} [after %5]
-          %7: f32[2] = add(%2, %6)
+          %7: f32[2] = add(%3, %6)
           return (%7)
     """)
 
@@ -123,6 +126,105 @@ def test_format_attr_values():
     assert format_attr("SAME") == "'SAME'"
     assert format_attr(Graph("body")) == "@body"
     assert format_attr((Graph("a"), Graph("b"))) == "(@a, @b)"
+
+
+# ---------------------------------------------------------------------------------------
+# Printed by content: numbered in program order, functions by their base names
+
+_OFFSET = df.constant([10.0, 20.0])
+_GAIN = df.Variable([1.0, 1.0], name="gain")
+
+
+def _looped(x):
+    """Captures made mid-trace (a constant, a variable), a cond, a while and a scan whose
+    bodies capture too: raw ids out of program order everywhere."""
+    y = df.tanh(x) * 2.0 + _OFFSET
+    z = df.cond(df.reduce_sum(y) > 0.0, lambda: y * _GAIN, lambda: y - _OFFSET)
+    w = df.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, v * 0.5 + y), [df.constant(0), z])[1]
+    return df.scan(lambda acc, row: acc + row * _OFFSET[0], df.stack([w, z]), initializer=w)
+
+
+def _defined_numbers(text):
+    """Per printed function: the numbers it defines (parameters, captures, node results) in
+    the order they appear."""
+    out = []
+    for block in text.split("\n\n"):
+        head, *body = block.split("\n")
+        out.append([int(n) for n in re.findall(r"%(\d+): ", head)] +
+                   [int(re.match(r"  %(\d+)", ln).group(1)) for ln in body if ln.startswith("  %")])
+    return out
+
+
+def test_the_same_function_traced_twice_prints_alike():
+    first = df.defun(_looped).get_concrete_function(df.TensorSpec([2], F32))
+    # other tensors, variables and traces in between: ids and names move on
+    noise = [df.constant(np.ones(3)) * 2.0 for _ in range(5)] + [df.Variable(1.0)]
+    df.defun(lambda a: df.cond(a > 0.0, lambda: a, lambda: -a))(df.constant(1.0))
+    second = df.defun(_looped).get_concrete_function(df.TensorSpec([2], F32))
+    assert first.graph.name != second.graph.name and noise
+    assert str(first) == str(second) == str(first.graph) == str(second.graph)
+    text = str(first)
+    assert text.startswith("func @_looped(%0: f32[2]) captures (%1: f32[2], %2: resource[]) -> ")
+    assert not re.search(r"@\w+_\d+\b", text)        # no process counter in any name
+    # every function (entry, branches, loop and scan bodies) numbered 0, 1, 2, ... in order
+    numbers = _defined_numbers(text)
+    assert len(numbers) == 1 + 2 + 2 + 1 and all(ns == list(range(len(ns))) for ns in numbers)
+
+
+def test_printed_numbers_are_not_the_node_ids():
+    g = _step_graph()          # the constant is captured after the variable was read
+    ids = [t.node.id for t in g.all_inputs]
+    assert ids == [0, 1, 3]    # raw ids: the capture of c came after node 2
+    assert "captures (%1: resource[], %2: f32[2])" in str(g)
+    numbers = numbering(g)
+    assert [numbers[id(t.node)] for t in g.all_inputs] == [0, 1, 2]
+    lines = [ln.strip() for ln in str(g).split("\n")[1:-1]]
+    assert lines == [format_node(n, numbers) for n in g.nodes if n.op.name != "placeholder"]
+
+
+def test_an_optimized_graph_and_a_call_tree_renumber_too():
+    cf = df.defun(lambda x: df.tanh(x) * 1.0 + df.exp(x) * 0.0 + df.tanh(x)).get_concrete_function(
+        df.TensorSpec([2], F32))
+    opt = cf.optimized_graph()
+    assert [n.id for n in opt.nodes] != list(range(len(opt.nodes)))     # the passes kept ids
+    assert _defined_numbers(str(opt)) == [list(range(len(opt.nodes)))]
+
+
+def test_different_graphs_print_differently_and_same_named_functions_apart():
+    a = df.defun(lambda x: df.cond(x > 0.0, lambda: x, lambda: -x)).get_concrete_function(
+        df.TensorSpec([], F32))
+    b = df.defun(lambda x: df.cond(x > 0.0, lambda: x, lambda: x * 2.0)).get_concrete_function(
+        df.TensorSpec([], F32))
+    assert str(a) != str(b)
+
+    def two_conds(x):
+        y = df.cond(x > 0.0, lambda: x, lambda: -x)
+        return df.cond(y > 1.0, lambda: y * 3.0, lambda: y)
+    text = str(df.defun(two_conds).get_concrete_function(df.TensorSpec([], F32)))
+    heads = re.findall(r"^func @(\w+)\(", text, re.M)
+    assert heads == ["two_conds", "cond_true", "cond_false", "cond_true_1", "cond_false_1"]
+    assert "then_branch=@cond_true}" in text and "then_branch=@cond_true_1}" in text
+
+
+_IN_A_FRESH_PROCESS = """
+import sys
+sys.path.insert(0, sys.argv[1])
+sys.path.insert(0, sys.argv[2])
+import test_printer
+import defun as df
+print(df.defun(test_printer._looped).get_concrete_function(df.TensorSpec([2], df.float32)))
+"""
+
+
+def test_a_graph_prints_alike_in_another_process():
+    here = os.path.dirname(os.path.abspath(__file__))
+    for _ in range(3):      # this process has traced other things first
+        df.defun(_looped)(df.constant([0.5, -1.0]))
+    mine = str(df.defun(_looped).get_concrete_function(df.TensorSpec([2], F32)))
+    proc = subprocess.run([sys.executable, "-c", _IN_A_FRESH_PROCESS, os.path.dirname(here), here],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == mine
 
 
 # ---------------------------------------------------------------------------------------
