@@ -88,8 +88,8 @@ def eliminate_common_subexpressions(graph):
     Before:                                   After:
       func @f(%0: f32[3]) -> (f32[3]):          func @f(%0: f32[3]) -> (f32[3]):
         %1: f32[3] = tanh(%0)                     %1: f32[3] = tanh(%0)
-        %2: f32[3] = tanh(%0)                     %3: f32[3] = add(%1, %1)
-        %3: f32[3] = add(%1, %2)                  return (%3)
+        %2: f32[3] = tanh(%0)                     %2: f32[3] = add(%1, %1)
+        %3: f32[3] = add(%1, %2)                  return (%2)
         return (%3)
 
     Constants with equal dtype, shape and bytes merge too. Stateful nodes never merge
@@ -338,8 +338,8 @@ def simplify_algebra(graph):
     Before:                                   After:
       func @f(%0: f32[3]) -> (f32[3]):          func @f(%0: f32[3]) -> (f32[3]):
         %1: f32[] = const() {value=1.0}           %1: f32[] = const() {value=1.0}
-        %2: f32[3] = multiply(%0, %1)             %4: f32[3] = tanh(%0)
-        %3: f32[3] = identity(%2)                 return (%4)
+        %2: f32[3] = multiply(%0, %1)             %2: f32[3] = tanh(%0)
+        %3: f32[3] = identity(%2)                 return (%2)
         %4: f32[3] = tanh(%3)
         return (%4)
 
@@ -412,8 +412,8 @@ def inline_calls(graph):
 
     Before:                                   After:
       func @f(%0: f32[3]) -> (f32[3]):          func @f(%0: f32[3]) -> (f32[3]):
-        %1: f32[3] = call(%0) {f=@g}              %2: f32[3] = tanh(%0)
-        return (%1)                               return (%2)
+        %1: f32[3] = call(%0) {f=@g}              %1: f32[3] = tanh(%0)
+        return (%1)                               return (%1)
 
       func @g(%0: f32[3]) -> (f32[3]):
         %1: f32[3] = tanh(%0)

@@ -19,8 +19,8 @@ def test_dce_removes_unused_nodes():
     g = build("f", [((3,), F32)], lambda x: (df.exp(x), df.tanh(x))[1])
     check_pass(passes.eliminate_dead_code, g, """
         func @f(%0: f32[3]) -> (f32[3]):
-          %2: f32[3] = tanh(%0)
-          return (%2)
+          %1: f32[3] = tanh(%0)
+          return (%1)
     """)
 
 
@@ -33,9 +33,9 @@ def test_dce_keeps_unused_arguments_and_everything_outputs_need():
     h = check_pass(passes.eliminate_dead_code, g, """
         func @f(%0: f64[?,2], %1: f32[5], %2: f64[2,2]) -> (f64[?], i32[2]):
           %3: f64[?,2] = matmul(%0, %2)
-          %6: f64[?] = reduce_mean(%3) {axis=1, keepdims=False}
-          %7: i32[2] = shape(%0) {out_type=int32}
-          return (%6, %7)
+          %4: f64[?] = reduce_mean(%3) {axis=1, keepdims=False}
+          %5: i32[2] = shape(%0) {out_type=int32}
+          return (%4, %5)
     """)
     assert len(h.inputs) == 3
 
@@ -52,9 +52,9 @@ def test_dce_keeps_stateful_ops_and_their_inputs():
     check_pass(passes.eliminate_dead_code, g, """
         func @f(%0: f32[3]) captures (%1: resource[]) -> (f32[3]):
           %2: f32[3] = read_variable(%1) {dtype=float32, shape=(3,)}
-          %4: f32[] = const() {value=2.0}
-          %5: f32[3] = multiply(%0, %4)
-          %6 = assign_add_variable(%1, %5) {dtype=float32, shape=(3,)} [after %2]
+          %3: f32[] = const() {value=2.0}
+          %4: f32[3] = multiply(%0, %3)
+          %5 = assign_add_variable(%1, %4) {dtype=float32, shape=(3,)} [after %2]
           return (%0)
     """, seeds=())
     before = v.numpy()
@@ -107,8 +107,8 @@ def test_cse_merges_equal_nodes():
     check_pass(passes.eliminate_common_subexpressions, g, """
         func @f(%0: f32[3]) -> (f32[3]):
           %1: f32[3] = tanh(%0)
-          %3: f32[3] = add(%1, %1)
-          return (%3)
+          %2: f32[3] = add(%1, %1)
+          return (%2)
     """)
 
 
@@ -123,9 +123,9 @@ def test_cse_merges_chains_and_equal_constants():
           %1: f32[2] = const() {value=[1., 2.]}
           %2: f32[?,2] = multiply(%0, %1)
           %3: f32[?,2] = exp(%2)
-          %7: f32[?,2] = subtract(%3, %3)
-          %8: f32[2] = reduce_sum(%3) {axis=0, keepdims=False}
-          return (%7, %8)
+          %4: f32[?,2] = subtract(%3, %3)
+          %5: f32[2] = reduce_sum(%3) {axis=0, keepdims=False}
+          return (%4, %5)
     """)
 
 

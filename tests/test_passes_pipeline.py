@@ -32,14 +32,14 @@ def test_optimize_runs_the_pipeline():
         func @mlp(%0: f32[?,3], %1: f32[3,4], %2: f32[4], %3: f32[4,2]) -> (f32[?]):
           %4: f32[?,4] = matmul(%0, %1)
           %5: f32[?,4] = add(%4, %2)
-          %9: f32[?,4] = tanh(%5)
-          %10: f32[?,2] = matmul(%9, %3)
-          %12: f32[] = const() {value=4.0}
-          %13: f32[?,2] = multiply(%10, %12)
-          %14: f32[?,2] = softmax(%13) {axis=1}
-          %17: f32[?,2] = add(%14, %14)
-          %18: f32[?] = reduce_mean(%17) {axis=1, keepdims=False}
-          return (%18)
+          %6: f32[?,4] = tanh(%5)
+          %7: f32[?,2] = matmul(%6, %3)
+          %8: f32[] = const() {value=4.0}
+          %9: f32[?,2] = multiply(%7, %8)
+          %10: f32[?,2] = softmax(%9) {axis=1}
+          %11: f32[?,2] = add(%10, %10)
+          %12: f32[?] = reduce_mean(%11) {axis=1, keepdims=False}
+          return (%12)
     """)
 
 

@@ -22,8 +22,8 @@ def test_simplify_removes_multiply_by_one_and_identity():
     check_pass(passes.simplify_algebra, g, """
         func @f(%0: f32[3]) -> (f32[3]):
           %1: f32[] = const() {value=1.0}
-          %4: f32[3] = tanh(%0)
-          return (%4)
+          %2: f32[3] = tanh(%0)
+          return (%2)
     """)
 
 
@@ -92,8 +92,8 @@ def test_simplify_composes_transposes_into_one():
     h = passes.eliminate_dead_code(passes.simplify_algebra(g))
     assert str(h) == textwrap.dedent("""
         func @f(%0: f32[2,3,4]) -> (f32[4,2,3]):
-          %3: f32[4,2,3] = transpose(%0) {perm=(2, 0, 1)}
-          return (%3)
+          %1: f32[4,2,3] = transpose(%0) {perm=(2, 0, 1)}
+          return (%1)
     """).strip()
     x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
     np.testing.assert_array_equal(run(h, [x])[0], np.transpose(np.transpose(x, (1, 2, 0)), (1, 2, 0)))
@@ -125,8 +125,8 @@ def test_inline_replaces_a_call_by_the_function_body():
     assert str(g).count("func @") == 2
     check_pass(passes.inline_calls, g, """
         func @f(%0: f32[3]) -> (f32[3]):
-          %2: f32[3] = tanh(%0)
-          return (%2)
+          %1: f32[3] = tanh(%0)
+          return (%1)
     """)
 
 
@@ -140,13 +140,13 @@ def test_inline_nested_calls_with_captures_and_several_outputs():
     assert len(g.captured_values) == 1 and g.captured_values[0] is w
     h = check_pass(passes.inline_calls, g, """
         func @f(%0: f32[?,3]) captures (%1: f32[3,2]) -> (f32[?,2]):
-          %5: f32[?,2] = matmul(%0, %1)
-          %6: f32[] = reduce_sum(%0) {axis=None, keepdims=False}
-          %7: f32[?,2] = tanh(%5)
-          %8: f32[] = tanh(%6)
-          %3: f32[] = const() {value=2.0}
-          %4: f32[?,2] = multiply(%7, %3)
-          return (%4)
+          %2: f32[?,2] = matmul(%0, %1)
+          %3: f32[] = reduce_sum(%0) {axis=None, keepdims=False}
+          %4: f32[?,2] = tanh(%2)
+          %5: f32[] = tanh(%3)
+          %6: f32[] = const() {value=2.0}
+          %7: f32[?,2] = multiply(%4, %6)
+          return (%7)
     """)
     assert "call" not in op_names(h)
 
