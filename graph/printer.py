@@ -208,22 +208,6 @@ def _types(tensors):
     return ", ".join(_type(t) for t in tensors)
 
 
-def _variable_text(value, outer):
-    """(label, tooltip) of a captured value: a variable by name with its value's type, a
-    constant by its type, a value of an enclosing function by its name there (`outer`:
-    id(tensor) -> the name it is drawn with)."""
-    if value.dtype.name == "resource":
-        store = getattr(value, "_value", None)
-        name = getattr(store, "name", "?")
-        held = getattr(store, "value", None)
-        kind = type_str(held.shape, from_numpy(held.dtype)) if held is not None else "resource"
-        return f"{name}\n{kind}", f"captured variable {name} {kind}"
-    if getattr(value, "node", None) is not None:
-        name = outer.get(id(value), value.name)
-        return f"{name}\n{_type(value)}", f"captured {value.name} of @{value.node.graph.name}"
-    return f"constant\n{_type(value)}", f"captured constant {_type(value)}"
-
-
 def _const_label(node):
     v = node.attrs.get("value")
     out = node.outputs[0]
@@ -232,20 +216,75 @@ def _const_label(node):
     return f"const\n{_type(out)}"
 
 
-def _tooltip(node):
-    site = getattr(node, "site", None)
-    if site:
-        # the file's name, not its path: a picture is the same wherever the code is checked out
-        return f"{format_node(node)}\n{os.path.basename(site[0])}:{site[1]}"
-    return format_node(node)
-
-
 class _Drawing:
-    """The lines of one picture; node ids are a prefix per function drawn plus node names."""
+    """The lines of one picture; node ids are a prefix per function drawn plus node names.
 
-    def __init__(self, name):
-        self.lines = [f"digraph {_q(name)} {{", *_HEAD]
+    Nodes are named as printed text names them (`numbering` of their graph), functions by
+    the names `format_graph` gives them (`functions`)."""
+
+    def __init__(self, graphs):
+        order, seen = [], set()
+        for g in graphs:
+            for h in _print_order(g):
+                if id(h) not in seen:
+                    seen.add(id(h))
+                    order.append(h)
+        self.functions = _function_names(order)
+        self.lines = [f"digraph {_q(self.function_name(graphs[0]))} {{", *_HEAD]
         self.clusters = 0
+        self._numbers = {}      # id(graph) -> numbering(graph)
+
+    def function_name(self, g):
+        return self.functions.get(id(g), g.name)
+
+    def numbers(self, g):
+        numbers = self._numbers.get(id(g))
+        if numbers is None:
+            numbers = self._numbers[id(g)] = numbering(g)
+        return numbers
+
+    def node_name(self, node):
+        return _node_name(node, self.numbers(node.graph))
+
+    def tensor_name(self, t):
+        return _tensor_name(t, self.numbers(t.node.graph))
+
+    def tooltip(self, node):
+        text = format_node(node, self.numbers(node.graph), self.functions)
+        site = getattr(node, "site", None)
+        # the file's name, not its path: a picture is the same wherever the code is checked out
+        return f"{text}\n{os.path.basename(site[0])}:{site[1]}" if site else text
+
+    def captured_text(self, value, outer):
+        """(label, tooltip) of a captured value: a variable by name with its value's type, a
+        constant by its type, a value of an enclosing function by its name there (`outer`:
+        id(tensor) -> the name it is drawn with)."""
+        if value.dtype.name == "resource":
+            store = getattr(value, "_value", None)
+            name = getattr(store, "name", "?")
+            held = getattr(store, "value", None)
+            kind = type_str(held.shape, from_numpy(held.dtype)) if held is not None else "resource"
+            return f"{name}\n{kind}", f"captured variable {name} {kind}"
+        if getattr(value, "node", None) is not None:
+            name = self.tensor_name(value)
+            return (f"{outer.get(id(value), name)}\n{_type(value)}",
+                    f"captured {name} of @{self.function_name(value.node.graph)}")
+        return f"constant\n{_type(value)}", f"captured constant {_type(value)}"
+
+    def vertex(self, graph, node, names, captured, outer):
+        """(label, tooltip, style, names still to add) of a node other than an op's."""
+        t0 = node.outputs[0]
+        tooltip = self.tooltip(node)
+        label_name = [names[id(t)] for t in node.outputs if id(t) in names]
+        if node.op.name == "const":
+            return _const_label(node), tooltip, 'shape=ellipse, style=dashed, color="#888888"', label_name
+        value = captured.get(id(t0))
+        if value is not None:
+            label, what = self.captured_text(value, outer)
+            return label, f"{what}\n{tooltip}", _CAPTURE, label_name
+        what = label_name[0] if label_name else (f"input {graph.all_inputs.index(t0)}"
+                                                 if t0 in graph.inputs else self.tensor_name(t0))
+        return f"{what}\n{_type(t0)}", tooltip, _ARG, label_name[1:]
 
     def function(self, graph, prefix, indent, names=None, notes=None, fed=frozenset(), depth=0,
                  outer=None):
@@ -254,36 +293,20 @@ class _Drawing:
         of capture placeholders fed from elsewhere (their note says from what); `outer`:
         the names of the enclosing function's tensors, which a body's captures show."""
         names, notes, outer = names or {}, notes or {}, outer or {}
-        lines = self.lines
+        lines, vid = self.lines, lambda n: _q(prefix + self.node_name(n))
         outputs = {id(t) for t in graph.outputs}
         captured = {id(ph): value for value, ph in graph.captures.values() if id(ph) not in fed}
-        args = {id(t) for t in graph.inputs}
         nested = []
         for node in graph.nodes:
-            t0 = node.outputs[0] if node.outputs else None
             op = node.op.name
-            tooltip = _tooltip(node)
             note = [notes[id(t)] for t in node.outputs if id(t) in notes]
-            label_name = [names[id(t)] for t in node.outputs if id(t) in names]
-            if op == "placeholder":
-                value = captured.get(id(t0))
-                if value is not None:
-                    label, what = _variable_text(value, outer)
-                    tooltip = f"{what}\n{tooltip}"
-                    style = _CAPTURE
-                else:
-                    what = label_name[0] if label_name else (f"input {graph.all_inputs.index(t0)}"
-                                                             if id(t0) in args else t0.name)
-                    label = f"{what}\n{_type(t0)}"
-                    style = _ARG
-                    label_name = label_name[1:]
-            elif op == "const":
-                label, style = _const_label(node), 'shape=ellipse, style=dashed, color="#888888"'
+            if op in ("placeholder", "const"):
+                label, tooltip, style, label_name = self.vertex(graph, node, names, captured, outer)
             else:
+                tooltip, label_name = self.tooltip(node), [names[id(t)] for t in node.outputs
+                                                           if id(t) in names]
                 funcs = [node.attrs[k] for k in node.op.function_attrs if k in node.attrs]
-                head = op
-                if op == "call" and funcs:
-                    head = f"call @{funcs[0].name}"
+                head = f"call @{self.function_name(funcs[0])}" if op == "call" and funcs else op
                 label, style = f"{head}\n{_types(node.outputs)}", "shape=box"
                 if op != "call" and funcs and depth < _MAX_NESTING:
                     nested.append(node)
@@ -295,18 +318,18 @@ class _Drawing:
             if note:
                 style = style.replace("style=filled, ", "").replace(", style=dashed", "")
                 style += f", style=filled, {_SIDE}"
-            lines.append(f"{indent}{_q(prefix + node.name)} [label={_q(label)}, tooltip={_q(tooltip + ''.join(chr(10) + n for n in note))}, {style}];")
+            lines.append(f"{indent}{vid(node)} [label={_q(label)}, tooltip={_q(tooltip + ''.join(chr(10) + n for n in note))}, {style}];")
         for node in graph.nodes:
             for t in node.inputs:
-                lines.append(f"{indent}{_q(prefix + t.node.name)} -> {_q(prefix + node.name)} "
-                             f"[tooltip={_q(_type(t))}];")
+                lines.append(f"{indent}{vid(t.node)} -> {vid(node)} [tooltip={_q(_type(t))}];")
             for c in node.control_inputs:
-                lines.append(f"{indent}{_q(prefix + c.name)} -> {_q(prefix + node.name)} [style=dashed];")
+                lines.append(f"{indent}{vid(c)} -> {vid(node)} [style=dashed];")
         for node in nested:
             self.bodies(node, prefix, indent, depth, names)
 
     def bodies(self, node, prefix, indent, depth, outer):
         """The functions a cond or while node runs, each a cluster joined to the node."""
+        here = self.node_name(node)
         for key in sorted(node.op.function_attrs):
             value = node.attrs.get(key)
             for k, g in enumerate(value if isinstance(value, tuple) else (value,)):
@@ -314,10 +337,10 @@ class _Drawing:
                     continue
                 self.clusters += 1
                 cid = f"cluster_{self.clusters}"
-                sub = f"{prefix}{node.name}.{key}{k}/"
+                sub = f"{prefix}{here}.{key}{k}/"
                 what = f"{key} {k}" if isinstance(value, tuple) else key
                 self.lines += [f"{indent}subgraph {_q(cid)} {{",
-                               f'{indent}  label={_q(f"{node.op.name} {node.name}: {what} @{g.name}")}; '
+                               f'{indent}  label={_q(f"{node.op.name} {here}: {what} @{self.function_name(g)}")}; '
                                f'style="rounded,dashed"; color="#7a7a7a";']
                 names = {}
                 for j, t in enumerate(g.outputs):     # a value returned twice: out 0, 1
@@ -326,14 +349,14 @@ class _Drawing:
                 self.lines.append(f"{indent}}}")
                 anchor = next(iter(g.nodes), None)
                 if anchor is not None:
-                    self.lines.append(f"{indent}{_q(prefix + node.name)} -> {_q(sub + anchor.name)} "
+                    self.lines.append(f"{indent}{_q(prefix + here)} -> {_q(sub + self.node_name(anchor))} "
                                       f"[lhead={_q(cid)}, style=dotted, arrowhead=odot];")
 
     def text(self):
         return "\n".join(self.lines + ["}"]) + "\n"
 
 
-def _gradient_names(graph, backward, input_names):
+def _gradient_names(graph, backward, input_names, tensor_name):
     """id(backward output) -> `d/dx` for the gradient of input x, `d/dw` of variable w."""
     bw = backward.graph
     names = {}
@@ -344,13 +367,13 @@ def _gradient_names(graph, backward, input_names):
             continue
         t = graph.all_inputs[k]
         if k < n_args:
-            what = input_names[k] if input_names and k < len(input_names) else t.name
+            what = input_names[k] if input_names and k < len(input_names) else tensor_name(t)
         else:
             value = captured.get(id(t))
             store = getattr(value, "_value", None) if value is not None else None
             what = getattr(store, "name", None) if value is not None and value.dtype.name == "resource" \
                 else "constant"
-            what = what or t.name
+            what = what or tensor_name(t)
         if isinstance(spec, DenseGrad):
             names[id(bw.outputs[spec.output])] = f"d/d{what}"
         else:
@@ -371,11 +394,12 @@ def to_dot(graph, backward=None, input_names=None, output_names=None):
     forward and backward functions are drawn side by side: forward tensors the backward
     reads (the side outputs) are filled and joined by dotted edges to the backward inputs
     they feed; the backward's inputs say which output's gradient they are, its outputs which
-    gradient they are (`d/dx` for argument x, `d/dw` for variable w).
+    gradient they are (`d/dx` for argument x, `d/dw` for variable w). Nodes and functions
+    are named as `format_graph` prints them.
 
         svg = render_dot(to_dot(cf.graph, input_names=["x"], output_names=["loss"]), "svg")
     """
-    d = _Drawing(graph.name)
+    d = _Drawing([graph] if backward is None else [graph, backward.graph])
     names = {}
     for k, t in enumerate(graph.inputs):
         if input_names is not None and k < len(input_names):
@@ -388,14 +412,20 @@ def to_dot(graph, backward=None, input_names=None, output_names=None):
     if backward is None:
         d.function(graph, "", "  ", names)
         return d.text()
+    _forward_and_backward(d, graph, backward, names, input_names, out_names)
+    return d.text()
+
+
+def _forward_and_backward(d, graph, backward, names, input_names, out_names):
     d.lines.append("  newrank=true;")
     bw = backward.graph
     side = {id(t): k for k, t in enumerate(backward.side_outputs)}
     notes = {tid: f"side output {k}" for tid, k in side.items()}
-    d.lines += ["  subgraph \"cluster_forward\" {", f"    label={_q('forward @' + graph.name)}; color=\"#bbbbbb\";"]
+    d.lines += ["  subgraph \"cluster_forward\" {",
+                f"    label={_q('forward @' + d.function_name(graph))}; color=\"#bbbbbb\";"]
     d.function(graph, "f", "    ", names, notes)
     d.lines.append("  }")
-    bnames = _gradient_names(graph, backward, input_names)
+    bnames = _gradient_names(graph, backward, input_names, d.tensor_name)
     for t, j in zip(bw.inputs, backward.grad_outputs):    # seeds: the gradient of output j
         bnames[id(t)] = f"d {out_names[j]}"
     feeds = []
@@ -403,19 +433,19 @@ def to_dot(graph, backward=None, input_names=None, output_names=None):
         if kind == "side":
             t = backward.side_outputs[v]
             bnames[id(ph)] = f"side output {v}"
-            feeds.append((t.node.name, ph.node.name, f"side output {v}"))
+            feeds.append((d.node_name(t.node), d.node_name(ph.node), f"side output {v}"))
         elif kind == "input":
             t = graph.all_inputs[v]
-            bnames[id(ph)] = f"forward {names.get(id(t), t.name)}"
-            feeds.append((t.node.name, ph.node.name, "input"))
-    d.lines += ["  subgraph \"cluster_backward\" {", f"    label={_q('backward @' + bw.name)}; color=\"#bbbbbb\";"]
+            bnames[id(ph)] = f"forward {names.get(id(t), d.tensor_name(t))}"
+            feeds.append((d.node_name(t.node), d.node_name(ph.node), "input"))
+    d.lines += ["  subgraph \"cluster_backward\" {",
+                f"    label={_q('backward @' + d.function_name(bw))}; color=\"#bbbbbb\";"]
     fed = {id(ph) for ph in bw.captured_placeholders if id(ph) in bnames}   # fed by the forward
     d.function(bw, "b", "    ", bnames, {}, fed)
     d.lines.append("  }")
     for src, dst, label in feeds:    # both ends' notes say which side output: no edge label
         d.lines.append(f"  {_q('f' + src)} -> {_q('b' + dst)} [style=dotted, color=\"#b08800\", "
                        f"tooltip={_q(label)}, constraint=false];")
-    return d.text()
 
 
 def render_dot(dot, fmt="svg"):

@@ -23,8 +23,9 @@ _FIRST_TWO = (0, 1)
 
 class Tracing:
     """Building a graph by running ops on its tensors (a base of graph.ir.Graph, whose
-    fields it uses: `nodes`, `captures`, `capture_order`, `outer`, `aliases`,
-    `inline_constants` and the constant caches `_const_cache`, `_scalar_consts`)."""
+    fields and node makers it uses: `captures`, `capture_order`, `outer`, `aliases`,
+    `inline_constants`, the constant caches `_const_cache` and `_scalar_consts`,
+    `_new_node` and `_placeholder`)."""
 
     def building(self):
         """Context manager making this graph the thread's op builder (tapes start empty)."""
