@@ -6,6 +6,7 @@ The op tables live in test_ops*.py; everything here is table-agnostic.
 import contextlib
 
 import numpy as np
+import pytest
 
 import defun as df
 from defun.runtime import dtypes, errors, registry
@@ -126,6 +127,19 @@ def assert_same(actual, expected, what="", tol=None):
         np.testing.assert_allclose(a, e, rtol=rtol, atol=atol, err_msg=what)
     else:
         np.testing.assert_array_equal(a, e, err_msg=what)
+
+
+@contextlib.contextmanager
+def configuration(what):
+    """`with configuration("add-3 float32"):` -- a failure inside says which configuration
+    failed. One pytest item loops over a row variant's dtypes, sizes or operand forms (each
+    item costs CI time), so the item's id alone no longer names the configuration."""
+    try:
+        yield
+    except AssertionError as e:
+        raise AssertionError(f"{what}: {e}") from e
+    except (Exception, pytest.fail.Exception) as e:
+        raise AssertionError(f"{what}: {type(e).__name__}: {e}") from e
 
 
 # ---------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import defun as df
-from opcheck import as_list, as_numpy, make_inputs, recording
+from opcheck import as_list, as_numpy, configuration, make_inputs, recording
 from test_ops import ROWS, _float_inputs
 
 f64 = df.float64
@@ -50,12 +50,21 @@ def _finite_difference_jvp(fn, xs, wrt, tangents, eps=1e-6):
 
 
 @pytest.mark.parametrize("row,v", _rows())
-def test_jvp_matches_finite_differences_and_reverse_mode(row, v):
+def test_jvp_matches_finite_differences_reverse_mode_and_traced(row, v):
+    """One item per row variant (each item costs CI time): the eager JVP against finite
+    differences and reverse mode, then the traced JVP against the eager one."""
     fn = lambda *ts: row.fn(*ts, **v.kw)  # noqa: E731
     xs = make_inputs(v.args, f64)
     wrt = _float_inputs(v)
     tangents = _tangents(xs, wrt)
     outs, jvps = _accumulated(fn, xs, wrt, tangents)
+    with configuration(f"{row.op}{v!r} eagerly"):
+        _jvp_matches_finite_differences_and_reverse_mode(row, v, fn, xs, wrt, tangents, outs, jvps)
+    with configuration(f"{row.op}{v!r} in a defun"):
+        _jvp_traced_matches_eager(row, v, fn, xs, wrt, tangents, outs, jvps)
+
+
+def _jvp_matches_finite_differences_and_reverse_mode(row, v, fn, xs, wrt, tangents, outs, jvps):
     floats = _float_outputs(outs)
     if not floats:   # e.g. a cast to int32: no tangent at all
         assert all(not np.any(j) for j in jvps), f"{row.op}: an integer output got a tangent"
@@ -83,15 +92,8 @@ def test_jvp_matches_finite_differences_and_reverse_mode(row, v):
                                err_msg=f"{row.op}{v!r}: <w, J t> vs <J^T w, t>")
 
 
-@pytest.mark.parametrize("row,v", _rows())
-def test_jvp_traced_matches_eager(row, v):
+def _jvp_traced_matches_eager(row, v, fn, xs, wrt, tangents, outs, eager):
     """The accumulator inside a defun builds the same JVP as nodes of the graph."""
-    fn = lambda *ts: row.fn(*ts, **v.kw)  # noqa: E731
-    xs = make_inputs(v.args, f64)
-    wrt = _float_inputs(v)
-    tangents = _tangents(xs, wrt)
-    outs, eager = _accumulated(fn, xs, wrt, tangents)
-
     @df.defun
     def traced(args, tans):
         with df.ForwardAccumulator([args[i] for i in wrt], tans) as acc:

@@ -20,7 +20,7 @@ from defun.runtime import registry
 from defun.runtime.ops import array_ops, index_ops
 from opcheck import (A, FLOATS, NUMERIC, Row, V, _adjoint, _internal, _like, as_numpy, assert_same,
                      bin_, check_call_inference, check_gradient, check_second_order,
-                     check_symbolic_gradient, idx, make_inputs, recording, red, un)
+                     check_symbolic_gradient, configuration, idx, make_inputs, recording, red, un)
 
 f16, f32, f64, i32, i64, b = df.float16, df.float32, df.float64, df.int32, df.int64, df.bool
 
@@ -410,18 +410,11 @@ _gather_families()
 ROW_BY_OP = {r.op: r for r in ROWS}
 
 
-def _cases(predicate=lambda row, v: True, per_dtype=False):
-    out = []
-    for row in ROWS:
-        for k, v in enumerate(row.variants):
-            if not predicate(row, v):
-                continue
-            if per_dtype:
-                for dt in row.dtypes_of(v):
-                    out.append(pytest.param(row, v, dt, id=f"{row.op}-{k}-{dt.name if dt else 'static'}"))
-            else:
-                out.append(pytest.param(row, v, id=f"{row.op}-{k}"))
-    return out
+def _cases(predicate=lambda row, v: True):
+    """One pytest item per row variant (`op-k`): an item loops over the variant's dtypes or
+    sizes itself (each item costs CI time), naming the configuration when one fails."""
+    return [pytest.param(row, v, id=f"{row.op}-{k}") for row in ROWS for k, v in enumerate(row.variants)
+            if predicate(row, v)]
 
 
 def _run(row, v, dt, seed=0):
@@ -436,8 +429,15 @@ def _float_inputs(v):
 # ---------------------------------------------------------------------------------------
 # Eager result == numpy reference; inference == kernel output
 
-@pytest.mark.parametrize("row,v,dt", _cases(per_dtype=True))
-def test_matches_numpy(row, v, dt):
+@pytest.mark.parametrize("row,v", _cases())
+def test_matches_numpy(row, v):
+    """Every dtype of the variant (dtype None: the row's creation ops take no tensor input)."""
+    for dt in row.dtypes_of(v):
+        with configuration(f"{row.op}{v!r} {dt.name if dt else 'static'}"):
+            _matches_numpy(row, v, dt)
+
+
+def _matches_numpy(row, v, dt):
     xs = make_inputs(v.args, dt)
     with recording() as calls:
         out = row.fn(*[df.constant(x) for x in xs], **v.kw)
@@ -508,16 +508,18 @@ def test_second_order_gradient(row, v):
     check_second_order(lambda *ts: row.fn(*ts, **v.kw), xs, _float_inputs(v), rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("unknown", [False, True], ids=["known", "unknown_sizes"])
 @pytest.mark.parametrize("row,v", _cases(lambda r, v: r.grad is True and v.grad))
-def test_gradient_builds_symbolically(row, v, unknown):
+def test_gradient_builds_symbolically(row, v):
     """Every op the row runs infers and builds its gradient as graph code would, and the
-    gradients' static shapes/dtypes fit the inputs (exactly, when sizes are known)."""
+    gradients' static shapes/dtypes fit the inputs (exactly, when sizes are known); with
+    known sizes, then with unknown sizes."""
     xs = make_inputs(v.args, f64 if _float_inputs(v) else row.dtypes_of(v)[0])
     with recording() as calls:
         row.fn(*[df.constant(x) for x in xs], **v.kw)
-    for c in calls:
-        check_symbolic_gradient(c, unknown)
+    for unknown in (False, True):
+        with configuration(f"{row.op}{v!r} with {'unknown' if unknown else 'known'} sizes"):
+            for c in calls:
+                check_symbolic_gradient(c, unknown)
 
 
 # ---------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import pytest
 
 import defun as df
 from defun.runtime import errors, registry
-from opcheck import as_numpy, make_inputs
+from opcheck import as_numpy, configuration, make_inputs
 
 import test_ops as table
 
@@ -90,9 +90,18 @@ def _rule_of(row):
 
 
 @pytest.mark.parametrize("row,v,k", _cases())
-def test_vmap_matches_the_loop(row, v, k):
-    dt = _dtype(row, v)
-    exs = _examples(v, dt)
+def test_vmap_and_per_example_gradients_match_the_loop(row, v, k):
+    """One item per row variant (each item costs CI time): the batched values, then (for a
+    differentiable variant) the per-example gradients; a failure says which."""
+    exs = _examples(v, _dtype(row, v))
+    with configuration(f"{row.op}{v!r} values"):
+        _vmap_matches_the_loop(row, v, k, exs)
+    if row.grad is True and v.grad and any(a.is_float_input for a in v.args):
+        with configuration(f"{row.op}{v!r} per-example gradients"):
+            _per_example_gradients_match_the_loop(row, v, exs)
+
+
+def _vmap_matches_the_loop(row, v, k, exs):
     fn = lambda *xs: row.fn(*xs, **v.kw)     # noqa: E731
     refused = (errors.InvalidArgumentError, errors.UnimplementedError, ValueError, TypeError)
     try:
@@ -133,15 +142,7 @@ def _check_or_uncovered(row, run, expected, what):
     _check(got, expected, f"{row.op} {what}")
 
 
-def _grad_cases():
-    return [p for p in _cases() if p.values[0].grad is True and p.values[1].grad
-            and any(a.is_float_input for a in p.values[1].args)]
-
-
-@pytest.mark.parametrize("row,v,k", _grad_cases())
-def test_per_example_gradients_match_the_loop(row, v, k):
-    dt = _dtype(row, v)
-    exs = _examples(v, dt)
+def _per_example_gradients_match_the_loop(row, v, exs):
     floats = [i for i, a in enumerate(v.args) if a.is_float_input]
 
     def loss(*xs):
