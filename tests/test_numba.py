@@ -116,7 +116,8 @@ def test_tanh_of_the_fused_loops_is_within_float_rounding():
     x32 = x.astype(np.float32)
     got32 = np.asarray(df.defun(lambda v: df.tanh(v) + 0.0, backend="numba")(df.constant(x32)))
     assert got32.dtype == np.float32
-    np.testing.assert_array_equal(got32, np.tanh(x32.astype(np.float64)).astype(np.float32))
+    # float32 is computed in float32 (graph/numba_backend/polynomials.py): within 2 ulp
+    np.testing.assert_array_max_ulp(got32, np.tanh(x32.astype(np.float64)).astype(np.float32), maxulp=2)
 
 
 # ---------------------------------------------------------------------------------------

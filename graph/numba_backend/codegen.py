@@ -22,11 +22,13 @@ from defun.graph.numba_backend.plan import Call, reduced_axes
 __all__ = ["region_source", "inlined_constant"]
 
 _IND = "    "
-# contract: a * b + c may become one fused multiply-add (more exact, not less; it is what lets
-# the polynomial tanh vectorize well); no other fast-math licence
+# contract: a * b + c may become one fused multiply-add (more exact, not less); no other
+# fast-math licence
 _DECORATOR = '@njit(error_model="numpy", fastmath={"contract"})'   # cached by jit.py
-# numpy scalar functions with a faster equal (within rounding) vectorizable form here
-_FASTER = {"np.tanh(": "_tanh("}
+# template parts with a vectorizable equal (within float rounding; graph/numba_backend/
+# polynomials.py), replaced in this order: sigmoid first, so it is computed in its dtype
+_FASTER = {"(np.tanh({0} * 0.5) + 1.0) * 0.5": "_sigmoid({0})", "np.tanh(": "_tanh(",
+           "np.exp(": "_exp(", "np.log(": "_log("}
 
 
 def _np_type(dtype):
@@ -122,7 +124,9 @@ class _Writer:
                 "import numpy as np",
                 "from numba import njit",
                 "from defun.graph.numba_backend.jit import Fallback as _Fallback, kernel as _kernel, "
-                "scalar as _s, tanh as _tanh"] + self.header
+                "scalar as _s",
+                "from defun.graph.numba_backend.polynomials import exp as _exp, log as _log, "
+                "sigmoid as _sigmoid, tanh as _tanh"] + self.header
         sig = f"def region({', '.join(self.args)}):"
         return "\n".join(head + ["", "", _DECORATOR, sig]
                          + self.lines) + "\n"
@@ -215,9 +219,10 @@ class _Writer:
                 vals[id(t)] = self.scalars[id(t)]
         for n in st.nodes:
             t = n.outputs[0]
-            expr = n.op.fused.template(len(n.inputs)).format(*[vals.get(id(i)) for i in n.inputs])
+            template = n.op.fused.template(len(n.inputs))
             for slow, fast in _FASTER.items():
-                expr = expr.replace(slow, fast)
+                template = template.replace(slow, fast)
+            expr = template.format(*[vals.get(id(i)) for i in n.inputs])
             v = f"v{n.id}"
             body.append(f"{v} = {_np_type(t.dtype)}({expr})")
             vals[id(t)] = v
