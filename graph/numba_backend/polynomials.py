@@ -131,16 +131,19 @@ class _Ops:
     def _int(self, n):
         return ir.Constant(self.ity, n)
 
-    def ldexp(self, x, k):
-        """x * 2**k for an integral k in [-2 bias, 2 bias] (a nan k counts as 0): two exact
-        powers of two (k // 2 and the rest), so neither overflows nor is subnormal."""
+    def ldexp(self, x, k, halves=True):
+        """x * 2**k for an integral k: in two exact powers of two (k // 2 and the rest) for
+        k in [-2 bias, 2 bias], so neither overflows nor is subnormal (a nan k counts as 0);
+        with halves=False, one (k a normal exponent, never nan)."""
         b = self.b
-        kf = b.select(self.isnan(k).v, ir.Constant(self.fty, 0.0), k.v)
+        kf = b.select(self.isnan(k).v, ir.Constant(self.fty, 0.0), k.v) if halves else k.v
         ki = b.fptosi(kf, self.ity)
-        k1 = b.ashr(ki, self._int(1))
 
         def power(e):
             return b.bitcast(b.shl(b.add(e, self._int(self.bias)), self._int(self.mant)), self.fty)
+        if not halves:
+            return _V(self, b.fmul(x.v, power(ki)))
+        k1 = b.ashr(ki, self._int(1))
         return _V(self, b.fmul(b.fmul(x.v, power(k1)), power(b.sub(ki, k1))))
 
     def split(self, x):
@@ -214,10 +217,15 @@ def _exp_finite(k, x):
     """e**x with x clamped (inf -> inf, -inf -> 0); a nan x gives a nan (callers select)."""
     c = k.c
     y = k.where(x > c.exp_hi, c.exp_hi, x)
-    y = k.where(y < c.exp_lo, c.exp_lo, y)
+    return _exp_reduced(k, k.where(y < c.exp_lo, c.exp_lo, y), True)
+
+
+def _exp_reduced(k, y, halves):
+    """e**y, y in [exp_lo, exp_hi] (halves) or where e**y is normal (not halves)."""
+    c = k.c
     n = (y * c.inv_ln2 + c.shift) - c.shift
     r = (y - n * c.ln2_hi) - n * c.ln2_lo
-    return k.ldexp(1.0 + (r + r * r * k.horner(c.exp_c, r)), n)
+    return k.ldexp(1.0 + (r + r * r * k.horner(c.exp_c, r)), n, halves)
 
 
 def _exp(k, x):
@@ -229,7 +237,8 @@ def _tanh(k, x):
     a = k.abs(x)
     u = x * x
     small = x + x * u * k.horner(c.tanh_c, u)
-    e = _exp_finite(k, -2.0 * k.where(a > c.tanh_one, c.tanh_one, a))
+    # |x| capped where tanh rounds to 1 (a nan too: the last select takes x), so e is normal
+    e = _exp_reduced(k, -2.0 * k.where(a < c.tanh_one, a, c.tanh_one), False)
     big = 1.0 - (e + e) / (1.0 + e)
     big = k.where(x < 0.0, -big, big)
     # x itself for nan and +-0 (x + x**3 P is +0 at -0: P < 0)
