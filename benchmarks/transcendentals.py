@@ -7,13 +7,16 @@ Each chain is one defun run on the numba backend (one fused region whose tanh/ex
 graph/numba_backend/polynomials.py), on the numpy backend, as hand-written numpy (one ufunc
 call per op), as jax.jit when installed, and as a numba loop calling libm (what the fused loop
 cost before the polynomials: `np.tanh` in numba is libm's scalar call). Every result is
-checked against numpy's first. Medians of interleaved runs; the machine's load is printed.
+checked against numpy's first. Medians of interleaved runs of this process's CPU time
+(`time.process_time`: on a loaded machine wall time mostly measures the other processes);
+the machine's load is printed.
 """
 import common  # noqa: F401  (first: pins BLAS/XLA to one thread before numpy loads)
 
 import argparse  # noqa: E402
 import importlib.util  # noqa: E402
 import os  # noqa: E402
+import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -95,7 +98,7 @@ def measure(n, repeat):
             jf = jax.jit(lambda v: chain(jnp_ns, v))
             np.testing.assert_allclose(np.asarray(jf(jx)), want, rtol=3e-6, atol=3e-6)
             fns["jax.jit"] = lambda: jf(jx).block_until_ready()
-        us = median_us_interleaved(fns, repeat=repeat)
+        us = median_us_interleaved(fns, repeat=repeat, min_run_s=0.005, clock=time.process_time)
         rows.append([name] + [f"{us[k] * 1e3 / n:.3f}" for k in fns]
                     + [f"{us['numpy'] / us['defun numba']:.2f}x"])
     return list(fns), rows

@@ -9,6 +9,8 @@ backend: ops holding functions bind with `op.bind(attrs, backend)`.
 """
 import numpy as np
 
+from defun.graph import matmul_layout
+
 __all__ = ["Backend", "NumpyBackend", "Region", "register_backend", "get_backend", "backends",
            "needs_extra", "DEFAULT_BACKEND"]
 
@@ -83,7 +85,10 @@ class NumpyBackend(Backend):
     def kernel(self, node):
         op = node.op
         if op.bind is not None:
-            return (op.bind(node.attrs, self) if op.function_attrs else op.bind(node.attrs)), False
+            fn = op.bind(node.attrs, self) if op.function_attrs else op.bind(node.attrs)
+            if op.name == "matmul":     # the operand layout its shapes run fastest with
+                fn = matmul_layout.choose(node, fn)
+            return fn, False
         return op.kernel, bool(node.attrs)
 
     def writes_out(self, node, fn):
