@@ -1,4 +1,4 @@
-"""The fused loops' exp, log, tanh and sigmoid (graph/numba_backend/polynomials.py): within a
+"""The fused loops' exp, log, log1p, tanh and sigmoid (graph/numba_backend/polynomials.py): within a
 few ulp of the exact value (numpy's long double as the reference) and of numpy's own result,
 over float32 and float64 grids (every 2**k-th bit pattern of the finite range, dense normal
 samples, the range-reduction boundaries) and edge cases (0, -0, tiny, subnormal, huge,
@@ -6,11 +6,11 @@ samples, the range-reduction boundaries) and edge cases (0, -0, tiny, subnormal,
 numpy backend within rounding.
 
 Bounds, in ulp of the correctly rounded result (measured max in brackets, this machine):
-  float32  exp 1 [0.97]  log 1 [0.91]  tanh 2 [1.47]  sigmoid 3 [2.35]
-  float64  exp 1 [0.97]  log 2 [1.10]  tanh 2 [1.42]  sigmoid 3 [2.32]
-Against numpy's result: float32 exp, log 3 ulp, tanh 2; float64 exp, log 1, tanh 2 (numpy's
-own float32 exp and log are up to 2.4 and 3.3 ulp off the exact value here, so the bound
-there is ours plus numpy's). The numpy backend's sigmoid, (1 + tanh(x / 2)) / 2, loses all
+  float32  exp 1 [0.97]  log 1 [0.91]  log1p 2 [1.44]  tanh 2 [1.47]  sigmoid 3 [2.35]
+  float64  exp 1 [0.97]  log 2 [1.10]  log1p 2 [1.50]  tanh 2 [1.42]  sigmoid 3 [2.32]
+Against numpy's result: float32 exp, log 3 ulp, log1p, tanh 2; float64 exp, log, log1p 1,
+tanh 2 (numpy's own float32 exp, log and log1p are up to 2.4, 3.3 and 1.8 ulp off the exact
+value here, so the bound there is ours plus numpy's). The numpy backend's sigmoid, (1 + tanh(x / 2)) / 2, loses all
 relative accuracy for x << 0 (1 - tanh's rounding, ~1e-8 absolute in float32); this one
 stays within 3 ulp, so regions agree with it to within that absolute rounding.
 """
@@ -25,17 +25,20 @@ import defun as df  # noqa: E402
 from defun.graph.numba_backend import jit, polynomials  # noqa: E402
 
 _BOUND = {("exp", np.float32): 1, ("log", np.float32): 1, ("tanh", np.float32): 2,
-          ("sigmoid", np.float32): 3, ("exp", np.float64): 1, ("log", np.float64): 2,
-          ("tanh", np.float64): 2, ("sigmoid", np.float64): 3}
+          ("sigmoid", np.float32): 3, ("log1p", np.float32): 2, ("exp", np.float64): 1,
+          ("log", np.float64): 2, ("tanh", np.float64): 2, ("sigmoid", np.float64): 3,
+          ("log1p", np.float64): 2}
 # numpy's largest distance from the exact value on these grids (its SIMD loops' errors)
 _NUMPY_ULP = {("exp", np.float32): 2.5, ("log", np.float32): 3.5, ("tanh", np.float32): 1.5,
-              ("exp", np.float64): 1, ("log", np.float64): 1, ("tanh", np.float64): 1.5}
+              ("log1p", np.float32): 2, ("exp", np.float64): 1, ("log", np.float64): 1,
+              ("tanh", np.float64): 1.5, ("log1p", np.float64): 1}
+_NAMES = ["exp", "log", "log1p", "tanh", "sigmoid"]
 
 
 def _exact(name, x):
     x = x.astype(np.longdouble)
     with np.errstate(all="ignore"):
-        return {"exp": np.exp, "log": np.log, "tanh": np.tanh,
+        return {"exp": np.exp, "log": np.log, "log1p": np.log1p, "tanh": np.tanh,
                 "sigmoid": lambda v: 1 / (1 + np.exp(-v))}[name](x)
 
 
@@ -82,12 +85,18 @@ def _grid(dtype, name):
     edges = np.array(edges, dtype)
     near = np.concatenate([np.nextafter(edges, np.inf), np.nextafter(edges, -np.inf), edges])
     x = np.concatenate([patterns, dense, near])
-    x = np.abs(x) if name == "log" else np.concatenate([x, -x])
+    if name == "log":
+        x = np.abs(x)
+    elif name == "log1p":   # x >= -1, and near -1
+        near = -1 + 2.0 ** -np.arange(1, np.finfo(dtype).nmant + 1)      # exact in dtype
+        x = np.concatenate([x, -x[np.abs(x) < 1], near.astype(dtype)])
+    else:
+        x = np.concatenate([x, -x])
     return x[np.isfinite(x)]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
-@pytest.mark.parametrize("name", ["exp", "log", "tanh", "sigmoid"])
+@pytest.mark.parametrize("name", _NAMES)
 def test_within_a_few_ulp_of_the_exact_value_and_of_numpy(name, dtype):
     x = _grid(dtype, name)
     got = _loop(name)(x)
@@ -111,6 +120,8 @@ _SPECIAL = {
             (1e30, np.inf), (-1e30, 0.0)],
     "log": [(1.0, 0.0), (0.0, -np.inf), (-0.0, -np.inf), (np.inf, np.inf), (-np.inf, np.nan),
             (-1.0, np.nan), (np.nan, np.nan)],
+    "log1p": [(0.0, 0.0), (-0.0, -0.0), (-1.0, -np.inf), (-2.0, np.nan), (np.inf, np.inf),
+              (-np.inf, np.nan), (np.nan, np.nan)],
     "tanh": [(0.0, 0.0), (-0.0, -0.0), (np.inf, 1.0), (-np.inf, -1.0), (np.nan, np.nan),
              (1e30, 1.0), (-1e30, -1.0)],
     "sigmoid": [(0.0, 0.5), (-0.0, 0.5), (np.inf, 1.0), (-np.inf, 0.0), (np.nan, np.nan),
@@ -119,7 +130,7 @@ _SPECIAL = {
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
-@pytest.mark.parametrize("name", ["exp", "log", "tanh", "sigmoid"])
+@pytest.mark.parametrize("name", _NAMES)
 def test_edge_cases_exactly(name, dtype):
     x, want = (np.array(v, dtype) for v in zip(*_SPECIAL[name]))
     got = _loop(name)(x)
@@ -133,7 +144,7 @@ def test_edge_cases_exactly(name, dtype):
         tiny = np.abs(tiny)
     ulps = _ulps(_loop(name)(tiny), _exact(name, tiny), dtype)
     assert ulps.max() <= _BOUND[name, dtype]
-    if name == "tanh":
+    if name in ("tanh", "log1p"):
         np.testing.assert_array_equal(_loop(name)(tiny), tiny)
 
 
@@ -141,7 +152,7 @@ def test_edge_cases_exactly(name, dtype):
 def test_a_loop_calling_them_vectorizes(dtype, lane):
     """Straight-line code: LLVM's loop vectorizer turns the loop into SIMD lanes (a libm call
     or a branch in the body would keep it scalar)."""
-    for name in ("exp", "log", "tanh", "sigmoid"):
+    for name in _NAMES:
         loop = _loop(name)
         loop(np.ones(4, dtype))
         sig = [s for s in loop.signatures if s[0].dtype == numba.from_dtype(np.dtype(dtype))][0]
@@ -158,7 +169,7 @@ def test_fused_regions_use_them_and_equal_the_numpy_backend(dtype):
     def f(x):
         a = df.tanh(x * 0.5 + 0.25)
         b = df.sigmoid(x) * df.exp(a)
-        return df.log(b + 1.5) - a, df.reduce_sum(df.exp(x * 0.1), axis=1)
+        return df.log(b + 1.5) - a + df.log1p(b * 0.25), df.reduce_sum(df.exp(x * 0.1), axis=1)
     rng = np.random.default_rng(3)
     x = df.constant((rng.standard_normal((64, 100)) * 4).astype(dtype))
     want = [np.asarray(o) for o in df.defun(f)(x)]
@@ -166,9 +177,9 @@ def test_fused_regions_use_them_and_equal_the_numpy_backend(dtype):
     got = [np.asarray(o) for o in df.defun(f, backend="numba")(x)]
     sources = [s for k, s in zip(jit._modules, _region_sources()) if k not in before] or _region_sources()
     text = "\n".join(sources)
-    for fn in ("_tanh(", "_sigmoid(", "_exp(", "_log("):
+    for fn in ("_tanh(", "_sigmoid(", "_exp(", "_log(", "_log1p("):
         assert fn in text, fn
-    assert "np.tanh(" not in text and "np.exp(" not in text
+    assert "np.tanh(" not in text and "np.exp(" not in text and "np.log" not in text
     for w, g in zip(want, got):
         assert g.dtype == w.dtype == dtype
         eps = np.finfo(dtype).eps

@@ -28,7 +28,7 @@ _DECORATOR = '@njit(error_model="numpy", fastmath={"contract"})'   # cached by j
 # template parts with a vectorizable equal (within float rounding; graph/numba_backend/
 # polynomials.py), replaced in this order: sigmoid first, so it is computed in its dtype
 _FASTER = {"(np.tanh({0} * 0.5) + 1.0) * 0.5": "_sigmoid({0})", "np.tanh(": "_tanh(",
-           "np.exp(": "_exp(", "np.log(": "_log("}
+           "np.exp(": "_exp(", "np.log(": "_log(", "np.log1p(": "_log1p("}
 
 
 def _np_type(dtype):
@@ -126,7 +126,7 @@ class _Writer:
                 "from defun.graph.numba_backend.jit import Fallback as _Fallback, kernel as _kernel, "
                 "scalar as _s",
                 "from defun.graph.numba_backend.polynomials import exp as _exp, log as _log, "
-                "sigmoid as _sigmoid, tanh as _tanh"] + self.header
+                "log1p as _log1p, sigmoid as _sigmoid, tanh as _tanh"] + self.header
         sig = f"def region({', '.join(self.args)}):"
         return "\n".join(head + ["", "", _DECORATOR, sig]
                          + self.lines) + "\n"
