@@ -13,10 +13,13 @@ without fusion ignore it. Three forms:
   "lowest"/"highest" of the dtype), updated by `combine` over `{acc}` and `{x}`, finished
   by `final` over `{acc}` and `{n}` (the number of reduced elements). `identity=False`:
   reducing no elements is an error (max, min).
-- `Kernel(fn, attrs, accepts)`: an array-level function in the numba-compilable subset of
-  Python (loops over numpy arrays), called as `fn(*inputs, *attr values)` and returning
-  the op's output array(s); `accepts(node)` says which nodes it is meant for (e.g. small
-  static matmuls, where per-call overhead dominates and BLAS gains nothing).
+- `Kernel(fn, attrs, accepts, source)`: an array-level function in the numba-compilable
+  subset of Python (loops over numpy arrays), called as `fn(*inputs, *attr values)` and
+  returning the op's output array(s); `accepts(node)` says which nodes it is meant for
+  (e.g. 2-D float matmuls). `source(node)`, when given and not None for a node, is an
+  array expression over `{0}`, `{1}`, ... (the inputs' arrays) the region computes instead
+  (e.g. `np.dot({0}, {1}.T)` for a large matmul, where BLAS is faster than loops): only
+  what a node needs is compiled.
 
 `kinds` restricts a form to inputs of those numpy kinds ("f" float, "i" int, "u", "b").
 """
@@ -49,10 +52,10 @@ class Reduction:
 
 
 class Kernel:
-    __slots__ = ("fn", "attrs", "accepts")
+    __slots__ = ("fn", "attrs", "accepts", "source")
 
-    def __init__(self, fn, attrs=(), accepts=None):
-        self.fn, self.attrs, self.accepts = fn, tuple(attrs), accepts
+    def __init__(self, fn, attrs=(), accepts=None, source=None):
+        self.fn, self.attrs, self.accepts, self.source = fn, tuple(attrs), accepts, source
 
     def __repr__(self):
         return f"Kernel({self.fn.__name__})"

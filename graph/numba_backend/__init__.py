@@ -1,11 +1,15 @@
 """The numba backend: fused elementwise chains and reductions, one compiled loop per stage.
 
 `df.defun(f, backend="numba")` (extra `[fast]`). Partitioning (graph/numba_backend/plan.py)
-turns each run of fusible nodes (ops with a fused form, runtime/fused.py; at most
-`MAX_REGION` of them, so compile time stays linear in a graph's size) into a `Region`
-whose kernel is one numba function (graph/numba_backend/codegen.py) written to the on-disk
-cache and compiled on its first call (graph/numba_backend/jit.py); every other node keeps
-its numpy kernel, nested functions (call, cond, while) compile for this backend too.
+turns each run of fusible nodes (ops with a fused form, runtime/fused.py: elementwise ops,
+reductions, 2-D matmuls of any size, the sparse cross-entropy) into a `Region` whose
+kernel is one numba function (graph/numba_backend/codegen.py) written to the on-disk cache
+and compiled on its first call (graph/numba_backend/jit.py), so a step made only of such
+ops is one compiled call. Repetitions in a run (a Python loop the trace unrolled, and its
+backward) are compiled once, as a loop (graph/numba_backend/rolling.py); what remains is
+cut into regions of at most `MAX_REGION` nodes, so compile time stays linear in a graph's
+size. Every other node keeps its numpy kernel; nested functions (call, cond, while)
+compile for this backend too.
 
 A region whose fused code raises (a case it leaves to numpy, a bad label) runs again on
 numpy kernels, which gives numpy's result or its error; `stats["fallbacks"]` counts those.
@@ -18,7 +22,8 @@ import warnings
 from defun.graph.backends import NumpyBackend, Region, get_backend, needs_extra, register_backend
 from defun.graph.nodes import CONST, PLACEHOLDER
 from defun.graph.numba_backend.codegen import region_source
-from defun.graph.numba_backend.plan import fused_form, stages_of
+from defun.graph.numba_backend.plan import Rolled, fused_form, stages_of
+from defun.graph.numba_backend.rolling import roll
 
 __all__ = ["NumbaBackend", "available", "stats"]
 
@@ -38,10 +43,10 @@ class NumbaBackend(NumpyBackend):
 
     name = "numba"
     MIN_REGION = 2      # a lone op stays numpy's (its ufunc loop is as fast, with no dispatch)
-    # A longer run is cut into regions of at most this many nodes: numba's (LLVM's) time to
-    # compile one function grows faster than its length (one region of 100 mixed nodes took
-    # 49 s, of 200 nodes 131 s), so compiling a long document stays linear in its nodes; a
-    # cut costs one array between two regions.
+    # A longer run is cut into regions of at most this many nodes (a rolled block counting
+    # as one repetition): numba's (LLVM's) time to compile one function grows faster than
+    # its length (one region of 100 mixed nodes took 49 s, of 200 nodes 131 s), so compiling
+    # a long document stays linear in its nodes; a cut costs one array between two regions.
     MAX_REGION = 32
 
     def partition(self, nodes, outputs):
@@ -51,31 +56,47 @@ class NumbaBackend(NumpyBackend):
                 last_use[id(t)] = k
         for t in outputs:
             last_use[id(t)] = len(nodes)
+        index = {id(n): k for k, n in enumerate(nodes)}
         steps, run, held = [], [], []
 
-        def close(end):
+        def close():
+            steps.extend(held)     # constants first: they read nothing
             if len(run) >= self.MIN_REGION:
-                steps.extend(held)
-                steps.append(self._region(list(run), last_use, end))
+                for chunk in self._chunks(roll(run)):
+                    flat = _flat(chunk)
+                    if len(flat) >= self.MIN_REGION:
+                        steps.append(self._region(chunk, flat, last_use, index[id(flat[-1])] + 1))
+                    else:
+                        steps.extend(flat)
             else:
-                merged = held + run     # constants first: they read nothing
-                steps.extend(merged)
+                steps.extend(run)
             run.clear()
             held.clear()
-        for k, n in enumerate(nodes):
+        for n in nodes:
             if n.op is CONST or n.op is PLACEHOLDER:
                 (held if run else steps).append(n)
             elif fused_form(n) is not None:
                 run.append(n)
-                if len(run) >= self.MAX_REGION:
-                    close(k + 1)
             else:
-                close(k)
+                close()
                 steps.append(n)
-        close(len(nodes))
+        close()
         return steps
 
-    def _region(self, run, last_use, end):
+    def _chunks(self, items):
+        """`items` (nodes and rolled blocks) cut into regions of at most MAX_REGION nodes to
+        compile, a rolled block counting as one repetition (it is compiled once)."""
+        chunks, size = [[]], 0
+        for it in items:
+            cost = it.period if isinstance(it, Rolled) else 1
+            if size + cost > self.MAX_REGION and chunks[-1]:
+                chunks.append([])
+                size = 0
+            chunks[-1].append(it)
+            size += cost
+        return chunks
+
+    def _region(self, items, run, last_use, end):
         # function-level: jit imports numba, which only building a region needs
         from defun.graph.numba_backend.jit import is_compile_error, load_region  # imports numba
         inside = {id(t) for n in run for t in n.outputs}
@@ -86,13 +107,17 @@ class NumbaBackend(NumpyBackend):
                     seen.add(id(t))
                     inputs.append(t)
         outputs = [t for n in run for t in n.outputs if last_use.get(id(t), -1) >= end]
-        stages, where = stages_of(run)
+        stages, where = stages_of(items)
         source, args = region_source(stages, where, inputs, outputs)
         fused = load_region(source)
         slow = _numpy_runner(run, args, outputs)
         stats["regions"] += 1
         what = f"the fused region of {len(run)} nodes from {run[0].name} in {run[0].graph.name!r}"
         return Region(run, args, outputs, _with_fallback(fused, slow, is_compile_error, what), "numba")
+
+
+def _flat(items):
+    return [n for it in items for n in (it.nodes if isinstance(it, Rolled) else (it,))]
 
 
 def _numpy_runner(nodes, args, outputs):

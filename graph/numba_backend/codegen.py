@@ -16,8 +16,8 @@ Names here are made here (a0, v3, s3, r3, x3_0, i0, d0_1), never taken from a gr
 """
 import numpy as np
 
-from defun.graph.nodes import CONST
-from defun.graph.numba_backend.plan import Call, reduced_axes
+from defun.graph.numba_backend.plan import Call, inlined_constant, reduced_axes
+from defun.graph.numba_backend.rolling import Rolled
 
 __all__ = ["region_source", "inlined_constant"]
 
@@ -48,11 +48,6 @@ def _literal(value, dtype):
     return repr(bool(v)) if dtype.kind == "b" else repr(int(v))
 
 
-def inlined_constant(t):
-    """True for a scalar constant the source writes as a literal instead of taking it."""
-    return t.node.op is CONST and len(t.shape) == 0 and t.dtype.np.kind in "biuf"
-
-
 def _acc_type(dtype, form):
     kind = dtype.np.kind
     if form.init in ("lowest", "highest") or kind == "b":
@@ -68,12 +63,29 @@ def _init(form, acc):
     return form.init
 
 
+def _expression(n, values):
+    """The value of elementwise node `n` from its inputs' scalars (source), in its dtype."""
+    expr = n.op.fused.template(len(n.inputs)).format(*values)
+    for slow, fast in _FASTER.items():
+        expr = expr.replace(slow, fast)
+    return f"{_np_type(n.outputs[0].dtype)}({expr})"
+
+
+def _item(array, ix):
+    """Source of one element of `array` (a name, or a name indexed by a repetition, `st2_0[5]`)
+    at the indices `ix` (a list of source strings)."""
+    if not ix:
+        return array if array.endswith("]") else f"{array}[()]"
+    return f"{array[:-1]}, {', '.join(ix)}]" if array.endswith("]") else f"{array}[{', '.join(ix)}]"
+
+
 class _Writer:
     def __init__(self, stages, where, inputs, outputs):
         self.stages, self.where, self.outputs = stages, where, outputs
         self.lines, self.header = [], []
         self.arrays, self.scalars = {}, {}     # id(tensor) -> name of its array / scalar
         self.kernels = {}
+        self.stacks = {}        # (id(block), slot) -> name of the array its repetitions fill
         self.args = []
         self.used_elsewhere = self._uses()
         checks = []
@@ -96,7 +108,8 @@ class _Writer:
         """id(tensor) of loop values read outside their own loop (or returned)."""
         out = {id(t) for t in self.outputs}
         for st in self.stages:
-            consumers = [st.node] if isinstance(st, Call) else st.nodes + st.reductions
+            consumers = [st.node] if isinstance(st, Call) else st.nodes if isinstance(st, Rolled) \
+                else st.nodes + st.reductions
             for n in consumers:
                 for t in n.inputs:
                     w = self.where.get(id(t))
@@ -109,7 +122,7 @@ class _Writer:
 
     def source(self):
         for k, st in enumerate(self.stages):
-            (self.call if isinstance(st, Call) else self.loop)(k, st)
+            (self.call if isinstance(st, Call) else self.rolled if isinstance(st, Rolled) else self.loop)(k, st)
         rets = []
         for t in self.outputs:
             if id(t) in self.arrays:
@@ -135,6 +148,11 @@ class _Writer:
     def call(self, k, st):
         n = st.node
         form = n.op.fused
+        expr = form.source(n) if form.source is not None else None
+        if expr is not None:        # an array expression (single output)
+            name = self.arrays[id(n.outputs[0])] = f"k{n.id}_0"
+            self.emit(f"{name} = {expr.format(*[self.arrays[id(t)] for t in n.inputs])}")
+            return
         kname = self.kernels.get(n.op.name)
         if kname is None:
             kname = self.kernels[n.op.name] = f"_k{len(self.kernels)}"
@@ -145,6 +163,71 @@ class _Writer:
         for t, name in zip(n.outputs, names):
             self.arrays[id(t)] = name
         self.emit(f"{', '.join(names)} = {kname}({', '.join(args)})")
+
+    # ----------------------------------------------------------------- rolled blocks
+    def rolled(self, k, st):
+        """One loop over the repetitions around a loop nest over the (static) shape: carries
+        and values read after the block in arrays, the rest scalars of one iteration."""
+        dims, count = [str(d) for d in st.shape], st.count
+        idx = [f"i{j}" for j in range(len(dims))]
+        carries = sorted(st.inits)
+        kept = self._kept(st, carries)
+        types = [_np_type(n.outputs[0].dtype) for n in st.reps[0]]
+        for q in carries:
+            self.emit(f"c{k}_{q} = np.empty(({', '.join(dims)},), {types[q]})")
+        for q in kept:
+            self.emit(f"st{k}_{q} = np.empty(({count}, {', '.join(dims)}), {types[q]})")
+        self._nest(dims, [f"c{k}_{q}[{', '.join(idx)}] = {types[q]}({self._at(st.inits[q], idx)})"
+                          for q in carries])
+        self.emit(f"for m{k} in range({count}):")
+        body = [f"w{k}_{q} = c{k}_{q}[{', '.join(idx)}]" for q in carries]
+        for q, n in enumerate(st.reps[1]):
+            values = []
+            for j, c in enumerate(st.classes[q]):
+                if c[0] == "same":
+                    values.append(f"u{k}_{c[1]}")
+                elif c[0] == "carry":
+                    values.append(f"w{k}_{c[1]}")
+                elif c[0] != "stack":       # one tensor, or a constant, in every repetition
+                    values.append(self._at(n.inputs[j], idx))
+                else:
+                    at = f"{c[3]} + {c[4]} * m{k}" if c[4] != 1 else f"{c[3]} + m{k}"
+                    values.append(self._at(n.inputs[j], idx, f"{self.stacks[(id(c[1]), c[2])]}[{at}]"))
+            body.append(f"u{k}_{q} = {_expression(n, values)}")
+        body += [f"st{k}_{q}[m{k}, {', '.join(idx)}] = u{k}_{q}" for q in kept]
+        body += [f"c{k}_{q}[{', '.join(idx)}] = u{k}_{q}" for q in carries]
+        self._nest(dims, body, depth=2)
+        for q in kept:
+            self.stacks[(id(st), q)] = f"st{k}_{q}"
+        for m, rep in enumerate(st.reps):
+            for q, n in enumerate(rep):
+                if id(n.outputs[0]) in self.used_elsewhere:
+                    self.arrays[id(n.outputs[0])] = f"st{k}_{q}[{m}]" if q in kept else f"c{k}_{q}"
+
+    def _kept(self, st, carries):
+        """The slots whose values are kept per repetition: read after the block, except a
+        carry whose last value alone is (its carry array holds it)."""
+        kept = []
+        for q in range(st.period):
+            used = [m for m, rep in enumerate(st.reps) if id(rep[q].outputs[0]) in self.used_elsewhere]
+            if used and not (q in carries and used == [st.count - 1]):
+                kept.append(q)
+        return kept
+
+    def _nest(self, dims, body, depth=1):
+        for j, d in enumerate(dims):
+            self.emit(f"for i{j} in range({d}):", depth + j)
+        for b in body:
+            self.emit(b, depth + len(dims))
+
+    def _at(self, t, idx, array=None):
+        """Source of the element of `t` (broadcast, aligned right) at the indices `idx` of a
+        loop over more axes; `array`: where `t` is, when not in self.arrays."""
+        array = array or self.arrays.get(id(t))
+        if array is None:
+            return self.scalars[id(t)]
+        r = len(idx)
+        return _item(array, [("0" if s == 1 else idx[jj + r - len(t.shape)]) for jj, s in enumerate(t.shape)])
 
     # ----------------------------------------------------------------- loop stages
     def _reads(self, st):
@@ -214,17 +297,13 @@ class _Writer:
                 if id(t) in needed:
                     ix = [("0" if s == 1 else idx[jj + r - len(t.shape)]) for jj, s in enumerate(t.shape)]
                     v = vals[id(t)] = f"x{k}_{len(body)}"
-                    body.append(f"{v} = {self.arrays[id(t)]}[{', '.join(ix) or '()'}]")
+                    body.append(f"{v} = {_item(self.arrays[id(t)], ix)}")
             else:
                 vals[id(t)] = self.scalars[id(t)]
         for n in st.nodes:
             t = n.outputs[0]
-            template = n.op.fused.template(len(n.inputs))
-            for slow, fast in _FASTER.items():
-                template = template.replace(slow, fast)
-            expr = template.format(*[vals.get(id(i)) for i in n.inputs])
             v = f"v{n.id}"
-            body.append(f"{v} = {_np_type(t.dtype)}({expr})")
+            body.append(f"{v} = {_expression(n, [vals.get(id(i)) for i in n.inputs])}")
             vals[id(t)] = v
             if id(t) in self.arrays and r:
                 body.append(f"{self.arrays[id(t)]}[{', '.join(idx)}] = {v}")

@@ -9,7 +9,9 @@ order:
 - `Loop(shape)`: elementwise nodes whose outputs all have `shape`, computed element by
   element in one loop nest (a value used only inside the loop is a scalar, never an
   array), and reductions of values of that shape (accumulated in the same loop);
-- `Call(node)`: an op with an array-level fused form (a small matmul, a cross-entropy).
+- `Call(node)`: an op with an array-level fused form (a matmul, a cross-entropy);
+- `Rolled`: repetitions of elementwise nodes (graph/numba_backend/rolling.py), one loop
+  over the repetitions around a loop nest over their shape.
 
 A node joins the last stage when it is a loop of its shape and it reads nothing that
 stage has not finished (a reduction's result is only ready after its loop). Values a later
@@ -18,8 +20,9 @@ stage or step reads are stored in arrays.
 import numpy as np
 
 from defun.runtime.fused import Elementwise, Kernel, Reduction
+from defun.graph.nodes import CONST
 
-__all__ = ["Loop", "Call", "fused_form", "stages_of", "reduced_axes"]
+__all__ = ["Loop", "Call", "Rolled", "fused_form", "stages_of", "reduced_axes", "inlined_constant"]
 
 # numpy dtypes whose scalars numba loops compute as numpy does
 _SUPPORTED = frozenset(np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.int32, np.int64,
@@ -29,6 +32,11 @@ _SUPPORTED = frozenset(np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.int
 
 def _supported(t):
     return t.dtype.np in _SUPPORTED and t.shape is not None
+
+
+def inlined_constant(t):
+    """True for a scalar constant the source writes as a literal instead of taking it."""
+    return t.node.op is CONST and len(t.shape) == 0 and t.dtype.np.kind in "biuf"
 
 
 def fused_form(node):
@@ -75,16 +83,48 @@ class Call:
         self.node = node
 
 
+class Rolled:
+    """`count` repetitions of `period` elementwise nodes of one static shape, computed by one
+    loop over the repetitions (graph/numba_backend/rolling.py finds them); `reps[m][q]` is
+    node q of repetition m, `classes[q][j]` what input j of node q reads, `inits` the
+    carries' first values."""
+
+    __slots__ = ("shape", "reps", "classes", "inits")
+
+    def __init__(self, shape, reps, classes, inits):
+        self.shape, self.reps, self.classes, self.inits = shape, reps, classes, inits
+
+    @property
+    def count(self):
+        return len(self.reps)
+
+    @property
+    def period(self):
+        return len(self.reps[0])
+
+    @property
+    def nodes(self):
+        return [n for rep in self.reps for n in rep]
+
+    def __repr__(self):
+        return f"<Rolled {self.count} x {[n.op.name for n in self.reps[0]]}>"
+
+
 def stages_of(run):
-    """The stages computing `run` (fusible nodes in program order), and {id(tensor): stage}
-    for the tensors they produce, with the kind of each: "ew" (a loop value), "red" (a
-    reduction result, ready after its loop) or "call"."""
+    """The stages computing `run` (fusible nodes and `Rolled` blocks in program order), and
+    {id(tensor): stage} for the tensors they produce, with the kind of each: "ew" (a loop
+    value), "red" (a reduction result, ready after its loop), "call" or "rolled"."""
     stages, where = [], {}
 
     def readable(stage, tensors):
         return all(where.get(id(t), (None, None))[0] is not stage or where[id(t)][1] == "ew"
                    for t in tensors)
     for n in run:
+        if isinstance(n, Rolled):
+            stages.append(n)
+            for m in n.nodes:
+                where[id(m.outputs[0])] = (n, "rolled")
+            continue
         form = n.op.fused
         last = stages[-1] if stages else None
         if isinstance(form, (Elementwise, Reduction)):

@@ -447,33 +447,40 @@ def _matmul_grad(op, g):
 
 
 def _matmul_loops(a, b, transpose_a, transpose_b):
-    """The fused form (numba-compilable loops) of a small 2-D float matmul."""
+    """The fused form (numba-compilable loops) of a small 2-D float matmul, the innermost
+    loop contiguous in `b` and the result (a transposed `b` is copied once: k * n copies
+    against m * k * n multiply-adds)."""
     m = a.shape[1] if transpose_a else a.shape[0]
     k = a.shape[0] if transpose_a else a.shape[1]
     n = b.shape[0] if transpose_b else b.shape[1]
+    bb = np.ascontiguousarray(b.T) if transpose_b else b
     out = np.zeros((m, n), a.dtype)
     for i in range(m):
         for p in range(k):
             aip = a[p, i] if transpose_a else a[i, p]
-            if transpose_b:
-                for j in range(n):
-                    out[i, j] += aip * b[j, p]
-            else:
-                for j in range(n):
-                    out[i, j] += aip * b[p, j]
+            for j in range(n):
+                out[i, j] += aip * bb[p, j]
     return out
 
 
 _SMALL_MATMUL = 1 << 15     # m * k * n up to this: loops in the fused region beat a BLAS call
 
 
-def _small_matmul(node):
+def _fused_matmul(node):
+    """2-D float matmuls run in fused regions (loops, or BLAS: `_matmul_source`)."""
     (a, b), out = node.inputs, node.outputs[0]
-    if len(a.shape) != 2 or len(b.shape) != 2 or None in a.shape or None in b.shape \
-            or not out.dtype.is_floating:
-        return False
-    return out.shape[0] * out.shape[1] * a.shape[1 - int(node.attrs.get("transpose_a", False))] \
-        <= _SMALL_MATMUL
+    return len(a.shape) == 2 and len(b.shape) == 2 and out.dtype.is_floating
+
+
+def _matmul_source(node):
+    """A large (or unknown-size) matmul in a fused region: numba's `np.dot`, which calls
+    BLAS (through scipy's), on the operands as they are laid out (a transpose is a view)."""
+    (a, b), out = node.inputs, node.outputs[0]
+    k = a.shape[0] if node.attrs.get("transpose_a") else a.shape[1]
+    if None not in out.shape and k is not None and out.shape[0] * out.shape[1] * k <= _SMALL_MATMUL:
+        return None
+    return (f"np.dot({{0}}{'.T' if node.attrs.get('transpose_a') else ''}, "
+            f"{{1}}{'.T' if node.attrs.get('transpose_b') else ''})")
 
 
 def _matmul_onnx(e, node, ins):
@@ -497,7 +504,7 @@ _MATMUL = register("matmul", _matmul_kernel, _matmul_infer, _matmul_grad, same_d
                    attrs={"transpose_a": "bool", "transpose_b": "bool"}, kinds=_NC,
                    bind=_bind_matmul, num_inputs=2,
                    defaults={"transpose_a": False, "transpose_b": False},
-                   fused=Kernel(_matmul_loops, ("transpose_a", "transpose_b"), _small_matmul), onnx=_matmul_onnx, batch=vb.matmul, cost=Cost(work=_matmul_work))
+                   fused=Kernel(_matmul_loops, ("transpose_a", "transpose_b"), _fused_matmul, _matmul_source), onnx=_matmul_onnx, batch=vb.matmul, cost=Cost(work=_matmul_work))
 _MM_ATTRS = {(False, False): _EMPTY}
 
 

@@ -241,6 +241,10 @@ def _sparse_grad(op, g_loss, g_backprop):
     return [None, d_logits]
 
 
+# a constant message: formatting a string in compiled code costs numba ~1 s of compile
+_BAD_LABEL = f"{_SPARSE}: a label is outside the valid range"
+
+
 def _sparse_loops(labels, logits):
     """The fused form (numba-compilable loops) for 2-D logits: (loss, backprop) in one pass
     per row, the exps kept in `backprop` (a bad label raises; the numpy kernel then says which)."""
@@ -250,7 +254,7 @@ def _sparse_loops(labels, logits):
     for r in range(n):
         label = labels[r]
         if label < 0 or label >= depth:
-            raise errors.InvalidArgumentError(f"{_SPARSE}: a label is outside the valid range")
+            raise errors.InvalidArgumentError(_BAD_LABEL)
         top = logits[r, 0]
         for j in range(1, depth):
             top = np.maximum(top, logits[r, j])
