@@ -170,6 +170,25 @@ def test_unknown_sizes_are_not_rolled_and_still_equal_numpy():
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
 
 
+def test_a_block_indexing_a_block_of_another_region_is_written_out():
+    """Cut after the forward block (MAX_REGION 4), the backward, which indexes the forward's
+    repetitions, cannot read them as one array: its nodes are written out (and cut)."""
+    x = np.linspace(-1.0, 1.0, 6)
+    step = df.value_and_gradients_function(_chain(6), [0])
+    cf = df.defun(step).get_concrete_function(df.constant(x))
+    from defun.graph.executor import compile_graph
+    from defun.graph.passes import optimize
+
+    class Capped(nb.NumbaBackend):
+        MAX_REGION = 4
+    graph = optimize(cf.graph)
+    regions = [s for s in Capped().partition(list(graph.nodes), list(graph.outputs)) if hasattr(s, "kernel")]
+    assert len(regions) > 3 and sum(len(r.nodes) for r in regions) >= 6 * 3 + 5 * 4
+    got = compile_graph(graph, backend=Capped()).run(x)
+    for a, b in zip(got, _flat(step(df.constant(x)))):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
+
+
 def test_two_repetitions_are_written_out():
     x = df.constant(np.linspace(-1.0, 1.0, 5))
     step = df.value_and_gradients_function(_chain(2), [0])

@@ -87,11 +87,16 @@ class NumbaBackend(NumpyBackend):
         """`items` (nodes and rolled blocks) cut into regions of at most MAX_REGION nodes to
         compile, a rolled block counting as one repetition (it is compiled once)."""
         chunks, size = [[]], 0
-        for it in items:
+        todo = list(items)[::-1]        # popped in order
+        while todo:
+            it = todo.pop()
             cost = it.period if isinstance(it, Rolled) else 1
             if size + cost > self.MAX_REGION and chunks[-1]:
                 chunks.append([])
                 size = 0
+            if isinstance(it, Rolled) and not _reads_within(it, chunks[-1]):
+                todo.extend(it.nodes[::-1])     # it indexes a block of another region: written out
+                continue
             chunks[-1].append(it)
             size += cost
         return chunks
@@ -114,6 +119,11 @@ class NumbaBackend(NumpyBackend):
         stats["regions"] += 1
         what = f"the fused region of {len(run)} nodes from {run[0].name} in {run[0].graph.name!r}"
         return Region(run, args, outputs, _with_fallback(fused, slow, is_compile_error, what), "numba")
+
+
+def _reads_within(block, chunk):
+    """True if every block whose repetitions `block` indexes is in `chunk` (one region)."""
+    return all(c[1] in chunk for row in block.classes for c in row if c[0] == "stack")
 
 
 def _flat(items):
