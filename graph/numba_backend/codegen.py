@@ -65,10 +65,10 @@ def _init(form, acc):
 
 def _expression(n, values):
     """The value of elementwise node `n` from its inputs' scalars (source), in its dtype."""
-    expr = n.op.fused.template(len(n.inputs)).format(*values)
+    template = n.op.fused.template(len(n.inputs))
     for slow, fast in _FASTER.items():
-        expr = expr.replace(slow, fast)
-    return f"{_np_type(n.outputs[0].dtype)}({expr})"
+        template = template.replace(slow, fast)
+    return f"{_np_type(n.outputs[0].dtype)}({template.format(*values)})"
 
 
 def _item(array, ix):
