@@ -199,6 +199,42 @@ def test_two_repetitions_are_written_out():
     assert not any(isinstance(it, Rolled) for it in roll(run))
 
 
+hypothesis = pytest.importorskip("hypothesis")
+st = hypothesis.strategies
+_OPS = [lambda a, b: df.tanh(a) * 0.9 + b * 0.1, lambda a, b: a * b * 0.5, lambda a, b: df.sin(a) - b,
+        lambda a, b: df.maximum(a, b * 0.5), lambda a, b: df.square(a) * 0.25 + 0.1]
+
+
+@st.composite
+def layers(draw):
+    """A loop body: ops over the carried values, this iteration's values and fixed inputs."""
+    body = [(draw(st.integers(0, len(_OPS) - 1)), draw(st.integers(0, 9)), draw(st.integers(0, 9)))
+            for _ in range(draw(st.integers(1, 4)))]
+    return body, draw(st.integers(3, 7)), draw(st.integers(1, 2))
+
+
+@hypothesis.settings(max_examples=8, deadline=None, derandomize=True)
+@hypothesis.given(layers())
+def test_random_loop_bodies_rolled_equal_numpy_with_gradients(layer):
+    """Random bodies repeated by a Python loop, their carries one or two values: whatever
+    the rolling finds (or leaves), values and gradients are numpy's."""
+    body, count, carried = layer
+
+    def loss(x, y, w):
+        carry = [x, y][:carried]
+        for _ in range(count):
+            vals = list(carry)
+            for op, a, b in body:
+                pool = vals + [w]
+                vals.append(_OPS[op](pool[a % len(pool)], pool[b % len(pool)]))
+            carry = (vals[-carried:] if carried == 2 else [vals[-1]])
+        return df.add_n([df.reduce_sum(c) for c in carry] + [df.reduce_sum(df.cos(v)) for v in (x, y, w)])
+    rng = np.random.default_rng(5)
+    args = [df.constant(rng.standard_normal((2, 5)) * 0.5) for _ in range(2)] + \
+        [df.constant(rng.standard_normal(5) * 0.5)]
+    _three_ways(df.value_and_gradients_function(loss, [0, 1, 2]), args, np.float64)
+
+
 # ---------------------------------------------------------------------------------------
 # Variables around regions, a training step
 
