@@ -10,7 +10,7 @@ import numpy as np
 
 from defun.runtime import attr_types, dtypes, errors, sites
 from defun.runtime import tensor as rt
-from defun.runtime.ops._infer import check_kinds
+from defun.runtime.ops.shape_rules import check_kinds
 from defun.runtime.registry import register
 from defun.runtime.tensor import Tensor
 from defun.graph.printer import bracket_shape, format_node, type_str

@@ -22,7 +22,7 @@ from defun.runtime.collector import paused_gc
 from defun.graph.ir import Graph
 from defun.graph.nodes import CONST, PLACEHOLDER, evaluate, infer_types, shape_stand_in
 from defun.graph.rewrite import GraphCopy
-from defun.runtime.ops._infer import num_elements
+from defun.runtime.ops.shape_rules import num_elements
 from defun.graph.verify import VerifyError, verify
 
 __all__ = ["optimize", "DEFAULT_PIPELINE", "FOLD_MAX_ELEMENTS", "GraphCopy",

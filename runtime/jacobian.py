@@ -14,7 +14,7 @@ import numpy as np
 
 from defun.runtime import errors
 from defun.runtime.nest import flatten, pack_as
-from defun.runtime.ops import _infer as inf
+from defun.runtime.ops import shape_rules
 from defun.runtime.ops.array_ops import expand_dims, stack, zeros, zeros_like
 from defun.runtime.tape import stop_recording
 from defun.runtime.tensor import Tensor, constant, convert_to_tensor
@@ -32,7 +32,7 @@ def jacobian(tape, target, sources, unconnected_gradients="none"):
     tshape = tuple(target.shape)
     if None in tshape:
         raise errors.InvalidArgumentError(
-            f"jacobian: the target has shape {inf.shape_str(tshape)} while tracing; the jacobian "
+            f"jacobian: the target has shape {shape_rules.shape_str(tshape)} while tracing; the jacobian "
             f"takes one gradient per target element, so the target's size must be known when the "
             f"function is traced. Give static sizes (input_signature without None) for the "
             f"dimensions the target depends on, or use batch_jacobian if the unknown size is a "
@@ -59,15 +59,15 @@ def batch_jacobian(tape, target, source, unconnected_gradients="none"):
     if not tshape or not src_shape:
         raise errors.InvalidArgumentError(
             f"batch_jacobian: target and source need a batch dimension (rank >= 1), got shapes "
-            f"{inf.shape_str(tshape)} and {inf.shape_str(src_shape)}")
+            f"{shape_rules.shape_str(tshape)} and {shape_rules.shape_str(src_shape)}")
     if tshape[0] is not None and src_shape[0] is not None and tshape[0] != src_shape[0]:
         raise errors.InvalidArgumentError(
             f"batch_jacobian: the target's batch size {tshape[0]} differs from the source's "
-            f"{src_shape[0]} (shapes {inf.shape_str(tshape)} and {inf.shape_str(src_shape)})")
+            f"{src_shape[0]} (shapes {shape_rules.shape_str(tshape)} and {shape_rules.shape_str(src_shape)})")
     inner = tshape[1:]
     if None in inner:
         raise errors.InvalidArgumentError(
-            f"batch_jacobian: the target has shape {inf.shape_str(tshape)} while tracing; it takes "
+            f"batch_jacobian: the target has shape {shape_rules.shape_str(tshape)} while tracing; it takes "
             f"one gradient per element of a target row, so every size but the batch (first) one "
             f"must be known when the function is traced")
     m = int(np.prod(inner, dtype=np.int64))

@@ -1,6 +1,6 @@
 """Static shapes: how they print, fit, broadcast and merge (None is an unknown size).
 
-The one place for these rules: inference (runtime/ops/_infer.py re-exports them), graph
+The one place for these rules: inference (runtime/ops/shape_rules.py re-exports them), graph
 checks, the loader and the defun signature checks all use the same functions.
 """
 import operator

@@ -13,7 +13,7 @@ from defun.runtime import dtypes, errors, registry
 from defun.runtime.context import state
 from defun.runtime.execute import run_op
 from defun.runtime.indexed_slices import IndexedSlices
-from defun.runtime.ops import _infer
+from defun.runtime.ops import shape_rules
 from defun.runtime.convert import convert_operands
 from defun.runtime.tensor import Tensor, to_array
 
@@ -347,7 +347,7 @@ class SymbolicTensor(Tensor):
         self._id = next(SymbolicTensor._ids)
 
     def __repr__(self):
-        return f"<sym {_infer.shape_str(self.shape)} {self.dtype.name}>"
+        return f"<sym {shape_rules.shape_str(self.shape)} {self.dtype.name}>"
 
 
 class SymbolicBuilder:
@@ -364,9 +364,9 @@ class SymbolicBuilder:
         ins = convert_operands(op, ins, lambda x: isinstance(x, Tensor),
                                lambda x, dtype: self.constant(to_array(x, dtype)))
         if len(same) > 1:
-            _infer.check_same(op.name, [ins[i].dtype for i in sorted(same)])
+            shape_rules.check_same(op.name, [ins[i].dtype for i in sorted(same)])
         if op.kinds is not None and ins:
-            _infer.check_kinds(op.name, ins[0].dtype, op.kinds)
+            shape_rules.check_kinds(op.name, ins[0].dtype, op.kinds)
         out_types = op.infer([t.shape for t in ins], [t.dtype for t in ins], attrs)
         n = op.output_count(attrs, len(ins))
         assert len(out_types) == n, f"{op.name}: inference gave {len(out_types)} outputs, expected {n}"

@@ -65,7 +65,7 @@ class Lookup:
 def references(node, names, lookup, where):
     """(node, name, value) per reference to a global of `names` inside `node`: a Name, or
     the attribute chain reading a project module's attribute (`errors.InvalidArgumentError`,
-    `inf.shape_str`) down to the first value that is not a module. numpy and the allowed
+    `shape_rules.shape_str`) down to the first value that is not a module. numpy and the allowed
     stdlib modules stay modules (`np.add.reduce` is written as it is)."""
     parents = {}
     for p in ast.walk(node):

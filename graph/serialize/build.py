@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from defun.runtime import dtypes, errors
-from defun.runtime.ops._infer import check_kinds
+from defun.runtime.ops.shape_rules import check_kinds
 from defun.runtime.ops.resource_ops import VariableStore
 from defun.runtime.tensor import HandleData, ResourceHandle
 from defun.graph.executor import compile_graph

@@ -11,7 +11,7 @@ import numpy as np
 
 from defun.runtime import convert, dtypes, errors
 from defun.runtime.execute import run_op
-from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops import _args, shape_rules
 from defun.runtime.ops._onnx import BIG, scatter_adjoint, shape_of
 from defun.runtime.ops.base_ops import (broadcast_to, cast, expand_dims, identity, ones_like,  # noqa: F401
                                         reduce_sum, reshape, shape, size, squeeze, stop_gradient, where,
@@ -54,7 +54,7 @@ def _merge_dim(op_name, a, b, shapes):
     if b is not None and a != b:
         raise errors.InvalidArgumentError(
             f"{op_name}: inputs must have the same shape (except along the axis), got "
-            f"{', '.join(inf.shape_str(s) for s in shapes)}")
+            f"{', '.join(shape_rules.shape_str(s) for s in shapes)}")
     return a
 
 
@@ -63,7 +63,7 @@ def _transpose_infer(shapes, dts, attrs):
     s, perm = shapes[0], attrs["perm"]
     if sorted(perm) != list(_pyrange(len(s))):
         raise errors.InvalidArgumentError(
-            f"transpose: perm {perm} is not a permutation of the axes of shape {inf.shape_str(s)}")
+            f"transpose: perm {perm} is not a permutation of the axes of shape {shape_rules.shape_str(s)}")
     return [(tuple(s[p] for p in perm), dts[0])]
 
 
@@ -93,12 +93,12 @@ def transpose(x, perm=None, name=None):
 
 # ------------------------------------------------------------------ concat, split_like
 def _concat_infer(shapes, dts, attrs):
-    inf.check_same("concat", dts)
+    shape_rules.check_same("concat", dts)
     axis, rank = attrs["axis"], len(shapes[0])
     if rank == 0 or any(len(s) != rank for s in shapes):
         raise errors.InvalidArgumentError(
             f"concat: inputs must all have the same rank >= 1, got shapes "
-            f"{', '.join(inf.shape_str(s) for s in shapes)}")
+            f"{', '.join(shape_rules.shape_str(s) for s in shapes)}")
     axis = _norm_axis("concat", axis, rank)
     out = list(shapes[0])
     for s in shapes[1:]:
@@ -159,8 +159,8 @@ def _split_like_infer(shapes, dts, attrs):
     sizes = [s[axis] if len(s) == len(shapes[0]) else -1 for s in shapes[1:]]
     if -1 in sizes or (None not in sizes and shapes[0][axis] is not None and sum(sizes) != shapes[0][axis]):
         raise errors.InvalidArgumentError(
-            f"split_like: the parts {', '.join(inf.shape_str(s) for s in shapes[1:])} do not split "
-            f"{inf.shape_str(shapes[0])} along axis {axis}")
+            f"split_like: the parts {', '.join(shape_rules.shape_str(s) for s in shapes[1:])} do not split "
+            f"{shape_rules.shape_str(shapes[0])} along axis {axis}")
     out = []
     for s in shapes[1:]:
         o = list(shapes[0])
@@ -196,11 +196,11 @@ _SPLIT_LIKE = register("split_like", _split_like_kernel, _split_like_infer,
 
 # ------------------------------------------------------------------ stack, unstack
 def _stack_infer(shapes, dts, attrs):
-    inf.check_same("stack", dts)
+    shape_rules.check_same("stack", dts)
     rank = len(shapes[0])
     if any(len(s) != rank for s in shapes):
         raise errors.InvalidArgumentError(
-            f"stack: inputs must have the same shape, got {', '.join(inf.shape_str(s) for s in shapes)}")
+            f"stack: inputs must have the same shape, got {', '.join(shape_rules.shape_str(s) for s in shapes)}")
     out = list(shapes[0])
     for s in shapes[1:]:
         out = [_merge_dim("stack", a, b, shapes) for a, b in zip(out, s)]
@@ -234,7 +234,7 @@ def _unstack_infer(shapes, dts, attrs):
     s, axis, num = list(shapes[0]), attrs["axis"], attrs["num"]
     if s[axis] is not None and s[axis] != num:
         raise errors.InvalidArgumentError(
-            f"unstack: num={num} but axis {axis} of shape {inf.shape_str(shapes[0])} has size {s[axis]}")
+            f"unstack: num={num} but axis {axis} of shape {shape_rules.shape_str(shapes[0])} has size {s[axis]}")
     del s[axis]
     return [(tuple(s), dts[0])] * num
 
@@ -293,7 +293,7 @@ def _split_infer(shapes, dts, attrs):
     if sizes is None:
         if dim is not None and (num <= 0 or dim % num):
             raise errors.InvalidArgumentError(
-                f"split: axis {axis} of shape {inf.shape_str(s)} (size {dim}) does not divide into {num} "
+                f"split: axis {axis} of shape {shape_rules.shape_str(s)} (size {dim}) does not divide into {num} "
                 f"equal parts")
         sizes = [None if dim is None else dim // num] * num
     elif dim is not None:
@@ -356,7 +356,7 @@ def _tile_infer(shapes, dts, attrs):
     s, m = shapes[0], attrs["multiples"]
     if len(m) != len(s) or any(k < 0 for k in m):
         raise errors.InvalidArgumentError(
-            f"tile: multiples {m} must hold one non-negative int per axis of shape {inf.shape_str(s)}")
+            f"tile: multiples {m} must hold one non-negative int per axis of shape {shape_rules.shape_str(s)}")
     return [(tuple(None if d is None else d * k for d, k in zip(s, m)), dts[0])]
 
 
@@ -380,7 +380,7 @@ def _tile_reduce_infer(shapes, dts, attrs):
     m = attrs["multiples"]
     if len(m) != len(shapes[0]) or min(m, default=1) <= 0:
         raise errors.InvalidArgumentError(
-            f"tile_reduce: multiples {m} must hold one positive int per axis of {inf.shape_str(shapes[0])}")
+            f"tile_reduce: multiples {m} must hold one positive int per axis of {shape_rules.shape_str(shapes[0])}")
     return [(tuple(None if d is None else d // k for d, k in zip(shapes[0], m)), dts[0])]
 
 
@@ -437,18 +437,18 @@ def _check_pad(shape, paddings, mode):
     if len(paddings) != 2 * len(shape) or min(paddings, default=0) < 0:
         raise errors.InvalidArgumentError(
             f"pad: paddings must be one non-negative [before, after] pair per axis of shape "
-            f"{inf.shape_str(shape)}, got {_pairs(paddings)}")
+            f"{shape_rules.shape_str(shape)}, got {_pairs(paddings)}")
     limit = {"REFLECT": 1, "SYMMETRIC": 0}.get(mode)
     if limit is not None:
         for d, (b, a) in zip(shape, _pairs(paddings)):
             if d is not None and max(b, a) > d - limit:
                 raise errors.InvalidArgumentError(
                     f"pad: {mode} padding {[b, a]} is too large for an axis of size {d} "
-                    f"(at most {d - limit}) in shape {inf.shape_str(shape)}")
+                    f"(at most {d - limit}) in shape {shape_rules.shape_str(shape)}")
 
 
 def _pad_infer(shapes, dts, attrs):
-    inf.check_same("pad", dts)
+    shape_rules.check_same("pad", dts)
     if len(shapes[1]):
         raise errors.InvalidArgumentError(f"pad: constant_values must be a scalar, got shape {shapes[1]}")
     p = attrs["paddings"]
@@ -619,7 +619,7 @@ def _values_dtype(op_name, dtype):
 
 def _fill_infer(shapes, dts, attrs):
     if len(shapes[0]):
-        raise errors.InvalidArgumentError(f"fill: value must be a scalar, got shape {inf.shape_str(shapes[0])}")
+        raise errors.InvalidArgumentError(f"fill: value must be a scalar, got shape {shape_rules.shape_str(shapes[0])}")
     if min(attrs["dims"], default=0) < 0:
         raise errors.InvalidArgumentError(f"fill: negative size in dims {attrs['dims']}")
     return [(tuple(attrs["dims"]), dts[0])]

@@ -11,7 +11,7 @@ import numpy as np
 from defun.runtime import dtypes, errors
 from defun.runtime.execute import run_op
 from defun.runtime.fused import Elementwise as Ew, Reduction
-from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops import _args, shape_rules
 from defun.runtime.ops._onnx import reduce_form, shape_of
 from defun.runtime.registry import register
 from defun.runtime.tensor import EagerTensor
@@ -24,9 +24,9 @@ __all__ = ["identity", "stop_gradient", "zeros_like", "ones_like", "reshape", "e
 _EMPTY = {}
 
 # ------------------------------------------------------------------ identity, stop_gradient
-_IDENTITY = register("identity", lambda x: x, inf.unary_same("identity"), lambda op, g: [g],
+_IDENTITY = register("identity", lambda x: x, shape_rules.unary_same("identity"), lambda op, g: [g],
                      num_inputs=1, attrs={}, defaults={}, fused=Ew("{0}"), onnx="Identity", batch=bt.elementwise)
-_STOP_GRADIENT = register("stop_gradient", lambda x: x, inf.unary_same("stop_gradient"), None,
+_STOP_GRADIENT = register("stop_gradient", lambda x: x, shape_rules.unary_same("stop_gradient"), None,
                           num_inputs=1, attrs={}, defaults={}, fused=Ew("{0}"), onnx="Identity", batch=bt.elementwise)
 
 
@@ -59,11 +59,11 @@ def _filled_like_onnx(value):
 
 
 _empty_like = np.empty_like
-_ZEROS_LIKE = register("zeros_like", _filled_like(0), inf.unary_same("zeros_like", None),
+_ZEROS_LIKE = register("zeros_like", _filled_like(0), shape_rules.unary_same("zeros_like", None),
                        lambda op, g: [None], num_inputs=1, attrs={}, defaults={},
                        fused=Ew("0", shape_of=0), shape_only=True,
                        onnx=_filled_like_onnx(0), batch=bt.elementwise)
-_ONES_LIKE = register("ones_like", _filled_like(1), inf.unary_same("ones_like", None),
+_ONES_LIKE = register("ones_like", _filled_like(1), shape_rules.unary_same("ones_like", None),
                       lambda op, g: [None], num_inputs=1, attrs={}, defaults={},
                       fused=Ew("1", shape_of=0), shape_only=True,
                       onnx=_filled_like_onnx(1), batch=bt.elementwise)
@@ -84,7 +84,7 @@ def ones_like(input, dtype=None, name=None):  # noqa: A002
 # ------------------------------------------------------------------ reshape
 def _reshape_infer(shapes, dts, attrs):
     shape = attrs["shape"]
-    n_in = inf.num_elements(shapes[0])
+    n_in = shape_rules.num_elements(shapes[0])
     if shape.count(-1) > 1:
         raise errors.InvalidArgumentError(f"reshape: at most one -1 in shape {shape}")
     known = 1
@@ -99,12 +99,12 @@ def _reshape_infer(shapes, dts, attrs):
         else:
             if known == 0 or n_in % known:
                 raise errors.InvalidArgumentError(
-                    f"reshape: cannot reshape {inf.shape_str(shapes[0])} ({n_in} elements) into {shape}")
+                    f"reshape: cannot reshape {shape_rules.shape_str(shapes[0])} ({n_in} elements) into {shape}")
             out = tuple(n_in // known if d == -1 else d for d in shape)
     else:
         if n_in is not None and n_in != known:
             raise errors.InvalidArgumentError(
-                f"reshape: cannot reshape {inf.shape_str(shapes[0])} ({n_in} elements) into {shape} ({known} elements)")
+                f"reshape: cannot reshape {shape_rules.shape_str(shapes[0])} ({n_in} elements) into {shape} ({known} elements)")
         out = tuple(shape)
     return [(out, dts[0])]
 
@@ -128,11 +128,11 @@ def _bind_reshape(shape):
 
 
 def _reshape_like_infer(shapes, dts, attrs):
-    n, m = inf.num_elements(shapes[0]), inf.num_elements(shapes[1])
+    n, m = shape_rules.num_elements(shapes[0]), shape_rules.num_elements(shapes[1])
     if n is not None and m is not None and n != m:
         raise errors.InvalidArgumentError(
-            f"reshape_like: cannot reshape {inf.shape_str(shapes[0])} ({n} elements) into "
-            f"{inf.shape_str(shapes[1])} ({m} elements)")
+            f"reshape_like: cannot reshape {shape_rules.shape_str(shapes[0])} ({n} elements) into "
+            f"{shape_rules.shape_str(shapes[1])} ({m} elements)")
     return [(tuple(shapes[1]), dts[0])]
 
 
@@ -156,7 +156,7 @@ def _reshaped(x, static):
     size a -1 stands for when every other size is known."""
     unknown = [i for i, d in enumerate(static) if d is None]
     s = getattr(x, "shape", None)
-    n = inf.num_elements(tuple(s)) if s is not None else None
+    n = shape_rules.num_elements(tuple(s)) if s is not None else None
     if len(unknown) == 1 and n is not None:
         known = math.prod(d for d in static if d is not None)
         if known and n % known == 0:
@@ -167,12 +167,12 @@ def _reshaped(x, static):
 # reshape with the shape an input: a tensor computed when the graph runs (one size may be -1)
 def _dynamic_reshape_infer(shapes, dts, attrs):
     _shape_input_infer("reshape", shapes[1], dts[1], attrs["shape"])
-    out, n = tuple(attrs["shape"]), inf.num_elements(shapes[0])
-    m = inf.num_elements(out)
+    out, n = tuple(attrs["shape"]), shape_rules.num_elements(shapes[0])
+    m = shape_rules.num_elements(out)
     known = math.prod(d for d in out if d is not None)
     if n is not None and (m is not None and n != m or m is None and known and n % known):
         raise errors.InvalidArgumentError(
-            f"reshape: cannot reshape {inf.shape_str(shapes[0])} ({n} elements) into {inf.shape_str(out)} "
+            f"reshape: cannot reshape {shape_rules.shape_str(shapes[0])} ({n} elements) into {shape_rules.shape_str(out)} "
             f"({m if m is not None else f'a multiple of {known}'} elements)")
     return [(out, dts[0])]
 
@@ -182,9 +182,9 @@ def _shape_input_infer(op_name, shape, dtype, static, what="shape"):
     if not dtype.is_integer or len(shape) != 1 or shape[0] not in (None, len(static)):
         raise errors.InvalidArgumentError(
             f"{op_name}: {what} must be a 1-D int32 or int64 tensor of length {len(static)}, got "
-            f"{dtype.name}{inf.shape_str(shape)}")
+            f"{dtype.name}{shape_rules.shape_str(shape)}")
     if any(d is not None and d < 0 for d in static):
-        raise errors.InvalidArgumentError(f"{op_name}: negative size in the static {what} {inf.shape_str(static)}")
+        raise errors.InvalidArgumentError(f"{op_name}: negative size in the static {what} {shape_rules.shape_str(static)}")
 
 
 def _dynamic_reshape_kernel(x, dims, shape):
@@ -193,7 +193,7 @@ def _dynamic_reshape_kernel(x, dims, shape):
         return x.reshape(out)
     except ValueError:
         raise errors.InvalidArgumentError(
-            f"reshape: cannot reshape {inf.shape_str(x.shape)} ({x.size} elements) into {list(out)}"
+            f"reshape: cannot reshape {shape_rules.shape_str(x.shape)} ({x.size} elements) into {list(out)}"
         ) from None
 
 
@@ -254,14 +254,14 @@ def _squeeze_axes(shape, axis):
     if axis is None:
         if None in shape:  # the output rank would depend on run-time sizes
             raise errors.InvalidArgumentError(
-                f"squeeze: axis=None on shape {inf.shape_str(shape)} with unknown sizes leaves the rank "
+                f"squeeze: axis=None on shape {shape_rules.shape_str(shape)} with unknown sizes leaves the rank "
                 f"unknown; pass the axes to squeeze explicitly")
         return tuple(i for i, d in enumerate(shape) if d == 1)
-    axes = tuple(sorted(inf.normalize_axes("squeeze", axis, nd)))
+    axes = tuple(sorted(shape_rules.normalize_axes("squeeze", axis, nd)))
     for a in axes:
         if shape[a] is not None and shape[a] != 1:
             raise errors.InvalidArgumentError(
-                f"squeeze: cannot squeeze axis {a} of size {shape[a]} (shape {inf.shape_str(shape)})")
+                f"squeeze: cannot squeeze axis {a} of size {shape[a]} (shape {shape_rules.shape_str(shape)})")
     return axes
 
 
@@ -292,10 +292,10 @@ def squeeze(input, axis=None, name=None):
 # ------------------------------------------------------------------ broadcast_to
 def _broadcast_to_infer(shapes, dts, attrs):
     target = attrs["shape"]
-    out = inf.broadcast_shapes("broadcast_to", shapes[0], target)
+    out = shape_rules.broadcast_shapes("broadcast_to", shapes[0], target)
     if out != tuple(target):
         raise errors.InvalidArgumentError(
-            f"broadcast_to: cannot broadcast {inf.shape_str(shapes[0])} to {inf.shape_str(target)}")
+            f"broadcast_to: cannot broadcast {shape_rules.shape_str(shapes[0])} to {shape_rules.shape_str(target)}")
     return [(tuple(target), dts[0])]
 
 
@@ -344,10 +344,10 @@ def broadcast_to(input, shape, name=None):
 def _dynamic_broadcast_to_infer(shapes, dts, attrs):
     target = tuple(attrs["shape"])
     _shape_input_infer("broadcast_to", shapes[1], dts[1], target)
-    out = inf.broadcast_shapes("broadcast_to", shapes[0], target)
+    out = shape_rules.broadcast_shapes("broadcast_to", shapes[0], target)
     if len(out) != len(target) or any(t is not None and o != t for o, t in zip(out, target)):
         raise errors.InvalidArgumentError(
-            f"broadcast_to: cannot broadcast {inf.shape_str(shapes[0])} to {inf.shape_str(target)}")
+            f"broadcast_to: cannot broadcast {shape_rules.shape_str(shapes[0])} to {shape_rules.shape_str(target)}")
     # a size known in neither: the input's when it is not 1 (numpy's rule), else unknown
     return [(tuple(t if t is not None else (d if d != 1 else None) for t, d in
                    zip(target, (None,) * (len(target) - len(shapes[0])) + tuple(shapes[0]))), dts[0])]
@@ -359,7 +359,7 @@ def _dynamic_broadcast_to_kernel(x, dims, shape):
         return np.broadcast_to(x, out)
     except ValueError:
         raise errors.InvalidArgumentError(
-            f"broadcast_to: cannot broadcast {inf.shape_str(x.shape)} to {inf.shape_str(out)}") from None
+            f"broadcast_to: cannot broadcast {shape_rules.shape_str(x.shape)} to {shape_rules.shape_str(out)}") from None
 
 
 _DYNAMIC_BROADCAST_TO = register(
@@ -402,9 +402,9 @@ def _int_type(op_name, out_type):
 def _where_infer(shapes, dts, attrs):
     if dts[0] is not dtypes.bool:
         raise errors.InvalidArgumentError(f"where: condition must be bool, got {dts[0].name}")
-    inf.check_same("where", dts[1:])
-    s = inf.broadcast_shapes("where", shapes[0], shapes[1])
-    return [(inf.broadcast_shapes("where", s, shapes[2]), dts[1])]
+    shape_rules.check_same("where", dts[1:])
+    s = shape_rules.broadcast_shapes("where", shapes[0], shapes[1])
+    return [(shape_rules.broadcast_shapes("where", s, shapes[2]), dts[1])]
 
 
 def _where_grad(op, g):
@@ -507,9 +507,9 @@ def _infer_like(name):
     up to it: one of the two broadcasts to the other."""
     def infer(shapes, dts, attrs):
         if name == "sum_to_like":
-            inf.check_broadcastable(name, shapes[1], shapes[0])
+            shape_rules.check_broadcastable(name, shapes[1], shapes[0])
         else:
-            inf.check_broadcastable(name, shapes[0], shapes[1])
+            shape_rules.check_broadcastable(name, shapes[0], shapes[1])
         return [(tuple(shapes[1]), dts[0])]
     return infer
 
@@ -571,10 +571,10 @@ def cast(x, dtype, name=None):
 
 
 # ------------------------------------------------------------------ reductions
-def _reduce_infer(name, kinds=inf.numeric_kinds, out=None):
+def _reduce_infer(name, kinds=shape_rules.numeric_kinds, out=None):
     def infer(shapes, dts, attrs):
-        inf.check_kinds(name, dts[0], kinds)
-        shape = inf.reduced_shape(name, shapes[0], attrs.get("axis"), attrs.get("keepdims", False))
+        shape_rules.check_kinds(name, dts[0], kinds)
+        shape = shape_rules.reduced_shape(name, shapes[0], attrs.get("axis"), attrs.get("keepdims", False))
         return [(shape, out(dts[0]) if out else dts[0])]
     return infer
 
@@ -617,7 +617,7 @@ _RED_ATTRS = {"axis": "opt_ints", "keepdims": "bool"}
 _RED_DEFAULTS = {"axis": None, "keepdims": False}
 
 
-def reducer(name, kernel, grad, kinds=inf.numeric_kinds, out=None, doc="", ufunc=None, keep_dtype=False,
+def reducer(name, kernel, grad, kinds=shape_rules.numeric_kinds, out=None, doc="", ufunc=None, keep_dtype=False,
             fused=None,
             onnx=None):
     """A reduction op. Its graph kernel has axis and keepdims bound once: a closure over

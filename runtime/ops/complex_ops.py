@@ -10,7 +10,7 @@ import numpy as np
 
 from defun.runtime import dtypes
 from defun.runtime.execute import run_op
-from defun.runtime.ops import _infer as inf
+from defun.runtime.ops import shape_rules
 from defun.runtime.ops.base_ops import unbroadcast, zeros_like
 from defun.runtime.registry import register
 from defun.runtime.tensor import EagerTensor, Tensor, convert_to_tensor
@@ -24,9 +24,9 @@ _COMPLEX_NP = {np.dtype(np.float32): np.dtype(np.complex64), np.dtype(np.float64
 
 # ------------------------------------------------------------------ complex(real, imag)
 def _complex_infer(shapes, dts, attrs):
-    inf.check_same("complex", dts)
-    inf.check_kinds("complex", dts[0], "f")
-    return [(inf.broadcast_shapes("complex", shapes[0], shapes[1]), dtypes.complex_of(dts[0], "complex"))]
+    shape_rules.check_same("complex", dts)
+    shape_rules.check_kinds("complex", dts[0], "f")
+    return [(shape_rules.broadcast_shapes("complex", shapes[0], shapes[1]), dtypes.complex_of(dts[0], "complex"))]
 
 
 def _complex_kernel(re, im):
@@ -59,7 +59,7 @@ def complex(real, imag, name=None):  # noqa: A001 - the public name is df.comple
 # ------------------------------------------------------------------ real, imag, conj
 def _part_infer(name):
     def infer(shapes, dts, attrs):
-        inf.check_kinds(name, dts[0], "fiuc")
+        shape_rules.check_kinds(name, dts[0], "fiuc")
         return [(tuple(shapes[0]), dts[0].real_dtype)]
     return infer
 
@@ -78,7 +78,7 @@ _REAL = register("real", lambda x: np.real(x), _part_infer("real"), _real_grad, 
                  attrs={}, defaults={}, kinds="c", batch=bt.elementwise)
 _IMAG = register("imag", lambda x: np.imag(x), _part_infer("imag"), _imag_grad, num_inputs=1,
                  attrs={}, defaults={}, kinds="c", batch=bt.elementwise)
-_CONJ = register("conj", np.conjugate, inf.unary_same("conj", "c"), lambda op, g: [conj(g)],
+_CONJ = register("conj", np.conjugate, shape_rules.unary_same("conj", "c"), lambda op, g: [conj(g)],
                  num_inputs=1, attrs={}, defaults={}, kinds="c", batch=bt.elementwise)
 
 

@@ -32,7 +32,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from defun.runtime import errors
 from defun.runtime.execute import run_op
-from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops import _args, shape_rules
 from defun.runtime.ops._onnx_windows import Windows
 from defun.runtime.registry import Cost, one_of, register
 from defun.runtime.tape import skip_input_indices
@@ -146,7 +146,7 @@ class _Geometry:
 def _check_rank4(op_name, what, shape, layout):
     if len(shape) != 4:
         raise errors.InvalidArgumentError(
-            f"{op_name}: {what} must have rank 4 ({layout}), got shape {inf.shape_str(shape)}")
+            f"{op_name}: {what} must have rank 4 ({layout}), got shape {shape_rules.shape_str(shape)}")
 
 
 def _check_attrs(op_name, attrs, names):
@@ -168,10 +168,10 @@ def _conv_geometry(op_name, xs, fs, attrs):
     if c is not None and ci is not None and c != ci:
         raise errors.InvalidArgumentError(
             f"{op_name}: the input has {c} channels but the filters expect {ci} (filters of shape "
-            f"{inf.shape_str(fs)}, HWIO); the third filter size must equal the input's last")
+            f"{shape_rules.shape_str(fs)}, HWIO); the third filter size must equal the input's last")
     if 0 in (fs[0], fs[1]):
         raise errors.InvalidArgumentError(
-            f"{op_name}: the filters of shape {inf.shape_str(fs)} (HWIO) have no "
+            f"{op_name}: the filters of shape {shape_rules.shape_str(fs)} (HWIO) have no "
             f"{'rows' if fs[0] == 0 else 'columns'}; a filter window needs at least one of each")
     return _Geometry(op_name, xs[1], xs[2], fs[0], fs[1], attrs["strides"], attrs["dilations"],
                      attrs["padding"])
@@ -198,13 +198,13 @@ def _conv_out_shape(xs, fs, g):
 def _check_dy(op_name, dy, expected):
     if len(dy) != 4 or any(a is not None and b is not None and a != b for a, b in zip(dy, expected)):
         raise errors.InvalidArgumentError(
-            f"{op_name}: the output gradient has shape {inf.shape_str(dy)}, but the forward "
-            f"output has shape {inf.shape_str(expected)}")
+            f"{op_name}: the output gradient has shape {shape_rules.shape_str(dy)}, but the forward "
+            f"output has shape {shape_rules.shape_str(expected)}")
 
 
 def _floats(op_name, dts, n):
-    inf.check_same(op_name, dts[:n])
-    inf.check_kinds(op_name, dts[0], inf.float_kinds)
+    shape_rules.check_same(op_name, dts[:n])
+    shape_rules.check_kinds(op_name, dts[0], shape_rules.float_kinds)
 
 
 def _pad(x, g, value):
@@ -538,16 +538,16 @@ def _conv_cost(windows_at, filters_at):
 
 
 _CONV = register("conv2d", _conv2d_kernel, _conv2d_infer, _conv2d_grad, num_inputs=2,
-                 attrs=_CONV_ATTRS, defaults=_CONV_DEFAULTS, same_dtype=(0, 1), kinds=inf.float_kinds,
+                 attrs=_CONV_ATTRS, defaults=_CONV_DEFAULTS, same_dtype=(0, 1), kinds=shape_rules.float_kinds,
                  onnx=_conv2d_onnx, batch=bt.fold_leading(0), cost=_conv_cost(-1, 1))
 _BACKPROP_INPUT = register("conv2d_backprop_input", _backprop_input_kernel,
                            _backprop_infer("conv2d_backprop_input", 0), _backprop_input_grad, num_inputs=3,
                            attrs=_CONV_ATTRS, defaults=_CONV_DEFAULTS, same_dtype=(0, 1, 2),
-                           kinds=inf.float_kinds, onnx=_backprop_input_onnx, batch=bt.fold_leading(0, 2), cost=_conv_cost(2, 1))
+                           kinds=shape_rules.float_kinds, onnx=_backprop_input_onnx, batch=bt.fold_leading(0, 2), cost=_conv_cost(2, 1))
 _BACKPROP_FILTER = register("conv2d_backprop_filter", _backprop_filter_kernel,
                             _backprop_infer("conv2d_backprop_filter", 1), _backprop_filter_grad, num_inputs=3,
                             attrs=_CONV_ATTRS, defaults=_CONV_DEFAULTS, same_dtype=(0, 1, 2),
-                            kinds=inf.float_kinds, onnx=_backprop_filter_onnx, batch=_backprop_filter_batch, cost=_conv_cost(2, 1))
+                            kinds=shape_rules.float_kinds, onnx=_backprop_filter_onnx, batch=_backprop_filter_batch, cost=_conv_cost(2, 1))
 
 
 def conv2d(x, filters, strides=1, padding="VALID", dilations=1, data_format="NHWC", name=None):
@@ -576,7 +576,7 @@ def _pool_geometry(op_name, xs, attrs):
 
 def _pool_infer(op_name):
     def infer(shapes, dts, attrs):
-        inf.check_kinds(op_name, dts[0], inf.float_kinds)
+        shape_rules.check_kinds(op_name, dts[0], shape_rules.float_kinds)
         xs = shapes[0]
         g = _pool_geometry(op_name, xs, attrs)
         return [((xs[0], g.ho, g.wo, xs[3]), dts[0])]
@@ -599,9 +599,9 @@ def _pool_grad_infer(op_name, input_kinds):
             if len(s) != 4 or any(a is not None and b is not None and a != b for a, b in zip(s, want)):
                 what = "the gradient" if k == len(input_kinds) - 1 else names[kind]
                 raise errors.InvalidArgumentError(
-                    f"{op_name}: {what} has shape {inf.shape_str(s)}, expected "
-                    f"{inf.shape_str(want)} (input of shape {inf.shape_str(xs)}, pooled "
-                    f"{inf.shape_str(pooled)})")
+                    f"{op_name}: {what} has shape {shape_rules.shape_str(s)}, expected "
+                    f"{shape_rules.shape_str(want)} (input of shape {shape_rules.shape_str(xs)}, pooled "
+                    f"{shape_rules.shape_str(pooled)})")
         return [(xs if input_kinds[-1] == "pooled" else pooled, dts[0])]
     return infer
 
@@ -755,7 +755,7 @@ def _avg_pool_grad_grad(op, gdx):
 
 
 _POOL_ATTRS = {"ksize": "ints", "strides": "ints", "padding": one_of(*_PADDINGS)}
-_F = inf.float_kinds
+_F = shape_rules.float_kinds
 _MAX_POOL = register("max_pool2d", _max_pool_kernel, _pool_infer("max_pool2d"), _max_pool_grad,
                      num_inputs=1, attrs=_POOL_ATTRS, defaults={}, kinds=_F, onnx=_pool_onnx("MaxPool"), batch=bt.fold_leading(0), cost=Cost(scratch=1.5))
 _MAX_POOL_GRAD = register("max_pool2d_grad", _max_pool_grad_kernel, _pool_grad_infer("max_pool2d_grad", ("pooled", "pooled")),

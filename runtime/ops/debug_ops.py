@@ -18,7 +18,7 @@ import numpy as np
 
 from defun.runtime import errors
 from defun.runtime.execute import run_op
-from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops import _args, shape_rules
 from defun.runtime.registry import Cost, one_of, register
 from defun.runtime.tensor import Tensor
 from defun.runtime import batching as bt
@@ -188,9 +188,9 @@ def _check_numerics_grad(op, g):
     return [run_op(_CHECK_NUMERICS, (g,), {"message": f"{op.attrs['message']} (in the gradient)"})]
 
 
-_CHECK_NUMERICS = register("check_numerics", _check_numerics_kernel, inf.unary_same("check_numerics"),
+_CHECK_NUMERICS = register("check_numerics", _check_numerics_kernel, shape_rules.unary_same("check_numerics"),
                            _check_numerics_grad, num_inputs=1, attrs={"message": "str"}, defaults={},
-                           kinds=inf.float_kinds, batch=bt.elementwise)
+                           kinds=shape_rules.float_kinds, batch=bt.elementwise)
 
 
 def check_numerics(tensor, message, name=None):

@@ -13,7 +13,7 @@ import numpy as np
 
 from defun.runtime import dtypes, errors
 from defun.runtime.execute import run_op
-from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops import _args, shape_rules
 from defun.runtime.ops.base_ops import _shape_input_infer, reduce_sum
 from defun.runtime.registry import Cost, register
 from defun.runtime.ops import _batch as vb
@@ -26,7 +26,7 @@ def _fill_infer(shapes, dts, attrs):
     static = tuple(attrs["shape"])
     _shape_input_infer("fill", shapes[0], dts[0], static, "dims")
     if len(shapes[1]):
-        raise errors.InvalidArgumentError(f"fill: value must be a scalar, got shape {inf.shape_str(shapes[1])}")
+        raise errors.InvalidArgumentError(f"fill: value must be a scalar, got shape {shape_rules.shape_str(shapes[1])}")
     return [(static, dts[1])]
 
 
@@ -52,7 +52,7 @@ def _fill_bytes(args, attrs):
 
 _DYNAMIC_FILL = register("dynamic_fill", _fill_kernel, _fill_infer,
                          lambda op, g: [None, reduce_sum(g)], num_inputs=2, attrs={"shape": "shape"},
-                         defaults={}, kinds=inf.int_kinds, cost=Cost(sized=_fill_bytes),
+                         defaults={}, kinds=shape_rules.int_kinds, cost=Cost(sized=_fill_bytes),
                          onnx=lambda e, node, ins: e.op("Expand", ins[1], e.cast(ins[0], dtypes.int64)), batch=vb.dynamic_fill)
 
 
@@ -67,7 +67,7 @@ def _tile_infer(shapes, dts, attrs):
     _shape_input_infer("tile", shapes[1], dts[1], static, "multiples")
     if len(static) != len(x):
         raise errors.InvalidArgumentError(
-            f"tile: multiples must hold one int per axis of shape {inf.shape_str(x)}, got {len(static)}")
+            f"tile: multiples must hold one int per axis of shape {shape_rules.shape_str(x)}, got {len(static)}")
     return [(tuple(None if d is None or k is None else d * k for d, k in zip(x, static)), dts[0])]
 
 
@@ -98,8 +98,8 @@ def _tile_reduce_infer(shapes, dts, attrs):
             d is not None and n is not None and (d != n * k if k is not None else (d % n if n else d))
             for d, n, k in zip(g, like, static)):
         raise errors.InvalidArgumentError(
-            f"tile_reduce: the gradient of shape {inf.shape_str(g)} is not {inf.shape_str(like)} tiled by "
-            f"{inf.shape_str(static)}")
+            f"tile_reduce: the gradient of shape {shape_rules.shape_str(g)} is not {shape_rules.shape_str(like)} tiled by "
+            f"{shape_rules.shape_str(static)}")
     return [(like, dts[0])]
 
 
@@ -163,11 +163,11 @@ def range_length(start, limit, delta, dtype):
 
 
 def _range_infer(shapes, dts, attrs):
-    inf.check_same("range", dts)
-    inf.check_kinds("range", dts[0], inf.numeric_kinds)
+    shape_rules.check_same("range", dts)
+    shape_rules.check_kinds("range", dts[0], shape_rules.numeric_kinds)
     for what, s in zip(("start", "limit", "delta"), shapes):
         if len(s):
-            raise errors.InvalidArgumentError(f"range: {what} must be a scalar, got shape {inf.shape_str(s)}")
+            raise errors.InvalidArgumentError(f"range: {what} must be a scalar, got shape {shape_rules.shape_str(s)}")
     return [((None,), dts[0])]
 
 
@@ -197,7 +197,7 @@ def _range_bytes(args, attrs):
 
 
 _DYNAMIC_RANGE = register("dynamic_range", _range_kernel, _range_infer, None, num_inputs=3, attrs={},
-                          defaults={}, same_dtype=(0, 1, 2), kinds=inf.numeric_kinds, onnx=_range_onnx,
+                          defaults={}, same_dtype=(0, 1, 2), kinds=shape_rules.numeric_kinds, onnx=_range_onnx,
                           cost=Cost(sized=_range_bytes))
 
 

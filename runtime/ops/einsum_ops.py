@@ -17,7 +17,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from defun.runtime import errors
 from defun.runtime.execute import run_op
-from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops import _args, shape_rules
 from defun.runtime.ops._onnx import scatter_adjoint
 from defun.runtime.ops.array_ops import ones_like
 from defun.runtime.ops.index_ops import _rank
@@ -147,14 +147,14 @@ def _resolve(equation, ins, out, shapes):
                 sizes[c], where[c] = d, (k, s)
             elif d is not None and d != known:
                 j, sj = where[c]
-                _fail(equation, f"label {c!r} has size {known} in operand {j} (shape {inf.shape_str(sj)}) "
-                                f"but size {d} in operand {k} (shape {inf.shape_str(s)})")
+                _fail(equation, f"label {c!r} has size {known} in operand {j} (shape {shape_rules.shape_str(sj)}) "
+                                f"but size {d} in operand {k} (shape {shape_rules.shape_str(s)})")
     ell = ()
     for e in ells:
         try:
-            ell = inf.broadcast_shapes("einsum", ell, e)
+            ell = shape_rules.broadcast_shapes("einsum", ell, e)
         except errors.InvalidArgumentError:
-            _fail(equation, f"the '...' axes of the operands, {', '.join(inf.shape_str(x) for x in ells)}, "
+            _fail(equation, f"the '...' axes of the operands, {', '.join(shape_rules.shape_str(x) for x in ells)}, "
                             f"do not broadcast together")
     shape = []
     for c in out:
@@ -335,8 +335,8 @@ def _einsum_infer(shapes, dts, attrs):
     equation = attrs["equation"]
     if not dts:
         raise errors.InvalidArgumentError("einsum: needs at least one operand")
-    inf.check_same("einsum", dts)
-    inf.check_kinds("einsum", dts[0], inf.numeric_complex_kinds)
+    shape_rules.check_same("einsum", dts)
+    shape_rules.check_kinds("einsum", dts[0], shape_rules.numeric_complex_kinds)
     ins, out = _parse(equation)
     if len(ins) != len(shapes):
         _fail(equation, f"{len(ins)} input subscripts but {len(shapes)} operands")
@@ -435,7 +435,7 @@ def _einsum_work(shapes, out_shapes, attrs):
 
 
 _EINSUM = register("einsum", _einsum_kernel, _einsum_infer, _einsum_grad, num_inputs=None,
-                   attrs={"equation": "str"}, defaults={}, kinds=inf.numeric_complex_kinds, onnx=_einsum_onnx, batch=vb.einsum, cost=Cost(work=_einsum_work))
+                   attrs={"equation": "str"}, defaults={}, kinds=shape_rules.numeric_complex_kinds, onnx=_einsum_onnx, batch=vb.einsum, cost=Cost(work=_einsum_work))
 
 
 # Internal: the adjoint of a one-operand einsum that takes diagonals, "ij->iij" puts x[i, j]
@@ -490,7 +490,7 @@ def _expand_onnx(e, node, ins):
 
 _EXPAND = register("einsum_expand", _expand_kernel,
                    lambda shapes, dts, attrs: [(_expand_shape(attrs["equation"], tuple(shapes[0])), dts[0])],
-                   _expand_grad, num_inputs=1, attrs={"equation": "str"}, defaults={}, kinds=inf.numeric_complex_kinds,
+                   _expand_grad, num_inputs=1, attrs={"equation": "str"}, defaults={}, kinds=shape_rules.numeric_complex_kinds,
                    onnx=_expand_onnx, batch=vb.einsum)
 
 
@@ -558,8 +558,8 @@ def tensordot(a, b, axes, name=None):
     for i, j in zip(axes_a, axes_b):
         if sa[i] is not None and sb[j] is not None and sa[i] != sb[j]:
             raise _args.error(
-                f"tensordot: axis {i} of a (shape {inf.shape_str(sa)}) has size {sa[i]} but axis {j} of b "
-                f"(shape {inf.shape_str(sb)}) has size {sb[j]}")
+                f"tensordot: axis {i} of a (shape {shape_rules.shape_str(sa)}) has size {sa[i]} but axis {j} of b "
+                f"(shape {shape_rules.shape_str(sb)}) has size {sb[j]}")
     letters = iter(string.ascii_letters)
     ta = [next(letters) for _ in range(ra)]
     tb = [None] * rb

@@ -17,7 +17,7 @@ import numpy as np
 
 from defun.runtime import dtypes, errors
 from defun.runtime.execute import run_op
-from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops import _args, shape_rules
 from defun.runtime.ops.array_ops import pad
 from defun.runtime.ops.complex_ops import real
 from defun.runtime.ops.index_ops import slice_helper
@@ -36,12 +36,12 @@ _COMPLEX_NP = {np.dtype(np.float32): np.dtype(np.complex64), np.dtype(np.float64
 def _check_rank(op_name, shape, rank):
     if len(shape) < rank:
         raise errors.InvalidArgumentError(
-            f"{op_name}: input must have rank >= {rank}, got shape {inf.shape_str(shape)}")
+            f"{op_name}: input must have rank >= {rank}, got shape {shape_rules.shape_str(shape)}")
 
 
 # ------------------------------------------------------------------ fft (complex -> complex)
 def _fft_infer(shapes, dts, attrs):
-    inf.check_kinds("fft", dts[0], "c")
+    shape_rules.check_kinds("fft", dts[0], "c")
     _check_rank("fft", shapes[0], attrs["rank"])
     return [(tuple(shapes[0]), dts[0])]
 
@@ -75,11 +75,11 @@ def _length_attr(op_name, shape, fft_length):
 def _rfft_infer(shapes, dts, attrs):
     n = attrs["fft_length"]
     rank = _length_attr("rfft", shapes[0], n)
-    inf.check_kinds("rfft", dts[0], "f")
+    shape_rules.check_kinds("rfft", dts[0], "f")
     inner = tuple(shapes[0][-rank:])
     if any(d is not None and d != k for d, k in zip(inner, n)):
         raise errors.InvalidArgumentError(
-            f"rfft: the input's innermost sizes {inf.shape_str(inner)} must equal fft_length {list(n)}")
+            f"rfft: the input's innermost sizes {shape_rules.shape_str(inner)} must equal fft_length {list(n)}")
     out = tuple(shapes[0][:-1]) + (n[-1] // 2 + 1,)
     return [(out, dtypes.complex_of(dts[0], "rfft"))]
 
@@ -101,12 +101,12 @@ def _rfft_grad(op, g):
 def _irfft_infer(shapes, dts, attrs):
     n = attrs["fft_length"]
     rank = _length_attr("irfft", shapes[0], n)
-    inf.check_kinds("irfft", dts[0], "c")
+    shape_rules.check_kinds("irfft", dts[0], "c")
     want = tuple(n[:-1]) + (n[-1] // 2 + 1,)
     inner = tuple(shapes[0][-rank:])
     if any(d is not None and d != k for d, k in zip(inner, want)):
         raise errors.InvalidArgumentError(
-            f"irfft: the input's innermost sizes {inf.shape_str(inner)} must be {list(want)} for "
+            f"irfft: the input's innermost sizes {shape_rules.shape_str(inner)} must be {list(want)} for "
             f"fft_length {list(n)}")
     return [(tuple(shapes[0][:-rank]) + tuple(n), dts[0].real_dtype)]
 
@@ -158,7 +158,7 @@ def _fit(name, x, lengths):
         return x
     if None in inner:
         raise _args.error(f"{name}: the innermost sizes of the input must be known to fit it to "
-                          f"fft_length {list(lengths)}, got shape {inf.shape_str(shape)}")
+                          f"fft_length {list(lengths)}, got shape {shape_rules.shape_str(shape)}")
     if any(d > k for d, k in zip(inner, lengths)):
         x = slice_helper(x, (Ellipsis,) + tuple(slice(0, min(d, k)) for d, k in zip(inner, lengths)))
     if any(d < k for d, k in zip(inner, lengths)):

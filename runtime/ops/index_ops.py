@@ -10,7 +10,7 @@ import numpy as np
 from defun.runtime import dtypes, errors
 from defun.runtime.execute import run_op
 from defun.runtime.indexed_slices import IndexedSlices
-from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops import _args, shape_rules
 from defun.runtime.ops._onnx import BIG, scatter_adjoint, shape_of
 from defun.runtime.ops.base_ops import reshape
 from defun.runtime.registry import register
@@ -31,7 +31,7 @@ def _rank(x):
 
 def _norm_axis(op_name, axis, rank):
     """`axis` of an existing dimension (runtime.shapes.normalize_axis, no scalar axis)."""
-    return inf.normalize_axis(op_name, axis, rank, scalar_axis=False)
+    return shape_rules.normalize_axis(op_name, axis, rank, scalar_axis=False)
 
 
 def _check_int_dtype(op_name, what, dtype):
@@ -103,7 +103,7 @@ def _adjoint_infer(name, forward_infer, forward_inputs):
     give g's shape; the result has the shape of the last input (the forward input)."""
     def infer(shapes, dts, attrs):
         fwd = forward_infer([shapes[i] for i in forward_inputs], [dts[i] for i in forward_inputs], attrs)
-        inf.check_compatible(name, "the gradient", shapes[0], "the forward result", fwd[0][0])
+        shape_rules.check_compatible(name, "the gradient", shapes[0], "the forward result", fwd[0][0])
         return [(tuple(shapes[-1]), dts[0])]
     return infer
 
@@ -123,7 +123,7 @@ def _batch_gather_infer(shapes, dts, attrs):
     _check_batch_dims(b, len(i), axis)
     if any(x is not None and y is not None and x != y for x, y in zip(p[:b], i[:b])):
         raise errors.InvalidArgumentError(
-            f"gather: with batch_dims={b}, params {inf.shape_str(p)} and indices {inf.shape_str(i)} must agree "
+            f"gather: with batch_dims={b}, params {shape_rules.shape_str(p)} and indices {shape_rules.shape_str(i)} must agree "
             f"on their first {b} sizes")
     batch = tuple(x if x is not None else y for x, y in zip(p[:b], i[:b]))
     return [(batch + p[b:axis] + i[b:] + p[axis + 1:], dts[0])]
@@ -247,7 +247,7 @@ def _to_dense_infer(shapes, dts, attrs):
     _check_int_dtype(name, "indices", dts[1])
     if not dense or any(d is not None and d < 0 for d in dense):
         raise errors.InvalidArgumentError(f"{name}: dense_shape {dense} must hold non-negative sizes, rank >= 1")
-    inf.check_compatible(name, "values", shapes[0], "indices.shape + dense_shape[1:]", tuple(shapes[1]) + dense[1:])
+    shape_rules.check_compatible(name, "values", shapes[0], "indices.shape + dense_shape[1:]", tuple(shapes[1]) + dense[1:])
     return [(dense, dts[0])]
 
 
@@ -365,7 +365,7 @@ def _strided_slice_infer(shapes, dts, attrs):
     begin, end, strides = attrs["begin"], attrs["end"], attrs["strides"]
     if len(begin) != len(s):
         raise errors.InvalidArgumentError(
-            f"strided_slice: the index covers {len(begin)} axes, the tensor has shape {inf.shape_str(s)}")
+            f"strided_slice: the index covers {len(begin)} axes, the tensor has shape {shape_rules.shape_str(s)}")
     bm, em, sm = attrs["begin_mask"], attrs["end_mask"], attrs["shrink_axis_mask"]
     out = []
     for d, n in enumerate(s):
@@ -373,7 +373,7 @@ def _strided_slice_infer(shapes, dts, attrs):
             if n is not None and not -n <= begin[d] < n:
                 raise errors.InvalidArgumentError(
                     f"strided_slice: index {begin[d]} is out of range for axis {d} of shape "
-                    f"{inf.shape_str(s)}")
+                    f"{shape_rules.shape_str(s)}")
             continue
         if n is None:
             out.append(None)

@@ -29,7 +29,7 @@ import numpy as np
 
 from defun.runtime import dtypes, errors
 from defun.runtime.execute import run_op
-from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops import _args, shape_rules
 from defun.runtime.ops import _onnx_linalg as la
 from defun.runtime.ops._onnx import diag_part_of, scatter_adjoint, shape_of
 from defun.runtime.ops import array_ops as arr
@@ -64,12 +64,12 @@ def _matrix(op_name, shape, square=False, what="input"):
     if len(shape) < 2:
         raise errors.InvalidArgumentError(
             f"{op_name}: {what} must be a matrix or a batch of matrices (rank >= 2), got shape "
-            f"{inf.shape_str(shape)}")
+            f"{shape_rules.shape_str(shape)}")
     rows, cols = shape[-2], shape[-1]
     if square and rows is not None and cols is not None and rows != cols:
         raise errors.InvalidArgumentError(
             f"{op_name}: {what} must be a square matrix (or a batch of them), got shape "
-            f"{inf.shape_str(shape)}")
+            f"{shape_rules.shape_str(shape)}")
     return rows, cols
 
 
@@ -88,14 +88,14 @@ def _solve_shape(op_name, a, b):
     rows, k = _matrix(op_name, b, what="rhs")
     if n is not None and rows is not None and n != rows:
         raise errors.InvalidArgumentError(
-            f"{op_name}: matrix {inf.shape_str(a)} and rhs {inf.shape_str(b)} disagree: rhs "
+            f"{op_name}: matrix {shape_rules.shape_str(a)} and rhs {shape_rules.shape_str(b)} disagree: rhs "
             f"must have as many rows as the matrix ({n}), got {rows}")
-    return inf.broadcast_shapes(op_name, a[:-2], b[:-2]) + (n if n is not None else rows, k)
+    return shape_rules.broadcast_shapes(op_name, a[:-2], b[:-2]) + (n if n is not None else rows, k)
 
 
 def _solve_infer(op_name):
     def infer(shapes, dts, attrs):
-        inf.check_same(op_name, dts)
+        shape_rules.check_same(op_name, dts)
         _check_dtype(op_name, dts[0])
         return [(_solve_shape(op_name, tuple(shapes[0]), tuple(shapes[1])), dts[0])]
     return infer
@@ -510,7 +510,7 @@ def _svd_grad(op, *grads):
     if full and (gu is not None or gv is not None):
         raise errors.UnimplementedError(
             f"svd: the gradient of u and v with full_matrices=True is only defined for square "
-            f"matrices (got shape {inf.shape_str(a.shape)}); use full_matrices=False")
+            f"matrices (got shape {shape_rules.shape_str(a.shape)}); use full_matrices=False")
     if full or not op.attrs.get("compute_uv", True):
         s, u, v = svd(a, full_matrices=False, compute_uv=True)   # the reduced factors, recomputed
     else:
@@ -589,7 +589,7 @@ def _qr_grad(op, gq, gr):
     if op.attrs.get("full_matrices", False) and (rows is None or cols is None or rows > cols):
         raise errors.UnimplementedError(
             f"qr: the gradient with full_matrices=True is only defined when rows <= columns "
-            f"(got shape {inf.shape_str(a.shape)}); use full_matrices=False")
+            f"(got shape {shape_rules.shape_str(a.shape)}); use full_matrices=False")
     if rows is not None and cols is not None:
         if rows >= cols:
             return [_qr_square_grad(q, r, gq, gr)]

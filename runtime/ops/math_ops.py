@@ -12,7 +12,7 @@ import numpy as np
 from defun.runtime import dtypes, errors
 from defun.runtime.execute import op_function, run_op
 from defun.runtime.fused import Elementwise as Ew, Kernel, Reduction
-from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops import _args, shape_rules
 from defun.runtime.ops._onnx import chain, reduce_form, reduced_axes, running
 from defun.runtime.ops.complex_ops import complex, conj, imag, real  # noqa: F401
 from defun.runtime.ops.base_ops import (_broadcast_back, _keepdims_grad, _mask, cast,  # noqa: F401
@@ -37,17 +37,17 @@ _EMPTY = {}
 # A public function `f(x, name=None)` / `f(x, y, name=None)` for an op without attrs: its
 # plain eager calls are dispatched by the function itself (runtime.execute.op_function).
 _public = op_function
-_NC, _FC = inf.numeric_complex_kinds, inf.inexact_kinds
+_NC, _FC = shape_rules.numeric_complex_kinds, shape_rules.inexact_kinds
 
 
-def _unary(name, kernel, grad, kinds=inf.numeric_kinds, doc="", fused=None, onnx=None, names=None):
-    op = register(name, kernel, inf.unary_same(name, kinds), grad, num_inputs=1, attrs={},
+def _unary(name, kernel, grad, kinds=shape_rules.numeric_kinds, doc="", fused=None, onnx=None, names=None):
+    op = register(name, kernel, shape_rules.unary_same(name, kinds), grad, num_inputs=1, attrs={},
                   defaults={}, kinds=kinds, fused=fused, onnx=onnx, batch=bt.elementwise)
     return _public(op, doc or f"Elementwise {name}(x).", names)
 
 
-def _binary(name, kernel, grad, kinds=inf.numeric_kinds, out_dtype=None, doc="", fused=None, onnx=None):
-    op = register(name, kernel, inf.binary_broadcast(name, kinds, out_dtype), grad, num_inputs=2,
+def _binary(name, kernel, grad, kinds=shape_rules.numeric_kinds, out_dtype=None, doc="", fused=None, onnx=None):
+    op = register(name, kernel, shape_rules.binary_broadcast(name, kinds, out_dtype), grad, num_inputs=2,
                   attrs={}, defaults={}, same_dtype=(0, 1), kinds=kinds, fused=fused, onnx=onnx, batch=bt.elementwise)
     return _public(op, doc or f"Elementwise {name}(x, y) with numpy broadcasting.")
 
@@ -97,10 +97,10 @@ def _divide_kernel(x, y):
 
 
 def _divide_infer(shapes, dts, attrs):
-    inf.check_same("divide", dts)
-    inf.check_kinds("divide", dts[0], _NC)
+    shape_rules.check_same("divide", dts)
+    shape_rules.check_kinds("divide", dts[0], _NC)
     out = dtypes.float64 if dts[0].is_integer else dts[0]
-    return [(inf.broadcast_shapes("divide", shapes[0], shapes[1]), out)]
+    return [(shape_rules.broadcast_shapes("divide", shapes[0], shapes[1]), out)]
 
 
 def _divide_grad(op, g):
@@ -258,7 +258,7 @@ relu = _unary("relu", lambda x: np.maximum(x, x.dtype.type(0)),
               fused=Ew("np.maximum({0}, 0)"), names=("features",),
               onnx=lambda e, node, ins: e.op("Max", ins[0], e.scalar(0, node.inputs[0].dtype)))
 def _abs_infer(shapes, dts, attrs):
-    inf.check_kinds("abs", dts[0], _NC)
+    shape_rules.check_kinds("abs", dts[0], _NC)
     return [(tuple(shapes[0]), dts[0].real_dtype)]   # |z| of a complex z is real
 
 
@@ -276,7 +276,7 @@ _ABS = register("abs", np.abs, _abs_infer, _abs_grad, num_inputs=1, attrs={}, de
                 fused=Ew("np.abs({0})"), onnx="Abs", batch=bt.elementwise)
 abs = _public(_ABS, "|x| elementwise (the modulus of a complex x, a real tensor).")  # noqa: A001
 def _angle_infer(shapes, dts, attrs):
-    inf.check_kinds("angle", dts[0], _FC)
+    shape_rules.check_kinds("angle", dts[0], _FC)
     return [(tuple(shapes[0]), dts[0].real_dtype)]
 
 
@@ -306,8 +306,8 @@ round = _unary("round", np.round, None, kinds="f",  # noqa: A001
 # ------------------------------------------------------------------ comparison and logic
 
 
-def _compare(name, kernel, expr, onnx, kinds=inf.ordered_kinds):
-    op = register(name, kernel, inf.binary_broadcast(name, kinds, dtypes.bool), None, num_inputs=2,
+def _compare(name, kernel, expr, onnx, kinds=shape_rules.ordered_kinds):
+    op = register(name, kernel, shape_rules.binary_broadcast(name, kinds, dtypes.bool), None, num_inputs=2,
                   attrs={}, defaults={}, same_dtype=(0, 1), fused=Ew(expr), onnx=onnx, kinds=kinds, batch=bt.elementwise)
     return _public(op, f"Elementwise {name}(x, y) -> bool (not differentiable).")
 
@@ -327,10 +327,10 @@ logical_not = _unary("logical_not", np.logical_not, None, kinds="b", fused=Ew("n
 
 
 def _add_n_infer(shapes, dts, attrs):
-    inf.check_same("add_n", dts)
+    shape_rules.check_same("add_n", dts)
     out = tuple(shapes[0])
     for s in shapes[1:]:
-        out = inf.broadcast_shapes("add_n", out, s)
+        out = shape_rules.broadcast_shapes("add_n", out, s)
     return [(out, dts[0])]
 
 
@@ -399,19 +399,19 @@ _np_matmul = np.matmul
 
 
 def _matmul_infer(shapes, dts, attrs):
-    inf.check_same("matmul", dts)
-    inf.check_kinds("matmul", dts[0], _NC)
+    shape_rules.check_same("matmul", dts)
+    shape_rules.check_kinds("matmul", dts[0], _NC)
     a, b = shapes
     if len(a) < 2 or len(b) < 2:
         raise errors.InvalidArgumentError(
-            f"matmul: inputs must have rank >= 2, got shapes {inf.shape_str(a)} and {inf.shape_str(b)}")
+            f"matmul: inputs must have rank >= 2, got shapes {shape_rules.shape_str(a)} and {shape_rules.shape_str(b)}")
     m, k1 = (a[-1], a[-2]) if attrs.get("transpose_a") else (a[-2], a[-1])
     k2, n = (b[-1], b[-2]) if attrs.get("transpose_b") else (b[-2], b[-1])
     if k1 is not None and k2 is not None and k1 != k2:
         raise errors.InvalidArgumentError(
-            f"matmul: inner dimensions differ: {inf.shape_str(a)} x {inf.shape_str(b)} "
+            f"matmul: inner dimensions differ: {shape_rules.shape_str(a)} x {shape_rules.shape_str(b)} "
             f"(transpose_a={attrs.get('transpose_a', False)}, transpose_b={attrs.get('transpose_b', False)})")
-    batch = inf.broadcast_shapes("matmul", a[:-2], b[:-2])
+    batch = shape_rules.broadcast_shapes("matmul", a[:-2], b[:-2])
     return [(batch + (m, n), dts[0])]
 
 
@@ -520,7 +520,7 @@ def matmul(a, b, transpose_a=False, transpose_b=False, name=None):
 
 def _count(op):
     x, y = op.inputs[0], op.outputs[0]
-    nx, ny = inf.num_elements(x.shape), inf.num_elements(y.shape)
+    nx, ny = shape_rules.num_elements(x.shape), shape_rules.num_elements(y.shape)
     if nx is not None and ny is not None:
         return nx // max(ny, 1) if ny else 1
     return cast(divide(size(x), size(y)), x.dtype)
@@ -609,9 +609,9 @@ def _prod_others_infer(name):
     def infer(shapes, dts, attrs):
         axis = attrs["axis"]
         if axis is not None and len(shapes[-1]):
-            inf.normalize_axes(name, axis if isinstance(axis, tuple) else (axis,), len(shapes[-1]))
+            shape_rules.normalize_axes(name, axis if isinstance(axis, tuple) else (axis,), len(shapes[-1]))
         if len(shapes) == 2:
-            inf.check_compatible(name, "the gradient", shapes[0], "the input", shapes[1])
+            shape_rules.check_compatible(name, "the gradient", shapes[0], "the input", shapes[1])
         return [(tuple(shapes[-1]), dts[-1])]
     return infer
 
@@ -733,8 +733,8 @@ reduce_prod = reducer("reduce_prod", _k_prod, _prod_grad, ufunc=_mul_reduce, kee
 
 def _arg_infer(name):
     def infer(shapes, dts, attrs):
-        inf.check_kinds(name, dts[0], inf.numeric_kinds)
-        shape = inf.reduced_shape(name, shapes[0], attrs["axis"], False)
+        shape_rules.check_kinds(name, dts[0], shape_rules.numeric_kinds)
+        shape = shape_rules.reduced_shape(name, shapes[0], attrs["axis"], False)
         out = attrs.get("output_type", dtypes.int64)
         if out not in (dtypes.int32, dtypes.int64):
             raise errors.InvalidArgumentError(
@@ -755,7 +755,7 @@ def _arg(name, fn, onnx):
                   lambda x, axis, output_type: fn(x, axis=axis).astype(output_type.np),
                   _arg_infer(name), None, num_inputs=1,
                   attrs={"axis": "int", "output_type": "dtype"},
-                  defaults={"output_type": dtypes.int64}, kinds=inf.numeric_kinds, onnx=onnx, batch=bt.axes("axis"))
+                  defaults={"output_type": dtypes.int64}, kinds=shape_rules.numeric_kinds, onnx=onnx, batch=bt.axes("axis"))
 
     def f(input, axis=None, output_type=dtypes.int64, name=None):
         # axis=None means axis 0, as in TensorFlow

@@ -10,7 +10,7 @@ import numpy as np
 
 from defun.runtime import dtypes, errors
 from defun.runtime.execute import run_op
-from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops import _args, shape_rules
 from defun.runtime.ops import math_ops as m
 from defun.runtime.ops import array_ops as arr
 from defun.runtime.ops._onnx import BIG, scatter_adjoint, shape_of
@@ -69,10 +69,10 @@ def _repeat_infer(shapes, dts, attrs):
     if min(repeats) < 0:
         raise errors.InvalidArgumentError(f"repeat: repeats must be >= 0, got {repeats}")
     if axis is None:
-        return [((_repeated_size(repeats, inf.num_elements(s)),), dts[0])]
+        return [((_repeated_size(repeats, shape_rules.num_elements(s)),), dts[0])]
     if not s:
         raise errors.InvalidArgumentError("repeat: a scalar has no axis to repeat along; pass axis=None")
-    axis = inf.normalize_axis("repeat", axis, len(s))
+    axis = shape_rules.normalize_axis("repeat", axis, len(s))
     out = list(s)
     out[axis] = _repeated_size(repeats, s[axis])
     return [(tuple(out), dts[0])]
@@ -143,7 +143,7 @@ _REPEAT = register("repeat", _repeat_kernel, _repeat_infer,
 def _repeat_grad_infer(shapes, dts, attrs):
     # (g, x): g has the shape repeat gives x
     fwd = _repeat_infer([shapes[1]], [dts[1]], attrs)
-    inf.check_compatible("repeat_grad", "the gradient", shapes[0], "the repeated input", fwd[0][0])
+    shape_rules.check_compatible("repeat_grad", "the gradient", shapes[0], "the repeated input", fwd[0][0])
     return [(tuple(shapes[1]), dts[0])]
 
 
@@ -271,9 +271,9 @@ def reverse(tensor, axis, name=None):
 
 # ------------------------------------------------------------------ linspace
 def _linspace_infer(shapes, dts, attrs):
-    inf.check_same("linspace", dts)
-    inf.check_kinds("linspace", dts[0], "f")
-    s = list(inf.broadcast_shapes("linspace", shapes[0], shapes[1]))
+    shape_rules.check_same("linspace", dts)
+    shape_rules.check_kinds("linspace", dts[0], "f")
+    s = list(shape_rules.broadcast_shapes("linspace", shapes[0], shapes[1]))
     num, axis = attrs["num"], attrs["axis"]
     if num < 0:
         raise errors.InvalidArgumentError(f"linspace: num must be >= 0, got {num}")
@@ -361,11 +361,11 @@ def _meshgrid_infer(shapes, dts, attrs):
         raise errors.InvalidArgumentError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
     if not shapes:
         raise errors.InvalidArgumentError("meshgrid: needs at least one input")
-    inf.check_same("meshgrid", dts)
+    shape_rules.check_same("meshgrid", dts)
     for s in shapes:
         if len(s) != 1:
             raise errors.InvalidArgumentError(
-                f"meshgrid: inputs must be 1-D, got shapes {', '.join(inf.shape_str(t) for t in shapes)}; "
+                f"meshgrid: inputs must be 1-D, got shapes {', '.join(shape_rules.shape_str(t) for t in shapes)}; "
                 f"use df.reshape(x, [-1])")
     out = [None] * len(shapes)
     for k, p in enumerate(_meshgrid_positions(len(shapes), indexing)):

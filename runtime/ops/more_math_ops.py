@@ -7,7 +7,7 @@ build graph nodes while tracing, and second order works).
 import numpy as np
 
 from defun.runtime.execute import run_op
-from defun.runtime.ops import _infer as inf
+from defun.runtime.ops import shape_rules
 from defun.runtime.ops import math_ops as m
 from defun.runtime.ops import _onnx_float64 as f64
 from defun.runtime.ops._onnx import with_float64
@@ -22,7 +22,7 @@ _EMPTY = {}
 
 
 def _unary(name, kernel, grad, kinds="f", doc="", onnx=None):
-    op = register(name, kernel, inf.unary_same(name, kinds), grad, num_inputs=1, attrs={},
+    op = register(name, kernel, shape_rules.unary_same(name, kinds), grad, num_inputs=1, attrs={},
                   defaults={}, kinds=kinds, onnx=onnx, batch=bt.elementwise)
 
     def f(x, name=None):
@@ -33,7 +33,7 @@ def _unary(name, kernel, grad, kinds="f", doc="", onnx=None):
 
 
 def _register_binary(name, kernel, grad, kinds="f", onnx=None):
-    return register(name, kernel, inf.binary_broadcast(name, kinds), grad, num_inputs=2, attrs={},
+    return register(name, kernel, shape_rules.binary_broadcast(name, kinds), grad, num_inputs=2, attrs={},
                     defaults={}, same_dtype=(0, 1), kinds=kinds, onnx=onnx, batch=bt.elementwise)
 
 
@@ -174,6 +174,6 @@ def _squared_difference_partials(op, g, want_x, want_y):
 
 
 squared_difference = _binary("squared_difference", _squared_difference_kernel,
-                             _pair_grad(_squared_difference_partials), kinds=inf.numeric_kinds,
+                             _pair_grad(_squared_difference_partials), kinds=shape_rules.numeric_kinds,
                              onnx=lambda e, node, ins: e.op("Mul", e.op("Sub", *ins), e.op("Sub", *ins)),
                              doc="Elementwise (x - y)**2 with broadcasting.")

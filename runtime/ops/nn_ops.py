@@ -13,7 +13,7 @@ import numpy as np
 from defun.runtime import errors
 from defun.runtime.execute import run_op
 from defun.runtime.fused import Kernel
-from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops import _args, shape_rules
 from defun.runtime.ops.array_ops import _norm_axis, _rank, expand_dims
 from defun.runtime.ops.math_ops import add, exp, multiply, negative, reduce_sum, subtract
 from defun.runtime.registry import Cost, register
@@ -27,7 +27,7 @@ _EMPTY = {}
 
 def _softmax_infer(name):
     def infer(shapes, dts, attrs):
-        inf.check_kinds(name, dts[0], inf.float_kinds)
+        shape_rules.check_kinds(name, dts[0], shape_rules.float_kinds)
         _norm_axis(name, attrs["axis"], len(shapes[0]))
         return [(tuple(shapes[0]), dts[0])]
     return infer
@@ -75,10 +75,10 @@ def _log_softmax_grad(op, g):
 
 
 _SOFTMAX = register("softmax", _softmax_kernel, _softmax_infer("softmax"), _softmax_grad,
-                    attrs={"axis": "int"}, kinds=inf.float_kinds, num_inputs=1, defaults={},
+                    attrs={"axis": "int"}, kinds=shape_rules.float_kinds, num_inputs=1, defaults={},
                     onnx="Softmax", batch=bt.axes("axis"), cost=Cost(scratch=1.25))
 _LOG_SOFTMAX = register("log_softmax", _log_softmax_kernel, _softmax_infer("log_softmax"),
-                        _log_softmax_grad, attrs={"axis": "int"}, kinds=inf.float_kinds,
+                        _log_softmax_grad, attrs={"axis": "int"}, kinds=shape_rules.float_kinds,
                         num_inputs=1, defaults={}, onnx="LogSoftmax", batch=bt.axes("axis"), cost=Cost(scratch=1.25))
 
 
@@ -101,13 +101,13 @@ def _softmax_vjp(g, logits, axis):
 
 # ------------------------------------------------------------------ softmax cross-entropy
 def _xent_infer(shapes, dts, attrs):
-    inf.check_same("softmax_cross_entropy_with_logits", dts)
-    inf.check_kinds("softmax_cross_entropy_with_logits", dts[0], inf.float_kinds)
+    shape_rules.check_same("softmax_cross_entropy_with_logits", dts)
+    shape_rules.check_kinds("softmax_cross_entropy_with_logits", dts[0], shape_rules.float_kinds)
     a, b = shapes
     if len(a) != len(b) or any(x is not None and y is not None and x != y for x, y in zip(a, b)):
         raise errors.InvalidArgumentError(
             f"softmax_cross_entropy_with_logits: labels and logits must have the same shape, got "
-            f"{inf.shape_str(a)} and {inf.shape_str(b)}")
+            f"{shape_rules.shape_str(a)} and {shape_rules.shape_str(b)}")
     shape = tuple(y if x is None else x for x, y in zip(a, b))
     axis = _norm_axis("softmax_cross_entropy_with_logits", attrs["axis"], len(shape))
     return [(shape[:axis] + shape[axis + 1:], dts[0]), (shape, dts[0]), (shape, dts[0])]
@@ -167,7 +167,7 @@ def _xent_onnx(e, node, ins):
 
 
 _XENT = register("softmax_cross_entropy_with_logits", _xent_kernel, _xent_infer, _xent_grad,
-                 attrs={"axis": "int"}, same_dtype=(0, 1), kinds=inf.float_kinds, num_outputs=3,
+                 attrs={"axis": "int"}, same_dtype=(0, 1), kinds=shape_rules.float_kinds, num_outputs=3,
                  none_grads=True, num_inputs=2, defaults={}, onnx=_xent_onnx, batch=bt.axes("axis"), cost=Cost(scratch=1.25))
 
 
@@ -187,12 +187,12 @@ _SPARSE = "sparse_softmax_cross_entropy_with_logits"
 def _sparse_infer(shapes, dts, attrs):
     if not dts[0].is_integer:
         raise errors.InvalidArgumentError(f"{_SPARSE}: labels must be int32 or int64, got {dts[0].name}")
-    inf.check_kinds(_SPARSE, dts[1], inf.float_kinds)
+    shape_rules.check_kinds(_SPARSE, dts[1], shape_rules.float_kinds)
     a, b = shapes
     if len(b) != len(a) + 1 or any(x is not None and y is not None and x != y for x, y in zip(a, b)):
         raise errors.InvalidArgumentError(
             f"{_SPARSE}: labels must have the shape of logits without the last axis, got labels "
-            f"{inf.shape_str(a)} and logits {inf.shape_str(b)}")
+            f"{shape_rules.shape_str(a)} and logits {shape_rules.shape_str(b)}")
     batch = tuple(y if x is None else x for x, y in zip(a, b[:-1]))
     return [(batch, dts[1]), (batch + (b[-1],), dts[1])]
 
@@ -284,7 +284,7 @@ def _sparse_onnx(e, node, ins):
     return loss, backprop
 
 
-_SPARSE_XENT = register(_SPARSE, _sparse_kernel, _sparse_infer, _sparse_grad, kinds=inf.int_kinds,
+_SPARSE_XENT = register(_SPARSE, _sparse_kernel, _sparse_infer, _sparse_grad, kinds=shape_rules.int_kinds,
                         num_outputs=2, none_grads=True, num_inputs=2, attrs={}, defaults={},
                         fused=Kernel(_sparse_loops, (), _rank2_logits),
                         onnx=_sparse_onnx, batch=bt.leading)

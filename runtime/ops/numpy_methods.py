@@ -10,7 +10,7 @@ and Variable.
 import operator
 
 from defun.runtime import dtypes, errors, sites
-from defun.runtime.ops import _infer as inf
+from defun.runtime.ops import shape_rules
 from defun.runtime.ops import array_ops as arr
 from defun.runtime.ops import math_ops as m
 
@@ -42,10 +42,10 @@ def size(self):
     sizes there is no int to give: the error points to `df.size(t)`, a tensor computed when
     the graph runs.
     """
-    n = inf.num_elements(self.shape)
+    n = shape_rules.num_elements(self.shape)
     if n is None:
         raise errors.TracingError(
-            f"Tensor.size: a tensor of shape {inf.shape_str(self.shape)} has sizes unknown while "
+            f"Tensor.size: a tensor of shape {shape_rules.shape_str(self.shape)} has sizes unknown while "
             f"tracing, so its size is no Python int (at {sites.format_site(sites.user_site())}); "
             f"use df.size(t), the size as a tensor computed when the graph runs")
     return n

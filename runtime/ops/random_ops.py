@@ -20,7 +20,7 @@ import numpy as np
 
 from defun.runtime import dtypes, errors
 from defun.runtime.execute import run_op
-from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops import _args, shape_rules
 from defun.runtime.ops.math_ops import add, multiply, subtract
 from defun.runtime.registry import Cost, register
 from defun.runtime.tensor import Tensor
@@ -103,7 +103,7 @@ def _check_seed(op_name, shape, dtype):
         raise errors.InvalidArgumentError(f"{op_name}: seed must be int32 or int64, got {dtype.name}")
     if len(shape) != 1 or shape[0] not in (None, 2):
         raise errors.InvalidArgumentError(
-            f"{op_name}: seed must have shape [2] (a pair of ints), got shape {inf.shape_str(shape)}")
+            f"{op_name}: seed must have shape [2] (a pair of ints), got shape {shape_rules.shape_str(shape)}")
 
 
 def _random_infer(op_name):
@@ -114,8 +114,8 @@ def _random_infer(op_name):
         static = tuple(attrs["shape"])
         if len(dims) != 1 or (dims[0] is not None and dims[0] != len(static)):
             raise errors.InvalidArgumentError(
-                f"{op_name}: the shape tensor has shape {inf.shape_str(dims)}, expected "
-                f"({len(static)},) for the static shape {inf.shape_str(static)}")
+                f"{op_name}: the shape tensor has shape {shape_rules.shape_str(dims)}, expected "
+                f"({len(static)},) for the static shape {shape_rules.shape_str(static)}")
         _check_seed(op_name, seed, dts[1])
         if not attrs["dtype"].is_floating:
             raise errors.InvalidArgumentError(
@@ -151,10 +151,10 @@ def _normal_kernel(dims, seed, shape, dtype):
 _RANDOM_ATTRS = {"shape": "shape", "dtype": "dtype"}
 _UNIFORM = register("stateless_random_uniform", _uniform_kernel, _random_infer("stateless_random_uniform"),
                     None, num_inputs=2, attrs=_RANDOM_ATTRS, defaults={"dtype": dtypes.float32},
-                    kinds=inf.int_kinds, cost=Cost(scratch=3.25))     # measured 3.0x: the raw bits
+                    kinds=shape_rules.int_kinds, cost=Cost(scratch=3.25))     # measured 3.0x: the raw bits
 _NORMAL = register("stateless_random_normal", _normal_kernel, _random_infer("stateless_random_normal"),
                    None, num_inputs=2, attrs=_RANDOM_ATTRS, defaults={"dtype": dtypes.float32},
-                   kinds=inf.int_kinds, cost=Cost(scratch=6.25))      # measured 6.0x: two uniforms, float64
+                   kinds=shape_rules.int_kinds, cost=Cost(scratch=6.25))      # measured 6.0x: two uniforms, float64
 
 
 def _is_number(v, value):
@@ -208,13 +208,13 @@ def _mask_shape(op_name, xs, noise_shape):
     if len(noise_shape) != len(xs):
         raise errors.InvalidArgumentError(
             f"{op_name}: noise_shape {list(noise_shape)} must have one entry per dimension of x "
-            f"(shape {inf.shape_str(xs)})")
+            f"(shape {shape_rules.shape_str(xs)})")
     out = []
     for n, d in zip(noise_shape, xs):
         if n is not None and n != 1 and d is not None and n != d:
             raise errors.InvalidArgumentError(
                 f"{op_name}: noise_shape {list(noise_shape)} does not broadcast to x's shape "
-                f"{inf.shape_str(xs)}: each entry must be 1, x's size or None")
+                f"{shape_rules.shape_str(xs)}: each entry must be 1, x's size or None")
         out.append(d if n is None else n)
     return tuple(out)
 
@@ -227,7 +227,7 @@ def _check_rate(rate):
 
 def _dropout_infer(shapes, dts, attrs):
     xs, seed = shapes
-    inf.check_kinds("dropout", dts[0], inf.float_kinds)
+    shape_rules.check_kinds("dropout", dts[0], shape_rules.float_kinds)
     _check_seed("dropout", seed, dts[1])
     _check_rate(attrs["rate"])
     _mask_shape("dropout", xs, attrs["noise_shape"])
@@ -250,7 +250,7 @@ def _dropout_grad(op, g):
 
 
 _DROPOUT = register("dropout", _dropout_kernel, _dropout_infer, _dropout_grad, num_inputs=2,
-                    attrs={"rate": "float", "noise_shape": "shape"}, defaults={}, kinds=inf.float_kinds, batch=vb.dropout, cost=Cost(scratch=3.25))
+                    attrs={"rate": "float", "noise_shape": "shape"}, defaults={}, kinds=shape_rules.float_kinds, batch=vb.dropout, cost=Cost(scratch=3.25))
 
 
 def dropout(x, rate, seed, noise_shape=None, name=None):

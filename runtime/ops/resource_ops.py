@@ -13,7 +13,7 @@ import numpy as np
 
 from defun.runtime import dtypes, errors
 from defun.runtime.registry import register
-from defun.runtime.ops import _infer as inf
+from defun.runtime.ops import shape_rules
 
 
 class VariableStore:
@@ -102,13 +102,13 @@ def _assign_infer(name):
             raise errors.InvalidArgumentError(
                 f"{name}: variable holds {attrs['dtype'].name}, cannot assign {dts[1].name}")
         try:
-            out = inf.broadcast_shapes(name, attrs["shape"], shapes[1])
+            out = shape_rules.broadcast_shapes(name, attrs["shape"], shapes[1])
         except errors.InvalidArgumentError:
             out = None
         if out != tuple(attrs["shape"]) or (name == "assign_variable" and len(shapes[1]) != len(attrs["shape"])):
             raise errors.InvalidArgumentError(
-                f"{name}: variable has shape {inf.shape_str(attrs['shape'])}, cannot assign "
-                f"shape {inf.shape_str(shapes[1])}")
+                f"{name}: variable has shape {shape_rules.shape_str(attrs['shape'])}, cannot assign "
+                f"shape {shape_rules.shape_str(shapes[1])}")
         return []
     return infer
 
@@ -188,9 +188,9 @@ def _scatter_infer(name):
         got = tuple(shapes[2])
         if len(got) != len(want) or any(a is not None and b is not None and a != b for a, b in zip(got, want)):
             raise errors.InvalidArgumentError(
-                f"{name}: variable has shape {inf.shape_str(var_shape)} and indices shape "
-                f"{inf.shape_str(shapes[1])}, so updates must have shape {inf.shape_str(want)}, got "
-                f"{inf.shape_str(got)}")
+                f"{name}: variable has shape {shape_rules.shape_str(var_shape)} and indices shape "
+                f"{shape_rules.shape_str(shapes[1])}, so updates must have shape {shape_rules.shape_str(want)}, got "
+                f"{shape_rules.shape_str(got)}")
         return []
     return infer
 

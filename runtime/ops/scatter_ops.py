@@ -11,7 +11,7 @@ import numpy as np
 from defun.runtime import errors
 from defun.runtime.dtypes import from_numpy
 from defun.runtime.execute import run_op
-from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops import _args, shape_rules
 from defun.runtime.ops._onnx import scatter_adjoint, shape_of
 from defun.runtime.ops.array_ops import expand_dims, gather, where, zeros_like
 from defun.runtime.ops.index_ops import _check_int_dtype
@@ -32,12 +32,12 @@ def _index_depth(op_name, indices_shape, shape):
     m = indices_shape[-1]
     if m is None:
         raise errors.InvalidArgumentError(
-            f"{op_name}: the last axis of indices {inf.shape_str(indices_shape)} is unknown while tracing; it "
+            f"{op_name}: the last axis of indices {shape_rules.shape_str(indices_shape)} is unknown while tracing; it "
             f"says how many axes each index names, so give it a static size (e.g. TensorSpec([None, 2]))")
     if m > len(shape):
         raise errors.InvalidArgumentError(
-            f"{op_name}: indices {inf.shape_str(indices_shape)} name {m} axes, but the shape "
-            f"{inf.shape_str(shape)} has only {len(shape)}")
+            f"{op_name}: indices {shape_rules.shape_str(indices_shape)} name {m} axes, but the shape "
+            f"{shape_rules.shape_str(shape)} has only {len(shape)}")
     return m
 
 
@@ -88,7 +88,7 @@ def _gather_nd_grad_infer(shapes, dts, attrs):
     # (g, indices, params): g has the shape gather_nd gives
     _check_int_dtype("gather_nd_grad", "indices", dts[1])
     m = _index_depth("gather_nd_grad", tuple(shapes[1]), tuple(shapes[2]))
-    inf.check_compatible("gather_nd_grad", "the gradient", shapes[0], "the gathered slices",
+    shape_rules.check_compatible("gather_nd_grad", "the gradient", shapes[0], "the gathered slices",
                          tuple(shapes[1])[:-1] + tuple(shapes[2])[m:])
     return [(tuple(shapes[2]), dts[0])]
 
@@ -128,7 +128,7 @@ def gather_nd(params, indices, name=None):
 # ------------------------------------------------------------------ scatter_nd
 def _scatter_nd_infer(shapes, dts, attrs):
     _check_int_dtype("scatter_nd", "indices", dts[0])
-    inf.check_kinds("scatter_nd", dts[1], inf.numeric_kinds)
+    shape_rules.check_kinds("scatter_nd", dts[1], shape_rules.numeric_kinds)
     i, u, shape = tuple(shapes[0]), tuple(shapes[1]), tuple(attrs["shape"])
     if min(shape, default=0) < 0:
         raise errors.InvalidArgumentError(f"scatter_nd: negative size in shape {shape}")
@@ -136,8 +136,8 @@ def _scatter_nd_infer(shapes, dts, attrs):
     want = i[:-1] + shape[m:]
     if len(u) != len(want) or any(a is not None and b is not None and a != b for a, b in zip(u, want)):
         raise errors.InvalidArgumentError(
-            f"scatter_nd: updates must have shape indices.shape[:-1] + shape[{m}:] = {inf.shape_str(want)}, got "
-            f"{inf.shape_str(u)}")
+            f"scatter_nd: updates must have shape indices.shape[:-1] + shape[{m}:] = {shape_rules.shape_str(want)}, got "
+            f"{shape_rules.shape_str(u)}")
     return [(shape, dts[1])]
 
 
@@ -165,13 +165,13 @@ def scatter_nd(indices, updates, shape, name=None):
 
 # ------------------------------------------------------------------ segment sums
 def _segment_infer(shapes, dts, attrs):
-    inf.check_kinds("segment_sum", dts[0], inf.numeric_kinds)
+    shape_rules.check_kinds("segment_sum", dts[0], shape_rules.numeric_kinds)
     _check_int_dtype("segment_sum", "segment_ids", dts[1])
     d, s = tuple(shapes[0]), tuple(shapes[1])
     if len(s) != 1 or not d or (s[0] is not None and d[0] is not None and s[0] != d[0]):
         raise errors.InvalidArgumentError(
             f"segment_sum: segment_ids must be a vector as long as the first axis of data, got segment_ids "
-            f"{inf.shape_str(s)} and data {inf.shape_str(d)}")
+            f"{shape_rules.shape_str(s)} and data {shape_rules.shape_str(d)}")
     # the number of segments (largest id + 1) is known only from the values
     return [((None,) + d[1:], dts[0])]
 
@@ -220,7 +220,7 @@ def _segment_sum_bytes(args, attrs):
 
 _SEGMENT_SUM = register("segment_sum", _segment_sum_kernel, _segment_infer,
                         lambda op, g: [gather(g, op.inputs[1]), None], num_inputs=2, attrs={}, defaults={},
-                        kinds=inf.numeric_kinds, onnx=_segment_sum_onnx, batch="its output size is the largest segment id plus one, data-dependent per example; use unsorted_segment_sum", cost=Cost(sized=_segment_sum_bytes))
+                        kinds=shape_rules.numeric_kinds, onnx=_segment_sum_onnx, batch="its output size is the largest segment id plus one, data-dependent per example; use unsorted_segment_sum", cost=Cost(sized=_segment_sum_bytes))
 
 
 def segment_sum(data, segment_ids, name=None):
@@ -233,15 +233,15 @@ def segment_sum(data, segment_ids, name=None):
 
 
 def _unsorted_infer(shapes, dts, attrs):
-    inf.check_kinds("unsorted_segment_sum", dts[0], inf.numeric_kinds)
+    shape_rules.check_kinds("unsorted_segment_sum", dts[0], shape_rules.numeric_kinds)
     _check_int_dtype("unsorted_segment_sum", "segment_ids", dts[1])
     d, s, n = tuple(shapes[0]), tuple(shapes[1]), attrs["num_segments"]
     if n < 0:
         raise errors.InvalidArgumentError(f"unsorted_segment_sum: num_segments must be >= 0, got {n}")
     if len(s) > len(d) or any(a is not None and b is not None and a != b for a, b in zip(s, d)):
         raise errors.InvalidArgumentError(
-            f"unsorted_segment_sum: the shape of segment_ids {inf.shape_str(s)} must be a prefix of the shape of "
-            f"data {inf.shape_str(d)}")
+            f"unsorted_segment_sum: the shape of segment_ids {shape_rules.shape_str(s)} must be a prefix of the shape of "
+            f"data {shape_rules.shape_str(d)}")
     return [((n,) + d[len(s):], dts[0])]
 
 
@@ -289,7 +289,7 @@ def _unsorted_onnx(e, node, ins):
 
 
 _UNSORTED = register("unsorted_segment_sum", _unsorted_kernel, _unsorted_infer, _unsorted_grad, num_inputs=2,
-                     attrs={"num_segments": "int"}, defaults={}, kinds=inf.numeric_kinds, onnx=_unsorted_onnx, batch=vb.unsorted_segment_sum)
+                     attrs={"num_segments": "int"}, defaults={}, kinds=shape_rules.numeric_kinds, onnx=_unsorted_onnx, batch=vb.unsorted_segment_sum)
 
 
 def unsorted_segment_sum(data, segment_ids, num_segments, name=None):

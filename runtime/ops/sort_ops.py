@@ -9,7 +9,7 @@ import numpy as np
 
 from defun.runtime import dtypes, errors
 from defun.runtime.execute import run_op
-from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops import _args, shape_rules
 from defun.runtime.ops._onnx import scatter_adjoint, shape_of
 from defun.runtime.ops.index_ops import _norm_axis, _rank
 from defun.runtime.registry import Cost, one_of, register
@@ -39,7 +39,7 @@ def _check_direction(op_name, direction):
 
 def _sort_infer(op_name, out_dtype=None):
     def infer(shapes, dts, attrs):
-        inf.check_kinds(op_name, dts[0], inf.numeric_kinds)
+        shape_rules.check_kinds(op_name, dts[0], shape_rules.numeric_kinds)
         if not shapes[0]:
             raise errors.InvalidArgumentError(f"{op_name}: input must have rank >= 1, got a scalar")
         _norm_axis(op_name, attrs["axis"], len(shapes[0]))
@@ -77,10 +77,10 @@ def _sorted_onnx(e, node, x):
 
 _SORT_ATTRS = {"axis": "int", "direction": one_of(*_DIRECTIONS)}
 _SORT = register("sort", _sort_kernel, _sort_infer("sort"), _sort_grad, num_inputs=1, attrs=_SORT_ATTRS,
-                 defaults={"direction": "ASCENDING"}, kinds=inf.numeric_kinds,
+                 defaults={"direction": "ASCENDING"}, kinds=shape_rules.numeric_kinds,
                  onnx=lambda e, node, ins: _sorted_onnx(e, node, ins[0])[0], batch=bt.axes("axis"))
 _ARGSORT = register("argsort", _argsort_kernel, _sort_infer("argsort", dtypes.int32), None, num_inputs=1,
-                    attrs=_SORT_ATTRS, defaults={"direction": "ASCENDING"}, kinds=inf.numeric_kinds,
+                    attrs=_SORT_ATTRS, defaults={"direction": "ASCENDING"}, kinds=shape_rules.numeric_kinds,
                     onnx=lambda e, node, ins: e.cast(_sorted_onnx(e, node, ins[0])[1], dtypes.int32), batch=bt.axes("axis"), cost=Cost(scratch=2.25))
 
 
@@ -109,13 +109,13 @@ def argsort(values, axis=-1, direction="ASCENDING", stable=True, name=None):
 
 # ------------------------------------------------------------------ top_k
 def _top_k_infer(shapes, dts, attrs):
-    inf.check_kinds("top_k", dts[0], inf.numeric_kinds)
+    shape_rules.check_kinds("top_k", dts[0], shape_rules.numeric_kinds)
     s, k = tuple(shapes[0]), attrs["k"]
     if not s:
         raise errors.InvalidArgumentError("top_k: input must have rank >= 1, got a scalar")
     if k < 0 or (s[-1] is not None and k > s[-1]):
         raise errors.InvalidArgumentError(
-            f"top_k: k={k} must be between 0 and the size of the last axis of {inf.shape_str(s)}")
+            f"top_k: k={k} must be between 0 and the size of the last axis of {shape_rules.shape_str(s)}")
     out = s[:-1] + (k,)
     return [(out, dts[0]), (out, dtypes.int32)]
 
@@ -141,7 +141,7 @@ def _top_k_onnx(e, node, ins):
 
 
 _TOP_K = register("top_k", _top_k_kernel, _top_k_infer, _top_k_grad, num_inputs=1, attrs={"k": "int"},
-                  defaults={}, kinds=inf.numeric_kinds, num_outputs=2, none_grads=True, onnx=_top_k_onnx, batch=bt.leading, cost=Cost(scratch=4.5))
+                  defaults={}, kinds=shape_rules.numeric_kinds, num_outputs=2, none_grads=True, onnx=_top_k_onnx, batch=bt.leading, cost=Cost(scratch=4.5))
 
 
 def top_k(input, k=1, sorted=True, name=None):
@@ -177,15 +177,15 @@ def _along_infer(op_name, like):
             raise errors.InvalidArgumentError(f"{op_name}: indices must be int32 or int64, got {dts[1].name}")
         if len({len(s) for s in shapes}) != 1:
             raise errors.InvalidArgumentError(
-                f"{op_name}: the inputs must have one rank, got {', '.join(inf.shape_str(s) for s in shapes)}")
+                f"{op_name}: the inputs must have one rank, got {', '.join(shape_rules.shape_str(s) for s in shapes)}")
         axis = _norm_axis(op_name, attrs["axis"], len(shapes[1]))
         main, other = tuple(shapes[like]), tuple(shapes[1 if like == 2 else 0])
         if like == 2:   # scatter_along_axis(updates, indices, like): one update per index
-            inf.check_compatible(op_name, "updates", shapes[0], "indices", shapes[1])
+            shape_rules.check_compatible(op_name, "updates", shapes[0], "indices", shapes[1])
         if any(a != axis and d is not None and o is not None and d != o
                for a, (d, o) in enumerate(zip(main, other))):
             raise errors.InvalidArgumentError(
-                f"{op_name}: off axis {axis}, {inf.shape_str(shapes[0])} and {inf.shape_str(shapes[1])} "
+                f"{op_name}: off axis {axis}, {shape_rules.shape_str(shapes[0])} and {shape_rules.shape_str(shapes[1])} "
                 f"must have the same sizes")
         out = tuple(d if d is not None or a == axis else o for a, (d, o) in enumerate(zip(main, other)))
         return [(out, dts[0])]

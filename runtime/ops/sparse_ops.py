@@ -12,7 +12,7 @@ import numpy as np
 from defun.runtime import dtypes, errors
 from defun.runtime.execute import run_op
 from defun.runtime.registry import register
-from defun.runtime.ops import _infer as inf
+from defun.runtime.ops import shape_rules
 
 __all__ = ["sum_duplicate_rows"]
 
@@ -34,7 +34,7 @@ def _sum_duplicate_rows_infer(shapes, dts, attrs):
     if len(ishape) != 1 or not vshape:
         raise errors.InvalidArgumentError(
             f"sum_duplicate_rows: takes values of rank >= 1 and a vector of indices, got values "
-            f"{inf.shape_str(vshape)} and indices {inf.shape_str(ishape)}")
+            f"{shape_rules.shape_str(vshape)} and indices {shape_rules.shape_str(ishape)}")
     if vshape[0] is not None and ishape[0] is not None and vshape[0] != ishape[0]:
         raise errors.InvalidArgumentError(
             f"sum_duplicate_rows: {ishape[0]} indices for {vshape[0]} rows of values")

@@ -10,7 +10,7 @@ import numpy as np
 
 from defun.runtime import dtypes, errors
 from defun.runtime.execute import renamed_parameters, run_op
-from defun.runtime.ops import _args, _infer as inf
+from defun.runtime.ops import _args, shape_rules
 from defun.runtime.ops import _onnx_float64 as f64
 from defun.runtime.ops._onnx import reduced_axes, running, with_float64
 from defun.runtime.ops.array_ops import concat, ones_like, strided_slice, where, zeros_like
@@ -32,14 +32,14 @@ __all__ = ["tan", "expm1", "erf", "softplus", "elu", "leaky_relu", "gelu", "is_n
 _EMPTY = {}
 
 
-def _unary(name, kernel, grad, kinds=inf.float_kinds, out_dtype=None, doc="", onnx=None, names=None):
+def _unary(name, kernel, grad, kinds=shape_rules.float_kinds, out_dtype=None, doc="", onnx=None, names=None):
     """A one-input op without attrs and its public function `f(x, name=None)` (its parameter
     called `names[0]` if given: TF's name)."""
     if out_dtype is None:
-        infer = inf.unary_same(name, kinds)
+        infer = shape_rules.unary_same(name, kinds)
     else:
         def infer(shapes, dts, attrs):
-            inf.check_kinds(name, dts[0], kinds)
+            shape_rules.check_kinds(name, dts[0], kinds)
             return [(tuple(shapes[0]), out_dtype)]
     op = register(name, kernel, infer, grad, num_inputs=1, attrs={}, defaults={}, kinds=kinds, onnx=onnx, batch=bt.elementwise)
 
@@ -198,9 +198,9 @@ def _leaky_relu_grad(op, g):
     return [where(greater(op.inputs[0], 0), g, multiply(g, op.attrs["alpha"]))]
 
 
-_LEAKY_RELU = register("leaky_relu", _leaky_relu_kernel, inf.unary_same("leaky_relu", inf.float_kinds),
+_LEAKY_RELU = register("leaky_relu", _leaky_relu_kernel, shape_rules.unary_same("leaky_relu", shape_rules.float_kinds),
                        _leaky_relu_grad, num_inputs=1, attrs={"alpha": "float"}, defaults={"alpha": 0.2},
-                       kinds=inf.float_kinds,
+                       kinds=shape_rules.float_kinds,
                        # (not LeakyRelu: an ONNX float attr is float32, alpha here has the input's dtype)
                        onnx=lambda e, node, ins: e.op("Where", e.op("Greater", ins[0], e.scalar(0, node.inputs[0].dtype)),
                                                       ins[0], e.op("Mul", ins[0], e.scalar(node.attrs["alpha"],
@@ -255,8 +255,8 @@ def _gelu_onnx(e, node, ins):
     return e.op("Mul", half_x, e.op("Sub", c(1), e.op("Erf", z)))
 
 
-_GELU = register("gelu", _gelu_kernel, inf.unary_same("gelu", inf.float_kinds), _gelu_grad, num_inputs=1,
-                 attrs={"approximate": "bool"}, defaults={"approximate": False}, kinds=inf.float_kinds,
+_GELU = register("gelu", _gelu_kernel, shape_rules.unary_same("gelu", shape_rules.float_kinds), _gelu_grad, num_inputs=1,
+                 attrs={"approximate": "bool"}, defaults={"approximate": False}, kinds=shape_rules.float_kinds,
                  onnx=_gelu_onnx, batch=bt.elementwise)
 
 
@@ -270,14 +270,14 @@ def gelu(features, approximate=False, name=None):
 
 # ------------------------------------------------------------------ clip_by_value
 def _clip_infer(shapes, dts, attrs):
-    inf.check_same("clip_by_value", dts)
-    inf.check_kinds("clip_by_value", dts[0], inf.numeric_kinds)
+    shape_rules.check_same("clip_by_value", dts)
+    shape_rules.check_kinds("clip_by_value", dts[0], shape_rules.numeric_kinds)
     x = tuple(shapes[0])
-    out = inf.broadcast_shapes("clip_by_value", inf.broadcast_shapes("clip_by_value", x, shapes[1]), shapes[2])
+    out = shape_rules.broadcast_shapes("clip_by_value", shape_rules.broadcast_shapes("clip_by_value", x, shapes[1]), shapes[2])
     if len(out) != len(x) or any(d is not None and d != o for d, o in zip(x, out)):
         raise errors.InvalidArgumentError(
-            f"clip_by_value: the bounds (shapes {inf.shape_str(shapes[1])} and {inf.shape_str(shapes[2])}) "
-            f"must broadcast to the shape of t {inf.shape_str(x)}")
+            f"clip_by_value: the bounds (shapes {shape_rules.shape_str(shapes[1])} and {shape_rules.shape_str(shapes[2])}) "
+            f"must broadcast to the shape of t {shape_rules.shape_str(x)}")
     return [(out, dts[0])]
 
 
@@ -305,7 +305,7 @@ def _clip_grad(op, g):
 
 _CLIP = register("clip_by_value", _clip_kernel, _clip_infer, _clip_grad, num_inputs=3, attrs={}, defaults={},
                  onnx=lambda e, node, ins: e.op("Max", e.op("Min", ins[0], ins[2]), ins[1]),
-                 same_dtype=(0, 1, 2), kinds=inf.numeric_kinds, batch=vb.clip_by_value)
+                 same_dtype=(0, 1, 2), kinds=shape_rules.numeric_kinds, batch=vb.clip_by_value)
 
 
 def clip_by_value(t, clip_value_min, clip_value_max, name=None):
@@ -325,7 +325,7 @@ def _axes(ndim, axis, op_name="reduction"):
     """The reduced axes, non-negative (a scalar has none to reduce, whatever `axis` says)."""
     if axis is None or not ndim:
         return tuple(range(ndim))
-    return inf.normalize_axes(op_name, axis, ndim)
+    return shape_rules.normalize_axes(op_name, axis, ndim)
 
 
 def _logsumexp_kernel(x, axis, keepdims):
@@ -386,7 +386,7 @@ def _logical_reduce_onnx(any_):
 
 
 reduce_logsumexp = _reduction(
-    "reduce_logsumexp", _logsumexp_kernel, _logsumexp_grad, inf.float_kinds,
+    "reduce_logsumexp", _logsumexp_kernel, _logsumexp_grad, shape_rules.float_kinds,
     "log(sum(exp(x))) over `axis`, without overflow: `df.reduce_logsumexp([1000., 1000.]) -> 1000.6931`.",
     onnx=_logsumexp_onnx, cost=Cost(scratch=2.25))     # measured 2.0x: x - max and its exp
 reduce_any = _reduction(
@@ -439,12 +439,12 @@ def _ord_attr(ord, matrix):
 
 
 def _norm_infer(shapes, dts, attrs):
-    inf.check_kinds("norm", dts[0], inf.float_kinds)
+    shape_rules.check_kinds("norm", dts[0], shape_rules.float_kinds)
     s, axis, ord = shapes[0], attrs["axis"], attrs["ord"]
     if axis is not None:
         if not 1 <= len(axis) <= 2:
             raise errors.InvalidArgumentError(f"norm: axis must be None, an int or a pair of ints, got {axis}")
-        axes = [inf.normalize_axis("norm", a, len(s)) for a in axis]
+        axes = [shape_rules.normalize_axis("norm", a, len(s)) for a in axis]
         if len(set(axes)) != len(axes):
             raise errors.InvalidArgumentError(f"norm: the two axes of a matrix norm must differ, got {axis}")
         if len(axis) == 2 and ord not in ("euclidean", "1", "inf"):
@@ -456,7 +456,7 @@ def _norm_infer(shapes, dts, attrs):
             ok = False
         if not ok:
             raise errors.InvalidArgumentError(f"norm: unknown ord {ord!r}")
-    return [(inf.reduced_shape("norm", s, axis, attrs["keepdims"]), dts[0])]
+    return [(shape_rules.reduced_shape("norm", s, axis, attrs["keepdims"]), dts[0])]
 
 
 def _norm_kernel(x, ord, axis, keepdims):
@@ -528,7 +528,7 @@ def _norm_onnx(e, node, ins):
 
 _NORM = register("norm", _norm_kernel, _norm_infer, _norm_grad, num_inputs=1, onnx=_norm_onnx,
                  attrs={"ord": "str", "axis": "opt_ints", "keepdims": "bool"},
-                 defaults={"ord": "euclidean", "axis": None, "keepdims": False}, kinds=inf.float_kinds, batch=vb.norm, cost=Cost(scratch=1.25))
+                 defaults={"ord": "euclidean", "axis": None, "keepdims": False}, kinds=shape_rules.float_kinds, batch=vb.norm, cost=Cost(scratch=1.25))
 
 
 def norm(tensor, ord="euclidean", axis=None, keepdims=False, name=None):
@@ -554,7 +554,7 @@ _CUM_DEFAULTS = {"exclusive": False, "reverse": False}
 
 def _cum_infer(name):
     def infer(shapes, dts, attrs):
-        inf.check_kinds(name, dts[0], inf.numeric_kinds)
+        shape_rules.check_kinds(name, dts[0], shape_rules.numeric_kinds)
         if not shapes[0]:
             raise errors.InvalidArgumentError(f"{name}: input must have rank >= 1, got a scalar")
         _norm_axis(name, attrs["axis"], len(shapes[0]))
@@ -613,12 +613,12 @@ def _cumprod_grad(op, g):
 
 
 _CUMSUM = register("cumsum", _cum_kernel("cumsum", np.add, 0), _cum_infer("cumsum"), _cumsum_grad, num_inputs=1,
-                   attrs=_CUM_ATTRS, defaults=_CUM_DEFAULTS, kinds=inf.numeric_kinds,
+                   attrs=_CUM_ATTRS, defaults=_CUM_DEFAULTS, kinds=shape_rules.numeric_kinds,
                    onnx=lambda e, node, ins: e.op("CumSum", ins[0], e.scalar(node.attrs["axis"], dtypes.int64),
                                                   exclusive=int(node.attrs["exclusive"]),
                                                   reverse=int(node.attrs["reverse"])), batch=bt.axes("axis"))
 _CUMPROD = register("cumprod", _cum_kernel("cumprod", np.multiply, 1), _cum_infer("cumprod"), _cumprod_grad,
-                    num_inputs=1, attrs=_CUM_ATTRS, defaults=_CUM_DEFAULTS, kinds=inf.numeric_kinds,
+                    num_inputs=1, attrs=_CUM_ATTRS, defaults=_CUM_DEFAULTS, kinds=shape_rules.numeric_kinds,
                     # (ONNX has CumSum only: an exact running product in a Loop)
                     onnx=lambda e, node, ins: running(
                         e, ins, node.attrs["axis"], len(node.inputs[0].shape), node.inputs[0].dtype, 1,
@@ -667,12 +667,12 @@ def _linear_scan_kernel(b, a, axis, reverse):
 
 
 def _linear_scan_infer(shapes, dts, attrs):
-    inf.check_same("linear_scan", dts)
-    inf.check_kinds("linear_scan", dts[0], inf.float_kinds)
-    if not inf.shapes_compatible(shapes[0], shapes[1]):
+    shape_rules.check_same("linear_scan", dts)
+    shape_rules.check_kinds("linear_scan", dts[0], shape_rules.float_kinds)
+    if not shape_rules.shapes_compatible(shapes[0], shapes[1]):
         raise errors.InvalidArgumentError(
-            f"linear_scan: values and coefficients must have the same shape, got {inf.shape_str(shapes[0])} "
-            f"and {inf.shape_str(shapes[1])}")
+            f"linear_scan: values and coefficients must have the same shape, got {shape_rules.shape_str(shapes[0])} "
+            f"and {shape_rules.shape_str(shapes[1])}")
     out = tuple(a if a is not None else b for a, b in zip(shapes[0], shapes[1]))
     _norm_axis("linear_scan", attrs["axis"], len(out))
     return [(out, dts[0])]
@@ -688,7 +688,7 @@ def _linear_scan_grad(op, g):
 
 _LINEAR_SCAN = register("linear_scan", _linear_scan_kernel, _linear_scan_infer, _linear_scan_grad, num_inputs=2,
                         attrs={"axis": "int", "reverse": "bool"}, defaults={}, same_dtype=(0, 1),
-                        kinds=inf.float_kinds,
+                        kinds=shape_rules.float_kinds,
                         onnx=lambda e, node, ins: running(
                             e, ins, node.attrs["axis"] % len(node.outputs[0].shape), len(node.outputs[0].shape),
                             node.outputs[0].dtype, 0, lambda s, b, a: e.op("Add", b, e.op("Mul", a, s)),

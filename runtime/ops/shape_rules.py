@@ -1,4 +1,4 @@
-"""Static shape/dtype inference helpers shared by op declarations (sizes may be None)."""
+"""Shape and dtype rules shared by the rows' `infer` functions (static shapes; a size may be None)."""
 from defun.runtime import dtypes, errors
 from defun.runtime.shapes import (broadcast_shapes, merge_shapes, normalize_axes, normalize_axis,  # noqa: F401
                                   num_elements, shape_fits, shape_str, shapes_compatible)
