@@ -10,7 +10,7 @@ from defun.runtime.nest import flatten, pack_as
 from defun.runtime.shapes import shape_str, shapes_compatible
 from defun.runtime.ops._args import bool_arg
 from defun.runtime.ops.array_ops import identity, zeros, zeros_like
-from defun.runtime.tensor import Tensor, _a, convert_to_tensor
+from defun.runtime.tensor import Tensor, convert_to_tensor, with_article
 from defun.runtime.variables import Variable, handle_in_context, watch_variable
 
 __all__ = ["GradientTape", "gradients_function", "value_and_gradients_function",
@@ -235,7 +235,7 @@ def value_and_gradients_function(f, params=None):
                 if not dtype.is_inexact:
                     raise ValueError(
                         f"argument {names[p]!r} (position {p}) of {getattr(f, '__name__', 'function')} "
-                        f"is {_a(dtype.name)} tensor; gradients are defined for floating-point "
+                        f"is {with_article(dtype.name)} tensor; gradients are defined for floating-point "
                         f"arguments (pass a float such as 3.0, or df.cast it)")
                 raise ValueError(
                     f"argument {names[p]!r} (position {p}) of {getattr(f, '__name__', 'function')} is not "

@@ -240,11 +240,11 @@ def _wide_int(value):
 def _python_scalar_to(value, kind, dtype):
     if kind is complex and dtype.kind != "c":
         raise errors.InvalidArgumentError(
-            f"cannot use Python complex {value!r} with {_a(dtype.name)} tensor; use df.complex or "
+            f"cannot use Python complex {value!r} with {with_article(dtype.name)} tensor; use df.complex or "
             f"df.cast to make the tensor complex")
     if kind is float and dtype.kind in "iub":
         raise errors.InvalidArgumentError(
-            f"cannot use Python float {value!r} with {_a(dtype.name)} tensor; use df.cast or an "
+            f"cannot use Python float {value!r} with {with_article(dtype.name)} tensor; use df.cast or an "
             f"integer value")
     if kind is int and dtype.kind == "b":
         raise errors.InvalidArgumentError(
@@ -317,11 +317,11 @@ def _list_to_array(value, dtype):
             return arr.astype(_PY_DEFAULT[kind])
         if kind is complex and dtype.kind != "c":
             raise errors.InvalidArgumentError(
-                f"cannot use a list of Python complex numbers with {_a(dtype.name)} tensor; use "
+                f"cannot use a list of Python complex numbers with {with_article(dtype.name)} tensor; use "
                 f"df.complex or df.cast")
         if kind is float and dtype.kind in "iub":
             raise errors.InvalidArgumentError(
-                f"cannot use a list of Python floats with {_a(dtype.name)} tensor; use df.cast")
+                f"cannot use a list of Python floats with {with_article(dtype.name)} tensor; use df.cast")
         if kind is int and dtype.kind in "iu" and arr.size:
             _check_int_range(arr, dtype)
         return arr.astype(dtype)
@@ -421,6 +421,6 @@ def _constant_of(value, np_dtype):
     return g.constant(arr) if g is not None else EagerTensor(arr)
 
 
-def _a(word):
+def with_article(word):
     """`word` with its article: 'an int32', 'a float32'."""
     return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
