@@ -30,7 +30,7 @@ from defun.runtime.ops.math_ops import greater
 from defun.runtime.registry import get as get_op, register
 from defun.runtime.shapes import merge_shapes, shape_str, shapes_compatible
 from defun.runtime.variables import watch_read_handles
-from defun.graph.functions import CALL, call_graph, input_grads, plan_of, raise_node
+from defun.graph.functions import CALL, call_graph, input_grads, plan_of, add_side_outputs
 from defun.graph.gradients import LOCK as _grad_lock, levels_of, pick_level, saving_of
 from defun.graph.ir import Graph, unique_name
 from defun.graph.nodes import CONST
@@ -134,7 +134,7 @@ def _cond_grad(op, *grads):
     lv = _cond_level(then_l, else_l)
     outs = op.outputs
     if lv.next != (then_l, else_l) and level == len(pairs) - 1:
-        outs = raise_node(op, {"then_branch": lv.next[0], "else_branch": lv.next[1]})
+        outs = add_side_outputs(op, {"then_branch": lv.next[0], "else_branch": lv.next[1]})
     diff = [k for k, t in enumerate(then_l.outputs) if t.dtype.is_inexact]
     seeds = [grads[k] if k < len(grads) and grads[k] is not None else zeros_like(outs[k])
              for k in diff]
@@ -542,7 +542,7 @@ def _while_grad(op, *grads):
     lv = _while_level(body, n)
     outs = op.outputs
     if level == len(chain) - 1 and (lv.next is not body or not counted):
-        outs = raise_node(op, {"body": lv.next, "history": False, "saves": len(lv.next.outputs) - n})
+        outs = add_side_outputs(op, {"body": lv.next, "history": False, "saves": len(lv.next.outputs) - n})
     bw = lv.saving.backward
     count, stacks = outs[n], outs[n + 1:]
     consts = list(op.inputs[n:])

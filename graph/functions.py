@@ -25,7 +25,7 @@ from defun.graph.ir import Graph
 from defun.graph.nodes import Node, SymbolicTensor, infer_types
 from defun.graph.passes import optimize
 
-__all__ = ["CALL", "plan_of", "call_graph", "raise_node", "node_of", "input_grads",
+__all__ = ["CALL", "plan_of", "call_graph", "add_side_outputs", "node_of", "input_grads",
            "rematerialize", "CHEAP_OPS"]
 
 _lock = LOCK     # plans and rematerialized backwards are built once, like savings
@@ -85,7 +85,7 @@ def _call_grad(op, *grads):
     s = saving_of(fn)
     outs = op.outputs
     if s.next is not fn and level == len(chain) - 1:
-        outs = raise_node(op, {"f": s.next})      # the callee's side outputs: outputs of the call
+        outs = add_side_outputs(op, {"f": s.next})      # the callee's side outputs: outputs of the call
     bw = s.backward
     feed = [grads[k] if k < len(grads) and grads[k] is not None else zeros_like(outs[k])
             for k in bw.grad_outputs]
@@ -138,9 +138,10 @@ def node_of(op):
         f"call the function through df.defun (or inside a traced function) instead")
 
 
-def raise_node(op, attrs):
-    """Raise function node `op` one level: new function attrs `attrs` computing its outputs
-    first and then more; returns the node's outputs (the old ones first, unchanged).
+def add_side_outputs(op, attrs):
+    """Raise function node `op` one level: give it the side outputs its gradient reads. Its
+    new function attrs `attrs` compute its outputs first and then more; returns the node's
+    outputs (the old ones first, unchanged).
 
     Only a node of a graph being built changes (a trace, or the working copy
     build_backward differentiates). The new outputs are recorded on every active tape
@@ -157,7 +158,7 @@ def raise_node(op, attrs):
     for t, (_, dtype) in zip(old, types):
         if t.dtype is not dtype:
             raise errors.InvalidArgumentError(
-                f"raise_node: output {t.name} would change dtype to {dtype.name} (a bug)")
+                f"add_side_outputs: output {t.name} would change dtype to {dtype.name} (a bug)")
     node.attrs.update(attrs)
     new = [SymbolicTensor(node, i, tuple(shape), dtype)
            for i, (shape, dtype) in enumerate(types) if i >= len(old)]

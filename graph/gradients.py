@@ -10,7 +10,7 @@ every value the backward needs, variable reads included, comes from the forward'
 A node running a function (call, cond, while) needs values from inside that function.
 Its gradient raises the node one *level* in place: its function becomes the function's
 forward with side outputs (which returns the old outputs first), and the node gains the
-extra outputs (graph.functions.raise_node). Only a graph being built can change, so
+extra outputs (graph.functions.add_side_outputs). Only a graph being built can change, so
 `build_backward` works on a copy of a finalized forward that holds such nodes (the
 original, which plain calls run, never pays for side outputs). Higher orders repeat this:
 the forward with side outputs is a function like any other, with its own Saving.

@@ -31,7 +31,7 @@ from defun.runtime.shapes import shape_str, shapes_compatible
 from defun.runtime.variables import watch_read_handles
 from defun.graph.control_flow import (_as_list, _derived_level, _materialized, _stack, _while_level,
                                       _zeros_for, holds_stand_ins, share_captures)
-from defun.graph.functions import call_graph, input_grads, plan_of, raise_node
+from defun.graph.functions import call_graph, input_grads, plan_of, add_side_outputs
 from defun.graph.gradients import levels_of, pick_level
 from defun.graph.ir import Graph, unique_name
 
@@ -147,7 +147,7 @@ def _scan_grad(op, *grads):
     lv = _while_level(body, n, m)
     outs = op.outputs
     if level == len(chain) - 1 and lv.next is not body:
-        outs = raise_node(op, {"body": lv.next})
+        outs = add_side_outputs(op, {"body": lv.next})
     bw = lv.saving.backward
     stacks = outs[n:]
     _, xs, consts = _split(attrs, list(op.inputs))

@@ -167,7 +167,7 @@ class ForwardAccumulator:
         view = entry[5]
         if view is not None and not isinstance(view, tuple) and len(view.outputs) > len(outputs):
             # the gradient raised a function node to return side outputs (graph.functions.
-            # raise_node) while this accumulator stood aside: they get tangents too
+            # add_side_outputs) while this accumulator stood aside: they get tangents too
             more = tuple(view.outputs[len(outputs):])
             self._tape.add(tape_mod.more_outputs_entry(view, len(outputs), more))
 
