@@ -1,5 +1,5 @@
-"""More elementwise math: inverse trigonometric and hyperbolic functions, log2/log10,
-hypot, atan2, logaddexp, reciprocal, ceil, squared_difference.
+"""Elementwise functions beside math_ops' core ones: inverse trigonometric and hyperbolic
+functions, log2/log10, hypot, atan2, logaddexp, reciprocal, ceil, squared_difference.
 
 Declared like math_ops: one `register` per op, gradients written with public ops (so they
 build graph nodes while tracing, and second order works).
