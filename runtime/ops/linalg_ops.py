@@ -34,7 +34,7 @@ from defun.runtime.ops import _onnx_linalg as la
 from defun.runtime.ops._onnx import diag_part_of, scatter_adjoint, shape_of
 from defun.runtime.ops import array_ops as arr
 from defun.runtime.ops import math_ops as m
-from defun.runtime.ops.more_array_ops import rank_of
+from defun.runtime.ops.index_ops import _rank
 from defun.runtime.registry import Cost, register
 from defun.runtime import batching as bt
 
@@ -138,7 +138,7 @@ _SINGULAR_FIX = "check the input, or regularize it (add a small multiple of the 
 
 def matrix_transpose(a, name=None):
     """Swap the last two dimensions: `df.linalg.matrix_transpose(x)` has shape (..., N, M)."""
-    rank = rank_of(a)
+    rank = _rank(a)
     if rank < 2:
         raise errors.InvalidArgumentError(
             f"matrix_transpose: input must have rank >= 2, got rank {rank}")

@@ -1,25 +1,25 @@
-"""More array functions: repeat, roll, reverse, linspace, meshgrid, outer.
+"""Array functions that reorder or repeat elements along axes: repeat, roll, reverse.
 
-TensorFlow's names and semantics (`tf.repeat`, `tf.roll`, `tf.reverse`, `tf.linspace`,
-`tf.meshgrid`), numpy's for `outer`. Static arguments (repeats, shifts, axes, num) are
-attrs; gradients are written with ops, and the linear ops pair with their adjoints
-(`repeat` with the internal `repeat_grad`) so every order of gradient exists.
+TensorFlow's names and semantics (`tf.repeat`, `tf.roll`, `tf.reverse`). Static arguments
+(repeats, shifts, axes) are attrs; gradients are written with ops, and the linear ops pair
+with their adjoints (`repeat` with the internal `repeat_grad`) so every order of gradient
+exists.
 """
-
 import numpy as np
 
-from defun.runtime import dtypes, errors
+from defun.runtime import errors
 from defun.runtime.execute import run_op
 from defun.runtime.ops import _args, shape_rules
-from defun.runtime.ops import math_ops as m
 from defun.runtime.ops import array_ops as arr
+from defun.runtime.ops.index_ops import _rank
 from defun.runtime.ops._onnx import BIG, scatter_adjoint, shape_of
-from defun.runtime.registry import one_of, register
+from defun.runtime.registry import register
 from defun.runtime.tensor import Tensor
 from defun.runtime import batching as bt
 from defun.runtime.ops import _batch as vb
 
-__all__ = ["repeat", "roll", "reverse", "linspace", "meshgrid", "outer"]
+
+__all__ = ["repeat", "roll", "reverse"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -35,11 +35,6 @@ def static_ints(value, op_name, what):
         if arr.ndim == 1:
             return _args.int_list_arg(op_name, arr, what), False
     return (_args.int_arg(op_name, value, what),), True
-
-
-def rank_of(x):
-    s = getattr(x, "shape", None)
-    return len(s) if s is not None else np.ndim(x)
 
 
 def _axes(op_name, axis, rank):
@@ -164,7 +159,7 @@ def repeat(x, repeats, axis=None, name=None):
     if min(counts) < 0:
         raise _args.error(f"repeat: repeats must be >= 0, got {list(counts)}")
     if axis is not None:
-        rank = rank_of(x)
+        rank = _rank(x)
         if rank == 0:
             raise _args.error("repeat: a scalar has no axis to repeat along; pass axis=None")
         axis = _args.axis_arg("repeat", axis, rank)
@@ -212,7 +207,7 @@ def roll(input, shift, axis, name=None):
     """Elements shifted cyclically by `shift` along `axis` (ints or equal-length lists; shifts
     of a repeated axis add up): `df.roll([0, 1, 2, 3], 1, 0) -> [3, 0, 1, 2]`."""
     shifts, _ = static_ints(shift, "roll", "shift")
-    axes = _axes("roll", axis, rank_of(input))
+    axes = _axes("roll", axis, _rank(input))
     if len(shifts) != len(axes):
         raise _args.error(f"roll: shift {shifts} and axis {axes} must have the same length")
     return run_op(_ROLL, (input,), {"shift": shifts, "axis": axes}, name)
@@ -263,161 +258,7 @@ def _bind_reverse(axes):
 def reverse(tensor, axis, name=None):
     """`tensor` with the order of its elements along each of `axis` reversed (TF's
     `tf.reverse`; numpy's `np.flip`): `df.reverse([[1, 2], [3, 4]], [1]) -> [[2, 1], [4, 3]]`."""
-    axes = _axes("reverse", axis, rank_of(tensor))
+    axes = _axes("reverse", axis, _rank(tensor))
     if len(set(axes)) != len(axes):
         raise _args.error(f"reverse: axis {axes} names an axis twice")
     return run_op(_REVERSE, (tensor,), {"axis": axes}, name)
-
-
-# ------------------------------------------------------------------ linspace
-def _linspace_infer(shapes, dts, attrs):
-    shape_rules.check_same("linspace", dts)
-    shape_rules.check_kinds("linspace", dts[0], "f")
-    s = list(shape_rules.broadcast_shapes("linspace", shapes[0], shapes[1]))
-    num, axis = attrs["num"], attrs["axis"]
-    if num < 0:
-        raise errors.InvalidArgumentError(f"linspace: num must be >= 0, got {num}")
-    if not 0 <= axis <= len(s):
-        raise errors.InvalidArgumentError(
-            f"linspace: axis {axis} is out of range for an output of rank {len(s) + 1}")
-    s.insert(axis, num)
-    return [(tuple(s), dts[0])]
-
-
-def _linspace_kernel(start, stop, num, axis):
-    return np.linspace(start, stop, num, axis=axis).astype(start.dtype, copy=False)
-
-
-def _linspace_weights(op):
-    """w with out = start * (1 - w) + stop * w, shaped to broadcast along the output's axis."""
-    num, axis = op.attrs["num"], op.attrs["axis"]
-    w = np.arange(num, dtype=np.float64) / max(num - 1, 1)
-    shape = [1] * len(op.outputs[0].shape)
-    shape[axis] = num
-    return w.reshape(shape).astype(op.inputs[0].dtype.np)
-
-
-def _linspace_grad(op, g):
-    start, stop = op.inputs
-    w = _linspace_weights(op)
-    axis = op.attrs["axis"]
-    return [m.unbroadcast(m.reduce_sum(m.multiply(g, 1 - w), axis=axis), start),
-            m.unbroadcast(m.reduce_sum(m.multiply(g, w), axis=axis), stop)]
-
-
-def _linspace_onnx(e, node, ins):
-    """start + i * (stop - start) / (num - 1) along the new axis in float64, the last value
-    stop itself (as numpy's linspace), rounded once to the dtype."""
-    num, axis = node.attrs["num"], node.attrs["axis"]
-    rank = len(node.outputs[0].shape)
-    both = e.op("Shape", e.op("Add", ins[0], ins[1]))   # their broadcast shape
-    start, stop = (e.unsqueeze(e.op("Expand", e.cast(x, dtypes.float64), both), [axis]) for x in ins)
-    shape = [1] * rank
-    shape[axis] = num
-    steps = e.op("Reshape", e.op("Range", *[e.scalar(v, dtypes.float64) for v in (0, num, 1)]), e.ints(shape))
-    step = e.op("Div", e.op("Sub", stop, start), e.scalar(max(num - 1, 1), dtypes.float64))
-    out = e.op("Add", start, e.op("Mul", steps, step))
-    if num > 1:
-        head = e.op("Slice", out, e.ints([0]), e.ints([num - 1]), e.ints([axis]))
-        last = e.op("Expand", stop, e.op("Shape", e.op("Slice", out, e.ints([0]), e.ints([1]), e.ints([axis]))))
-        out = e.op("Concat", head, last, axis=axis)
-    return e.cast(out, node.outputs[0].dtype)
-
-
-_LINSPACE = register("linspace", _linspace_kernel, _linspace_infer, _linspace_grad,
-                     num_inputs=2, attrs={"num": "int", "axis": "int"}, defaults={"axis": 0},
-                     same_dtype=(0, 1), kinds="f", onnx=_linspace_onnx, batch=bt.axes("axis", rank_of="output", align=True))
-
-
-def _is_number(v):
-    """A Python int or float: not a bool, nor a numpy scalar (np.float64 subclasses float,
-    and keeps its dtype)."""
-    return type(v) in (int, float)
-
-
-def linspace(start, stop, num, axis=0, name=None):
-    """`num` evenly spaced values from `start` to `stop` (both included), along a new `axis`;
-    `start`/`stop` may be tensors (broadcast together): `df.linspace(0., 1., 5)`."""
-    if _is_number(start) and _is_number(stop):  # a range of Python numbers is float32
-        start, stop = np.float32(start), np.float32(stop)
-    num = _args.count_arg("linspace", num, "num")
-    rank = max(rank_of(start), rank_of(stop)) + 1
-    axis = _args.axis_arg("linspace", axis, rank)
-    return run_op(_LINSPACE, (start, stop), {"num": num, "axis": axis}, name)
-
-
-# ------------------------------------------------------------------ meshgrid
-def _meshgrid_positions(n, indexing):
-    """Output axis of each input: with "xy" the first two swap (numpy's and TF's rule)."""
-    pos = list(range(n))
-    if indexing == "xy" and n >= 2:
-        pos[0], pos[1] = 1, 0
-    return pos
-
-
-def _meshgrid_infer(shapes, dts, attrs):
-    indexing = attrs["indexing"]
-    if indexing not in ("xy", "ij"):
-        raise errors.InvalidArgumentError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
-    if not shapes:
-        raise errors.InvalidArgumentError("meshgrid: needs at least one input")
-    shape_rules.check_same("meshgrid", dts)
-    for s in shapes:
-        if len(s) != 1:
-            raise errors.InvalidArgumentError(
-                f"meshgrid: inputs must be 1-D, got shapes {', '.join(shape_rules.shape_str(t) for t in shapes)}; "
-                f"use df.reshape(x, [-1])")
-    out = [None] * len(shapes)
-    for k, p in enumerate(_meshgrid_positions(len(shapes), indexing)):
-        out[p] = shapes[k][0]
-    return [(tuple(out), dts[0])] * len(shapes)
-
-
-def _meshgrid_kernel(*xs, indexing):
-    # numpy would flatten N-D inputs and promote mixed dtypes: refuse them as inference does
-    _meshgrid_infer([x.shape for x in xs], [dtypes.from_numpy(x.dtype) for x in xs], {"indexing": indexing})
-    return tuple(np.meshgrid(*xs, indexing=indexing))
-
-
-def _meshgrid_grad(op, *gs):
-    n = len(op.inputs)
-    pos = _meshgrid_positions(n, op.attrs["indexing"])
-    return [None if g is None else m.reduce_sum(g, axis=tuple(d for d in range(n) if d != pos[k]))
-            for k, g in enumerate(gs)]
-
-
-def _meshgrid_onnx(e, node, ins):
-    """Each input laid along its output axis, expanded to the grid's shape."""
-    n = len(ins)
-    pos = _meshgrid_positions(n, node.attrs["indexing"])
-    sizes = [None] * n
-    for k, p in enumerate(pos):
-        sizes[p] = e.dim(ins[k], 0, node.inputs[k].shape)
-    grid = e.op("Concat", *sizes, axis=0)
-    outs = []
-    for k, p in enumerate(pos):
-        shape = [1] * n
-        shape[p] = -1
-        outs.append(e.op("Expand", e.op("Reshape", ins[k], e.ints(shape)), grid))
-    return outs
-
-
-_MESHGRID = register("meshgrid", _meshgrid_kernel, _meshgrid_infer, _meshgrid_grad,
-                     num_inputs=None, attrs={"indexing": one_of("xy", "ij")}, defaults={"indexing": "xy"},
-                     num_outputs=lambda attrs, n: n, none_grads=True, onnx=_meshgrid_onnx, batch=vb.meshgrid)
-
-
-def meshgrid(*args, indexing="xy", name=None):
-    """Coordinate grids from 1-D tensors, one output per input (numpy's and TF's meshgrid):
-    with `indexing="xy"` outputs have shape (len(y), len(x), ...), with "ij" (len(x), len(y), ...)."""
-    if not args:
-        raise _args.error("meshgrid: needs at least one input")
-    if indexing not in ("xy", "ij"):
-        raise _args.error(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
-    return list(run_op(_MESHGRID, args, {"indexing": indexing}, name))
-
-
-# ------------------------------------------------------------------ outer
-def outer(a, b, name=None):
-    """Outer product of two tensors, flattened first (numpy's `outer`): shape (a.size, b.size)."""
-    return m.multiply(arr.reshape(a, [-1, 1]), arr.reshape(b, [1, -1]), name=name)
