@@ -32,6 +32,7 @@ from defun.runtime.tensor import EagerTensor, constant, convert_to_tensor
 from defun.runtime.variables import _BY_HANDLE, Variable
 from defun.graph.analysis import assigns_variables
 from defun.graph.functionalize import replay_reading
+from defun.graph.serialize.loaded import pack_outputs
 from defun.export import export_json, load_json
 from defun.function import ConcreteFunction, Function, TensorSpec, defun
 
@@ -317,7 +318,7 @@ def map_blocks(f, *arrays):
                             for i, key in enumerate(run_keys)}
         deps[out_name] = {name}
         outputs.append(dask.array.Array(HighLevelGraph(layers, deps), out_name, chunks, meta=meta))
-    return _pack(fn.output_structure, outputs)
+    return pack_outputs(fn.output_structure, outputs)
 
 
 def _check_arguments(fn, arrays, fname):
@@ -365,19 +366,6 @@ def _output_chunks(shapes, ndim):
         size = sizes.pop() if len(sizes) == 1 else None
         chunks.append((nan if size is None else size,))
     return tuple(chunks)
-
-
-def _pack(structure, outs):
-    (kind, value), = structure.items()
-    if kind == "none":
-        return None
-    if kind == "output":
-        return outs[value]
-    if kind == "list":
-        return [_pack(v, outs) for v in value]
-    if kind == "tuple":
-        return tuple(_pack(v, outs) for v in value)
-    return {k: _pack(v, outs) for k, v in value}
 
 
 # ---------------------------------------------------------------------------------------

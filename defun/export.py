@@ -127,7 +127,7 @@ class LoadedFunction(serialize.LoadedFunction):
                     f"{self.graph.name}: expected {len(params)} arguments ({', '.join(self._names)}), "
                     f"got {len(args)}")
             outs = self._fn.call_flat(list(args) + self._handles)
-            return serialize.loaded._pack(self.output_structure, outs)
+            return serialize.loaded.pack_outputs(self.output_structure, outs)
         feed = self._arguments(args)
         tensors = [x if isinstance(x, EagerTensor) and x._value is a else EagerTensor(a)
                    for x, a in zip(args, feed)]

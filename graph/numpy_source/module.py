@@ -19,6 +19,7 @@ cells (`VariableStore`) whose values the assignments replace. Names in the modul
 here, never taken from a graph: graph and input names appear only sanitized in docstrings
 and as string data.
 """
+import inspect
 import re
 
 from defun.runtime import errors, registry
@@ -26,6 +27,7 @@ from defun.runtime.dtypes import from_numpy
 from defun.runtime.ops.resource_ops import VariableStore
 from defun.runtime.tensor import ResourceHandle
 from defun.graph.analysis import live_nodes
+from defun.graph.arguments import bind_arguments
 from defun.graph.control_flow import holds_stand_ins
 from defun.graph.functions import plan_of
 from defun.graph.input_gradients import DenseGrad
@@ -43,6 +45,7 @@ _WHILE_ATTRS = frozenset(["cond", "body", "maximum_iterations", "history", "save
 _SCAN_ATTRS = frozenset(["body", "carries", "sliced", "reverse"])
 _BODY = "    "
 
+# the module's helpers; `_bind` is graph/arguments.py's bind_arguments, its text (one source)
 _SUPPORT = '''\
 def _frozen(array):
     """A constant: read-only, as the graph's constants are."""
@@ -58,24 +61,6 @@ def _from_hex(dtype, shape, data):
 
 def _shape_text(shape):
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
-
-
-def _bind(where, args, kwargs):
-    """The arguments in INPUT_NAMES' order, from positions and keywords (the input names)."""
-    if len(args) > len(INPUT_NAMES):
-        raise TypeError(f"{where}() takes {len(INPUT_NAMES)} arguments, got {len(args)}")
-    bound = dict(zip(INPUT_NAMES, args))
-    for key, value in kwargs.items():
-        if key not in INPUT_NAMES:
-            raise TypeError(f"{where}() got an unexpected keyword argument {key!r}; its "
-                            f"arguments are {', '.join(INPUT_NAMES) or 'none'}")
-        if key in bound:
-            raise TypeError(f"{where}() got several values for argument {key!r}")
-        bound[key] = value
-    missing = [n for n in INPUT_NAMES if n not in bound]
-    if missing:
-        raise TypeError(f"{where}() is missing argument(s) {', '.join(map(repr, missing))}")
-    return [bound[n] for n in INPUT_NAMES]
 
 
 def _argument(value, what, dtype, shape):
@@ -95,6 +80,7 @@ def _argument(value, what, dtype, shape):
                          f"{_shape_text(shape)} (? is any size)")
     return array
 '''
+_SUPPORT += "\n\n" + inspect.getsource(bind_arguments).replace("def bind_arguments(", "def _bind(", 1)
 
 _STAND_INS = '''
 
@@ -415,18 +401,18 @@ def module_source(graph, input_names, backward=None, output_names=None):
     n_args = len(graph.inputs)
     captures = [w.captured(v, where) for v in graph.captured_values]
     params = [f"x{i}" for i in range(n_args)]
-    bind = f"{_BODY}{', '.join(params)}{',' if len(params) == 1 else ''} = _bind(%r, args, kwargs)" \
-        if params else f"{_BODY}_bind(%r, args, kwargs)"
+    bind = f"{_BODY}{', '.join(params)}{',' if len(params) == 1 else ''} = _bind(%r, INPUT_NAMES, args, kwargs)" \
+        if params else f"{_BODY}_bind(%r, INPUT_NAMES, args, kwargs)"
     checks = [f"{_BODY}{p} = _argument({p}, {'input ' + repr(name)!r}, {numpy_type(t.dtype.np)}, "
               f"{tuple(t.shape)!r})" for p, name, t in zip(params, input_names, graph.inputs)]
     feed = ", ".join(params + captures)
     entries = ["def forward(*args, **kwargs):",
                f'{_BODY}"""The outputs of @{_sanitize(graph.base_name)}, as a list in OUTPUT_NAMES\' order;',
                f'{_BODY}the arguments by position or by name (INPUT_NAMES)."""',
-               bind % "forward", *checks, f"{_BODY}return list({w.function(graph)}({feed}))"]
+               bind % "forward()", *checks, f"{_BODY}return list({w.function(graph)}({feed}))"]
     if backward is not None:
         entries += ["", ""] + _backward_entries(w, graph, backward, params,
-                                                [bind % "forward_with_side_outputs"] + checks, captures)
+                                                [bind % "forward_with_side_outputs()"] + checks, captures)
     outputs = graph.outputs
     inputs_doc = "".join(f"\n    {_sanitize(n)}: {type_str(t.shape, t.dtype)}"
                          for n, t in zip(input_names, graph.inputs)) or " none"

@@ -10,6 +10,7 @@ import numpy as np
 from defun.runtime import errors
 from defun.runtime.shapes import shape_fits, shape_str
 from defun.runtime.tensor import EagerTensor, ResourceHandle, Tensor, masked_array_error, to_array
+from defun.graph.arguments import bind_arguments
 from defun.graph.functions import plan_of
 from defun.graph.passes import optimize
 from defun.graph.printer import render_dot, to_dot
@@ -75,23 +76,7 @@ class LoadedFunction:
 
     def _bind(self, args, kwargs):
         """Positional arguments from `args` and keyword arguments named as the parameters."""
-        names = self._names
-        where = self.graph.name
-        if len(args) > len(names):
-            raise TypeError(f"{where}: takes {len(names)} arguments ({', '.join(names)}), got {len(args)}")
-        bound = dict(zip(names, args))
-        for key, value in kwargs.items():
-            if key not in names:
-                raise TypeError(f"{where}: got an unexpected keyword argument {key!r}; its "
-                                f"arguments are {', '.join(names) or 'none'}")
-            if key in bound:
-                raise TypeError(f"{where}: got several values for argument {key!r}")
-            bound[key] = value
-        missing = [n for n in names if n not in bound]
-        if missing:
-            raise TypeError(f"{where}: missing argument{'s' if len(missing) > 1 else ''} "
-                            f"{', '.join(map(repr, missing))}")
-        return [bound[n] for n in names]
+        return bind_arguments(f"{self.graph.name}:", self._names, args, kwargs)
 
     def _arguments(self, args):
         """The arguments as arrays, checked against the signature."""
@@ -114,7 +99,7 @@ class LoadedFunction:
                     f"{self.graph.name}: output {k} came out as {arr.dtype.name}{list(arr.shape)}, "
                     f"the document declares {t.dtype.name}{shape_doc(t.shape)}")
             outs.append(tensor if tensor is not None else EagerTensor(arr))
-        return _pack(self.output_structure, outs)
+        return pack_outputs(self.output_structure, outs)
 
     def _argument(self, k, x, t):
         name = self._names[k]
@@ -172,19 +157,20 @@ def _namedtuple(name, fields):
     return cls
 
 
-def _pack(s, outs):
+def pack_outputs(s, outs):
+    """Flat outputs `outs` in the structure `s` of a document's `output_structure`."""
     (key, value), = s.items()
     if key == "none":
         return None
     if key == "output":
         return outs[value]
     if key == "list":
-        return [_pack(v, outs) for v in value]
+        return [pack_outputs(v, outs) for v in value]
     if key == "tuple":
-        return tuple(_pack(v, outs) for v in value)
+        return tuple(pack_outputs(v, outs) for v in value)
     if key == "namedtuple":
         fields = value["fields"]
         cls = _namedtuple(value["name"], tuple(f for f, _ in fields))
-        return cls(*[_pack(v, outs) for _, v in fields])
-    return {k: _pack(v, outs) for k, v in value}
+        return cls(*[pack_outputs(v, outs) for _, v in fields])
+    return {k: pack_outputs(v, outs) for k, v in value}
 
