@@ -45,6 +45,15 @@ _WHILE_ATTRS = frozenset(["cond", "body", "maximum_iterations", "history", "save
 _SCAN_ATTRS = frozenset(["body", "carries", "sliced", "reverse"])
 _BODY = "    "
 
+
+def _known_attrs(n, where, known):
+    """The attrs of loop node `n`, refused unless they are exactly those this writer knows."""
+    if set(n.attrs) != known:
+        raise errors.UnimplementedError(
+            f"numpy source: {where}: a {n.op.name} node with attrs {sorted(n.attrs)} (this "
+            f"writer knows {sorted(known)})")
+    return n.attrs
+
 # the module's helpers; `_bind` is graph/arguments.py's bind_arguments, its text (one source)
 _SUPPORT = '''\
 def _frozen(array):
@@ -280,11 +289,7 @@ class _FunctionBody:
         self.emit(f"{lhs}{else_f}({', '.join(args[1:])})", 2)
 
     def while_(self, n, where):
-        attrs = n.attrs
-        if set(attrs) != _WHILE_ATTRS:
-            raise errors.UnimplementedError(
-                f"numpy source: {where}: a while node with attrs {sorted(attrs)} (this writer "
-                f"knows {sorted(_WHILE_ATTRS)})")
+        attrs = _known_attrs(n, where, _WHILE_ATTRS)
         body = attrs["body"]
         cond_f, body_f = self.w.function(attrs["cond"]), self.w.function(body)
         saves = attrs["saves"] or 0
@@ -338,11 +343,7 @@ class _FunctionBody:
 
 
     def scan(self, n, where):
-        attrs = n.attrs
-        if set(attrs) != _SCAN_ATTRS:
-            raise errors.UnimplementedError(
-                f"numpy source: {where}: a scan node with attrs {sorted(attrs)} (this writer "
-                f"knows {sorted(_SCAN_ATTRS)})")
+        attrs = _known_attrs(n, where, _SCAN_ATTRS)
         body = attrs["body"]
         body_f = self.w.function(body)
         nc, m = attrs["carries"], attrs["sliced"]
