@@ -250,58 +250,55 @@ class Meter:
         finally:
             loops.pop()
 
+    def iterate(self, frame, what, held, kept):
+        """One more iteration of the innermost running loop `frame` (a `while` or a `scan`):
+        counted against max_iterations and charged; its values `held` bytes, the values it
+        keeps for the end `kept` bytes more, and the live memory checked."""
+        frame[1] += 1
+        if self.max_iterations is not None and frame[1] > self.max_iterations:
+            raise errors.ResourceExhaustedError(
+                _TOO_MANY[what].format(self.max_iterations) + f"; the budget is max_iterations="
+                f"{self.max_iterations} (load the document with a larger max_iterations= if you "
+                f"trust it)")
+        self.charge(frame[3], CALL_OPERATIONS)
+        frame[2] += kept
+        live = frame[0] + held + 2 * frame[2]
+        if live > self.limit:
+            raise self.too_much(frame[3], live - frame[0], frame[0])
+        _counters.live = live
+
     def counting_body(self, plan, num_loop_values):
         """`plan` (of a while body) counting the iterations, their operations and the loop's
         memory of the innermost running loop before each run."""
-        limit, max_iterations, meter = self.limit, self.max_iterations, self
-        inner = plan.run
+        meter, inner = self, plan.run
 
         def run(*args):
             loops = _counters.loops
             if loops:
                 frame = loops[-1]
-                frame[1] += 1
-                if max_iterations is not None and frame[1] > max_iterations:
-                    raise errors.ResourceExhaustedError(
-                        f"while: {max_iterations} iterations and the condition still holds; the "
-                        f"budget is max_iterations={max_iterations} (load the document with a "
-                        f"larger max_iterations= if you trust it)")
-                meter.charge(frame[3], CALL_OPERATIONS)
                 held = sum(_nbytes(a) for a in args[:num_loop_values])
-                if frame[4]:    # the loop keeps every iteration's values, stacked at the end
-                    frame[2] += held
-                live = frame[0] + held + 2 * frame[2]
-                if live > limit:
-                    raise meter.too_much(frame[3], live - frame[0], frame[0])
-                _counters.live = live
+                # a loop keeping every iteration's values stacks them at the end
+                meter.iterate(frame, "while", held, held if frame[4] else 0)
             return inner(*args)
         return _replacing_run(plan, run)
 
     def counting_rows(self, plan, carries):
         """`plan` (of a scan body) counting the rows, their operations and the values the
         innermost running scan carries and stacks after each row."""
-        limit, max_iterations, meter = self.limit, self.max_iterations, self
-        inner = plan.run
+        meter, inner = self, plan.run
 
         def run(*args):
             loops = _counters.loops
             out = inner(*args)
             if loops:
-                frame = loops[-1]
-                frame[1] += 1
-                if max_iterations is not None and frame[1] > max_iterations:
-                    raise errors.ResourceExhaustedError(
-                        f"scan: more than {max_iterations} rows; the budget is max_iterations="
-                        f"{max_iterations} (load the document with a larger max_iterations= if "
-                        f"you trust it)")
-                meter.charge(frame[3], CALL_OPERATIONS)
-                frame[2] += sum(_nbytes(v) for v in out[carries:])    # kept, stacked at the end
-                live = frame[0] + sum(_nbytes(v) for v in out[:carries]) + 2 * frame[2]
-                if live > limit:
-                    raise meter.too_much(frame[3], live - frame[0], frame[0])
-                _counters.live = live
+                meter.iterate(loops[-1], "scan", sum(_nbytes(v) for v in out[:carries]),
+                              sum(_nbytes(v) for v in out[carries:]))    # kept, stacked at the end
             return out
         return _replacing_run(plan, run)
+
+
+_TOO_MANY = {"while": "while: {} iterations and the condition still holds",
+             "scan": "scan: more than {} rows"}
 
 
 def _replacing_run(plan, run):
