@@ -532,17 +532,13 @@ def _while_grad(op, *grads):
     counted = _counted(attrs)
     # per body output (loop variables, then the values kept per iteration): its gradient
     body_grads = list(grads[:n]) + (list(grads[n + 1:]) if counted else [])
-    top = chain[-1]
-    body_grads = [g if k < len(top.outputs) and top.outputs[k].dtype.is_inexact else None
-                  for k, g in enumerate(body_grads)]
-    level = pick_level([len(b.outputs) for b in chain], body_grads)
-    if level is None:
+    found = loop_gradient_level(
+        op, chain, body_grads, "is_inexact", (n,),
+        lambda lv, body: {"body": lv.next, "history": False, "saves": len(lv.next.outputs) - n}
+        if lv.next is not body or not counted else None)
+    if found is None:
         return [None] * len(op.inputs)
-    body = chain[level]
-    lv = _while_level(body, n)
-    outs = op.outputs
-    if level == len(chain) - 1 and (lv.next is not body or not counted):
-        outs = add_side_outputs(op, {"body": lv.next, "history": False, "saves": len(lv.next.outputs) - n})
+    body_grads, body, lv, outs = found
     bw = lv.saving.backward
     count, stacks = outs[n], outs[n + 1:]
     consts = list(op.inputs[n:])
@@ -628,6 +624,28 @@ class _WhileLevel:
 
 def _while_level(body, n, sliced=0):
     return _derived_level(body, ("while", n, sliced), lambda: _WhileLevel(body, n, sliced))
+
+
+def loop_gradient_level(op, chain, grads, differentiable, sizes, side_attrs):
+    """Where the backward of loop node `op` (a `while` or a `scan`, its body raised through
+    `chain`) starts: the gradients per body output that flow (the dtype's `differentiable`
+    flag; the others None), the body of the lowest level holding them, its _WhileLevel
+    (`sizes`: loop variables, sliced inputs) and the node's outputs, the node raised to
+    return the side outputs first when the top level is needed and
+    `side_attrs(level, body)` gives its new attrs. None when no gradient flows."""
+    top = chain[-1]
+    grads = [g if k < len(top.outputs) and getattr(top.outputs[k].dtype, differentiable) else None
+             for k, g in enumerate(grads)]
+    level = pick_level([len(b.outputs) for b in chain], grads)
+    if level is None:
+        return None
+    body = chain[level]
+    lv = _while_level(body, *sizes)
+    outs = op.outputs
+    attrs = side_attrs(lv, body) if level == len(chain) - 1 else None
+    if attrs is not None:
+        outs = add_side_outputs(op, attrs)
+    return grads, body, lv, outs
 
 
 _WHILE_ATTRS = {"cond": "func", "body": "func", "maximum_iterations": "opt_int", "history": "bool",

@@ -19,7 +19,6 @@ values are the sliced inputs' gradients.
 
     %3, %4 = scan(%0, %1, %2) {body=@scan_body_0, carries=1, reverse=False, sliced=1}
 """
-import numpy as np
 
 from defun.runtime import dtypes, errors
 from defun.runtime.context import state
@@ -29,10 +28,10 @@ from defun.runtime.ops.array_ops import zeros_like
 from defun.runtime.registry import get as get_op, register
 from defun.runtime.shapes import shape_str, shapes_compatible
 from defun.runtime.variables import watch_read_handles
-from defun.graph.control_flow import (_as_list, _derived_level, _materialized, _stack, _while_level,
-                                      _zeros_for, holds_stand_ins, share_captures)
-from defun.graph.functions import call_graph, input_grads, plan_of, add_side_outputs
-from defun.graph.gradients import levels_of, pick_level
+from defun.graph.control_flow import (_as_list, _derived_level, _materialized, _stack,
+                                      _zeros_for, holds_stand_ins, loop_gradient_level, share_captures)
+from defun.graph.functions import call_graph, input_grads, plan_of
+from defun.graph.gradients import levels_of
 from defun.graph.ir import Graph, unique_name
 
 __all__ = ["SCAN", "scan_node"]
@@ -137,17 +136,11 @@ def _scan_grad(op, *grads):
     attrs = op.attrs
     n, m = attrs["carries"], attrs["sliced"]
     chain = levels_of(attrs["body"])
-    top = chain[-1]
-    grads = [g if k < len(top.outputs) and top.outputs[k].dtype.is_floating else None
-             for k, g in enumerate(grads)]
-    level = pick_level([len(b.outputs) for b in chain], grads)
-    if level is None:
+    found = loop_gradient_level(op, chain, grads, "is_floating", (n, m),
+                                lambda lv, body: {"body": lv.next} if lv.next is not body else None)
+    if found is None:
         return [None] * len(op.inputs)
-    body = chain[level]
-    lv = _while_level(body, n, m)
-    outs = op.outputs
-    if level == len(chain) - 1 and lv.next is not body:
-        outs = add_side_outputs(op, {"body": lv.next})
+    grads, body, lv, outs = found
     bw = lv.saving.backward
     stacks = outs[n:]
     _, xs, consts = _split(attrs, list(op.inputs))
