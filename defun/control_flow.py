@@ -213,15 +213,8 @@ def while_loop(cond, body, loop_vars, maximum_iterations=None, name=None):
             if not isinstance(leaf, (Tensor, Variable)) and leaf is not None:
                 leaf = _weak(leaf, t)
             r = _own_tensor(body_g, leaf, f"while_loop: loop variable {k} returned by body")
-            if r.dtype is not t.dtype:
-                raise errors.InvalidArgumentError(
-                    f"while_loop: loop variable {k} enters as {t.dtype.name} but body returns "
-                    f"{r.dtype.name}; a loop variable must keep its dtype (use df.cast)")
-            if not shapes_compatible(tuple(t.shape), tuple(r.shape)):
-                raise errors.InvalidArgumentError(
-                    f"while_loop: loop variable {k} enters with shape {shape_str(t.shape)} but body "
-                    f"returns shape {shape_str(r.shape)}; a loop variable must keep its shape")
-            new_leaves.append(r)
+            new_leaves.append(_kept_type(r, t, f"while_loop: loop variable {k}", "body",
+                                         "a loop variable must keep"))
     body_g.finalize(new_leaves)
     out = while_node(cond_g, body_g, init, max_iter, name)
     result = pack_as(vars_in, out)
@@ -399,14 +392,20 @@ def _accumulator_leaf(what, k, leaf, t, graph=None):
         raise errors.InvalidArgumentError(f"{what}: accumulator leaf {k} returned by fn is None")
     else:
         r = leaf.read_value() if isinstance(leaf, Variable) else convert_to_tensor(leaf)
+    return _kept_type(r, t, f"{what}: accumulator leaf {k}", "fn", "an accumulator keeps")
+
+
+def _kept_type(r, t, subject, returner, rule):
+    """`r`, what `returner` returns for `subject` that entered as `t`, refused unless it has
+    t's dtype and a shape compatible with t's (`rule`: '... keeps' its dtype, its shape)."""
     if r.dtype is not t.dtype:
         raise errors.InvalidArgumentError(
-            f"{what}: accumulator leaf {k} enters as {t.dtype.name} but fn returns "
-            f"{r.dtype.name}; an accumulator keeps its dtype (use df.cast)")
+            f"{subject} enters as {t.dtype.name} but {returner} returns {r.dtype.name}; "
+            f"{rule} its dtype (use df.cast)")
     if not shapes_compatible(tuple(t.shape), tuple(r.shape)):
         raise errors.InvalidArgumentError(
-            f"{what}: accumulator leaf {k} enters with shape {shape_str(t.shape)} but fn "
-            f"returns shape {shape_str(r.shape)}; an accumulator keeps its shape")
+            f"{subject} enters with shape {shape_str(t.shape)} but {returner} returns shape "
+            f"{shape_str(r.shape)}; {rule} its shape")
     return r
 
 
