@@ -17,7 +17,29 @@ __all__ = ["GradientTape", "gradients_function", "value_and_gradients_function",
            "implicit_gradients", "implicit_value_and_gradients"]
 
 
-class GradientTape:
+class Recording:
+    """The `with` block of a recorder owning a tape (GradientTape, ForwardAccumulator): the
+    tape is active inside it, and a recorder is in one block at a time."""
+    _recording = False
+
+    def _open_tape(self):
+        return self._tape
+
+    def __enter__(self):
+        if self._recording:
+            raise RuntimeError(f"this {type(self).__name__} is already recording")
+        tape_mod.push_tape(self._open_tape())
+        self._recording = True
+        return self
+
+    def __exit__(self, *exc):
+        if self._recording:
+            tape_mod.pop_tape(self._tape)
+            self._recording = False
+        return False
+
+
+class GradientTape(Recording):
     """Records ops on watched tensors so `gradient` can differentiate them.
 
     >>> x = df.constant(3.0)
@@ -35,20 +57,10 @@ class GradientTape:
         self._used = False
         self._recording = False
 
-    def __enter__(self):
-        if self._recording:
-            raise RuntimeError("this GradientTape is already recording")
+    def _open_tape(self):
         if self._tape is None:
             self._tape = tape_mod.Tape(self._persistent, self._watch_accessed_variables)
-        tape_mod.push_tape(self._tape)
-        self._recording = True
-        return self
-
-    def __exit__(self, *exc):
-        if self._recording:
-            tape_mod.pop_tape(self._tape)
-            self._recording = False
-        return False
+        return self._tape
 
     def _ensure(self):
         if self._tape is None:

@@ -14,7 +14,7 @@ inside it compute (forward-over-reverse: Hessian-vector products).
 Nothing here touches the eager dispatch path: with no accumulator active, ops pay nothing.
 """
 from defun.runtime import errors, tape as tape_mod
-from defun.runtime.backprop import GradientTape
+from defun.runtime.backprop import GradientTape, Recording
 from defun.runtime.context import state
 from defun.runtime.indexed_slices import IndexedSlices
 from defun.runtime.nest import flatten, pack_as
@@ -44,7 +44,7 @@ class _PushTangents(list):
         self._acc._push(entry)
 
 
-class ForwardAccumulator:
+class ForwardAccumulator(Recording):
     """Forward-mode derivatives of everything computed from `primals` in direction `tangents`.
 
     >>> x = df.constant([1., 2.])
@@ -100,20 +100,6 @@ class ForwardAccumulator:
                 f"{list(ps)}; a tangent has its primal's shape")
         self._tape.watch(watched)
         self._tangents[watched._id] = t
-
-    # ------------------------------------------------------------------ context
-    def __enter__(self):
-        if self._recording:
-            raise RuntimeError("this ForwardAccumulator is already recording")
-        tape_mod.push_tape(self._tape)
-        self._recording = True
-        return self
-
-    def __exit__(self, *exc):
-        if self._recording:
-            tape_mod.pop_tape(self._tape)
-            self._recording = False
-        return False
 
     # ------------------------------------------------------------------ results
     def jvp(self, primals, unconnected_gradients="none"):
