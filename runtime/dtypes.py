@@ -74,19 +74,12 @@ class DType:
         return as_dtype, (self.name,)
 
 
-float16 = DType("float16", np.float16, is_floating=True)
-float32 = DType("float32", np.float32, is_floating=True)
-float64 = DType("float64", np.float64, is_floating=True)
-complex64 = DType("complex64", np.complex64, is_complex=True)
-complex128 = DType("complex128", np.complex128, is_complex=True)
-int8 = DType("int8", np.int8, is_integer=True)
-int16 = DType("int16", np.int16, is_integer=True)
-int32 = DType("int32", np.int32, is_integer=True)
-int64 = DType("int64", np.int64, is_integer=True)
-uint8 = DType("uint8", np.uint8, is_integer=True)
-uint16 = DType("uint16", np.uint16, is_integer=True)
-uint32 = DType("uint32", np.uint32, is_integer=True)
-uint64 = DType("uint64", np.uint64, is_integer=True)
+float16, float32, float64 = (DType(n, getattr(np, n), is_floating=True)
+                             for n in ("float16", "float32", "float64"))
+complex64, complex128 = (DType(n, getattr(np, n), is_complex=True) for n in ("complex64", "complex128"))
+int8, int16, int32, int64, uint8, uint16, uint32, uint64 = (
+    DType(n, getattr(np, n), is_integer=True)
+    for n in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"))
 bool = DType("bool", np.bool_, is_bool=True)  # noqa: A001 - the public name is df.bool
 resource = DType("resource", object)
 variant = DType("variant", object)  # internal: opaque Python values (e.g. TensorArray-like)
