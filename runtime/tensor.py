@@ -16,14 +16,12 @@ _next_id = itertools.count(1).__next__
 next_tensor_id = _next_id  # for code that builds tensors without calling __init__ (execute)
 
 
-class Tensor:
-    """Base of eager and symbolic tensors. Operators are installed by `runtime.ops`.
-
-    `==` and `hash` stay identity so tensors can be dict keys; use `df.equal`.
-    """
+class ByIdentity:
+    """`==` and `hash` by identity, so tensors and variables can be dict keys (`df.equal`
+    compares values); numpy defers its binary operators to them (ndarray + tensor ->
+    tensor.__radd__)."""
 
     __slots__ = ()
-    # numpy defers binary operators to us (ndarray + tensor -> tensor.__radd__).
     __array_ufunc__ = None
     __hash__ = object.__hash__
 
@@ -32,6 +30,15 @@ class Tensor:
 
     def __ne__(self, other):
         return self is not other
+
+
+class Tensor(ByIdentity):
+    """Base of eager and symbolic tensors. Operators are installed by `runtime.ops`.
+
+    `==` and `hash` stay identity so tensors can be dict keys; use `df.equal`.
+    """
+
+    __slots__ = ()
 
     @property
     def ndim(self):

@@ -11,7 +11,7 @@ from defun.runtime.execute import run_op
 from defun.runtime.indexed_slices import IndexedSlices
 from defun.runtime.ops import resource_ops
 from defun.runtime.ops._args import bool_arg
-from defun.runtime.tensor import EagerTensor, HandleData, ResourceHandle, Tensor, constant, to_array
+from defun.runtime.tensor import ByIdentity, EagerTensor, HandleData, ResourceHandle, Tensor, constant, to_array
 
 __all__ = ["Variable", "SymbolicVariable", "watch_variable", "watch_reads", "watch_read_handles",
            "handle_in_context", "all_or_nothing"]
@@ -21,7 +21,7 @@ _counter = [0]
 _BY_HANDLE = weakref.WeakValueDictionary()
 
 
-class Variable:
+class Variable(ByIdentity):
     """A mutable tensor: `v = df.Variable([1., 2.]); v.assign_add([1., 1.])`.
 
     Reads and assignments are stateful ops on `v.handle`, so they run in program order
@@ -192,15 +192,6 @@ class Variable:
     def __repr__(self):
         body = np.array2string(np.asarray(self._store.value), separator=", ", threshold=20)
         return f"<df.Variable {self._name!r} shape={self.shape} dtype={self.dtype.name} numpy={body}>"
-
-    __array_ufunc__ = None
-    __hash__ = object.__hash__
-
-    def __eq__(self, other):
-        return self is other
-
-    def __ne__(self, other):
-        return self is not other
 
 
 _SCATTER_OF = {resource_ops._ASSIGN: resource_ops._SCATTER_UPDATE,

@@ -19,7 +19,7 @@ from defun.runtime import errors
 from defun.runtime.execute import run_op
 from defun.runtime.ops import _args, shape_rules
 from defun.runtime.ops._onnx import scatter_adjoint
-from defun.runtime.ops.array_ops import ones_like
+from defun.runtime.ops.array_ops import _check_same_arrays, ones_like
 from defun.runtime.ops.index_ops import _rank
 from defun.runtime.ops.complex_ops import conj
 from defun.runtime.ops.math_ops import reduce_sum, unbroadcast
@@ -315,12 +315,7 @@ _PLANS = {}
 
 
 def _einsum_kernel(*operands, equation):
-    d0 = operands[0].dtype
-    for x in operands:
-        if x.dtype != d0:
-            raise errors.InvalidArgumentError(
-                f"einsum: operands must have the same dtype, got {', '.join(str(o.dtype) for o in operands)}; "
-                f"use df.cast to convert")
+    _check_same_arrays("einsum", operands)
     key = (equation,) + tuple(x.shape for x in operands)
     run = _PLANS.get(key)
     if run is None:
