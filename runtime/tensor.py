@@ -245,14 +245,7 @@ def _wide_int(value):
 
 
 def _python_scalar_to(value, kind, dtype):
-    if kind is complex and dtype.kind != "c":
-        raise errors.InvalidArgumentError(
-            f"cannot use Python complex {value!r} with {with_article(dtype.name)} tensor; use df.complex or "
-            f"df.cast to make the tensor complex")
-    if kind is float and dtype.kind in "iub":
-        raise errors.InvalidArgumentError(
-            f"cannot use Python float {value!r} with {with_article(dtype.name)} tensor; use df.cast or an "
-            f"integer value")
+    _refuse_narrowing(kind, dtype, value)
     if kind is int and dtype.kind == "b":
         raise errors.InvalidArgumentError(
             f"cannot use Python int {value!r} with a bool tensor; use True/False")
@@ -322,13 +315,7 @@ def _list_to_array(value, dtype):
             if kind is int and arr.size and not (_INT32_MIN <= arr.min() and arr.max() <= _INT32_MAX):
                 return arr  # int64: a value does not fit in int32 (as TF does)
             return arr.astype(_PY_DEFAULT[kind])
-        if kind is complex and dtype.kind != "c":
-            raise errors.InvalidArgumentError(
-                f"cannot use a list of Python complex numbers with {with_article(dtype.name)} tensor; use "
-                f"df.complex or df.cast")
-        if kind is float and dtype.kind in "iub":
-            raise errors.InvalidArgumentError(
-                f"cannot use a list of Python floats with {with_article(dtype.name)} tensor; use df.cast")
+        _refuse_narrowing(kind, dtype, None)
         if kind is int and dtype.kind in "iu" and arr.size:
             _check_int_range(arr, dtype)
         return arr.astype(dtype)
@@ -340,6 +327,27 @@ def _list_to_array(value, dtype):
         raise errors.InvalidArgumentError(
             f"cannot convert a {arr.dtype.name} value to {np.dtype(dtype).name}; use df.cast")
     return arr
+
+
+def _refuse_narrowing(kind, dtype, value):
+    """Refuse Python numbers of `kind` (one, `value`; or a list of them, None) that a `dtype`
+    tensor cannot hold: complex numbers but in a complex tensor, floats in an integer or
+    bool one."""
+    if kind is complex and dtype.kind != "c":
+        raise errors.InvalidArgumentError(
+            f"cannot use {_python_numbers(kind, value)} with {with_article(dtype.name)} tensor; "
+            f"use df.complex or df.cast to make the tensor complex")
+    if kind is float and dtype.kind in "iub":
+        raise errors.InvalidArgumentError(
+            f"cannot use {_python_numbers(kind, value)} with {with_article(dtype.name)} tensor; "
+            f"use df.cast or {'integer values' if value is None else 'an integer value'}")
+
+
+def _python_numbers(kind, value):
+    """'Python float 0.5', or for a list (`value` None) 'a list of Python floats'."""
+    if value is not None:
+        return f"Python {kind.__name__} {value!r}"
+    return "a list of Python complex numbers" if kind is complex else "a list of Python floats"
 
 
 def _check_int_range(arr, dtype):
