@@ -86,10 +86,7 @@ def _axes_per_leaf(args, in_axes, name):
         raise errors.InvalidArgumentError(
             f"{name}: in_axes has {len(in_axes)} entries for {len(args)} positional arguments; give "
             f"one per argument (an int, None, or a nest matching it), or a single int")
-    out = []
-    for a, spec in zip(args, in_axes):
-        out += _match(a, spec, name)
-    return out
+    return [axis for a, spec in zip(args, in_axes) for axis in _match(a, spec, name)]
 
 
 def _match(arg, spec, name):
