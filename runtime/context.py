@@ -5,6 +5,7 @@ Everything the eager hot path needs is one attribute of one thread-local object
 eager dispatch pays a single thread-local lookup per op, and none while `busy_threads`
 says that no thread records or traces.
 """
+import operator
 import threading
 from threading import get_ident
 
@@ -12,6 +13,14 @@ __all__ = ["state", "busy_threads", "DEVICE", "add_execution_callback", "remove_
            "execution_callbacks", "active_trace", "ExecutionTrace", "executing_eagerly", "init_scope"]
 
 DEVICE = "/cpu:0"
+
+
+def _updating(attr):
+    """The setter of a _ThreadState property: stores the value, then updates the flags."""
+    def setter(self, value):
+        setattr(self, attr, value)
+        self._update()
+    return setter
 
 
 class _ThreadState(threading.local):
@@ -43,32 +52,11 @@ class _ThreadState(threading.local):
         else:
             busy_threads.add(get_ident())
 
-    @property
-    def graph(self):
-        return self._graph
-
-    @graph.setter
-    def graph(self, builder):
-        self._graph = builder
-        self._update()
-
-    @property
-    def tapes(self):
-        return self._tapes
-
-    @tapes.setter
-    def tapes(self, tapes):
-        self._tapes = tapes
-        self._update()
-
-    @property
-    def trace(self):
-        return self._trace
-
-    @trace.setter
-    def trace(self, trace):
-        self._trace = trace
-        self._update()
+    # reads are plain attribute reads (attrgetter: faster than a Python getter); an
+    # assignment keeps `quiet` and `eager_tapes` current
+    graph = property(operator.attrgetter("_graph"), _updating("_graph"))
+    tapes = property(operator.attrgetter("_tapes"), _updating("_tapes"))
+    trace = property(operator.attrgetter("_trace"), _updating("_trace"))
 
 
 # The idents of the threads whose state is not quiet. While it is empty every thread is
