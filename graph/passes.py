@@ -262,22 +262,20 @@ def _is_pos_zero(c):
     return np.all(c == 0) and (c.dtype.kind not in "fc" or not np.any(np.signbit(c)))
 
 
-def _rule_multiply(cp, node, x, y):
-    out = node.outputs[0]
-    if _neutral(_const_value(y), x, out, _is_one):
-        return [x]
-    if _neutral(_const_value(x), y, out, _is_one):
-        return [y]
-    return None
+def _either_side(is_neutral):
+    """The rule of a commutative op: `x op c` and `c op x` are x where constant c is neutral."""
+    def rule(cp, node, x, y):
+        out = node.outputs[0]
+        if _neutral(_const_value(y), x, out, is_neutral):
+            return [x]
+        if _neutral(_const_value(x), y, out, is_neutral):
+            return [y]
+        return None
+    return rule
 
 
-def _rule_add(cp, node, x, y):
-    out = node.outputs[0]
-    if _neutral(_const_value(y), x, out, _is_neg_zero):
-        return [x]
-    if _neutral(_const_value(x), y, out, _is_neg_zero):
-        return [y]
-    return None
+_rule_multiply = _either_side(_is_one)
+_rule_add = _either_side(_is_neg_zero)
 
 
 def _rule_subtract(cp, node, x, y):
