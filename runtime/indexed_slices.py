@@ -27,10 +27,12 @@ class IndexedSlices:
 
     @property
     def dtype(self):
+        """The DType of the values."""
         return self.values.dtype
 
     @property
     def shape(self):
+        """The shape of the dense tensor these slices stand for."""
         return self.dense_shape
 
     def _as_tensor(self):

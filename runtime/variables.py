@@ -77,10 +77,12 @@ class Variable(ByIdentity):
 
     @property
     def dtype(self):
+        """The DType of its values (fixed when it is made)."""
         return self._attrs["dtype"]
 
     @property
     def ndim(self):
+        """The rank of its values."""
         return len(self._store.shape)
 
     @property

@@ -25,12 +25,8 @@ class FusingBackend(NumpyBackend):
     def partition(self, nodes, outputs):
         if nodes:
             self.graphs.append(nodes[0].graph.name)
-        used_later = {}
-        for k, n in enumerate(nodes):
-            for t in n.inputs:
-                used_later[id(t)] = k
-        for t in outputs:
-            used_later[id(t)] = len(nodes)
+        used_later = {id(t): k for k, n in enumerate(nodes) for t in n.inputs}   # the last use
+        used_later.update((id(t), len(nodes)) for t in outputs)
         steps, run = [], []
 
         def close():
