@@ -18,22 +18,17 @@ class IndexedSlices:
     repeated indices add up. `df.convert_to_tensor(s)` / `np.asarray(s)` give the dense value.
     """
 
-    __slots__ = ("values", "indices", "dense_shape")
+    __slots__ = ("values", "indices", "dense_shape", "shape")
 
     def __init__(self, values, indices, dense_shape):
         self.values = values
         self.indices = indices
-        self.dense_shape = tuple(dense_shape)
+        self.dense_shape = self.shape = tuple(dense_shape)    # shape: the dense tensor's
 
     @property
     def dtype(self):
         """The DType of the values."""
         return self.values.dtype
-
-    @property
-    def shape(self):
-        """The shape of the dense tensor these slices stand for."""
-        return self.dense_shape
 
     def _as_tensor(self):
         # by name: the op is declared in array_ops, above this module

@@ -87,6 +87,7 @@ class Variable(ByIdentity):
 
     @property
     def device(self):
+        """Where its values live (the handle's device)."""
         return self.handle.device
 
     # -------------------------------------------------------------- reads and writes
