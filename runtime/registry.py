@@ -44,6 +44,26 @@ class Cost:
 FREE = Cost()       # the cost of most ops: their elements read and written
 
 
+def _declared_attrs(name, attrs, defaults):
+    """Op `name`'s attr types and defaults as dicts, refused for an unknown attr type or a
+    default of an attr it does not declare."""
+    attrs, defaults = dict(attrs or {}), dict(defaults or {})
+    for a, t in attrs.items():
+        if t not in ATTR_TYPES:
+            raise ValueError(f"op {name!r}: attr {a!r} has unknown type {t!r}")
+    for a in defaults:
+        if a not in attrs:
+            raise ValueError(f"op {name!r}: default for undeclared attr {a!r}")
+    return attrs, defaults
+
+
+def _name_or_function(name, field, value, expected):
+    """`value` of op `name`'s `field` (onnx, batch): None, a string or a callable."""
+    if value is not None and not (isinstance(value, str) or callable(value)):
+        raise ValueError(f"op {name!r}: {field} must be {expected}, got {value!r}")
+    return value
+
+
 class OpDef:
     """Everything known about one op type.
 
@@ -77,16 +97,9 @@ class OpDef:
         self.stateful = stateful
         self.none_grads = none_grads
         self.same_dtype = tuple(same_dtype) if same_dtype is not None else None
-        self.attrs = dict(attrs or {})
-        for a, t in self.attrs.items():
-            if t not in ATTR_TYPES:
-                raise ValueError(f"op {name!r}: attr {a!r} has unknown type {t!r}")
-        # Values of the attrs a graph document may leave out (the loader fills them in);
-        # every other non-transient attr is required.
-        self.defaults = dict(defaults or {})
-        for a in self.defaults:
-            if a not in self.attrs:
-                raise ValueError(f"op {name!r}: default for undeclared attr {a!r}")
+        # attrs: name -> attr type; defaults: the values of the attrs a graph document may
+        # leave out (the loader fills them in); every other non-transient attr is required
+        self.attrs, self.defaults = _declared_attrs(name, attrs, defaults)
         self.required_attrs = frozenset(a for a, t in self.attrs.items()
                                         if t != "transient" and a not in self.defaults)
         # attrs holding function graphs (call bodies, branches): the node runs them
@@ -108,9 +121,7 @@ class OpDef:
         # The op's ONNX form (graph/onnx_export.py): the name of the ONNX op computing it from
         # the same inputs and attrs, or form(emitter, node, inputs) -> output name(s) written
         # with the emitter's methods (so no runtime module imports onnx); None: no form.
-        if onnx is not None and not (isinstance(onnx, str) or callable(onnx)):
-            raise ValueError(f"op {name!r}: onnx must be an ONNX op name or a form function, got {onnx!r}")
-        self.onnx = onnx
+        self.onnx = _name_or_function(name, "onnx", onnx, "an ONNX op name or a form function")
         # True if the result depends only on the first input's static shape and dtype,
         # never its values (shape, size, zeros_like, ones_like): constant evaluation
         # (static_value, constant folding) runs it whenever that shape is fully known.
@@ -119,9 +130,7 @@ class OpDef:
         # shared ones): rule(ctx, node, inputs, batched) -> (outputs, batched); or a string
         # saying why the op has none (`vmap` then raises, or loops when asked to); None: not
         # declared (tests/test_vmap_ops.py fails for a differentiable row left so).
-        if batch is not None and not (isinstance(batch, str) or callable(batch)):
-            raise ValueError(f"op {name!r}: batch must be a batching rule or a reason string, got {batch!r}")
-        self.batch = batch
+        self.batch = _name_or_function(name, "batch", batch, "a batching rule or a reason string")
         self.cost = _cost_of(name, cost)    # beyond its outputs, for loaded documents' budgets
 
     @property
