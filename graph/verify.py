@@ -181,7 +181,10 @@ class _Verifier:
         if node.stateful is not stateful:
             _fail(graph, node, f"its stateful flag is {node.stateful}, but its op and the functions "
                   f"it runs make it {stateful}", "Create nodes with graph._new_node, which sets it")
-        # --- outputs and inference
+        self._check_outputs(graph, node, op, inputs)
+
+    def _check_outputs(self, graph, node, op, inputs):
+        """Its outputs: as many as the op makes, pointing back at it, of the inferred types."""
         if op.single:
             n = 1
         else:
