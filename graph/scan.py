@@ -152,27 +152,7 @@ def _scan_grad(op, *grads):
     seeds = [dense(grads[k]) if k < len(grads) and grads[k] is not None else zeros_like(outs[k])
              for k in float_vars]
     accum = [_zeros_for(consts[j]) for j in cap]
-    # what the backward scan slices per row: stacked gradients, saved stacks, forward rows
-    sliced, slot = [], {}
-
-    def row_of(t):
-        if id(t) not in slot:
-            slot[id(t)] = len(sliced)
-            sliced.append(t)
-        return slot[id(t)]
-    feed_plan = []
-    for k in bw.grad_outputs:
-        if k < n:
-            feed_plan.append(("carry", float_vars.index(k)))
-        else:
-            g = dense(grads[k]) if k < len(grads) and grads[k] is not None else zeros_like(stacks[k - n])
-            feed_plan.append(("row", row_of(g)))
-    for kind, v in lv.feed:
-        feed_plan.append(("row", row_of(stacks[v])) if kind == "stack" else
-                         ("row", row_of(xs[v])) if kind == "slice" else
-                         ("value", consts[v]) if kind == "const" else ("value", v))
-    if not sliced:
-        row_of(xs[0])       # (read by nothing: it gives the backward scan its number of rows)
+    feed_plan, sliced = _backward_feed(bw, lv, grads, float_vars, stacks, xs, consts, n)
     nv, nc = len(float_vars), len(cap)
 
     def step(*vals):
@@ -199,6 +179,33 @@ def _scan_grad(op, *grads):
     for j, k in enumerate(rows_of):
         result[n + k] = out[nv + nc + j]
     return result
+
+
+def _backward_feed(bw, lv, grads, float_vars, stacks, xs, consts, n):
+    """How the backward scan's body feeds the body's backward `bw`: one (kind, value) per
+    input of it, a carry, a row or a value; and the tensors the backward scan slices per
+    row (stacked gradients, saved stacks, forward rows)."""
+    sliced, slot = [], {}
+
+    def row_of(t):
+        if id(t) not in slot:
+            slot[id(t)] = len(sliced)
+            sliced.append(t)
+        return slot[id(t)]
+    feed_plan = []
+    for k in bw.grad_outputs:
+        if k < n:
+            feed_plan.append(("carry", float_vars.index(k)))
+        else:
+            g = dense(grads[k]) if k < len(grads) and grads[k] is not None else zeros_like(stacks[k - n])
+            feed_plan.append(("row", row_of(g)))
+    for kind, v in lv.feed:
+        feed_plan.append(("row", row_of(stacks[v])) if kind == "stack" else
+                         ("row", row_of(xs[v])) if kind == "slice" else
+                         ("value", consts[v]) if kind == "const" else ("value", v))
+    if not sliced:
+        row_of(xs[0])       # (read by nothing: it gives the backward scan its number of rows)
+    return feed_plan, sliced
 
 
 def _scan_onnx(e, node, ins):
