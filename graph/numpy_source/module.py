@@ -471,19 +471,7 @@ def _backward_entries(w, graph, backward, params, checks, captures):
     seeds = ", ".join(f"_seed(output_gradients[{k}], {k}, {numpy_type(t.dtype.np)}, {tuple(t.shape)!r})"
                       if t.dtype.is_inexact else "None"
                       for k, t in enumerate(graph.outputs))
-    results = []
-    to_dense = None
-    for spec in bw.input_grads[:n_args]:
-        if spec is None:
-            results.append("None")
-        elif isinstance(spec, DenseGrad):
-            results.append(f"results[{spec.output}]")
-        else:
-            if to_dense is None:
-                to_dense = w.src.ref(registry.get("indexed_slices_to_dense").kernel,
-                                     "indexed_slices_to_dense", where)
-            results.append(f"{to_dense}(results[{spec.values}], results[{spec.indices}], "
-                           f"dense_shape={tuple(spec.dense_shape)!r})")
+    results = _input_gradients(w, bw, n_args, where)
     saved_list = " + [" + ", ".join(params[k] for k in saved_inputs) + "]" if saved_inputs else ""
     return [
         "def forward_with_side_outputs(*args, **kwargs):",
@@ -508,3 +496,22 @@ def _backward_entries(w, graph, backward, params, checks, captures):
         f"{_BODY}results = {bwd_name}({', '.join(feed)})",
         f"{_BODY}return [{', '.join(results)}]",
     ]
+
+
+def _input_gradients(w, bw, n_args, where):
+    """The expression of each argument's gradient from the backward's `results`: None, a
+    dense result, or sparse slices made dense with the op's own kernel."""
+    results = []
+    to_dense = None
+    for spec in bw.input_grads[:n_args]:
+        if spec is None:
+            results.append("None")
+        elif isinstance(spec, DenseGrad):
+            results.append(f"results[{spec.output}]")
+        else:
+            if to_dense is None:
+                to_dense = w.src.ref(registry.get("indexed_slices_to_dense").kernel,
+                                     "indexed_slices_to_dense", where)
+            results.append(f"{to_dense}(results[{spec.values}], results[{spec.indices}], "
+                           f"dense_shape={tuple(spec.dense_shape)!r})")
+    return results
