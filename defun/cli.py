@@ -559,6 +559,15 @@ def _parser():
         return p
 
     backend_help = f"a backend: {', '.join(backends())} (installed here; default numpy)"
+    _looking_commands(command, backend_help)
+    _run_command(command, backend_help)
+    _converting_commands(command)
+    _bench_command(command)
+    return parser
+
+
+def _looking_commands(command, backend_help):
+    """`defun show` and `defun validate`."""
     p = command("show", _show, "print the graph, one line per node",
                 "Print the function's signature (inputs and outputs by name) and its graph as "
                 "text: one line per node, called functions after their caller.")
@@ -575,6 +584,10 @@ def _parser():
     command("validate", _validate, "check that the document loads; print its inputs and outputs",
             "Load and verify the document (every check the loader makes) and report its "
             "signature, functions, nodes and variables.")
+
+
+def _run_command(command, backend_help):
+    """`defun run`: inputs, outputs, random inputs, backend and budgets."""
     p = command("run", _run, "run the function on .npy inputs",
                 "Run the function on inputs saved with np.save (NAME=file.npy) or np.savez "
                 "(NAME=file.npz[key]), one per argument (the names `defun show` prints), or on "
@@ -598,6 +611,10 @@ def _parser():
     p.add_argument("--max-operations", type=_budget, default=budget.DEFAULT_MAX_OPERATIONS, metavar="N",
                    help=f"most operations of a call, across its calls and loops (default "
                         f"{budget.DEFAULT_MAX_OPERATIONS}; none: no limit)")
+
+
+def _converting_commands(command):
+    """`defun dot`, `defun onnx` and `defun numpy`: the graph drawn or written in another form."""
     p = command("dot", _dot, "draw the graph (SVG, PNG or DOT)",
                 "Draw the graph with Graphviz: a box per node (op and shape; attributes in the "
                 "tooltip), inputs and outputs by name, captured variables and constants dashed, "
@@ -624,6 +641,10 @@ def _parser():
                 "forward_with_side_outputs and backward. Printed when -o is not given.")
     p.add_argument("-o", "--output", help="where to write the module (.py)")
     p.add_argument("--backward", action="store_true", help="include the backward function")
+
+
+def _bench_command(command):
+    """`defun bench`."""
     p = command("bench", _bench, "time calls on random inputs",
                 "Time calls of the loaded function on random inputs of its signature and print "
                 "the median, p90 and minimum; --profile adds the time per node.")
@@ -636,4 +657,3 @@ def _parser():
     p.add_argument("--seed", type=int, default=0, help="random seed of the inputs")
     p.add_argument("--profile", action="store_true",
                    help="also profile --repeat calls: time, calls and share per node (df.profile)")
-    return parser
