@@ -105,9 +105,18 @@ def cond(pred, true_fn, false_fn, name=None):
             f"cond: true_fn and false_fn must return the same structure; true_fn returned "
             f"{_describe(then_res)}, false_fn returned {_describe(else_res)}")
     then_leaves, else_leaves = flatten(then_res), flatten(else_res)
+    outs = _branch_outputs(branches, then_leaves, else_leaves)
+    for g, o in zip(branches, outs):
+        g.finalize(o)
+    out = cond_node(pred, branches[0], branches[1], name)
+    return pack_as(then_res, out) if then_leaves else then_res
+
+
+def _branch_outputs(branches, then_leaves, else_leaves):
+    """Each branch's result leaves as tensors of its graph, checked to agree in dtype and
+    rank (a Python number takes the dtype of the other branch's tensor: weak typing)."""
     outs = ([], [])
     for k, (a, b) in enumerate(zip(then_leaves, else_leaves)):
-        # a Python number takes the dtype of the other branch's tensor (weak typing)
         if not isinstance(a, (Tensor, Variable)) and isinstance(b, (Tensor, Variable)):
             a = _weak(a, b)
         elif not isinstance(b, (Tensor, Variable)) and isinstance(a, (Tensor, Variable)):
@@ -124,10 +133,7 @@ def cond(pred, true_fn, false_fn, name=None):
             raise errors.InvalidArgumentError(
                 f"cond: output {k} has shape {shape_str(ta.shape)} in true_fn but "
                 f"{shape_str(tb.shape)} in false_fn; the ranks must agree")
-    for g, o in zip(branches, outs):
-        g.finalize(o)
-    out = cond_node(pred, branches[0], branches[1], name)
-    return pack_as(then_res, out) if then_leaves else then_res
+    return outs
 
 
 def _weak(value, like):
@@ -191,6 +197,15 @@ def while_loop(cond, body, loop_vars, maximum_iterations=None, name=None):
     init = [convert_to_tensor(x.read_value() if isinstance(x, Variable) else x) for x in flatten(vars_in)]
     # an outer eager tensor among them enters as a capture of the graph being traced
     init = [outer.capture(t) if isinstance(t, EagerTensor) else t for t in init]
+    cond_g = _trace_cond(cond, vars_in, init, outer)
+    body_g = _trace_body(call_body, vars_in, init, outer)
+    out = while_node(cond_g, body_g, init, max_iter, name)
+    result = pack_as(vars_in, out)
+    return result[0] if single else result
+
+
+def _trace_cond(cond, vars_in, init, outer):
+    """The finalized graph of a while loop's `cond` on placeholders like `init`."""
     cond_g = Graph(unique_name("while_cond"), outer=outer, base_name="while_cond")
     with cond_g.building():
         ph = [cond_g.placeholder(t.shape, t.dtype, t.handle_data) for t in init]
@@ -204,6 +219,12 @@ def while_loop(cond, body, loop_vars, maximum_iterations=None, name=None):
             raise errors.InvalidArgumentError(
                 f"while_loop: cond must return a scalar bool tensor, got {_type_text(c)}")
     cond_g.finalize([c])
+    return cond_g
+
+
+def _trace_body(call_body, vars_in, init, outer):
+    """The finalized graph of a while loop's body on placeholders like `init`, each result
+    keeping its loop variable's dtype and shape."""
     body_g = Graph(unique_name("while_body"), outer=outer, base_name="while_body")
     with body_g.building():
         ph = [body_g.placeholder(t.shape, t.dtype, t.handle_data) for t in init]
@@ -216,9 +237,7 @@ def while_loop(cond, body, loop_vars, maximum_iterations=None, name=None):
             new_leaves.append(_kept_type(r, t, f"while_loop: loop variable {k}", "body",
                                          "a loop variable must keep"))
     body_g.finalize(new_leaves)
-    out = while_node(cond_g, body_g, init, max_iter, name)
-    result = pack_as(vars_in, out)
-    return result[0] if single else result
+    return body_g
 
 
 def _max_iterations(m):
