@@ -120,6 +120,31 @@ def _move_axis(x, src, dst, rank):
 def _call(fn, args, in_axes, out_axes, fallback, name, site):
     leaves = flatten(args)
     axes = _axes_per_leaf(args, in_axes, name)
+    values, flags, size = _mapped_arguments(leaves, axes, name)
+
+    # 1. trace fn on one example: placeholders of per-example shapes
+    graph, result, out_leaves, outs = _trace_example(fn, args, values, flags, name)
+
+    # 2. rewrite it, node by node, on the batch
+    ctx = BatchContext(size, fallback)
+    fed = [v for v in values if isinstance(v, Tensor)]
+    fed_flags = [f for v, f in zip(values, flags) if isinstance(v, Tensor)]
+    res, res_flags = ctx.run_graph(graph, fed + graph.captured_values,
+                                   fed_flags + [False] * len(graph.captured_values))
+    for op_name, where, why in ctx.fell_back:
+        warnings.warn_explicit(
+            f"{name}: op {op_name} at {sites.format_site(where)} ran once per example ({size} times), as "
+            f"fallback_to_while_loop=True asked: {why}",
+            VectorizationFallbackWarning, site[0] if site else "<unknown>", site[1] if site else 0)
+
+    # 3. outputs: every one batched, the batch moved to out_axes
+    final = _batched_outputs(res, res_flags, outs, out_axes, size, name)
+    return pack_as(result, final) if out_leaves else result
+
+
+def _mapped_arguments(leaves, axes, name):
+    """Each argument leaf as the traced example takes it (mapped ones with the batch axis
+    moved first), whether it is mapped, and the batch size they agree on."""
     values, flags, size = [], [], None
     for i, (x, a) in enumerate(zip(leaves, axes)):
         if isinstance(x, Variable) or x is None:
@@ -155,8 +180,12 @@ def _call(fn, args, in_axes, out_axes, fallback, name, site):
     if size is None:
         raise errors.InvalidArgumentError(
             f"{name}: no argument is mapped (every in_axes entry is None); map at least one")
+    return values, flags, size
 
-    # 1. trace fn on one example: placeholders of per-example shapes
+
+def _trace_example(fn, args, values, flags, name):
+    """The finalized graph of `fn` on one example; fn's result and its flat leaves, and the
+    graph's outputs."""
     graph = Graph(unique_name(name), outer=state.graph, base_name=name)
     with graph.building():
         example = []
@@ -170,20 +199,12 @@ def _call(fn, args, in_axes, out_axes, fallback, name, site):
         out_leaves = flatten(result)
         outs = [_own_output(graph, leaf, name, k) for k, leaf in enumerate(out_leaves)]
     graph.finalize(outs)
+    return graph, result, out_leaves, outs
 
-    # 2. rewrite it, node by node, on the batch
-    ctx = BatchContext(size, fallback)
-    fed = [v for v in values if isinstance(v, Tensor)]
-    fed_flags = [f for v, f in zip(values, flags) if isinstance(v, Tensor)]
-    res, res_flags = ctx.run_graph(graph, fed + graph.captured_values,
-                                   fed_flags + [False] * len(graph.captured_values))
-    for op_name, where, why in ctx.fell_back:
-        warnings.warn_explicit(
-            f"{name}: op {op_name} at {sites.format_site(where)} ran once per example ({size} times), as "
-            f"fallback_to_while_loop=True asked: {why}",
-            VectorizationFallbackWarning, site[0] if site else "<unknown>", site[1] if site else 0)
 
-    # 3. outputs: every one batched, the batch moved to out_axes
+def _batched_outputs(res, res_flags, outs, out_axes, size, name):
+    """The batched graph's results `res` each batched (broadcast where not) and its batch
+    axis moved to its out_axes entry."""
     o_axes = [out_axes] * len(res) if not is_nested(out_axes) else flatten(out_axes)
     if len(o_axes) != len(res):
         raise errors.InvalidArgumentError(
@@ -199,7 +220,7 @@ def _call(fn, args, in_axes, out_axes, fallback, name, site):
         if not -r <= a < r:
             raise errors.InvalidArgumentError(f"{name}: out_axes {a} is out of range for output {k} of rank {r}")
         final.append(_move_axis(v, 0, a % r, r))
-    return pack_as(result, final) if out_leaves else result
+    return final
 
 
 def _own_output(graph, leaf, name, k):
