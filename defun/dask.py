@@ -277,18 +277,8 @@ def map_blocks(f, *arrays):
     fn = document.function
     fname = fn.graph.base_name
     _check_arguments(fn, arrays, fname)
-    if any(assigns_variables(n) for n in fn.graph.nodes):
-        raise errors.InvalidArgumentError(
-            f"map_blocks: {fname} assigns variables; it runs once per block on some worker, where "
-            f"an assignment would only change that worker's copy. Map a function without assignments")
-
+    _check_blockwise(fn, fname)
     n_out = len(fn.graph.outputs)
-    for k, t in enumerate(fn.graph.outputs):
-        if len(t.shape) == 0:
-            raise errors.InvalidArgumentError(
-                f"map_blocks: output {k} of {fname} is a scalar ({t.dtype.name}[]); a blockwise "
-                f"output needs the block's axis 0. Return per-row values (shape [None, ...]) and "
-                f"reduce the resulting dask array")
     rows = arrays[0].chunks[0]
     types = {r: _output_types(fn, [_spec(r, a) for a in arrays]) for r in set(rows)}
 
@@ -319,6 +309,20 @@ def map_blocks(f, *arrays):
         deps[out_name] = {name}
         outputs.append(dask.array.Array(HighLevelGraph(layers, deps), out_name, chunks, meta=meta))
     return pack_outputs(fn.output_structure, outputs)
+
+
+def _check_blockwise(fn, fname):
+    """`fn` can run block by block: it assigns no variable, and every output has an axis 0."""
+    if any(assigns_variables(n) for n in fn.graph.nodes):
+        raise errors.InvalidArgumentError(
+            f"map_blocks: {fname} assigns variables; it runs once per block on some worker, where "
+            f"an assignment would only change that worker's copy. Map a function without assignments")
+    for k, t in enumerate(fn.graph.outputs):
+        if len(t.shape) == 0:
+            raise errors.InvalidArgumentError(
+                f"map_blocks: output {k} of {fname} is a scalar ({t.dtype.name}[]); a blockwise "
+                f"output needs the block's axis 0. Return per-row values (shape [None, ...]) and "
+                f"reduce the resulting dask array")
 
 
 def _check_arguments(fn, arrays, fname):
