@@ -203,28 +203,8 @@ def _validate_gradients(gdocs, specs):
                  for j, x in enumerate(check_list(gdoc["seeds"], p + ".seeds", results))]
         if len(set(seeds)) != len(seeds):
             raise format_error(p + ".seeds", "a result is seeded twice")
-        feeds = []
-        for j, fd in enumerate(check_list(gdoc["feeds"], p + ".feeds")):
-            fp = f"{p}.feeds[{j}]"
-            if not isinstance(fd, dict) or len(fd) != 1 or next(iter(fd)) not in ("input", "side"):
-                raise format_error(fp, "expected {\"input\": k} or {\"side\": j}")
-            (kind, v), = fd.items()
-            hi = len(f.inputs) - 1 if kind == "input" else n_side - 1
-            feeds.append((kind, check_int(v, f"{fp}.{kind}", 0, hi)))
-        want = [f.output_types[s] for s in seeds]
-        want += [(f.inputs[v].shape, f.inputs[v].dtype) if kind == "input" else f.output_types[results + v]
-                 for kind, v in feeds]
-        if len(b.inputs) != len(want):
-            raise format_error(p + ".feeds", f"backward {bname!r} takes {len(b.inputs)} inputs; "
-                               f"the record gives {len(seeds)} gradients and {len(feeds)} feeds")
-        for j, ((shape, dtype), s) in enumerate(zip(want, b.inputs)):
-            if (s.shape, s.dtype) != (shape, dtype):
-                raise format_error(f"{b.path}.inputs[{j}]", f"is {s.dtype.name}{list(s.shape)}, but "
-                                   f"{p} feeds it {dtype.name}{list(shape)}")
-        for s in seeds:
-            if not f.output_types[s][1].is_inexact:
-                raise format_error(p + ".seeds", f"result {s} of {fname!r} is not floating; only "
-                                   f"floating results take gradients")
+        feeds = _record_feeds(gdoc["feeds"], p, f, n_side)
+        _check_backward_inputs(p, f, b, seeds, feeds, results)
         grads = check_list(gdoc["input_gradients"], p + ".input_gradients")
         if len(grads) != len(f.inputs):
             raise format_error(p + ".input_gradients", f"{len(grads)} entries for the "
@@ -241,6 +221,38 @@ def _validate_gradients(gdocs, specs):
                 raise format_error(r.path + ".input_gradients", f"refers to an output of "
                                    f"{r.backward!r} past its {inner.results} results")
     return list(records.values())
+
+
+def _record_feeds(fdocs, p, f, n_side):
+    """A gradient record's feeds: ("input", k) of forward `f`, or ("side", j) of its side outputs."""
+    feeds = []
+    for j, fd in enumerate(check_list(fdocs, p + ".feeds")):
+        fp = f"{p}.feeds[{j}]"
+        if not isinstance(fd, dict) or len(fd) != 1 or next(iter(fd)) not in ("input", "side"):
+            raise format_error(fp, "expected {\"input\": k} or {\"side\": j}")
+        (kind, v), = fd.items()
+        hi = len(f.inputs) - 1 if kind == "input" else n_side - 1
+        feeds.append((kind, check_int(v, f"{fp}.{kind}", 0, hi)))
+    return feeds
+
+
+def _check_backward_inputs(p, f, b, seeds, feeds, results):
+    """Backward `b` takes what record `p` gives it: the seeded results' gradients (floating
+    results only), then the feeds, each of its type."""
+    want = [f.output_types[s] for s in seeds]
+    want += [(f.inputs[v].shape, f.inputs[v].dtype) if kind == "input" else f.output_types[results + v]
+             for kind, v in feeds]
+    if len(b.inputs) != len(want):
+        raise format_error(p + ".feeds", f"backward {b.name!r} takes {len(b.inputs)} inputs; "
+                           f"the record gives {len(seeds)} gradients and {len(feeds)} feeds")
+    for j, ((shape, dtype), s) in enumerate(zip(want, b.inputs)):
+        if (s.shape, s.dtype) != (shape, dtype):
+            raise format_error(f"{b.path}.inputs[{j}]", f"is {s.dtype.name}{list(s.shape)}, but "
+                               f"{p} feeds it {dtype.name}{list(shape)}")
+    for s in seeds:
+        if not f.output_types[s][1].is_inexact:
+            raise format_error(p + ".seeds", f"result {s} of {f.name!r} is not floating; only "
+                               f"floating results take gradients")
 
 
 def _input_gradient(x, path, inp, b):
@@ -268,10 +280,11 @@ def _input_gradient(x, path, inp, b):
     return SlicesGrad(jv, ji, check_shape(x["dense_shape"], path + ".dense_shape"))
 
 
-def _validate_function(fdoc, path, ctx, is_entry):
-    name = fdoc["name"]
+def _function_inputs(fdoc, path, ctx, is_entry):
+    """A function's inputs (_InputSpec), and {input position: value} of those bound to
+    variables (the entry function's, after its arguments)."""
     inputs, input_names = [], set()
-    bound = {}   # input id -> the bound variable's value
+    bound = {}   # input position -> the bound variable's value
     for k, idoc in enumerate(check_list(fdoc["inputs"], path + ".inputs")):
         p = f"{path}.inputs[{k}]"
         check_fields(idoc, p, ("name", "dtype", "shape"), ("variable",))
@@ -301,6 +314,12 @@ def _validate_function(fdoc, path, ctx, is_entry):
             raise format_error(p + ".dtype", "an entry function argument cannot be a resource; "
                                "bind the input to a variable")
         inputs.append(_InputSpec(iname, dtype, shape, var, value))
+    return inputs, bound
+
+
+def _validate_function(fdoc, path, ctx, is_entry):
+    name = fdoc["name"]
+    inputs, bound = _function_inputs(fdoc, path, ctx, is_entry)
 
     ndocs = check_list(fdoc["nodes"], path + ".nodes", limits.MAX_NODES)
     ctx.total_nodes += len(ndocs)
