@@ -264,3 +264,33 @@ def test_the_file_length_check_can_fail(tmp_path):
     (tmp_path / ".hidden").mkdir()
     (tmp_path / ".hidden" / "long.py").write_text("x = 1\n" * 900)
     assert files_over(str(tmp_path), 800) == [os.path.join("tests", "test_long.py") + ": 801 lines"]
+
+
+# ---------------------------------------------------------------------------------------
+# No package function is over 60 lines (decorators, signature and docstring included).
+
+MAX_FUNCTION_LINES = 60
+
+
+def long_functions(tree, where):
+    """'where:line name (N lines)' for each function of `tree` longer than the limit."""
+    return [f"{where}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+
+
+def test_no_package_function_is_over_60_lines():
+    long = []
+    for _, _, path in modules():
+        with open(path, encoding="utf-8") as fh:
+            long += long_functions(ast.parse(fh.read()), os.path.relpath(path, ROOT))
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines (split them):\n" + "\n".join(long)
+
+
+def test_the_function_size_check_can_fail():
+    body = "".join(f"    x{k} = {k}\n" for k in range(MAX_FUNCTION_LINES - 1))
+    assert long_functions(ast.parse("def short():\n" + body), "a.py") == []
+    found = long_functions(ast.parse("class C:\n    def long(self):\n" + body.replace("    ", "        ")
+                                     + "        return x0\n"), "a.py")
+    assert found == [f"a.py:2 long ({MAX_FUNCTION_LINES + 1} lines)"]
