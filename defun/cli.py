@@ -182,7 +182,7 @@ def _dot(args):
 def _onnx(args):
     f = _load(args)
     try:
-        import onnx
+        import onnx    # the optional [onnx] extra
     except ImportError as e:
         raise _Failed(f"ONNX export needs the onnx package: pip install 'defun[onnx]' ({e})") from None
     if not MIN_OPSET <= args.opset <= onnx.defs.onnx_opset_version():
@@ -200,7 +200,7 @@ def _onnx(args):
 
 def _check_onnx(f, data, args):
     try:
-        import onnxruntime
+        import onnxruntime    # the optional [onnx] extra
     except ImportError:
         raise _Failed("--check runs the model in onnxruntime: pip install onnxruntime") from None
     arrays = [_random_input(np.random.default_rng(args.seed), _sized(s.shape, args.size), s.dtype.np, 1)

@@ -50,7 +50,7 @@ MAX_CACHED = 32
 def _dask():
     """The dask package, or an ImportError naming the extra that provides it."""
     try:
-        import dask
+        import dask    # the optional [dask] extra
         import dask.array  # noqa: F401
         import dask.delayed  # noqa: F401
         import dask.highlevelgraph  # noqa: F401
@@ -205,7 +205,7 @@ def _current_client(client):
     if client is not None:
         return client
     try:
-        from distributed import Client
+        from distributed import Client    # the optional [dask] extra
     except ImportError:
         return None
     owner = getattr(_dask().base.get_scheduler(), "__self__", None)
@@ -269,7 +269,7 @@ def map_blocks(f, *arrays):
     document travels to the workers.
     """
     dask = _dask()
-    from dask.highlevelgraph import HighLevelGraph
+    from dask.highlevelgraph import HighLevelGraph    # the optional [dask] extra
     arrays = _blocked(arrays, "map_blocks")
     if isinstance(f, Function):
         f = f.get_concrete_function(*[_spec(math.nan, a) for a in arrays])
@@ -402,8 +402,8 @@ def value_and_gradients(f, variables, *arrays, client=None):
     scheduler. `f` must read only `variables` and assign none.
     """
     dask = _dask()
-    from dask.delayed import Delayed
-    from dask.highlevelgraph import HighLevelGraph
+    from dask.delayed import Delayed    # the optional [dask] extra
+    from dask.highlevelgraph import HighLevelGraph    # the optional [dask] extra
     variables = list(variables)
     if not isinstance(f, Function):
         raise TypeError(f"value_and_gradients: f must be a df.defun (got {type(f).__name__}); "

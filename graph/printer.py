@@ -171,7 +171,7 @@ def _format_function(graph, lines, functions):
 
 def to_networkx(graph):
     """A networkx MultiDiGraph: one vertex per node (attrs: op, label), edges data and control."""
-    import networkx as nx
+    import networkx as nx    # slow to import; only for this view
     g = nx.MultiDiGraph(name=graph.name)
     for node in graph.nodes:
         g.add_node(node.name, op=node.op.name, label=format_node(node),
@@ -455,7 +455,7 @@ def render_dot(dot, fmt="svg"):
     raises RuntimeError saying what to install when either is missing.
     """
     try:
-        import graphviz
+        import graphviz    # the optional [viz] extra
     except ImportError:
         raise RuntimeError("drawing graphs needs the graphviz package: pip install 'defun[viz]' "
                            "(and Graphviz itself, e.g. apt-get install graphviz)") from None

@@ -259,7 +259,7 @@ class _Verifier:
 
 def _find_cycle(graph):
     """A list of nodes forming a cycle, or [] (networkx; only on the error path)."""
-    import networkx as nx
+    import networkx as nx    # slow to import; only on the error path
     g = nx.DiGraph()
     known = {id(n): n for n in graph.nodes}
     for n in graph.nodes:

@@ -5,6 +5,7 @@ not on the way back from its results), so what `grad_fn` computes from the forwa
 intermediates is differentiable too: gradients of custom gradients, to any order.
 """
 import functools
+import inspect
 
 from defun.runtime import errors
 from defun.runtime import tape as tape_mod
@@ -116,7 +117,6 @@ def custom_gradient(f):
 
 
 def _takes_variables(fn):
-    import inspect
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):

@@ -188,7 +188,7 @@ def get(name):
     try:
         return _REGISTRY[name]
     except KeyError:
-        import difflib
+        import difflib    # only on the error path (a close name)
         close = difflib.get_close_matches(str(name), list(_REGISTRY), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise errors.NotFoundError(f"no op named {name!r} is registered{hint}") from None

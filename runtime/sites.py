@@ -1,4 +1,5 @@
 """Where in the user's code something happened: the first frame outside defun's packages."""
+import linecache
 import os
 import sys
 
@@ -41,5 +42,4 @@ def source_line(site):
     """The stripped source text at `site`, or ''."""
     if site is None:
         return ""
-    import linecache
     return linecache.getline(site[0], site[1]).strip()

@@ -175,33 +175,40 @@ def test_cycle_checker_can_fail():
     assert find_cycles({"a": {"b": 1}, "b": {"a": 3}}) in ([["a", "b"]], [["b", "a"]])
 
 
-def unexplained_function_level_imports():
-    """Imports of project modules inside functions with no comment on their line or the one
-    above saying why (laziness a reader should know about)."""
-    known = _project_names()
+def unexplained_imports(text, where):
+    """The imports inside functions of source `text` with no comment on their line or the
+    one above saying why (laziness a reader should know about: an optional extra, a slow
+    import only an error path needs, a layer above loaded late)."""
+    lines = text.split("\n")
+    tree = ast.parse(text)
+    top = {id(n) for n in tree.body}
     bad = []
-    for _, module, path in modules():
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-        lines = text.split("\n")
-        tree = ast.parse(text, filename=path)
-        top = {id(n) for n in tree.body}
-        for node in ast.walk(tree):
-            if not isinstance(node, (ast.Import, ast.ImportFrom)) or id(node) in top:
-                continue
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""]
-            if not any(_resolve(n, known) for n in names):
-                continue    # numpy, networkx, inspect...: optional or slow, lazily
-            here, above = lines[node.lineno - 1], lines[node.lineno - 2].strip()
-            if "#" not in here and not above.startswith("#"):
-                bad.append(f"{os.path.relpath(path, ROOT)}:{node.lineno}: {here.strip()}")
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Import, ast.ImportFrom)) or id(node) in top:
+            continue
+        here, above = lines[node.lineno - 1], lines[node.lineno - 2].strip()
+        if "#" not in here and not above.startswith("#"):
+            bad.append(f"{where}:{node.lineno}: {here.strip()}")
     return bad
 
 
-def test_function_level_imports_of_project_modules_say_why():
+def unexplained_function_level_imports():
+    bad = []
+    for _, _, path in modules():
+        with open(path, encoding="utf-8") as fh:
+            bad += unexplained_imports(fh.read(), os.path.relpath(path, ROOT))
+    return bad
+
+
+def test_function_level_imports_say_why():
     bad = unexplained_function_level_imports()
     assert not bad, "function-level imports without a reason:\n" + "\n".join(bad)
+
+
+def test_the_function_level_import_check_can_fail():
+    source = ("import os\n\n\ndef f():\n    import numpy\n    import json    # only here\n"
+              "    # the [dask] extra\n    import dask\n    return os, numpy, json, dask\n")
+    assert unexplained_imports(source, "a.py") == ["a.py:5: import numpy"]
 
 
 # ---------------------------------------------------------------------------------------

@@ -504,7 +504,7 @@ def _check_acyclic(nodes, n_in, path):
                for k in [r[0] for r in n.inputs] + n.control if k >= n_in + j]
     if not forward:
         return
-    import networkx as nx
+    import networkx as nx    # slow to import; only when a node refers forward
     g = nx.DiGraph()
     for j, n in enumerate(nodes):
         for k in [r[0] for r in n.inputs] + n.control:
@@ -521,7 +521,7 @@ def _check_acyclic(nodes, n_in, path):
 
 def call_graph_of(specs):
     """The networkx DiGraph of function calls: an edge from each caller to each callee."""
-    import networkx as nx
+    import networkx as nx    # slow to import; only for this view
     g = nx.DiGraph()
     g.add_nodes_from(specs)
     for name, spec in specs.items():
@@ -559,7 +559,7 @@ def _check_calls(specs, roots):
     then the backward functions of the gradient records)."""
     order = callees_first(specs)
     if len(order) < len(specs):     # a cycle: networkx names one
-        import networkx as nx
+        import networkx as nx    # slow to import; only on the error path
         cycle = nx.find_cycle(call_graph_of(specs))
         text = " -> ".join(u for u, _ in cycle) + f" -> {cycle[0][0]}"
         raise format_error("functions", f"function calls form a cycle: {text}")
