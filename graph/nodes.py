@@ -5,6 +5,7 @@ its value (`evaluate`, the one constant evaluator; `SymbolicTensor.static_value`
 Graphs (graph/ir.py) hold nodes in program order; the tracer (graph/tracer.py) makes them.
 """
 import numbers
+import warnings
 
 import numpy as np
 
@@ -226,7 +227,6 @@ def _static_value(t):
 
 
 def _warn_identity(t, op):
-    import warnings
     here = sites.user_site(3)
     warnings.warn_explicit(
         f"`{op}` between symbolic tensor {t.name} and a number compares identity (always "
