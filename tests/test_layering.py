@@ -4,6 +4,7 @@ The folders sit at the repository's top level and install as `defun.runtime`,
 `defun.graph` and `defun`; module names here are the installed ones."""
 import ast
 import os
+import re
 
 import pytest
 
@@ -301,3 +302,54 @@ def test_the_function_size_check_can_fail():
     found = long_functions(ast.parse("class C:\n    def long(self):\n" + body.replace("    ", "        ")
                                      + "        return x0\n"), "a.py")
     assert found == [f"a.py:2 long ({MAX_FUNCTION_LINES + 1} lines)"]
+
+
+# ---------------------------------------------------------------------------------------
+# docs/architecture.md's module map is the tree: every module listed, each below what it
+# imports.
+
+def map_order(text):
+    """{module: position} for the modules the map's left column names, in order."""
+    start = text.index("```text\nruntime/") + len("```text\n")
+    block = text[start:text.index("```", start)]
+    prefix = {"runtime/": "defun.runtime.", "graph/": "defun.graph.", "defun/": "defun."}
+    known = _project_names()
+    order, pkg = {}, None
+    for line in block.split("\n"):
+        if line and not line.startswith(" ") and line.split()[0] in prefix:
+            pkg = prefix[line.split()[0]]
+            continue
+        folder = ""
+        for word in re.findall(r"[A-Za-z_][\w/]*", line[:45]):
+            if word.endswith("/"):
+                folder = word[:-1] + "."
+                continue
+            if "/" in word:
+                folder, word = word.split("/", 1)[0] + ".", word.split("/", 1)[1]
+            name = pkg + folder + word if pkg + folder + word in known else pkg + word
+            if name in known:
+                order.setdefault(name, len(order))
+    return order
+
+
+def test_the_architecture_map_lists_every_module_below_what_it_imports():
+    with open(os.path.join(ROOT, "docs", "architecture.md"), encoding="utf-8") as fh:
+        order = map_order(fh.read())
+    packages = {PACKAGE[p] for p in LAYERS}
+    missing = [m for m in sorted(_project_names()) if m not in order and m not in packages
+               and not m.endswith("__main__") and not any(o.startswith(m + ".") for o in order)]
+    assert not missing, f"modules the map does not list: {missing}"
+    above = [f"{a} imports {b}, listed below it" for a, targets in import_edges(False).items()
+             if a in order for b in targets if b in order and order[b] > order[a]]
+    assert not above, "\n".join(above)
+
+
+def test_the_map_reader_sees_folders_arrows_and_continuations():
+    text = ("```text\nruntime/        (a caption)\n  errors, dtypes    leaves\n"
+            "  ops/_onnx -> ops/shape_rules,    forms\n    ops/_args       more\n"
+            "graph/\n  serialize/ schema -> validate    the format\n"
+            "defun/\n  spec -> cache_key     keys\n```\n")
+    assert list(map_order(text)) == [
+        "defun.runtime.errors", "defun.runtime.dtypes", "defun.runtime.ops._onnx",
+        "defun.runtime.ops.shape_rules", "defun.runtime.ops._args", "defun.graph.serialize.schema",
+        "defun.graph.serialize.validate", "defun.spec", "defun.cache_key"]
