@@ -246,14 +246,9 @@ class Node:
                  "stateful", "__weakref__")
 
     def __init__(self, graph, id_, op, inputs, attrs, control_inputs, site):
-        self.graph = graph
-        self.id = id_
-        self.op = op
-        self.inputs = inputs
-        self.attrs = attrs
-        self.control_inputs = control_inputs
+        self.graph, self.id, self.op, self.site = graph, id_, op, site
+        self.inputs, self.attrs, self.control_inputs = inputs, attrs, control_inputs
         self.outputs = []
-        self.site = site
         # (a branch, not `or`: this runs for every node made; most have neither)
         if op.stateful:
             self.stateful = True

@@ -144,11 +144,10 @@ def check_int(x, path, lo=_INT64[0], hi=_INT64[1]):
 
 def check_str(x, path, limit=MAX_STRING):
     """A str of at most `limit` characters."""
-    if not isinstance(x, str):
-        raise format_error(path, f"expected str, got {kind_of(x)}")
-    if len(x) > limit:
-        raise format_error(path, f"string longer than {limit} characters")
-    return str(x)
+    if isinstance(x, str) and len(x) <= limit:
+        return str(x)
+    raise format_error(path, f"string longer than {limit} characters" if isinstance(x, str) else
+                       f"expected str, got {kind_of(x)}")
 
 
 def check_name(x, path):
