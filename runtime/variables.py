@@ -2,6 +2,7 @@
 `all_or_nothing`, the eager updates of several variables as one step (optimizer steps,
 checkpoint saves and restores)."""
 import weakref
+from operator import attrgetter
 
 import numpy as np
 
@@ -63,17 +64,11 @@ class Variable(ByIdentity):
         self._attrs = {"dtype": self.handle.handle_data.shape_and_type[0][1], "shape": arr.shape}
 
     # -------------------------------------------------------------- properties
-    @property
-    def name(self):
-        return self._name
-
-    @property
-    def trainable(self):
-        return self._trainable
-
-    @property
-    def shape(self):
-        return self._store.shape
+    # (attrgetter reads: a C getter, faster than a Python one)
+    name = property(attrgetter("_name"), doc="Its name (given, or Variable_<n>).")
+    trainable = property(attrgetter("_trainable"), doc="Whether a tape watching what is read watches it.")
+    shape = property(attrgetter("_store.shape"), doc="The shape of its values (fixed when made).")
+    device = property(attrgetter("handle.device"), doc="Where its values live (its handle's).")
 
     @property
     def dtype(self):
@@ -84,11 +79,6 @@ class Variable(ByIdentity):
     def ndim(self):
         """The rank of its values."""
         return len(self._store.shape)
-
-    @property
-    def device(self):
-        """Where its values live (the handle's device)."""
-        return self.handle.device
 
     # -------------------------------------------------------------- reads and writes
     def read_value(self):
