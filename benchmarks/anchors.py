@@ -16,7 +16,8 @@ Implementations: hand-written numpy forward + backward (the floor); df eagerly
 step, on the numpy backend and (extra `fast`) on the numba backend, whose first-call compile
 time (cold, and in a second process with the on-disk cache) and peak memory per step are
 reported too; value_and_gradients_function(df.defun(loss)); and, when installed (the `bench` extra),
-HIPS autograd, torch eager (CPU) and jax.jit(value_and_grad). Every implementation is checked
+HIPS autograd, torch eager (CPU), torch.compile (inductor, its first call not timed) and
+jax.jit(value_and_grad). Every implementation is checked
 against the numpy floor (loss and every gradient) before it is timed. Single-threaded BLAS.
 """
 import common  # noqa: F401  (first: pins BLAS/XLA to one thread before numpy loads)
@@ -153,19 +154,31 @@ def torch_variants(kind):
     torch.set_num_threads(1)
 
     if kind == "mlp":
-        def step(w1, b1, w2, b2, x, y):
+        def loss_of(w1, b1, w2, b2, x, y):
             logits = torch.tanh(x @ w1 + b1) @ w2 + b2
-            loss = torch.nn.functional.cross_entropy(logits, y)
-            return loss, torch.autograd.grad(loss, (w1, b1, w2, b2))
-        return {"torch eager": step}
+            return torch.nn.functional.cross_entropy(logits, y)
+        return _torch_steps(loss_of, 4)
 
     def chain(x):
         y = x
         for _ in range(CHAIN_STEPS):
             y = torch.tanh(y) * 1.01 + 0.1
-        loss = y.sum()
-        return loss, torch.autograd.grad(loss, (x,))
-    return {"torch eager": chain}
+        return y.sum()
+    return _torch_steps(chain, 1)
+
+
+def _torch_steps(loss_of, n_params, grads_out=lambda g: g):
+    """torch eager and torch.compile (inductor: the loss's forward and, by AOTAutograd, its
+    backward compiled; compiled on the first call, which the check makes) of one step."""
+    import torch
+    compiled = torch.compile(loss_of)
+
+    def steps(fn):
+        def step(*args):
+            loss = fn(*args)
+            return loss, grads_out(torch.autograd.grad(loss, args[:n_params]))
+        return step
+    return {"torch eager": steps(loss_of), "torch.compile": steps(compiled)}
 
 
 def torch_args(kind, args):
@@ -271,13 +284,11 @@ def conv_torch_variants():
     import torch.nn.functional as F
     torch.set_num_threads(1)
 
-    def step(w1, b1, w2, b2, x, y):    # x is NCHW; w1 OIHW; gradients back in HWIO for the check
+    def loss_of(w1, b1, w2, b2, x, y):    # x is NCHW; w1 OIHW; gradients back in HWIO for the check
         h = torch.relu(F.conv2d(x, w1, b1, padding=1))
         pooled = F.max_pool2d(h, 2).permute(0, 2, 3, 1).reshape(x.shape[0], -1)  # HWC order, as NHWC
-        loss = F.cross_entropy(pooled @ w2 + b2, y)
-        g1, gb1, g2, gb2 = torch.autograd.grad(loss, (w1, b1, w2, b2))
-        return loss, (g1.permute(2, 3, 1, 0), gb1, g2, gb2)
-    return {"torch eager": step}
+        return F.cross_entropy(pooled @ w2 + b2, y)
+    return _torch_steps(loss_of, 4, lambda g: (g[0].permute(2, 3, 1, 0),) + tuple(g[1:]))
 
 
 def conv_torch_args(args):
@@ -577,6 +588,9 @@ def main():
         rows.append(cells)
     print("## Loss + gradients: median us per step (ratio to hand-written numpy)\n")
     print(markdown_table(["implementation"] + [f"{k}" for k in workloads], rows))
+    if ("torch.fx.symbolic_trace", 1000) in trace:
+        checks.append(("trace + compile per op (N = 1000) <= 0.6x torch.fx",
+                       trace[("df.defun", 1000)] / trace[("torch.fx.symbolic_trace", 1000)], 0.6))
     if FIRST_CALL_S:
         cached = cached_first_calls()
         impls = ["numpy (hand-written)", "df defun(whole step)", NUMBA]
@@ -614,6 +628,9 @@ def main():
         ("trace + compile <= 15 us/op (N = 1000)", trace.get(("df.defun", 1000), float("nan")), 15.0),
         ("trace + compile <= 50 us/op (largest N)", trace[("df.defun", trace_sizes[-1])], 50.0),
     ]
+    if ("torch.fx.symbolic_trace", 1000) in trace:
+        checks.append(("trace + compile per op (N = 1000) <= 0.6x torch.fx",
+                       trace[("df.defun", 1000)] / trace[("torch.fx.symbolic_trace", 1000)], 0.6))
     if FIRST_CALL_S:
         def numba_ratio(workload):
             return workloads[workload][NUMBA] / workloads[workload][floor]
