@@ -10,7 +10,8 @@ import math
 import numpy as np
 
 from defun.runtime import dtypes, errors
-from defun.runtime.execute import op_function, run_op
+from defun.runtime.execute import run_op
+from defun.runtime.fast_dispatch import op_function
 from defun.runtime.fused import Elementwise as Ew, Kernel, Reduction
 from defun.runtime.ops import _args, shape_rules
 from defun.runtime.ops._onnx import chain, reduce_form, reduced_axes, running

@@ -9,7 +9,8 @@ the public functions, so they build graph nodes while tracing and differentiate 
 import numpy as np
 
 from defun.runtime import dtypes, errors
-from defun.runtime.execute import renamed_parameters, run_op
+from defun.runtime.execute import run_op
+from defun.runtime.fast_dispatch import renamed_parameters
 from defun.runtime.ops import _args, shape_rules
 from defun.runtime.ops import _onnx_float64 as f64
 from defun.runtime.ops._onnx import reduced_axes, running, with_float64
