@@ -20,6 +20,7 @@ import tracemalloc  # noqa: E402
 import numpy as np  # noqa: E402
 
 import defun as df  # noqa: E402
+from defun.runtime.tape import entry_outputs  # noqa: E402
 from common import markdown_table, median_us_interleaved  # noqa: E402
 from anchors import mlp_df_loss, mlp_problem  # noqa: E402
 
@@ -52,7 +53,7 @@ def saved_bytes(f, ts, n_params):
         f(*ts)
     entry = tape._tape.entries[-1]
     n = len(f.get_concrete_function(*ts).graph.outputs)
-    arrays = {id(t._value): t._value for t in entry[2][n:]}
+    arrays = {id(t._value): t._value for t in entry_outputs(entry)[n:]}
     return sum(a.nbytes for a in arrays.values())
 
 

@@ -16,7 +16,7 @@ from defun.runtime.context import execution_callbacks, state
 from defun.runtime.ops.array_ops import zeros_like
 from defun.runtime.ops.base_ops import ones_like
 from defun.runtime.indexed_slices import IndexedSlices, dense
-from defun.runtime.tape import TapeEntry
+from defun.runtime.tape import tape_entry
 from defun.runtime.tensor import EagerTensor, next_tensor_id, to_array
 from defun.runtime.variables import watch_read_handles
 from defun.graph.backends import DEFAULT_BACKEND
@@ -193,7 +193,7 @@ class GraphFunction:
             backward = first.backward_of(inputs, saved)
         else:
             saved, backward = self._call_any_order(inputs, vals)
-        entry = TapeEntry(self.graph.name, ids, saved, backward, True)
+        entry = tape_entry(self.graph.name, ids, saved, backward, True, inputs=inputs)
         for tape in recording:
             tape.add(entry)
         return saved[:len(self.graph.outputs)]

@@ -198,8 +198,8 @@ def build_backward(forward, name=None):
         ids = [t._id for t in node.inputs]
         if not tape.should_record(ids):
             continue
-        tape.add(tape_mod.TapeEntry(node.op.name, ids, tuple(node.outputs), node.op.grad,
-                                    node.op.none_grads, node))
+        tape.add(tape_mod.tape_entry(node.op.name, ids, node.outputs, node.op.grad,
+                                     node.op.none_grads, node, node.inputs))
     try:
         with bwd.building():
             seeds = [bwd.placeholder(fwd.outputs[k].shape, fwd.outputs[k].dtype) for k in diff_pos]

@@ -10,7 +10,7 @@ from defun.runtime.indexed_slices import IndexedSlices
 from defun.runtime.ops.array_ops import concat
 from defun.runtime.ops.base_ops import cast, ones_like, zeros_like
 from defun.runtime.ops.math_ops import add_n
-from defun.runtime.tape import _OpView, _tuple_new, expand_entry
+from defun.runtime.tape import expand_entry
 
 __all__ = ["imperative_grad"]
 
@@ -88,8 +88,7 @@ def _reachable_from(tape, targets):
             continue
         reachable[e] = 1
         entry = entries[e]
-        # an eager op's compact entry holds its input ids flat (runtime.tape)
-        for iid in (entry[1] if type(entry) is not tuple else entry[4:4 + entry[1]]):
+        for iid in entry[4:4 + entry[1]]:    # its input ids (runtime.tape's layout)
             j = tt.get(iid, -1)
             if j >= 0 and not reachable[j]:
                 stack.append(j)
@@ -121,7 +120,7 @@ def _entries_sources_flow_into(tape, reachable, sources):
         if not reachable[e]:
             continue
         entry = entries[e]
-        ids = entry[1] if type(entry) is not tuple else entry[4:4 + entry[1]]
+        ids = entry[4:4 + entry[1]]
         # unrolled for the common arities: a generator per entry costs ~0.3 us
         if len(ids) == 2:
             first, second = ids[0] in flows, ids[1] in flows
@@ -140,15 +139,11 @@ def _entries_sources_flow_into(tape, reachable, sources):
             if len(skip) == len(ids):
                 continue
         relevant.append((entry, skip))
-        if type(entry) is tuple:  # an eager op's compact entry: its output id(s) (runtime.tape)
-            out = entry[2]
-            if type(out) is int:
-                flows.add(out)
-            else:
-                flows.update(out)
+        out = entry[2]      # its output id, or ids (runtime.tape's layout)
+        if type(out) is int:
+            flows.add(out)
         else:
-            for o in entry[2]:
-                flows.add(o._id)
+            flows.update(out)
     return relevant, flows
 
 
@@ -159,12 +154,7 @@ def _walk_back(relevant, gmap, flows, source_ids):
     taken out when its producer is reached. One loop, written flat: it runs per entry.
     """
     for entry, skip in reversed(relevant):
-        if type(entry) is tuple:  # an eager op's compact entry: its tensors and view rebuilt
-            op_type, input_ids, outputs, backward, none_grads, view = expand_entry(entry, skip)
-        else:
-            op_type, input_ids, outputs, backward, none_grads, view = entry
-            if skip and view is not None:  # a graph node: the same skip, so unused gradient
-                view = _tuple_new(_OpView, (view.type, view.inputs, view.outputs, view.attrs, skip))
+        op_type, input_ids, outputs, backward, none_grads, view = expand_entry(entry, skip)
         if len(outputs) == 1:  # the common case, called without building a list of grads
             oid = outputs[0]._id
             g = gmap.get(oid) if oid in source_ids else gmap.pop(oid, None)

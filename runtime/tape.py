@@ -1,48 +1,23 @@
 """Recording: tapes, their entries, and `record_op` (called by the dispatcher for watched inputs).
 
 A tape maps each watched or produced tensor id to the entry that produced it (-1 for a
-watched source). An entry is a TapeEntry, or for an eager op a compact tuple the garbage
-collector does not track (see `expand_entry`). Below the ops; the reverse walk over a tape
-is `runtime.autodiff`.
+watched source). Every entry has one layout, a flat plain tuple (see "Entries" below):
+an eager op's holds no tensor or function, so the garbage collector does not track it.
+Below the ops; the reverse walk over a tape is `runtime.autodiff`.
 """
 from operator import itemgetter
 
 from defun.runtime.context import state
 from defun.runtime.tensor import EagerTensor, Tensor
 
-__all__ = ["Tape", "TapeEntry", "record_op", "record_unary", "record_binary", "claim",
-           "expand_entry", "is_eager_entry", "input_ids", "output_ids", "record_operation",
+__all__ = ["Tape", "EntryGradient", "tape_entry", "record_op", "record_unary", "record_binary",
+           "claim", "expand_entry", "is_eager_entry", "input_ids", "output_ids", "entry_outputs",
+           "record_operation",
            "record_more_outputs", "more_outputs_entry", "skip_input_indices", "stop_recording",
            "push_tape", "pop_tape"]
 
 
 _tuple_new = tuple.__new__
-
-
-class TapeEntry(tuple):
-    """One recorded op: (op_type, input_ids, outputs, backward, none_grads, op).
-
-    Without `op`, `backward(*output_grads)` returns one gradient (or None) per input; with
-    it, `backward` is a registered gradient function called as `backward(op, *grads)`.
-    A tuple so that recording one costs a C-level allocation, not an `__init__` call.
-    `record_operation`, graph nodes and `graph.gradients` record these; an eager op records
-    the compact plain tuple described at `expand_entry`, which reads any entry in this layout.
-    """
-
-    __slots__ = ()
-
-    def __new__(cls, op_type, input_ids, outputs, backward, none_grads=False, op=None):
-        return _tuple_new(cls, (op_type, input_ids, tuple(outputs), backward, none_grads, op))
-
-    op_type = property(itemgetter(0))
-    input_ids = property(itemgetter(1))
-    outputs = property(itemgetter(2))
-    backward = property(itemgetter(3))
-    none_grads = property(itemgetter(4))
-    op = property(itemgetter(5))
-
-    def __repr__(self):
-        return f"<TapeEntry {self[0]} in={list(self[1])} out={[o._id for o in self[2]]}>"
 
 
 class Tape:
@@ -72,15 +47,15 @@ class Tape:
         idx = len(self.entries)
         self.entries.append(entry)
         tt = self.tensor_tape
-        for o in entry.outputs:
-            tt[o._id] = idx
+        for i in output_ids(entry):
+            tt[i] = idx
 
 
 class _OpView(tuple):
     """The `op` a gradient function sees for an eager op: (type, inputs, outputs, attrs, skip).
 
-    A tuple for the same reason as TapeEntry: it is built for every differentiated eager
-    op. `skip_input_indices` lists the inputs whose gradient nobody needs (see
+    A tuple so that building one costs a C-level allocation, not an `__init__` call: it is
+    built for every differentiated eager op. `skip_input_indices` lists the inputs whose gradient nobody needs (see
     `skip_input_indices(op)`), as `imperative_grad` found them.
     """
 
@@ -111,25 +86,53 @@ def skip_input_indices(op):
     return op[4] if type(op) is _OpView else ()
 
 
-# ------------------------------------------------------------------ eager entries
-# An eager op's entry is one flat plain tuple holding no tensor, function or dict:
-#     (op_name, n, output_id, attr_items or None, *input_ids, *input_values, *output_values)
-# for an op of `n` inputs; `output_id` is an int (one output) or a tuple of them. numpy
-# arrays and ints are not tracked by the garbage collector, so the collector stops
-# tracking such a tuple the first or second time it sees it, and a tape of 100k entries
-# adds nothing to what later collections scan. Entries holding tensors, views and the
-# gradient function made every full collection visit ~6 objects per entry (an add under a
-# 100k-entry tape cost 3.7 us); and every tuple recording leaves alive costs ~0.1 us in
-# the young collections it triggers, more than building it: one tuple per entry, not five.
-# `expand_entry` rebuilds the tensors (same ids and values) and the op's view when a
-# gradient needs them. An input that is not a plain eager tensor (a variable's handle) is
-# stored as itself (its entry stays tracked). The op is found again by name in `_COMPACT`,
-# where an op claims its name on first use; an unregistered OpDef reusing a taken name
-# records TapeEntry entries instead.
+# ------------------------------------------------------------------ entries
+# Every entry is one flat plain tuple, for an op of `n` inputs:
+#     (op_type, n, output_id, how, *input_ids, *inputs, *outputs)
+# `output_id` is an int (one output) or a tuple of them. `how` says where the gradient
+# comes from: for an eager op of a registered OpDef, its attrs (their items, or None),
+# the op found again by name in `_COMPACT`, where an op claims its name on first use;
+# otherwise an EntryGradient (a backward function, a graph node's gradient, an
+# unregistered OpDef reusing a taken name). An eager op's inputs and outputs are stored
+# as their numpy values (an input that is no plain eager tensor, a variable's handle, as
+# itself); others' as the tensors themselves.
+# numpy arrays, ints and strings are not tracked by the garbage collector, so the collector
+# stops tracking an eager op's entry the first or second time it sees it, and a tape of
+# 100k entries adds nothing to what later collections scan. Entries holding tensors, views
+# and the gradient function made every full collection visit ~6 objects per entry (an add
+# under a 100k-entry tape cost 3.7 us); and every tuple recording leaves alive costs ~0.1 us
+# in the young collections it triggers, more than building it: one tuple per entry, not
+# five. `expand_entry` rebuilds the tensors (same ids and values) and the op's view when a
+# gradient needs them.
 
 _COMPACT = {}
 _EMPTY = {}
 _new_object = object.__new__
+
+
+class EntryGradient:
+    """The `how` of an entry with its own gradient: `backward(*output_grads)` returning one
+    gradient (or None) per input, or with `op` (a graph node, or an eager op's view) a
+    registered gradient function called as `backward(op, *grads)`; `none_grads`: it takes
+    None for an output with no gradient (else zeros)."""
+
+    __slots__ = ("backward", "none_grads", "op")
+
+    def __init__(self, backward, none_grads=False, op=None):
+        self.backward = backward
+        self.none_grads = none_grads
+        self.op = op
+
+
+def tape_entry(op_type, input_ids, outputs, backward, none_grads=False, op=None, inputs=None):
+    """The entry of a computation recorded with its own gradient (see EntryGradient):
+    `input_ids` (None for an input that is no tensor), the output tensors, and optionally
+    the inputs themselves (kept only for reading the entry: `expand_entry` never needs them)."""
+    ids = tuple(input_ids)
+    kept = tuple(inputs) if inputs is not None else (None,) * len(ids)
+    outputs = tuple(outputs)
+    out_ids = outputs[0]._id if len(outputs) == 1 else tuple(o._id for o in outputs)
+    return (op_type, len(ids), out_ids, EntryGradient(backward, none_grads, op)) + ids + kept + outputs
 
 
 def claim(op):
@@ -150,36 +153,43 @@ def _rebuilt(values, ids):
 
 
 def input_ids(entry):
-    """The ids of a tape entry's inputs, for both kinds of entry."""
-    return entry[1] if type(entry) is not tuple else entry[4:4 + entry[1]]
+    """The ids of a tape entry's inputs."""
+    return entry[4:4 + entry[1]]
 
 
 def is_eager_entry(entry):
-    """True for the compact entry of an eager op (see `expand_entry`); False for a TapeEntry."""
-    return type(entry) is tuple
+    """True for the entry of an eager op of a registered OpDef (stored as values)."""
+    return type(entry[3]) is not EntryGradient
 
 
 def output_ids(entry):
-    """The ids of a tape entry's outputs, for both kinds of entry."""
-    if type(entry) is not tuple:
-        return tuple(o._id for o in entry[2])
+    """The ids of a tape entry's outputs."""
     out = entry[2]
     return (out,) if type(out) is int else out
 
 
-def expand_entry(entry, skip=()):
-    """(op_type, input_ids, outputs, backward, none_grads, view) of any tape entry.
+def entry_outputs(entry):
+    """The output tensors of a tape entry (an eager op's rebuilt: same ids and values)."""
+    return _rebuilt(entry[4 + 2 * entry[1]:], output_ids(entry))
 
-    An eager op's compact entry gets its tensors rebuilt (same ids and values) and the
-    view its gradient function sees, with `skip` as its `skip_input_indices`.
+
+def expand_entry(entry, skip=()):
+    """(op_type, input_ids, outputs, backward, none_grads, view) of a tape entry: the output
+    tensors, the function to call with the output gradients (after the view if not None),
+    and the view it gets, with `skip` as its `skip_input_indices`.
+
+    An eager op's entry gets its tensors rebuilt (same ids and values) and its view built.
     """
-    if type(entry) is not tuple:
-        return entry
-    name, n, _, items = entry[:4]
-    op = _COMPACT[name]
+    name, n, _, how = entry[:4]
     ids = entry[4:4 + n]
     outputs = _rebuilt(entry[4 + 2 * n:], output_ids(entry))
-    attrs = dict(items) if items is not None else _EMPTY
+    if type(how) is EntryGradient:
+        view = how.op
+        if skip and view is not None:   # a graph node or view: the same skip
+            view = _tuple_new(_OpView, (view.type, view.inputs, view.outputs, view.attrs, skip))
+        return (name, ids, outputs, how.backward, how.none_grads, view)
+    op = _COMPACT[name]
+    attrs = dict(how) if how is not None else _EMPTY
     view = _tuple_new(_OpView, (name, _rebuilt(entry[4 + n:4 + 2 * n], ids), outputs, attrs, skip))
     return (name, ids, outputs, op.grad, op.none_grads, view)
 
@@ -221,8 +231,8 @@ def record_binary(tapes, name, x, y, result):
 def record_op(tapes, op, inputs, outputs, attrs, node=None):
     """Record registered op `op` on every tape that watches one of `inputs`.
 
-    `node` is the graph node while tracing (the gradient function's `op`, in a TapeEntry);
-    eagerly the entry is the compact tuple above, one entry shared by all tapes.
+    `node` is the graph node while tracing (the gradient function's `op`, in its EntryGradient);
+    eagerly the entry holds values (see "Entries" above), one entry shared by all tapes.
     """
     entry = None
     for tape in tapes:
@@ -263,8 +273,7 @@ def _entry(op, inputs, outputs, attrs, node):
             entry[2] = tuple(ids)
         return tuple(entry)
     view = node if node is not None else _tuple_new(_OpView, (op.name, tuple(inputs), outputs, attrs, ()))
-    ids = tuple([x._id for x in inputs])
-    return _tuple_new(TapeEntry, (op.name, ids, outputs, op.grad, op.none_grads, view))
+    return tape_entry(op.name, [x._id for x in inputs], outputs, op.grad, op.none_grads, view, inputs)
 
 
 def record_operation(op_type, output_tensors, input_tensors, backward_function, none_grads=False):
@@ -279,7 +288,7 @@ def record_operation(op_type, output_tensors, input_tensors, backward_function, 
     outs = tuple(output_tensors)
     for tape in tapes:
         if tape.should_record(ids):
-            tape.add(TapeEntry(op_type, ids, outs, backward_function, none_grads))
+            tape.add(tape_entry(op_type, ids, outs, backward_function, none_grads))
 
 
 def record_more_outputs(node, old_outputs, new_outputs):
@@ -308,7 +317,7 @@ def more_outputs_entry(node, k, new_outputs):
 
     def backward(*grads):
         return grad(node, *([None] * k), *grads)
-    return TapeEntry(node.op.name, [t._id for t in node.inputs], new_outputs, backward, True)
+    return tape_entry(node.op.name, [t._id for t in node.inputs], new_outputs, backward, True)
 
 
 class stop_recording:
