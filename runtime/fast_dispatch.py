@@ -28,8 +28,10 @@ from defun.runtime.execute import kernel_error, run_op
 from defun.runtime import tape as tape_mod
 from defun.runtime.tensor import EagerTensor, next_tensor_id, weak_scalar_tensor
 
-__all__ = ["op_function", "renamed_parameters"]
+__all__ = ["op_function", "renamed_parameters", "SPECIALIZED"]
 
+# op name -> the specialized public function made for it (what the equivalence test runs)
+SPECIALIZED = {}
 _EMPTY = {}
 _QUIET = ()  # the tapes of a quiet thread (no thread is busy)
 _FIRST_TWO = (0, 1)
@@ -42,12 +44,18 @@ def op_function(op, doc="", names=None):
     An op that qualifies (see the module's docstring) gets its specialized function; any
     other calls `run_op`.
     """
-    if op.num_inputs == 1:
-        f = _unary_function(op) if _fits(op) else \
-            (lambda x, name=None: run_op(op, (x,), _EMPTY, name))
+    f = None
+    if _fits(op):
+        if op.num_inputs == 1:
+            f = _unary_function(op)
+        elif op.same_dtype == _FIRST_TWO:
+            f = _binary_function(op)
+    if f is not None:
+        SPECIALIZED[op.name] = f
+    elif op.num_inputs == 1:
+        f = lambda x, name=None: run_op(op, (x,), _EMPTY, name)     # noqa: E731
     else:
-        f = _binary_function(op) if _fits(op) and op.same_dtype == _FIRST_TWO else \
-            (lambda x, y, name=None: run_op(op, (x, y), _EMPTY, name))
+        f = lambda x, y, name=None: run_op(op, (x, y), _EMPTY, name)  # noqa: E731
     f.__name__ = f.__qualname__ = op.name
     f.__doc__ = doc
     return f if names is None else renamed_parameters(f, names)
