@@ -47,13 +47,16 @@ def run_op(op, inputs, attrs=_EMPTY, name=None):
         outs = (EagerTensor(out),)
     else:
         outs = tuple(EagerTensor(o) for o in out) if out is not None else ()
+    result = outs[0] if op.single else (outs if outs else None)
+    if st.quiet and not execution_callbacks:    # nobody listens
+        return result
     for cb in tuple(execution_callbacks):
         cb(op.name, name, attrs, inputs, outs)
     if st._trace is not None:
         st._trace.add(op.name, outs)
     if st._tapes and op.grad is not None:
         tape_mod.record_op(st._tapes, op, inputs, outs, attrs)
-    return outs[0] if op.single else (outs if outs else None)
+    return result
 
 
 def execute(op_name, num_outputs, inputs, attrs=None, name=None):
