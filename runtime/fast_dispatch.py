@@ -96,19 +96,14 @@ def _unary_function(op):
                         raise kernel_error(op, [v], _EMPTY, e) from e
                     r = new(ET)
                     r._value = out
-                    r._id = rid = next_id()
-                    if tapes:
-                        if op.grad is None:
-                            pass
-                        elif len(tapes) == 1:     # record_unary, written in place
-                            tape = tapes[0]
-                            tt = tape.tensor_tape
-                            xid = x._id
-                            if xid in tt:
-                                entries = tape.entries
-                                idx = len(entries)
-                                entries.append((op_name, 1, rid, None, xid, v, out))
-                                tt[rid] = idx
+                    r._id = next_id()
+                    if tapes and op.grad is not None:
+                        if len(tapes) == 1:     # record_unary, written in place
+                            tt = tapes[0].tensor_tape
+                            if x._id in tt:
+                                entries = tapes[0].entries
+                                entries.append((op_name, 1, r._id, None, x._id, v, out))
+                                tt[r._id] = len(entries) - 1
                         else:
                             record(tapes, op_name, x, r)
                     return r
@@ -146,18 +141,14 @@ def _binary_function(op):
             raise kernel_error(op, [va, vb], _EMPTY, e) from e
         r = new(ET)
         r._value = out
-        r._id = rid = next_id()
+        r._id = next_id()
         if tapes and op.grad is not None:
-            if len(tapes) == 1:     # record_binary, written in place
-                tape = tapes[0]
-                tt = tape.tensor_tape
-                aid = a._id
-                bid = b._id
-                if aid in tt or bid in tt:
-                    entries = tape.entries
-                    idx = len(entries)
-                    entries.append((op_name, 2, rid, None, aid, bid, va, vb, out))
-                    tt[rid] = idx
+            if len(tapes) == 1:     # record_binary, written in place (few locals: each costs)
+                tt = tapes[0].tensor_tape
+                if a._id in tt or b._id in tt:
+                    entries = tapes[0].entries
+                    entries.append((op_name, 2, r._id, None, a._id, b._id, va, vb, out))
+                    tt[r._id] = len(entries) - 1
             else:
                 record(tapes, op_name, a, b, r)
         return r
