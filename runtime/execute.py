@@ -19,26 +19,31 @@ from defun.runtime.tensor import EagerTensor, Tensor, to_array, weak_scalar_tens
 __all__ = ["run_op", "execute", "same_dtype_inputs", "kernel_error"]
 
 _EMPTY = {}
+_FIRST_TWO = (0, 1)
 
 
 def run_op(op, inputs, attrs=_EMPTY, name=None):
     """Run OpDef `op` on `inputs`; returns a tensor, a tuple of tensors, or None (0 outputs)."""
     st = state
-    g = st._graph
-    if g is not None:
-        inputs, outs = g.add_op(op, inputs, attrs, name)
-        if st._tapes and op.grad is not None and outs:
-            tape_mod.record_op(st._tapes, op, inputs, outs, attrs, getattr(outs[0], "node", None))
-        return outs[0] if op.single else (tuple(outs) if outs else None)
-    inputs = same_dtype_inputs(op, _eager_inputs(op, inputs))
-    vals = [x._value for x in inputs]
+    tapes = st.eager_tapes    # the thread's tapes while it runs eagerly untraced ([] if none)
+    if tapes is None and st._graph is not None:
+        return _add_node(st, op, inputs, attrs, name)
+    try:
+        vals = [x._value for x in inputs]       # eager tensors
+    except AttributeError:                      # else: converted (variables read, ...)
+        inputs = _eager_inputs(op, inputs)
+        vals = [x._value for x in inputs]
+    checked = same_dtype_inputs(op, inputs, vals)
+    if checked is not inputs:       # cast to one dtype
+        inputs = checked
+        vals = [x._value for x in inputs]
     kinds = op.kinds
     if kinds is not None and vals and vals[0].dtype.kind not in kinds:
         raise errors.InvalidArgumentError(
             f"{op.name}: unsupported input dtype {vals[0].dtype.name} "
             f"(expected {kinds_text(kinds)})")
     try:
-        out = op.kernel(*vals, **attrs)
+        out = op.kernel(*vals, **attrs) if attrs else op.kernel(*vals)
     except errors.DefunError:
         raise
     except Exception as e:
@@ -48,15 +53,24 @@ def run_op(op, inputs, attrs=_EMPTY, name=None):
     else:
         outs = tuple(EagerTensor(o) for o in out) if out is not None else ()
     result = outs[0] if op.single else (outs if outs else None)
-    if st.quiet and not execution_callbacks:    # nobody listens
+    if tapes is not None and not tapes and not execution_callbacks:    # nobody listens
         return result
     for cb in tuple(execution_callbacks):
         cb(op.name, name, attrs, inputs, outs)
-    if st._trace is not None:
+    if tapes is None:       # eager under an execution trace
         st._trace.add(op.name, outs)
-    if st._tapes and op.grad is not None:
-        tape_mod.record_op(st._tapes, op, inputs, outs, attrs)
+        tapes = st._tapes
+    if tapes and op.grad is not None:
+        tape_mod.record_op(tapes, op, inputs, outs, attrs)
     return result
+
+
+def _add_node(st, op, inputs, attrs, name):
+    """A graph is being built: `op` becomes a node of it (recorded on its tapes)."""
+    inputs, outs = st._graph.add_op(op, inputs, attrs, name)
+    if st._tapes and op.grad is not None and outs:
+        tape_mod.record_op(st._tapes, op, inputs, outs, attrs, getattr(outs[0], "node", None))
+    return outs[0] if op.single else (tuple(outs) if outs else None)
 
 
 def execute(op_name, num_outputs, inputs, attrs=None, name=None):
@@ -79,11 +93,14 @@ def execute(op_name, num_outputs, inputs, attrs=None, name=None):
 def _eager_inputs(op, inputs):
     """`inputs` as eager tensors: variables read, arrays and Python values converted by the
     weak-typing rules (runtime.convert); a symbolic tensor here is an error."""
-    for x in inputs:
-        if not isinstance(x, EagerTensor):
-            break
-    else:
-        return inputs
+    if len(inputs) == 2 and op.same_dtype == _FIRST_TWO:
+        # a tensor and a Python number (`x * 1.01`): the number takes the tensor's dtype,
+        # as convert_operands decides, as the cached tensor of weak_scalar_tensor
+        a, b = inputs
+        if type(a) is EagerTensor and (t := weak_scalar_tensor(b, a._value.dtype)) is not None:
+            return [a, t]
+        if type(b) is EagerTensor and (t := weak_scalar_tensor(a, b._value.dtype)) is not None:
+            return [t, b]
     inputs = list(inputs)
     for i, x in enumerate(inputs):
         if isinstance(x, Tensor):
@@ -94,14 +111,18 @@ def _eager_inputs(op, inputs):
     return convert_operands(op, inputs, _is_tensor, _eager_operand)
 
 
-def same_dtype_inputs(op, inputs):
+def same_dtype_inputs(op, inputs, typed=None):
     """`inputs` (tensors, eager or symbolic) as they are when the operands of
-    `op.same_dtype` share one dtype; else `promote_or_raise`: THE same-dtype check."""
+    `op.same_dtype` share one dtype; else `promote_or_raise`: THE same-dtype check.
+
+    `typed` (default `inputs`): per input, what its dtype is read from, for eager tensors
+    their numpy values (an attribute, where a tensor's `dtype` is a property lookup)."""
     same = op.same_dtype
     if same is not None:
-        d0 = inputs[same[0]].dtype
+        typed = inputs if typed is None else typed
+        d0 = typed[same[0]].dtype
         for i in same:
-            if inputs[i].dtype is not d0:
+            if typed[i].dtype is not d0:
                 return promote_or_raise(op, inputs)
     return inputs
 
