@@ -179,7 +179,7 @@ class ConcreteFunction:
         same call when `args` are eager tensors of exactly this trace's (static) shapes and
         dtypes, else MISS. `Function` calls `last_call` of the trace its last call ran
         before anything else: one check per argument instead of a cache key and a lookup
-        (-0.3 us a call)."""
+        (one-op call of float32 (4,) tensors: 1.38-1.61 -> 0.87-0.96 us, np.add 0.30)."""
         n, n_out = len(self.graph.inputs), len(self.graph.outputs)
         args = [f"a{i}" for i in range(n)]
         vals = [f"v{i}" for i in range(n)]
