@@ -30,7 +30,7 @@ class _ThreadState(threading.local):
     dispatcher reads only it (one thread-local read instead of three: -70 ns per op).
     `eager_tapes` is the tape list while the thread runs eagerly with no trace (empty when
     quiet), None otherwise: the public functions of elementwise ops read only it, quiet
-    or taped (see runtime.execute.op_function), and not even that while `busy_threads`
+    or taped (see runtime.fast_dispatch.op_function), and not even that while `busy_threads`
     is empty. Assigning `graph`, `tapes` or `trace` keeps all three current; `tapes` is
     replaced by a new list, never changed in place.
     """

@@ -1,5 +1,5 @@
 """The public functions of elementwise ops dispatch plain eager calls themselves
-(runtime.execute.op_function): results, errors and recordings agree with `run_op`."""
+(runtime.fast_dispatch.op_function): results, errors and recordings agree with `run_op`."""
 import numpy as np
 import pytest
 

@@ -36,7 +36,7 @@ _EMPTY = {}
 
 
 # A public function `f(x, name=None)` / `f(x, y, name=None)` for an op without attrs: its
-# plain eager calls are dispatched by the function itself (runtime.execute.op_function).
+# plain eager calls are dispatched by the function itself (runtime.fast_dispatch.op_function).
 _public = op_function
 _NC, _FC = shape_rules.numeric_complex_kinds, shape_rules.inexact_kinds
 
