@@ -10,7 +10,7 @@ import numpy as np
 from defun.runtime import dtypes, errors, sites
 from defun.runtime.context import state
 from defun.runtime.convert import convert_operands
-from defun.runtime.execute import promote_or_raise
+from defun.runtime.execute import same_dtype_inputs
 from defun.runtime.registry import check_input_count
 from defun.runtime.tensor import EagerTensor, Tensor, to_array
 from defun.graph.nodes import CONST, SymbolicTensor, infer_types
@@ -140,15 +140,12 @@ class Tracing:
                 weak = True
         if weak:    # the eager dispatcher's conversion rules, making constants of this graph
             out = self._convert_weak(op, out, site)
-        same = op.same_dtype
-        if same is not None and len(same) > 1:
-            d0 = out[same[0]].dtype
-            if any(out[i].dtype is not d0 for i in same):
-                try:   # two integer dtypes numpy would promote: cast nodes, as eagerly
-                    return promote_or_raise(op, out)
-                except errors.InvalidArgumentError as e:
-                    raise errors.InvalidArgumentError(f"{e} (while tracing, at {_site_text(site)})") from None
-        return out
+        if op.same_dtype is None:
+            return out
+        try:   # two integer dtypes numpy would promote become cast nodes, as eagerly
+            return same_dtype_inputs(op, out)
+        except errors.InvalidArgumentError as e:
+            raise errors.InvalidArgumentError(f"{e} (while tracing, at {_site_text(site)})") from None
 
     def _convert_weak(self, op, out, site):
         if op.same_dtype == _FIRST_TWO and len(out) == 2:
