@@ -55,29 +55,20 @@ class _V:
     def _o(self, other):
         return other.v if isinstance(other, _V) else ir.Constant(self.k.fty, float(other))
 
-    def __add__(self, o):
-        return _V(self.k, self.k.b.fadd(self.v, self._o(o), flags=_CONTRACT))
+    def _arithmetic(instruction):
+        """The operator and its reflected form, both emitting `instruction` (fadd, ...)."""
+        def forward(self, o):
+            return _V(self.k, getattr(self.k.b, instruction)(self.v, self._o(o), flags=_CONTRACT))
 
-    def __radd__(self, o):
-        return _V(self.k, self.k.b.fadd(self._o(o), self.v, flags=_CONTRACT))
+        def reflected(self, o):
+            return _V(self.k, getattr(self.k.b, instruction)(self._o(o), self.v, flags=_CONTRACT))
+        return forward, reflected
 
-    def __sub__(self, o):
-        return _V(self.k, self.k.b.fsub(self.v, self._o(o), flags=_CONTRACT))
-
-    def __rsub__(self, o):
-        return _V(self.k, self.k.b.fsub(self._o(o), self.v, flags=_CONTRACT))
-
-    def __mul__(self, o):
-        return _V(self.k, self.k.b.fmul(self.v, self._o(o), flags=_CONTRACT))
-
-    def __rmul__(self, o):
-        return _V(self.k, self.k.b.fmul(self._o(o), self.v, flags=_CONTRACT))
-
-    def __truediv__(self, o):
-        return _V(self.k, self.k.b.fdiv(self.v, self._o(o), flags=_CONTRACT))
-
-    def __rtruediv__(self, o):
-        return _V(self.k, self.k.b.fdiv(self._o(o), self.v, flags=_CONTRACT))
+    __add__, __radd__ = _arithmetic("fadd")
+    __sub__, __rsub__ = _arithmetic("fsub")
+    __mul__, __rmul__ = _arithmetic("fmul")
+    __truediv__, __rtruediv__ = _arithmetic("fdiv")
+    del _arithmetic
 
     def __neg__(self):
         return _V(self.k, self.k.b.fneg(self.v))
