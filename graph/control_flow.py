@@ -25,10 +25,11 @@ from defun.runtime import dtypes, errors
 from defun.runtime.context import state
 from defun.runtime.execute import run_op
 from defun.runtime.indexed_slices import IndexedSlices, dense
-from defun.runtime.ops.array_ops import gather, identity, zeros, zeros_like
-from defun.runtime.ops.math_ops import greater
+from defun.runtime.ops.array_ops import cast, gather, identity, stack, zeros, zeros_like
+from defun.runtime.ops.math_ops import greater, maximum
 from defun.runtime.registry import get as get_op, register
 from defun.runtime.shapes import merge_shapes, shape_str, shapes_compatible
+from defun.runtime.tensor import Tensor, constant
 from defun.runtime.variables import watch_read_handles
 from defun.graph.functions import CALL, call_graph, input_grads, plan_of, add_side_outputs
 from defun.graph.gradients import LOCK as _grad_lock, levels_of, pick_level, saving_of
@@ -305,45 +306,88 @@ def _cond_batch(ctx, node, inputs, batched):
     return cond_node(pred, made[0][0], made[1][0]), out_flags
 
 
-def _eager_while_batch(ctx, node, vs, flags, extra, extra_flags):
-    """The masked loop run eagerly, so the tapes listening record every iteration's ops."""
+def _eager_while_batch(ctx, node, n, vs, flags, extra, extra_flags):
+    """The masked loop run eagerly, so the tapes listening record every iteration's ops
+    (counted: also each iteration's kept values and each example's count, see _while_batch)."""
     attrs = node.attrs
-    cond_g, body_g = attrs["cond"], attrs["body"]
-    limit, count = attrs["maximum_iterations"], 0
+    cond_g, body_g = attrs["cond"], _effective_body(attrs)
+    limit, count, counts, rows = attrs["maximum_iterations"], 0, 0, []
+    loop_ts = node.outputs[:n]
     while limit is None or count < limit:
         (go,), (go_batched,) = ctx.run_graph(cond_g, vs + list(extra), flags + list(extra_flags))
         if not bool(run_op(get_op("reduce_any"), [go], {"axis": None, "keepdims": False})
                     if go_batched else go):
             break
         new, new_flags = ctx.run_graph(body_g, vs + list(extra), flags + list(extra_flags))
-        if go_batched or any(f and not b for f, b in zip(new_flags, flags)):
-            vs = [v if b else _materialized(ctx, v, t) for v, b, t in zip(vs, flags, node.outputs)]
-            new = [x if b else _materialized(ctx, x, t) for x, b, t in zip(new, new_flags, node.outputs)]
-            if go_batched:
-                new = [_select(go, x, v, len(t.shape)) for x, v, t in zip(new, vs, node.outputs)]
-            flags = [True] * len(vs) if go_batched else [f or b for f, b in zip(flags, new_flags)]
-        else:
-            flags = list(new_flags)
+        rows.append((new[n:], new_flags[n:]))
+        new, new_flags = new[:n], new_flags[:n]
+        if go_batched:      # the examples still running take the new values
+            vs = [v if b else _materialized(ctx, v, t) for v, b, t in zip(vs, flags, loop_ts)]
+            new = [_select(go, x if b else _materialized(ctx, x, t), v, len(t.shape))
+                   for x, b, v, t in zip(new, new_flags, vs, loop_ts)]
+            new_flags = [True] * n
+        flags = list(new_flags)
         vs = new
         count += 1
-    return vs, flags
+        counts = counts + (cast(go, dtypes.int32) if go_batched else 1)
+    if not _counted(attrs):
+        return vs, flags
+    stacks, stack_flags = [], []
+    for k, t in enumerate(node.outputs[n + 1:]):
+        kept = [(r[k], f[k]) for r, f in rows]
+        stacks.append(_eager_stack(ctx, kept, t))
+        stack_flags.append(any(f for _, f in kept))
+    batched_count = isinstance(counts, Tensor)
+    counts = counts if batched_count else constant(np.int32(counts))
+    return vs + [counts] + stacks, flags + [batched_count] + stack_flags
+
+
+def _eager_stack(ctx, kept, t):
+    """Eagerly, the (value, batched) of each iteration of stacked output `t` stacked: on
+    axis 1 when any is batched (the batch first), else on axis 0. A cond's empty stand-in
+    (see _stack) becomes zeros shaped like the other rows; they are never read."""
+    if not kept:
+        return zeros(tuple(d or 0 for d in t.shape), t.dtype)
+    empty = (0,) * len(t.shape)
+    ref, ref_batched = next(((v, f) for v, f in kept if tuple(v.shape)[f:] != empty), kept[0])
+    on = 1 if any(f for _, f in kept) else 0
+    out = []
+    for v, f in kept:
+        if tuple(v.shape)[f:] == empty and v is not ref:
+            v, f = zeros_like(ref), ref_batched
+        out.append(_materialized(ctx, v, v) if on and not f else v)
+    return stack(out, axis=on)
+
+
+def _batched_counts(mask):
+    """Per example, the iterations it was active in: `mask` is [iterations, batch] bool."""
+    return run_op(get_op("reduce_sum"), [cast(mask, dtypes.int32)], {"axis": (0,), "keepdims": False})
+
+
+def _batch_first(stack_, rank):
+    """A batched stacked value [iterations, batch, ...] as [batch, iterations, ...]."""
+    return run_op(get_op("transpose"), [stack_], {"perm": (1, 0) + tuple(range(2, rank + 2))})
 
 
 def _while_batch(ctx, node, inputs, batched):
     """The loop variables an iteration can make batched are batched from the start; with a
     batched condition the loop runs while any example's holds, and an example whose
-    condition fails keeps its values (masked), so each ends where its own loop would."""
+    condition fails keeps its values (masked), so each ends where its own loop would.
+
+    A counted loop (one keeping values per iteration for its gradient) keeps them for the
+    whole batch, [batch, iterations, ...] for a batched value (padded: an example's rows
+    past its own count hold values computed on its frozen loop variables), and its count
+    becomes per example: how many iterations it was active in (with a batched condition,
+    the body also returns its active mask, stacked as one more kept value). The gradient's
+    reverse loop (_while_grad) counts down from that count, so batched it is masked the
+    same way, and each example's gradient reads only its own iterations' rows."""
     attrs = node.attrs
-    if attrs["history"] or attrs["saves"] is not None:
-        raise errors.UnimplementedError(
-            "while: a loop saving per-iteration values for a gradient inside the vmapped function "
-            "(the gradient of a while_loop) is not batched yet")
-    n = len(node.outputs)
-    cond_g, body_g = attrs["cond"], attrs["body"]
+    n = _num_loop_vars(attrs)
+    cond_g, body_g = attrs["cond"], _effective_body(attrs)
     init, extra, extra_flags = list(inputs[:n]), inputs[n:], batched[n:]
     flags = list(batched[:n])
     if state.graph is None:     # eager: a Python loop of batched ops, as df.while_loop runs
-        return _eager_while_batch(ctx, node, init, flags, extra, extra_flags)
+        return _eager_while_batch(ctx, node, n, init, flags, extra, extra_flags)
     while True:
         cg, couts, cflags = ctx.function(cond_g, flags, extra, extra_flags, "while_cond_batched")
         if cflags[0]:
@@ -354,21 +398,31 @@ def _while_batch(ctx, node, inputs, batched):
         if grown == flags:
             break
         flags = grown
+    loop_ts, kept = node.outputs[:n], bouts[n:]
     with bg.building():
         new = [_materialized(ctx, o, t) if f and not b else o
-               for o, b, f, t in zip(bouts, bflags, flags, node.outputs)]
+               for o, b, f, t in zip(bouts, bflags, flags, loop_ts)]
         if cflags[0]:     # the examples still running take the new values
             go, _ = ctx.run_graph(cond_g, bg.inputs + list(extra), flags + list(extra_flags))
-            new = [_select(go[0], x, v, len(t.shape)) for x, v, t in zip(new, bg.inputs, node.outputs)]
-    bg.finalize(new)
+            new = [_select(go[0], x, v, len(t.shape)) for x, v, t in zip(new, bg.inputs, loop_ts)]
+            kept = kept + ([go[0]] if _counted(attrs) else [])
+    bg.finalize(new + kept)
     with cg.building():
         c = couts[0]
         if cflags[0]:
             c = run_op(get_op("reduce_any"), [c], {"axis": None, "keepdims": False})
     cg.finalize([c])
     init = [_materialized(ctx, x, t) if f and not b else x
-            for x, b, f, t in zip(init, batched[:n], flags, node.outputs)]
-    return while_node(cg, bg, init, attrs["maximum_iterations"]), flags
+            for x, b, f, t in zip(init, batched[:n], flags, loop_ts)]
+    if not _counted(attrs):
+        return while_node(cg, bg, init, attrs["maximum_iterations"]), flags
+    out = while_node(cg, bg, init, attrs["maximum_iterations"], saves=len(kept))
+    count, stacks = out[n], out[n + 1:n + 1 + len(body_g.outputs) - n]
+    if cflags[0]:
+        count = _batched_counts(out[-1])
+    kept_flags = bflags[n:]
+    stacks = [_batch_first(s, len(t.shape)) if f else s for s, f, t in zip(stacks, kept_flags, body_g.outputs[n:])]
+    return out[:n] + [count] + stacks, flags + [cflags[0]] + kept_flags
 
 
 _COND_ATTRS = {"then_branch": "func", "else_branch": "func"}
@@ -560,10 +614,11 @@ def _while_grad(op, *grads):
     def step(i, *g):
         carried, sums = g[:nv], g[nv:]
         i = i - 1
-        feed = [carried[float_vars.index(k)] if k < n else gather(kept_grads[k - n], i)
+        at = maximum(i, 0)      # i: batched (vmap), an example already done reads row 0, unused
+        feed = [carried[float_vars.index(k)] if k < n else gather(kept_grads[k - n], at)
                 for k in bw.grad_outputs]
         for kind, v in lv.feed:
-            feed.append(gather(stacks[v], i) if kind == "stack" else consts[v] if kind == "const" else v)
+            feed.append(gather(stacks[v], at) if kind == "stack" else consts[v] if kind == "const" else v)
         got = [dense(g) for g in input_grads(bw, call_graph(bw.graph, feed))]
         new_vars = [got[k] if got[k] is not None else zeros_like(carried[j])
                     for j, k in enumerate(float_vars)]
@@ -710,15 +765,16 @@ def cond_node(pred, then_g, else_g, name=None):
     return out[:len(then_g.outputs)]   # a forward accumulator may have raised the node already
 
 
-def while_node(cond_g, body_g, init, maximum_iterations=None, name=None):
+def while_node(cond_g, body_g, init, maximum_iterations=None, name=None, saves=None):
     """Add (or run eagerly) one `while` node over finalized cond/body graphs taking the loop
-    variables `init` (then the shared captures); the loop variables' final values."""
+    variables `init` (then the shared captures); the loop variables' final values (`saves`:
+    a counted loop whose body's last `saves` outputs are kept per iteration; all its outputs)."""
     captured = share_captures([cond_g, body_g])
     watch_read_handles(captured)
     out = _as_list(run_op(WHILE, list(init) + captured,
                           {"cond": cond_g, "body": body_g, "maximum_iterations": maximum_iterations,
-                           "history": False, "saves": None}, name))
-    return out[:len(init)]
+                           "history": False, "saves": saves}, name))
+    return out[:len(init) + (0 if saves is None else 1 + saves)]
 
 
 def _trace(base, outer, params, fn):

@@ -402,13 +402,6 @@ def test_tape_through_batched_cond_and_while(mode):
         _close(tape.gradient(y, x), np.array(want))
 
 
-def test_per_example_gradients_through_a_while_loop_say_they_are_not_batched_yet():
-    def loopy(x):
-        return df.while_loop(lambda i, y: y < 10.0, lambda i, y: (i + 1, y * 2.0 + 1.0), (0, x))[1]
-    with pytest.raises(errors.UnimplementedError, match="gradient of a while_loop"):
-        df.vmap(df.gradients_function(loopy))(df.constant([0.5, 2.0]))
-
-
 def test_an_unknown_batch_size_in_a_defun_is_named():
     f = df.defun(df.vmap(lambda x: x * 2.0), input_signature=[df.TensorSpec([None, 3], f32)])
     with pytest.raises(errors.InvalidArgumentError, match="batch size .* unknown while tracing"):
