@@ -45,7 +45,7 @@ from defun.vmap import vmap, vectorized_map, VectorizationFallbackWarning  # noq
 from defun.export import export_json, load_json  # noqa: E402,F401
 from defun.graph.backends import Backend, NumpyBackend, backends, register_backend  # noqa: E402,F401
 from defun.graph import numba_backend as _numba_backend  # noqa: E402,F401  (installs backend "numba" if numba is; it loads numba on first use)
-from defun import linalg  # noqa: E402,F401
+from defun import linalg, math, nn  # noqa: E402,F401  (TF's tf.linalg, tf.math, tf.nn names)
 from defun.runtime.forwardprop import ForwardAccumulator  # noqa: E402,F401
 from defun.runtime import optimizers  # noqa: E402,F401
 from defun.runtime.checkpoint import save_variables, restore_variables  # noqa: E402,F401
@@ -56,10 +56,12 @@ print = _debug_ops.print  # noqa: A001,E402  (df.print, as tf.print)
 from defun.numpy_export import export_numpy_source  # noqa: E402,F401
 from defun.onnx_export import export_onnx  # noqa: E402,F401  (the optional [onnx] extra, imported lazily)
 from defun.profile import profile, Profile, ProfileRow  # noqa: E402,F401
+from defun.namespaces import missing_name as _missing_name, CalledLikeTF as _CalledLikeTF  # noqa: E402
+function.__class__ = _CalledLikeTF  # noqa: F821,E402  (`@df.function` says to use @df.defun)
 
 # The public names: what `dir(df)` shows and `from defun import *` takes. Submodules
 # (`defun.function`, `defun.graph`, ...) stay importable by their full names but are not API.
-_NAMESPACES = ("errors", "linalg", "random", "debugging", "optimizers", "dask", "test", "signal")
+_NAMESPACES = ("errors", "linalg", "math", "nn", "random", "debugging", "optimizers", "dask", "test", "signal")
 __all__ = sorted({n for n, v in globals().items()
                   if not n.startswith("_") and not isinstance(v, type(_os))
                   } | set(_NAMESPACES))
@@ -70,7 +72,7 @@ def __getattr__(name):
     if name == "dask":
         import defun.dask as dask  # lazily: the [dask] extra is optional and slow to import
         return dask
-    raise AttributeError(f"module 'defun' has no attribute {name!r}")
+    raise _missing_name("defun", name, __all__)
 
 
 def __dir__():

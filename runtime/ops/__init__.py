@@ -36,6 +36,12 @@ def _install_operators(cls):
         setattr(cls, k, f)
     for k, f in numpy_methods.METHODS.items():  # t.T, t.reshape, t.sum, ... (numpy's names)
         setattr(cls, k, f)
+    cls.__array_ufunc__ = _array_ufunc
+
+
+def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    """numpy's ufuncs on tensors: the df op of the same meaning (runtime/ops/numpy_ufuncs.py)."""
+    return numpy_ufuncs.array_ufunc(ufunc, method, inputs, kwargs)
 
 
 from defun.runtime.tensor import Tensor  # noqa: E402
@@ -52,3 +58,4 @@ from defun.runtime.ops import conv_ops  # noqa: F401,E402
 from defun.runtime.ops.conv_ops import *  # noqa: F401,F403,E402
 from defun.runtime.ops import random_ops, debug_ops, fft_ops  # noqa: F401,E402
 from defun.runtime.ops.random_ops import *  # noqa: F401,F403,E402
+from defun.runtime.ops import numpy_ufuncs  # noqa: E402  (after every op it maps to)
