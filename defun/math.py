@@ -23,6 +23,8 @@ from defun.runtime.ops.sort_ops import top_k  # noqa: F401
 from defun.runtime.ops.special_math_ops import (cumprod, cumsum, erf, expm1, is_finite, is_nan,  # noqa: F401
                                                 reduce_all, reduce_any, reduce_logsumexp, softplus, tan)
 from defun.runtime.ops.elementwise_ops import sinh, cosh  # noqa: F401
+from defun.runtime.ops.special_functions import (bessel_i0e, bessel_i1e, betainc, digamma, erfc, erfinv,  # noqa: F401
+                                                 igamma, igammac, lgamma, polygamma, xlog1py, xlogy)
 from defun.namespaces import missing_name
 
 floormod = mod

@@ -30,6 +30,8 @@ MIN_OPSET = 17
 MAX_SUBGRAPH_NESTING = 30
 
 _COMPLEX_VALUES = "takes or gives complex values, which no ONNX operator computes"
+_SERIES = ("a special function (df.math) computed by series, recurrences and continued fractions chosen "
+           "per range of the input; ONNX has no such operator and no form is written yet")
 # Registered ops without an ONNX form, and why (docs/guide.md lists them; a test checks
 # that this table, the registry and the docs agree).
 NO_FORM = {
@@ -58,6 +60,16 @@ NO_FORM = {
     "fft": _COMPLEX_VALUES,
     "rfft": _COMPLEX_VALUES,
     "irfft": _COMPLEX_VALUES,
+    "lgamma": _SERIES,
+    "digamma": _SERIES,
+    "polygamma": _SERIES,
+    "erfc": "ONNX's Erf gives 1 - erf(x), which rounds to 0 where erfc is what is asked for (x > 4)",
+    "erfinv": _SERIES,
+    "igamma": _SERIES,
+    "igammac": _SERIES,
+    "betainc": _SERIES,
+    "bessel_i0e": _SERIES,
+    "bessel_i1e": _SERIES,
 }
 
 

@@ -58,4 +58,5 @@ from defun.runtime.ops import conv_ops  # noqa: F401,E402
 from defun.runtime.ops.conv_ops import *  # noqa: F401,F403,E402
 from defun.runtime.ops import random_ops, debug_ops, fft_ops  # noqa: F401,E402
 from defun.runtime.ops.random_ops import *  # noqa: F401,F403,E402
+from defun.runtime.ops import special_functions  # noqa: F401,E402  (df.math's lgamma, igamma, ...)
 from defun.runtime.ops import numpy_ufuncs  # noqa: E402  (after every op it maps to)
