@@ -56,6 +56,7 @@ print = _debug_ops.print  # noqa: A001,E402  (df.print, as tf.print)
 from defun.numpy_export import export_numpy_source  # noqa: E402,F401
 from defun.onnx_export import export_onnx  # noqa: E402,F401  (the optional [onnx] extra, imported lazily)
 from defun.profile import profile, Profile, ProfileRow  # noqa: E402,F401
+from defun.view import view  # noqa: E402,F401
 
 # The public names: what `dir(df)` shows and `from defun import *` takes. Submodules
 # (`defun.function`, `defun.graph`, ...) stay importable by their full names but are not API.

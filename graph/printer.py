@@ -209,7 +209,8 @@ _LEGEND = [("argument", "blue: argument, body input"),
            ("runs", "dotted arrow ○: runs function")]
 
 
-def _types(tensors):
+def types_str(tensors):
+    """The output types of a node, short: `f32[2], i32[]`, `no outputs`, `5 outputs`."""
     if not tensors:
         return "no outputs"
     if len(tensors) > 3:
@@ -308,12 +309,33 @@ class Naming:
     def body_input_names(self, node, body, shown):
         """{id(input of body): (its label, the outer tensor feeding it)}: an input fed by an
         outer tensor drawn with a name (`shown`: id(tensor) -> name; an argument, a
-        variable) takes that name, any other `input k ← %j`, the outer tensor it is fed."""
+        variable) takes that name, any other `input k ← %j`, the outer tensor it is fed; a
+        loop's carried values say so (`carry: h0`), a scan's rows what they are rows of."""
         feed = body_inputs(node, body)
         if feed is None:
             return {}
-        return {id(t): (shown.get(id(src)) or f"input {k} ← {self.tensor_name(src)}", src)
-                for k, (t, src) in enumerate(zip(body.all_inputs, feed))}
+        carries, sliced = _loop_inputs(node)
+        labels = {}
+        for k, (t, src) in enumerate(zip(body.all_inputs, feed)):
+            name = shown.get(id(src))
+            if k < carries:
+                label = f"carry: {name}" if name else f"carry {k} ← {self.tensor_name(src)}"
+            elif k < carries + sliced:
+                label = f"row of {name or self.tensor_name(src)}"
+            else:
+                label = name or f"input {k} ← {self.tensor_name(src)}"
+            labels[id(t)] = (label, src)
+        return labels
+
+
+def _loop_inputs(node):
+    """(carried, sliced) input counts of a loop node's functions (0, 0 for others)."""
+    if node.op.name == "scan":
+        return node.attrs.get("carries", 0), node.attrs.get("sliced", 0)
+    if node.op.name == "while":
+        body = node.attrs.get("body")
+        return (len(body.outputs) if hasattr(body, "outputs") else 0), 0
+    return 0, 0
 
 
 class _Drawing(Naming):
@@ -351,12 +373,14 @@ class _Drawing(Naming):
                 self.shown[id(t0)] = label.split("\n")[0]
                 return label, f"{what}\n{tooltip}", _CAPTURE, label_name
             rest = label_name
+            if id(src) in self.shown:        # a body inside this one names it as this one does
+                self.shown[id(t0)] = self.shown[id(src)]
         else:
             what = label_name[0] if label_name else (f"input {graph.all_inputs.index(t0)}"
                                                      if t0 in graph.inputs else self.tensor_name(t0))
             rest = label_name[1:]
-        if not what.startswith("input "):
-            self.shown[id(t0)] = what
+            if not what.startswith("input "):
+                self.shown[id(t0)] = what
         self.used.add("argument")
         return f"{what}\n{_type(t0)}", tooltip, _ARG, rest
 
@@ -385,7 +409,7 @@ class _Drawing(Naming):
                                                            if id(t) in names]
                 funcs = [node.attrs[k] for k in node.op.function_attrs if k in node.attrs]
                 head = f"call @{self.function_name(funcs[0])}" if op == "call" and funcs else op
-                label, style = f"{head}\n{_types(node.outputs)}", "shape=box"
+                label, style = f"{head}\n{types_str(node.outputs)}", "shape=box"
                 if op != "call" and funcs and depth < _MAX_NESTING:
                     nested.append(node)
             extra = [f"→ {n}" for n in label_name] + note
@@ -445,7 +469,7 @@ class _Drawing(Naming):
         return "\n".join(self.lines + ["}"]) + "\n"
 
 
-def _gradient_names(graph, backward, input_names, tensor_name):
+def gradient_names(graph, backward, input_names, tensor_name):
     """id(backward output) -> `d/dx` for the gradient of input x, `d/dw` of variable w."""
     bw = backward.graph
     names = {}
@@ -517,7 +541,7 @@ def _forward_and_backward(d, graph, backward, names, input_names, out_names):
     d.lines.append("  }")
     if notes:
         d.used.add("side")
-    bnames = _gradient_names(graph, backward, input_names, d.tensor_name)
+    bnames = gradient_names(graph, backward, input_names, d.tensor_name)
     for t, j in zip(bw.inputs, backward.grad_outputs):    # seeds: the gradient of output j
         bnames[id(t)] = f"d {out_names[j]}"
     feeds, used = [], used_inputs(bw)
