@@ -318,7 +318,8 @@ class _Page(Naming):
 
     def bodies(self, node, nid, gid, depth):
         """The group of the functions `node` runs (closed at first), one group per function:
-        its inputs named by what feeds them, its results joined to the node."""
+        its inputs named by what feeds them; `runs` edges from the node to the nodes that
+        start it, which place it below the node (they are not drawn: one line joins them)."""
         here = self.node_name(node)
         group = nid + "/"
         self.group(group, f"{node.op.name} {here}", gid, _GROUP_KINDS.get(node.op.name, "call"),
@@ -332,9 +333,10 @@ class _Page(Naming):
                 names[id(t)] = f"{names[id(t)]}, {j}" if id(t) in names else f"out {j}"
             self.function(g, sub, sub, names, depth=depth + 1,
                           inputs=self.body_input_names(node, g, self.shown) if body_inputs(node, g) else {})
-            for t in dict.fromkeys(g.outputs):
-                self.edges.append({"s": sub + self.node_name(t.node), "t": nid, "kind": "ret",
-                                   "tip": f"returned to {here}"})
+            ids = {n["id"] for n in self.nodes if n["g"] == sub}
+            fed = {e["t"] for e in self.edges if e["s"] in ids and e["t"] in ids}
+            for target in sorted(ids - fed):        # the body hangs below the node running it
+                self.edges.append({"s": nid, "t": target, "kind": "runs", "tip": f"{here} runs it"})
         return group
 
 

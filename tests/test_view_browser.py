@@ -69,7 +69,7 @@ def test_a_loop_body_opens_from_the_url_fragment(tmp_path):
     assert body <= opened and closed <= opened               # opened: its nodes join the rest
     labels = set(re.findall(r'<text[^>]*class="glabel"[^>]*>([^<]+)</text>', dom))
     assert f"▾ scan {scan['name']} · body @scan_body" in labels
-    assert "▾ scan" in dom and re.search(r'class="edge kind-ret"', dom)     # the body's result, back to scan
+    assert "▾ scan" in dom and re.search(r'class="edge kind-runs"', dom)    # a line from scan to its body
     # closing the forward leaves one box standing for it
     dom = rendered(tmp_path, page.path, "#closed=forward")
     assert not any(i.startswith("forward/") for i in drawn_nodes(dom))

@@ -128,7 +128,7 @@
       var s = shown(e.s), t = shown(e.t), key = s + "\n" + t;
       if (s === t || seen.has(key) || !g.hasNode(s) || !g.hasNode(t)) return;
       seen.add(key);
-      g.setEdge(s, t, {kind: e.kind, tip: e.tip, from: e.s, to: e.t});
+      g.setEdge(s, t, {kind: e.kind, tip: e.tip, from: e.s, to: e.t, hidden: e.kind === "runs"});
     });
     dagre.layout(g);
     return g;
@@ -138,11 +138,22 @@
   function drawGroupBox(layer, g, id, dx) {
     var v = g.node(id), gr = groups.get(v.cluster);
     var box = el("g", {"class": "group kind-" + gr.kind, "data-group": gr.id}, layer);
-    el("rect", {x: v.x - v.width / 2 + dx, y: v.y - v.height / 2, width: v.width, height: v.height, rx: 6}, box);
-    var label = el("text", {x: v.x - v.width / 2 + dx + 6, y: v.y - v.height / 2 + 13, "class": "glabel"}, box);
+    // the label sits in a band above the box's first rank (dagre leaves ranksep there)
+    el("rect", {x: v.x - v.width / 2 + dx, y: v.y - v.height / 2 - 12, width: v.width, height: v.height + 12, rx: 6}, box);
+    var label = el("text", {x: v.x - v.width / 2 + dx + 6, y: v.y - v.height / 2 + 1, "class": "glabel"}, box);
     var owner = gr.parent && groups.get(gr.parent).owner ? groups.get(gr.parent) : null;
     label.textContent = "\u25BE " + (owner ? owner.label + " \u00B7 " : "") + gr.label;
     label.addEventListener("click", function (ev) { ev.stopPropagation(); toggle(owner ? owner.id : gr.id); });
+  }
+  function drawRuns(layer, g, id, dx) {
+    // a dotted line from a node to the box of a function it runs, ending in a circle
+    var v = g.node(id), gr = groups.get(v.cluster), parent = gr.parent ? groups.get(gr.parent) : null;
+    if (!parent || !parent.owner || !g.hasNode(parent.owner)) return;
+    var o = g.node(parent.owner), x1 = o.x + dx, y1 = o.y + o.height / 2;
+    var x2 = Math.min(Math.max(x1, v.x - v.width / 2 + dx + 12), v.x + v.width / 2 + dx - 12), y2 = v.y - v.height / 2 - 12;
+    el("path", {d: "M" + x1 + "," + y1 + " L" + x2 + "," + (y2 - 4), "class": "edge kind-runs",
+                "data-from": parent.owner, "data-to": "cluster:" + gr.id}, layer);
+    el("circle", {cx: x2, cy: y2 - 2, r: 3, "class": "runsend"}, layer);
   }
   function drawNode(layer, g, id, dx) {
     var v = g.node(id), n = v.node ? nodes.get(v.node) : null;
@@ -175,7 +186,9 @@
     });
   }
   function drawEdge(layer, g, e, dx) {
-    var info = g.edge(e), pts = info.points.map(function (p) { return [p.x + dx, p.y]; });
+    var info = g.edge(e);
+    if (info.hidden) return;
+    var pts = info.points.map(function (p) { return [p.x + dx, p.y]; });
     var d = "M" + pts[0][0] + "," + pts[0][1];
     for (var i = 1; i < pts.length; i++) d += " L" + pts[i][0] + "," + pts[i][1];
     var path = el("path", {d: d, "class": "edge kind-" + info.kind, "marker-end": "url(#arrow)",
@@ -205,6 +218,7 @@
       var clusters = g.nodes().filter(function (id) { return g.node(id).cluster; });
       clusters.sort(function (a, b) { return depth(a) - depth(b); });
       clusters.forEach(function (id) { drawGroupBox(body, g, id, x); });
+      clusters.forEach(function (id) { drawRuns(body, g, id, x); });
       g.edges().forEach(function (e) { drawEdge(body, g, e, x); });
       g.nodes().forEach(function (id) { if (!g.node(id).cluster) drawNode(body, g, id, x); });
       x += w + 24;
