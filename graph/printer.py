@@ -458,9 +458,10 @@ class _Drawing(Naming):
                                   f"[lhead={_q(cid)}, style=dotted, arrowhead=odot, tooltip=\"runs\"];")
 
     def legend(self):
-        """A box saying what the picture's marks mean (those it uses)."""
+        """A box saying what the picture's marks mean (those it uses), when it uses one that
+        does not explain itself (a dashed or dotted line, a fill, a variable)."""
         rows = [(k, text) for k, text in _LEGEND if k in self.used]
-        if rows:
+        if self.used & {"capture", "side", "feed", "control", "runs"}:
             cells = "".join(f'<tr><td align="left">{text}</td></tr>' for _, text in rows)
             self.lines.append(f'  "legend" [id="legend", shape=plaintext, fontsize=8, label=<<table border="0" '
                               f'cellborder="0" cellspacing="0" cellpadding="1">{cells}</table>>];')

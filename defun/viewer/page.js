@@ -58,7 +58,9 @@
     if (open.length) parts.push("open=" + open.join(","));
     if (closed.length) parts.push("closed=" + closed.join(","));
     if (selected) parts.push("select=" + encodeURIComponent(selected));
-    history.replaceState(null, "", parts.length ? "#" + parts.join("&") : location.pathname + location.search);
+    try {
+      history.replaceState(null, "", parts.length ? "#" + parts.join("&") : location.pathname + location.search);
+    } catch (e) { /* a page shown in a notebook's frame (srcdoc) has no URL of its own to set */ }
   }
 
   // --- what is drawn: a node, or the closed group standing for it
