@@ -74,3 +74,22 @@ def test_a_loop_body_opens_from_the_url_fragment(tmp_path):
     dom = rendered(tmp_path, page.path, "#closed=forward")
     assert not any(i.startswith("forward/") for i in drawn_nodes(dom))
     assert re.search(r'<g class="node proxy"[^>]*data-group="forward"', dom)
+
+
+def test_a_variable_read_in_many_places_gets_a_copy_beside_each_reader(tmp_path):
+    w = df.Variable([1.0, 2.0, 3.0], name="scale")
+
+    @df.defun
+    def f(x):
+        return df.reduce_sum(x * w + df.sin(x * w) + df.cos(x * w) + df.exp(x * w) + df.tanh(x * w))
+    page = df.view(f.get_concrete_function(df.TensorSpec([3], df.float32)), path=tmp_path / "f.html",
+                   backward=False, browser=False)
+    data = page_json(page.html)
+    (var,) = [n for n in data["nodes"] if n["title"] == "scale"]
+    readers = {e["t"] for e in data["edges"] if e["s"] == var["id"]}
+    assert len(readers) == 5
+    dom = rendered(tmp_path, page.path)
+    refs = re.findall(r'<g class="node kind-var ref"[^>]*data-ref="([^"]+)"', dom)
+    assert [html.unescape(r) for r in refs] == [var["id"]] * 5        # one copy per reader
+    assert var["id"] in drawn_nodes(dom)                               # and the variable itself
+    assert not re.search(r'data-from="%s"' % re.escape(var["id"]), dom)  # no edge crosses from it

@@ -13,6 +13,7 @@
   data.nodes.forEach(function (n) { nodes.set(n.id, n); kids.get(n.g).nodes.push(n.id); });
   var tops = data.groups.filter(function (g) { return !g.parent; }).map(function (g) { return g.id; });
   var scale = 1, selected = null, query = "";
+  var MAX_FANOUT = 4;     // readers an input, variable or constant is joined to before it is copied
   var measure = document.createElement("canvas").getContext("2d");
 
   function el(name, attrs, parent) {
@@ -124,13 +125,27 @@
       });
     }
     if (isOpen.get(top)) add(top, null); else proxy(top, null);
-    var seen = new Set();
+    var seen = new Set(), edges = [], fanout = new Map();
     data.edges.forEach(function (e) {
       if (topOf(nodes.get(e.s).g) !== top || topOf(nodes.get(e.t).g) !== top) return;
       var s = shown(e.s), t = shown(e.t), key = s + "\n" + t;
       if (s === t || seen.has(key) || !g.hasNode(s) || !g.hasNode(t)) return;
       seen.add(key);
-      g.setEdge(s, t, {kind: e.kind, tip: e.tip, from: e.s, to: e.t, hidden: e.kind === "runs"});
+      edges.push([s, t, {kind: e.kind, tip: e.tip, hidden: e.kind === "runs"}]);
+      if (e.kind !== "runs") fanout.set(s, (fanout.get(s) || 0) + 1);
+    });
+    edges.forEach(function (st) {
+      var s = st[0], n = nodes.get(s);
+      // an input, variable or constant read in many places: a small copy beside each reader
+      // (its edges would cross the whole graph), the node itself stays, unjoined
+      if (n && !st[2].hidden && (n.kind === "arg" || n.kind === "var" || n.kind === "const") && fanout.get(s) > MAX_FANOUT) {
+        var ref = "ref:" + s + "\n" + st[1], ls = [{text: n.title, cls: "t"}], size = boxSize(ls);
+        g.setNode(ref, {width: size.width, height: size.height - 6, lines: ls, node: s, ref: true});
+        var parent = g.parent(st[1]);
+        if (parent) g.setParent(ref, parent);
+        s = ref;
+      }
+      g.setEdge(s, st[1], st[2]);
     });
     dagre.layout(g);
     return g;
@@ -164,8 +179,10 @@
     if (n && n.side && n.side.length) cls += " side";
     if (n && n.reads && n.reads.length) cls += " reads";
     if (n && n.opens) cls += " opens";
+    if (v.ref) cls += " ref";
     var box = el("g", {"class": cls, transform: "translate(" + (v.x - v.width / 2 + dx) + "," + (v.y - v.height / 2) + ")"}, layer);
-    if (n) { box.setAttribute("data-id", n.id); box.setAttribute("id", "node:" + n.id); }
+    if (v.ref) box.setAttribute("data-ref", n.id);
+    else if (n) { box.setAttribute("data-id", n.id); box.setAttribute("id", "node:" + n.id); }
     else box.setAttribute("data-group", v.group);
     var round = n && (n.kind === "arg" || n.kind === "var" || n.kind === "const") ? 12 : 3;
     el("rect", {width: v.width, height: v.height, rx: round}, box);
@@ -173,7 +190,7 @@
       el("rect", {"class": "heat", x: 1, y: v.height - 4, height: 3, width: Math.max(2, (v.width - 2) * n.prof.share)}, box);
     }
     v.lines.forEach(function (l, k) {
-      var t = el("text", {x: v.width / 2, y: 16 + 14 * k, "class": l.cls}, box);
+      var t = el("text", {x: v.width / 2, y: (v.ref ? 12 : 16) + 14 * k, "class": l.cls}, box);
       t.textContent = l.text;
     });
     if (n) {
@@ -191,11 +208,27 @@
     var info = g.edge(e);
     if (info.hidden) return;
     var pts = info.points.map(function (p) { return [p.x + dx, p.y]; });
-    var d = "M" + pts[0][0] + "," + pts[0][1];
-    for (var i = 1; i < pts.length; i++) d += " L" + pts[i][0] + "," + pts[i][1];
-    var path = el("path", {d: d, "class": "edge kind-" + info.kind, "marker-end": "url(#arrow)",
+    var path = smooth(pts);
+    var line = el("path", {d: path, "class": "edge kind-" + info.kind, "marker-end": "url(#arrow)",
                            "data-from": e.v, "data-to": e.w}, layer);
-    if (info.tip) el("title", {}, path).textContent = info.tip;
+    if (info.tip) el("title", {}, line).textContent = info.tip;
+  }
+  function smooth(pts) {
+    // a uniform cubic B-spline through the layout's bend points, its ends on the first and
+    // last point: bends become curves instead of sharp zigzags
+    var f = function (v) { return Math.round(v * 10) / 10; };
+    var d = "M" + f(pts[0][0]) + "," + f(pts[0][1]);
+    if (pts.length < 3) return d + " L" + f(pts[pts.length - 1][0]) + "," + f(pts[pts.length - 1][1]);
+    var p = [pts[0]].concat(pts, [pts[pts.length - 1]]);
+    d += " L" + f((5 * p[0][0] + p[1][0]) / 6) + "," + f((5 * p[0][1] + p[1][1]) / 6);
+    for (var i = 2; i < p.length; i++) {
+      var a = p[i - 2], b = p[i - 1], c = p[i];
+      d += " C" + f((2 * a[0] + b[0]) / 3) + "," + f((2 * a[1] + b[1]) / 3) + " " +
+           f((a[0] + 2 * b[0]) / 3) + "," + f((a[1] + 2 * b[1]) / 3) + " " +
+           f((a[0] + 4 * b[0] + c[0]) / 6) + "," + f((a[1] + 4 * b[1] + c[1]) / 6);
+    }
+    var last = pts[pts.length - 1];
+    return d + " L" + f(last[0]) + "," + f(last[1]);
   }
 
   function render() {
@@ -271,8 +304,8 @@
   function highlight() {
     var n = selected ? nodes.get(selected) : null, rel = related(n);
     var q = query.toLowerCase();
-    document.querySelectorAll("g.node[data-id]").forEach(function (e) {
-      var id = e.getAttribute("data-id"), m = nodes.get(id);
+    document.querySelectorAll("g.node[data-id], g.node[data-ref]").forEach(function (e) {
+      var id = e.getAttribute("data-id") || e.getAttribute("data-ref"), m = nodes.get(id);
       e.classList.toggle("sel", id === selected);
       e.classList.toggle("rel", rel.has(id));
       e.classList.toggle("hit", !!q && (m.title + " " + m.name + " " + (m.site || "")).toLowerCase().indexOf(q) >= 0);
