@@ -205,3 +205,13 @@ def test_page_data_of_a_graph_without_backward_has_one_group():
     assert [g["id"] for g in data["groups"] if g["parent"] is None] == ["forward"]
     branches = sorted(g["label"] for g in data["groups"] if g["kind"] == "branch")
     assert [b.split(" @")[0] for b in branches] == ["else_branch", "then_branch"]
+
+
+def test_view_opens_the_written_page_in_the_browser(tmp_path, monkeypatch):
+    import webbrowser
+    opened = []
+    monkeypatch.setattr(webbrowser, "open", opened.append)
+    page = df.view(rnn_loss(), path=tmp_path / "rnn.html")
+    assert opened == ["file://" + str(tmp_path / "rnn.html")] and page.path == str(tmp_path / "rnn.html")
+    df.view(rnn_loss(), path=tmp_path / "quiet.html", browser=False)
+    assert len(opened) == 1

@@ -93,3 +93,19 @@ def test_a_variable_read_in_many_places_gets_a_copy_beside_each_reader(tmp_path)
     assert [html.unescape(r) for r in refs] == [var["id"]] * 5        # one copy per reader
     assert var["id"] in drawn_nodes(dom)                               # and the variable itself
     assert not re.search(r'data-from="%s"' % re.escape(var["id"]), dom)  # no edge crosses from it
+
+
+def test_the_fragment_sets_the_scale_and_the_selected_node(tmp_path):
+    page = df.view(rnn_loss(), path=tmp_path / "rnn.html", browser=False)
+    data = page_json(page.html)
+    svg = re.compile(r'<svg id="graph"[^>]*data-width="([\d.]+)"[^>]*width="(\d+)"')
+    full, shown = map(float, svg.search(rendered(tmp_path, page.path)).groups())
+    assert abs(full - shown) <= 1
+    fitted = float(svg.search(rendered(tmp_path, page.path, "#zoom=fit")).group(2))
+    half = float(svg.search(rendered(tmp_path, page.path, "#zoom=0.5")).group(2))
+    assert fitted < full and abs(half - full / 2) <= 1
+    # a node selected by the fragment: marked, its details shown (inside a closed body: opened)
+    inner = [n for n in data["nodes"] if n["g"].startswith("forward/") and n["op"] == "tanh"][0]
+    dom = rendered(tmp_path, page.path, "#select=" + inner["id"].replace("%", "%25"))
+    assert re.search(r'<g class="node kind-op[^"]* sel"[^>]*data-id="%s"' % re.escape(html.escape(inner["id"])), dom)
+    assert "<h2>%s  tanh</h2>" % inner["name"] in dom and html.escape(inner["ir"]) in dom

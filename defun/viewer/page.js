@@ -2,7 +2,8 @@
 // each top-level group (forward, backward) out with dagre, draws it as SVG. Groups (calls,
 // cond branches, loop bodies, forward, backward) open and close; a node shows its op, output
 // type and notes; clicking it shows its IR line, attributes, source line and profile.
-// The URL fragment says what is open: #open=ID,ID (or all), #closed=ID,ID, #select=ID.
+// The URL fragment says what is open: #open=ID,ID (or all), #closed=ID,ID, #select=ID,
+// #zoom=fit (or a scale: 0.5).
 (function () {
   "use strict";
   var SVGNS = "http://www.w3.org/2000/svg";
@@ -12,7 +13,7 @@
   data.groups.forEach(function (g) { if (g.parent) kids.get(g.parent).groups.push(g.id); });
   data.nodes.forEach(function (n) { nodes.set(n.id, n); kids.get(n.g).nodes.push(n.id); });
   var tops = data.groups.filter(function (g) { return !g.parent; }).map(function (g) { return g.id; });
-  var scale = 1, selected = null, query = "";
+  var scale = 1, selected = null, query = "", zoom = null;
   var MAX_FANOUT = 4;     // readers an input, variable or constant is joined to before it is copied
   var measure = document.createElement("canvas").getContext("2d");
 
@@ -48,6 +49,7 @@
       });
       if (key === "closed") ids.forEach(function (id) { if (groups.has(id)) isOpen.set(id, false); });
       if (key === "select" && nodes.has(ids[0])) { selected = ids[0]; openUp(nodes.get(selected).g); }
+      if (key === "zoom" && ids.length) zoom = ids[0] === "fit" ? "fit" : (parseFloat(ids[0]) || 1);
     });
   }
   function writeFragment() {
@@ -367,7 +369,13 @@
     window.addEventListener("hashchange", function () { readFragment(); render(); details(selected ? nodes.get(selected) : null); });
     readFragment();
     render();
+    if (zoom === "fit") fit();
+    else if (zoom) { scale = Math.min(Math.max(zoom, 0.05), 8); applyScale(); }
     details(selected ? nodes.get(selected) : null);
+    if (selected) {
+      var e = document.getElementById("node:" + selected);
+      if (e) e.scrollIntoView({block: "center", inline: "center"});
+    }
     document.body.setAttribute("data-ready", "1");
   }
   window.defunView = {toggle: toggle, select: select, isOpen: function (gid) { return isOpen.get(gid); }};
