@@ -215,3 +215,24 @@ def test_view_opens_the_written_page_in_the_browser(tmp_path, monkeypatch):
     assert opened == ["file://" + str(tmp_path / "rnn.html")] and page.path == str(tmp_path / "rnn.html")
     df.view(rnn_loss(), path=tmp_path / "quiet.html", browser=False)
     assert len(opened) == 1
+
+
+def test_a_called_defun_is_a_closed_group_of_its_call_node():
+    @df.defun
+    def inner(a, b):
+        return df.tanh(a * b)
+
+    @df.defun
+    def outer(x):
+        return inner(x, x + 1.0) * 2.0
+    cf = outer.get_concrete_function(df.TensorSpec([3], df.float32))
+    data = page_json(page_html(cf, backward=False))
+    (call,) = [n for n in data["nodes"] if n["op"] == "call"]
+    assert call["title"] == "call @inner" and call["opens"] == call["id"] + "/"
+    (group,) = [g for g in data["groups"] if g["id"] == call["opens"]]
+    assert group["kind"] == "call" and group["owner"] == call["id"] and not group["open"]
+    (body,) = [g for g in data["groups"] if g["parent"] == group["id"]]
+    inside = {n["title"]: n for n in data["nodes"] if n["g"] == body["id"]}
+    # the callee's parameters named by what feeds them: x, and the unnamed x + 1.0
+    assert "x" in inside and any(t.startswith("input 1 ← %") for t in inside)
+    assert inside["tanh"]["notes"] == ["→ out 0"] and inside["tanh"]["site"].startswith("test_view.py:")
