@@ -182,17 +182,19 @@ def _dot(args):
 
 
 def _view(args):
-    from defun.view import view    # the page's module, only for this command
+    from defun.view import measure_side_outputs, view    # the page's module, only for this command
     f = _load(args)
     output = args.output or os.path.splitext(os.path.basename(args.file))[0] + ".html"
     if not output.lower().endswith((".html", ".htm")):
         raise _BadInput(f"-o {output}: the page is HTML: name it .html")
-    rows = None
+    rows = saved = None
     if args.profile:
         rng = np.random.default_rng(args.seed)
         arrays = [_random_input(rng, _sized(s.shape, args.size), s.dtype.np, args.int_high) for s in f.signature]
         rows = profile(f, *arrays, repeat=args.repeat)
-    page = view(f, path=output, backward=not args.no_backward, profile=rows, browser=not args.no_open)
+        saved = None if args.no_backward else measure_side_outputs(f, *arrays)
+    page = view(f, path=output, backward=not args.no_backward, profile=rows, side_outputs=saved,
+                browser=not args.no_open)
     print(f"wrote {output} ({len(page.html.encode('utf-8'))} bytes)" + ("" if args.no_open else "; opened it"))
 
 
@@ -672,7 +674,8 @@ def _view_command(command):
     p.add_argument("-o", "--output", help="where to write the page (default: the document's name .html, here)")
     p.add_argument("--no-open", action="store_true", help="write the page without opening it")
     p.add_argument("--no-backward", action="store_true", help="the forward graph alone")
-    p.add_argument("--profile", action="store_true", help="profile --repeat calls on random inputs first")
+    p.add_argument("--profile", action="store_true", help="profile --repeat calls on random inputs first, and "
+                   "measure the side outputs' bytes on them")
     p.add_argument("--size", type=_int_at_least(0), default=32,
                    help="the size of unknown (?) dimensions of --profile's inputs (default 32)")
     p.add_argument("--repeat", type=_int_at_least(1), default=10, help="--profile's calls (default 10)")

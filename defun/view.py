@@ -19,6 +19,8 @@ import os
 import re
 import sys
 
+import numpy as np
+
 from defun.runtime import errors, sites
 from defun.graph.printer import (Naming, body_inputs, bracket_shape, format_attr, function_bodies,
                                  gradient_names, type_str, types_str, used_inputs)
@@ -27,8 +29,11 @@ from defun.graph_function import GraphFunction
 from defun.concrete import ConcreteFunction, SideOutputs, input_names, output_names_of, side_output_row
 from defun.function import Function
 from defun.profile import Profile, _duration, profile as run_profile
+from defun.debugging import side_outputs as recorded_side_outputs
+from defun.runtime.backprop import GradientTape
+from defun.runtime.tensor import Tensor, constant
 
-__all__ = ["view", "page_html", "Page"]
+__all__ = ["view", "page_html", "measure_side_outputs", "Page"]
 
 _HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "viewer")
 _MAX_NESTING = 8      # functions opened inside each other at most this deep
@@ -62,13 +67,17 @@ def view(f, *args, path=None, backward=True, profile=None, side_outputs=None, br
     `*args, **kwargs`, or its only trace when none are given. `backward`: draw its backward
     too. `profile`: a df.profile result to lay over the nodes, or True to profile the call
     on `args` now. `side_outputs`: SideOutputs rows (cf.side_outputs(),
-    df.debugging.side_outputs(step, ...)) giving the side outputs' actual bytes.
+    df.debugging.side_outputs(step, ...)) giving the side outputs' actual bytes, or True to
+    measure them by one call on `args` under a tape.
     """
     cf = _concrete(f, args, kwargs)
+    for name, value in (("profile", profile), ("side_outputs", side_outputs)):
+        if value is True and not args and not kwargs:
+            raise ValueError(f"view({name}=True) runs the function: give its arguments too")
     if profile is True:
-        if not args and not kwargs:
-            raise ValueError("view(profile=True) runs the function: give its arguments too")
         profile = run_profile(f, *args, **kwargs)
+    if side_outputs is True:
+        side_outputs = measure_side_outputs(f, *args, **kwargs)
     if profile is not None and not isinstance(profile, Profile):
         raise TypeError(f"view: profile must be a df.profile result or True, got {type(profile).__name__}")
     text = page_html(cf, backward=backward, profile=profile, side_outputs=side_outputs)
@@ -85,6 +94,20 @@ def view(f, *args, path=None, backward=True, profile=None, side_outputs=None, br
         import webbrowser    # only when a page is opened
         webbrowser.open("file://" + path)
     return Page(path, text)
+
+
+def measure_side_outputs(f, *args, **kwargs):
+    """The side outputs one call of `f` on these arguments saves under a tape watching its
+    floating inputs (SideOutputs rows with their actual shapes and bytes). The call runs."""
+    tensors = [constant(a) if isinstance(a, np.ndarray) and a.dtype.kind in "fc" else a for a in args]
+
+    def step():
+        with GradientTape() as tape:
+            for t in tensors:
+                if isinstance(t, Tensor) and t.dtype.is_floating:
+                    tape.watch(t)
+            return f(*tensors, **kwargs)
+    return recorded_side_outputs(step)
 
 
 def _concrete(f, args, kwargs):
@@ -164,10 +187,11 @@ def page_data(graph, backward=None, input_names=None, output_names=None, profile
 
 def _forward_and_backward(p, graph, backward, names, input_names, outs, side_outputs):
     bw = backward.graph
+    # by tensor name; a loaded function's rows are numbered (`side output k`), in the same order
     actual = {r.name: r.bytes for r in side_outputs or SideOutputs() if r.bytes is not None}
     side = {}
     for k, t in enumerate(backward.side_outputs):
-        size = actual.get(t.name, side_output_row(t, graph.name).bytes)
+        size = actual.get(t.name, actual.get(f"side output {k}", side_output_row(t, graph.name).bytes))
         side.setdefault(id(t), []).append((k, f"side output {k}" + (f" · {_bytes(size)}" if size is not None else ""),
                                            size))
     p.group("forward", f"forward @{p.function_name(graph)}", None, "forward")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import defun as df
-from defun.view import Page, page_data, page_html
+from defun.view import Page, measure_side_outputs, page_data, page_html
 from test_cli import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -236,3 +236,25 @@ def test_a_called_defun_is_a_closed_group_of_its_call_node():
     # the callee's parameters named by what feeds them: x, and the unnamed x + 1.0
     assert "x" in inside and any(t.startswith("input 1 ← %") for t in inside)
     assert inside["tanh"]["notes"] == ["→ out 0"] and inside["tanh"]["site"].startswith("test_view.py:")
+
+
+def test_measured_side_output_bytes_of_a_document(tmp_path):
+    loss = mlp_loss()
+    cf = loss.get_concrete_function(df.TensorSpec([None, 64], df.float32), df.TensorSpec([None], df.int32))
+    df.export_json(cf, str(tmp_path / "digits.json"))
+    proc = cli("view", "digits.json", "--no-open", "--profile", "--size", "7", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    data = page_json((tmp_path / "digits.html").read_text(encoding="utf-8"))
+    softmax = [n for n in data["nodes"] if n["op"] == "sparse_softmax_cross_entropy_with_logits"][0]
+    assert sorted(softmax["saved_bytes"]) == [7 * 4, 7 * 10 * 4]     # per-example losses, softmax: 7 rows
+    assert all(b is not None for n in data["nodes"] for b in n["saved_bytes"])
+    # from Python: measured by one call on the arguments
+    loaded = df.load_json(str(tmp_path / "digits.json"))
+    x, y = mlp_inputs(5)
+    data = page_json(df.view(loaded, path=tmp_path / "l.html", browser=False,
+                             side_outputs=measure_side_outputs(loaded, x, y)).html)
+    softmax = [n for n in data["nodes"] if n["op"] == "sparse_softmax_cross_entropy_with_logits"][0]
+    assert sorted(softmax["saved_bytes"]) == [5 * 4, 5 * 10 * 4]
+    page = df.view(loss, x, y, path=tmp_path / "m.html", browser=False, side_outputs=True)
+    softmax = [n for n in page_json(page.html)["nodes"] if n["op"] == "sparse_softmax_cross_entropy_with_logits"][0]
+    assert softmax["saved_bytes"] == [5 * 10 * 4]     # traced for 5 rows: the batch size is static
