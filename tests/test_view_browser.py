@@ -109,3 +109,11 @@ def test_the_fragment_sets_the_scale_and_the_selected_node(tmp_path):
     dom = rendered(tmp_path, page.path, "#select=" + inner["id"].replace("%", "%25"))
     assert re.search(r'<g class="node kind-op[^"]* sel"[^>]*data-id="%s"' % re.escape(html.escape(inner["id"])), dom)
     assert "<h2>%s  tanh</h2>" % inner["name"] in dom and html.escape(inner["ir"]) in dom
+
+
+def test_find_marks_the_nodes_whose_op_name_or_line_has_the_text(tmp_path):
+    page = df.view(rnn_loss(), path=tmp_path / "rnn.html", browser=False)
+    data = page_json(page.html)
+    dom = rendered(tmp_path, page.path, "#open=all&find=matmul")
+    hits = {html.unescape(i) for i in re.findall(r'<g class="node[^"]* hit"[^>]*data-id="([^"]+)"', dom)}
+    assert hits == {n["id"] for n in data["nodes"] if "matmul" in n["title"]} and len(hits) >= 4

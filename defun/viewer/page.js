@@ -3,7 +3,7 @@
 // cond branches, loop bodies, forward, backward) open and close; a node shows its op, output
 // type and notes; clicking it shows its IR line, attributes, source line and profile.
 // The URL fragment says what is open: #open=ID,ID (or all), #closed=ID,ID, #select=ID,
-// #zoom=fit (or a scale: 0.5).
+// #zoom=fit (or a scale: 0.5), #find=TEXT (nodes whose op, name or line has it, marked).
 (function () {
   "use strict";
   var SVGNS = "http://www.w3.org/2000/svg";
@@ -49,6 +49,7 @@
       });
       if (key === "closed") ids.forEach(function (id) { if (groups.has(id)) isOpen.set(id, false); });
       if (key === "select" && nodes.has(ids[0])) { selected = ids[0]; openUp(nodes.get(selected).g); }
+      if (key === "find") { query = part.slice(eq + 1); document.getElementById("find").value = query; }
       if (key === "zoom" && ids.length) zoom = ids[0] === "fit" ? "fit" : (parseFloat(ids[0]) || 1);
     });
   }
