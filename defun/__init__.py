@@ -56,6 +56,7 @@ print = _debug_ops.print  # noqa: A001,E402  (df.print, as tf.print)
 from defun.numpy_export import export_numpy_source  # noqa: E402,F401
 from defun.onnx_export import export_onnx  # noqa: E402,F401  (the optional [onnx] extra, imported lazily)
 from defun.profile import profile, Profile, ProfileRow  # noqa: E402,F401
+from defun.view import view  # noqa: E402,F401
 from defun.namespaces import missing_name as _missing_name, CalledLikeTF as _CalledLikeTF  # noqa: E402
 function.__class__ = _CalledLikeTF  # noqa: F821,E402  (`@df.function` says to use @df.defun)
 

@@ -6,6 +6,8 @@
     defun run model.json x=x.npy -o out.npz  run it on .npy (or f.npz[key]) inputs named as its
                                              arguments, or --random ones; outputs by name
     defun dot model.json -o model.svg        draw it: .svg or .png (Graphviz), or .dot text
+    defun view model.json                    its forward and backward as a page in the browser
+                                             (groups that open and close; --profile: time per node)
     defun onnx model.json -o model.onnx      convert it to ONNX (the [onnx] extra); --check
                                              compares onnxruntime with the loaded function
     defun numpy model.json -o model.py       a Python module computing it with numpy alone
@@ -177,6 +179,23 @@ def _dot(args):
     with open(args.output, "wb") as out:
         out.write(data)
     print(f"wrote {args.output} ({len(data)} bytes)")
+
+
+def _view(args):
+    from defun.view import measure_side_outputs, view    # the page's module, only for this command
+    f = _load(args)
+    output = args.output or os.path.splitext(os.path.basename(args.file))[0] + ".html"
+    if not output.lower().endswith((".html", ".htm")):
+        raise _BadInput(f"-o {output}: the page is HTML: name it .html")
+    rows = saved = None
+    if args.profile:
+        rng = np.random.default_rng(args.seed)
+        arrays = [_random_input(rng, _sized(s.shape, args.size), s.dtype.np, args.int_high) for s in f.signature]
+        rows = profile(f, *arrays, repeat=args.repeat)
+        saved = None if args.no_backward else measure_side_outputs(f, *arrays)
+    page = view(f, path=output, backward=not args.no_backward, profile=rows, side_outputs=saved,
+                browser=not args.no_open)
+    print(f"wrote {output} ({len(page.html.encode('utf-8'))} bytes)" + ("" if args.no_open else "; opened it"))
 
 
 def _onnx(args):
@@ -563,6 +582,7 @@ def _parser():
     _run_command(command, backend_help)
     _converting_commands(command)
     _bench_command(command)
+    _view_command(command)
     return parser
 
 
@@ -641,6 +661,27 @@ def _converting_commands(command):
                 "forward_with_side_outputs and backward. Printed when -o is not given.")
     p.add_argument("-o", "--output", help="where to write the module (.py)")
     p.add_argument("--backward", action="store_true", help="include the backward function")
+
+
+def _view_command(command):
+    """`defun view`."""
+    p = command("view", _view, "show the graph as a page in the browser",
+                "Write the forward and backward graphs as one self-contained HTML page (no "
+                "network needed) and open it in the browser: groups for called functions, cond "
+                "branches, loop bodies, forward and backward open and close; a node shows its op, "
+                "shape, dtype, attributes and source line; side outputs and the backward inputs "
+                "reading them are marked; --profile lays the time per node over it.")
+    p.add_argument("-o", "--output", help="where to write the page (default: the document's name .html, here)")
+    p.add_argument("--no-open", action="store_true", help="write the page without opening it")
+    p.add_argument("--no-backward", action="store_true", help="the forward graph alone")
+    p.add_argument("--profile", action="store_true", help="profile --repeat calls on random inputs first, and "
+                   "measure the side outputs' bytes on them")
+    p.add_argument("--size", type=_int_at_least(0), default=32,
+                   help="the size of unknown (?) dimensions of --profile's inputs (default 32)")
+    p.add_argument("--repeat", type=_int_at_least(1), default=10, help="--profile's calls (default 10)")
+    p.add_argument("--int-high", type=_int_at_least(1), default=1,
+                   help="integer inputs are drawn from [0, N) (default 1: zeros, valid indices)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the inputs")
 
 
 def _bench_command(command):

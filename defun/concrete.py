@@ -340,10 +340,8 @@ class ConcreteFunction:
 
         >>> open("f.dot", "w").write(cf.to_dot(backward=True))
         """
-        out_index = [k if type(k) is int else None for k in self._out_index]
-        names = output_names(describe_structure(self._out_structure, out_index), len(self.graph.outputs))
         return to_dot(self.graph, self._fn.backward() if backward else None,
-                      input_names=input_names(self), output_names=names)
+                      input_names=input_names(self), output_names=output_names_of(self))
 
     def to_networkx(self):
         """The graph as a networkx MultiDiGraph: a vertex per node (attrs op, label, outputs),
@@ -359,6 +357,12 @@ class ConcreteFunction:
 
     def __repr__(self):
         return f"<ConcreteFunction {self.name} inputs={[(t.shape, t.dtype.name) for t in self.graph.inputs]}>"
+
+
+def output_names_of(concrete):
+    """A name per output: a returned dict's keys, `output_0` for a lone tensor (as exported)."""
+    out_index = [k if type(k) is int else None for k in concrete._out_index]
+    return output_names(describe_structure(concrete._out_structure, out_index), len(concrete.graph.outputs))
 
 
 def input_names(concrete):

@@ -198,9 +198,19 @@ _ARG = 'shape=ellipse, style=filled, fillcolor="#dbe9f7"'
 _CAPTURE = 'shape=ellipse, style=dashed'
 _SIDE = 'fillcolor="#fff2b3"'
 _MAX_NESTING = 4     # cond branches / while bodies drawn inside each other, at most this deep
+# What each mark means, said in the picture's legend when the picture has one.
+_LEGEND = [("argument", "blue: argument, body input"),
+           ("capture", "dashed: variable read"),
+           ("constant", "grey dashed: constant"),
+           ("output", "bold: output (→ name)"),
+           ("side", "yellow: side output (saved)"),
+           ("feed", "dotted yellow: saved → backward"),
+           ("control", "dashed arrow: runs after"),
+           ("runs", "dotted arrow ○: runs function")]
 
 
-def _types(tensors):
+def types_str(tensors):
+    """The output types of a node, short: `f32[2], i32[]`, `no outputs`, `5 outputs`."""
     if not tensors:
         return "no outputs"
     if len(tensors) > 3:
@@ -216,11 +226,35 @@ def _const_label(node):
     return f"const\n{_type(out)}"
 
 
-class _Drawing:
-    """The lines of one picture; node ids are a prefix per function drawn plus node names.
+def body_inputs(node, body):
+    """The outer tensors feeding `body`'s inputs (arguments, then captures), one per input,
+    for a function `node` runs: a cond's branches take its inputs after the predicate, a
+    call, while or scan body its inputs in order. None when the counts do not agree."""
+    feed = node.inputs[1:] if node.op.name == "cond" else node.inputs
+    ins = body.all_inputs
+    return list(feed[:len(ins)]) if len(feed) >= len(ins) else None
 
-    Nodes are named as printed text names them (`numbering` of their graph), functions by
-    the names `format_graph` gives them (`functions`)."""
+
+def function_bodies(node):
+    """[(attr name, k or None, function graph)] of the functions `node` runs, by attr name."""
+    found = []
+    for key in sorted(node.op.function_attrs):
+        value = node.attrs.get(key)
+        for k, g in enumerate(value if isinstance(value, tuple) else (value,)):
+            if g is not None and hasattr(g, "nodes"):
+                found.append((key, k if isinstance(value, tuple) else None, g))
+    return found
+
+
+def used_inputs(graph):
+    """Ids of `graph`'s input tensors that a node reads or the graph returns."""
+    used = {id(t) for node in graph.nodes for t in node.inputs}
+    return used | {id(t) for t in graph.outputs}
+
+
+class Naming:
+    """How pictures and pages name things: nodes as the listing numbers them (`numbering` of
+    their graph), functions as `format_graph` names them, a node's line as `file.py:12`."""
 
     def __init__(self, graphs):
         order, seen = [], set()
@@ -230,8 +264,6 @@ class _Drawing:
                     seen.add(id(h))
                     order.append(h)
         self.functions = _function_names(order)
-        self.lines = [f"digraph {_q(self.function_name(graphs[0]))} {{", *_HEAD]
-        self.clusters = 0
         self._numbers = {}      # id(graph) -> numbering(graph)
 
     def function_name(self, g):
@@ -249,10 +281,13 @@ class _Drawing:
     def tensor_name(self, t):
         return _tensor_name(t, self.numbers(t.node.graph))
 
+    def ir_line(self, node):
+        return format_node(node, self.numbers(node.graph), self.functions)
+
     def tooltip(self, node):
-        text = format_node(node, self.numbers(node.graph), self.functions)
         site = getattr(node, "site", None)
         # the file's name, not its path: a picture is the same wherever the code is checked out
+        text = self.ir_line(node)
         return f"{text}\n{os.path.basename(site[0])}:{site[1]}" if site else text
 
     def captured_text(self, value, outer):
@@ -271,43 +306,110 @@ class _Drawing:
                     f"captured {name} of @{self.function_name(value.node.graph)}")
         return f"constant\n{_type(value)}", f"captured constant {_type(value)}"
 
-    def vertex(self, graph, node, names, captured, outer):
+    def body_input_names(self, node, body, shown):
+        """{id(input of body): (its label, the outer tensor feeding it)}: an input fed by an
+        outer tensor drawn with a name (`shown`: id(tensor) -> name; an argument, a
+        variable) takes that name, any other `input k ← %j`, the outer tensor it is fed; a
+        loop's carried values say so (`carry: h0`), a scan's rows what they are rows of."""
+        feed = body_inputs(node, body)
+        if feed is None:
+            return {}
+        carries, sliced = _loop_inputs(node)
+        labels = {}
+        for k, (t, src) in enumerate(zip(body.all_inputs, feed)):
+            name = shown.get(id(src))
+            if k < carries:
+                label = f"carry: {name}" if name else f"carry {k} ← {self.tensor_name(src)}"
+            elif k < carries + sliced:
+                label = f"row of {name or self.tensor_name(src)}"
+            else:
+                label = name or f"input {k} ← {self.tensor_name(src)}"
+            labels[id(t)] = (label, src)
+        return labels
+
+
+def _loop_inputs(node):
+    """(carried, sliced) input counts of a loop node's functions (0, 0 for others)."""
+    if node.op.name == "scan":
+        return node.attrs.get("carries", 0), node.attrs.get("sliced", 0)
+    if node.op.name == "while":
+        body = node.attrs.get("body")
+        return (len(body.outputs) if hasattr(body, "outputs") else 0), 0
+    return 0, 0
+
+
+class _Drawing(Naming):
+    """The lines of one picture; node ids are a path per function drawn plus node names
+    (`forward/%6/body/%2`), also the SVG ids of the drawn nodes."""
+
+    def __init__(self, graphs):
+        super().__init__(graphs)
+        self.lines = [f"digraph {_q(self.function_name(graphs[0]))} {{", *_HEAD]
+        self.clusters = 0
+        self.shown = {}         # id(tensor) -> the name its input node is drawn with
+        self.variables = {}     # id(tensor) -> (label, tooltip) of a variable's handle drawn
+        self.used = set()       # what the picture shows, for the legend
+
+    def vertex(self, graph, node, names, captured, inputs):
         """(label, tooltip, style, names still to add) of a node other than an op's."""
         t0 = node.outputs[0]
         tooltip = self.tooltip(node)
         label_name = [names[id(t)] for t in node.outputs if id(t) in names]
         if node.op.name == "const":
+            self.used.add("constant")
             return _const_label(node), tooltip, 'shape=ellipse, style=dashed, color="#888888"', label_name
         value = captured.get(id(t0))
         if value is not None:
-            label, what = self.captured_text(value, outer)
+            label, what = self.captured_text(value, self.shown)
+            self.shown[id(t0)] = label.split("\n")[0]
+            self.used.add("capture")
+            if value.dtype.name == "resource":
+                self.variables[id(t0)] = (label, what)
             return label, f"{what}\n{tooltip}", _CAPTURE, label_name
-        what = label_name[0] if label_name else (f"input {graph.all_inputs.index(t0)}"
-                                                 if t0 in graph.inputs else self.tensor_name(t0))
-        return f"{what}\n{_type(t0)}", tooltip, _ARG, label_name[1:]
+        if id(t0) in inputs:
+            what, src = inputs[id(t0)]
+            if id(src) in self.variables:     # the variable passed in: drawn as where it is captured
+                label, what = self.variables[id(t0)] = self.variables[id(src)]
+                self.shown[id(t0)] = label.split("\n")[0]
+                return label, f"{what}\n{tooltip}", _CAPTURE, label_name
+            rest = label_name
+            if id(src) in self.shown:        # a body inside this one names it as this one does
+                self.shown[id(t0)] = self.shown[id(src)]
+        else:
+            what = label_name[0] if label_name else (f"input {graph.all_inputs.index(t0)}"
+                                                     if t0 in graph.inputs else self.tensor_name(t0))
+            rest = label_name[1:]
+            if not what.startswith("input "):
+                self.shown[id(t0)] = what
+        self.used.add("argument")
+        return f"{what}\n{_type(t0)}", tooltip, _ARG, rest
 
     def function(self, graph, prefix, indent, names=None, notes=None, fed=frozenset(), depth=0,
-                 outer=None):
+                 inputs=None, top=False):
         """Nodes and edges of `graph`; `names`: id(tensor) -> a name (parameters, outputs);
         `notes`: id(tensor) -> a note (side outputs, gradients) filling its node; `fed`: ids
-        of capture placeholders fed from elsewhere (their note says from what); `outer`:
-        the names of the enclosing function's tensors, which a body's captures show."""
-        names, notes, outer = names or {}, notes or {}, outer or {}
+        of capture placeholders fed from elsewhere (their note says from what); `inputs`:
+        id(input) -> its label (a body's inputs, named by what feeds them). An input nothing
+        reads is left out, but for the arguments of the function drawn (`top`)."""
+        names, notes, inputs = names or {}, notes or {}, inputs or {}
         lines, vid = self.lines, lambda n: _q(prefix + self.node_name(n))
         outputs = {id(t) for t in graph.outputs}
         captured = {id(ph): value for value, ph in graph.captures.values() if id(ph) not in fed}
+        used, arguments = used_inputs(graph), {id(t) for t in graph.inputs} if top else set()
         nested = []
         for node in graph.nodes:
             op = node.op.name
+            if op == "placeholder" and id(node.outputs[0]) not in used | arguments:
+                continue
             note = [notes[id(t)] for t in node.outputs if id(t) in notes]
             if op in ("placeholder", "const"):
-                label, tooltip, style, label_name = self.vertex(graph, node, names, captured, outer)
+                label, tooltip, style, label_name = self.vertex(graph, node, names, captured, inputs)
             else:
                 tooltip, label_name = self.tooltip(node), [names[id(t)] for t in node.outputs
                                                            if id(t) in names]
                 funcs = [node.attrs[k] for k in node.op.function_attrs if k in node.attrs]
                 head = f"call @{self.function_name(funcs[0])}" if op == "call" and funcs else op
-                label, style = f"{head}\n{_types(node.outputs)}", "shape=box"
+                label, style = f"{head}\n{types_str(node.outputs)}", "shape=box"
                 if op != "call" and funcs and depth < _MAX_NESTING:
                     nested.append(node)
             extra = [f"→ {n}" for n in label_name] + note
@@ -315,48 +417,60 @@ class _Drawing:
                 label += "\n" + "\n".join(extra)
             if any(id(t) in outputs for t in node.outputs):
                 style += ", penwidth=2"
+                self.used.add("output")
             if note:
                 style = style.replace("style=filled, ", "").replace(", style=dashed", "")
                 style += f", style=filled, {_SIDE}"
-            lines.append(f"{indent}{vid(node)} [label={_q(label)}, tooltip={_q(tooltip + ''.join(chr(10) + n for n in note))}, {style}];")
+            tip = tooltip + "".join("\n" + n for n in note)
+            lines.append(f"{indent}{vid(node)} [label={_q(label)}, tooltip={_q(tip)}, {style}, id={vid(node)}];")
         for node in graph.nodes:
             for t in node.inputs:
                 lines.append(f"{indent}{vid(t.node)} -> {vid(node)} [tooltip={_q(_type(t))}];")
             for c in node.control_inputs:
-                lines.append(f"{indent}{vid(c)} -> {vid(node)} [style=dashed];")
+                self.used.add("control")
+                lines.append(f"{indent}{vid(c)} -> {vid(node)} [style=dashed, tooltip=\"runs after\"];")
         for node in nested:
-            self.bodies(node, prefix, indent, depth, names)
+            self.bodies(node, prefix, indent, depth)
 
-    def bodies(self, node, prefix, indent, depth, outer):
+    def bodies(self, node, prefix, indent, depth):
         """The functions a cond or while node runs, each a cluster joined to the node."""
         here = self.node_name(node)
-        for key in sorted(node.op.function_attrs):
-            value = node.attrs.get(key)
-            for k, g in enumerate(value if isinstance(value, tuple) else (value,)):
-                if g is None or not hasattr(g, "nodes"):
-                    continue
-                self.clusters += 1
-                cid = f"cluster_{self.clusters}"
-                sub = f"{prefix}{here}.{key}{k}/"
-                what = f"{key} {k}" if isinstance(value, tuple) else key
-                self.lines += [f"{indent}subgraph {_q(cid)} {{",
-                               f'{indent}  label={_q(f"{node.op.name} {here}: {what} @{self.function_name(g)}")}; '
-                               f'style="rounded,dashed"; color="#7a7a7a";']
-                names = {}
-                for j, t in enumerate(g.outputs):     # a value returned twice: out 0, 1
-                    names[id(t)] = f"{names[id(t)]}, {j}" if id(t) in names else f"out {j}"
-                self.function(g, sub, indent + "  ", names=names, depth=depth + 1, outer=outer)
-                self.lines.append(f"{indent}}}")
-                anchor = next(iter(g.nodes), None)
-                if anchor is not None:
-                    self.lines.append(f"{indent}{_q(prefix + here)} -> {_q(sub + self.node_name(anchor))} "
-                                      f"[lhead={_q(cid)}, style=dotted, arrowhead=odot];")
+        for key, k, g in function_bodies(node):
+            self.clusters += 1
+            cid = f"cluster_{self.clusters}"
+            sub = f"{prefix}{here}/{key}{'' if k is None else k}/"
+            what = key if k is None else f"{key} {k}"
+            self.lines += [f"{indent}subgraph {_q(cid)} {{",
+                           f'{indent}  label={_q(f"{node.op.name} {here}: {what} @{self.function_name(g)}")}; '
+                           f'style="rounded,dashed"; color="#7a7a7a";']
+            names = {}
+            for j, t in enumerate(g.outputs):     # a value returned twice: out 0, 1
+                names[id(t)] = f"{names[id(t)]}, {j}" if id(t) in names else f"out {j}"
+            start = len(self.lines)
+            self.function(g, sub, indent + "  ", names=names, depth=depth + 1,
+                          inputs=self.body_input_names(node, g, self.shown))
+            anchor = next((line.split(" [", 1)[0].strip() for line in self.lines[start:]
+                           if line.startswith(indent + "  \"") and " -> " not in line), None)
+            self.lines.append(f"{indent}}}")
+            if anchor is not None:
+                self.used.add("runs")
+                self.lines.append(f"{indent}{_q(prefix + here)} -> {anchor} "
+                                  f"[lhead={_q(cid)}, style=dotted, arrowhead=odot, tooltip=\"runs\"];")
+
+    def legend(self):
+        """A box saying what the picture's marks mean (those it uses), when it uses one that
+        does not explain itself (a dashed or dotted line, a fill, a variable)."""
+        rows = [(k, text) for k, text in _LEGEND if k in self.used]
+        if self.used & {"capture", "side", "feed", "control", "runs"}:
+            cells = "".join(f'<tr><td align="left">{text}</td></tr>' for _, text in rows)
+            self.lines.append(f'  "legend" [id="legend", shape=plaintext, fontsize=8, label=<<table border="0" '
+                              f'cellborder="0" cellspacing="0" cellpadding="1">{cells}</table>>];')
 
     def text(self):
         return "\n".join(self.lines + ["}"]) + "\n"
 
 
-def _gradient_names(graph, backward, input_names, tensor_name):
+def gradient_names(graph, backward, input_names, tensor_name):
     """id(backward output) -> `d/dx` for the gradient of input x, `d/dw` of variable w."""
     bw = backward.graph
     names = {}
@@ -410,9 +524,10 @@ def to_dot(graph, backward=None, input_names=None, output_names=None):
         if id(t) not in names or t.node.op.name != "placeholder":
             names.setdefault(id(t), out_names[j])
     if backward is None:
-        d.function(graph, "", "  ", names)
-        return d.text()
-    _forward_and_backward(d, graph, backward, names, input_names, out_names)
+        d.function(graph, "", "  ", names, top=True)
+    else:
+        _forward_and_backward(d, graph, backward, names, input_names, out_names)
+    d.legend()
     return d.text()
 
 
@@ -423,28 +538,34 @@ def _forward_and_backward(d, graph, backward, names, input_names, out_names):
     notes = {tid: f"side output {k}" for tid, k in side.items()}
     d.lines += ["  subgraph \"cluster_forward\" {",
                 f"    label={_q('forward @' + d.function_name(graph))}; color=\"#bbbbbb\";"]
-    d.function(graph, "f", "    ", names, notes)
+    d.function(graph, "forward/", "    ", names, notes, top=True)
     d.lines.append("  }")
-    bnames = _gradient_names(graph, backward, input_names, d.tensor_name)
+    if notes:
+        d.used.add("side")
+    bnames = gradient_names(graph, backward, input_names, d.tensor_name)
     for t, j in zip(bw.inputs, backward.grad_outputs):    # seeds: the gradient of output j
         bnames[id(t)] = f"d {out_names[j]}"
-    feeds = []
+    feeds, used = [], used_inputs(bw)
     for (kind, v), ph in zip(backward.capture_sources, bw.captured_placeholders):
+        if id(ph) not in used:
+            continue
         if kind == "side":
             t = backward.side_outputs[v]
             bnames[id(ph)] = f"side output {v}"
             feeds.append((d.node_name(t.node), d.node_name(ph.node), f"side output {v}"))
         elif kind == "input":
             t = graph.all_inputs[v]
-            bnames[id(ph)] = f"forward {names.get(id(t), d.tensor_name(t))}"
+            bnames[id(ph)] = f"forward {names.get(id(t)) or d.shown.get(id(t)) or d.tensor_name(t)}"
             feeds.append((d.node_name(t.node), d.node_name(ph.node), "input"))
     d.lines += ["  subgraph \"cluster_backward\" {",
                 f"    label={_q('backward @' + d.function_name(bw))}; color=\"#bbbbbb\";"]
     fed = {id(ph) for ph in bw.captured_placeholders if id(ph) in bnames}   # fed by the forward
-    d.function(bw, "b", "    ", bnames, {}, fed)
+    d.function(bw, "backward/", "    ", bnames, {}, fed)
     d.lines.append("  }")
+    if feeds:
+        d.used.add("feed")
     for src, dst, label in feeds:    # both ends' notes say which side output: no edge label
-        d.lines.append(f"  {_q('f' + src)} -> {_q('b' + dst)} [style=dotted, color=\"#b08800\", "
+        d.lines.append(f"  {_q('forward/' + src)} -> {_q('backward/' + dst)} [style=dotted, color=\"#b08800\", "
                        f"tooltip={_q(label)}, constraint=false];")
 
 

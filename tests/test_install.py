@@ -13,7 +13,7 @@ import types
 import defun as df
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-NAMESPACES = {"errors", "linalg", "random", "debugging", "optimizers", "dask", "signal", "test"}
+NAMESPACES = {"errors", "linalg", "math", "nn", "random", "debugging", "optimizers", "dask", "signal", "test"}
 
 USER_SCRIPT = """
 import sys

@@ -108,3 +108,31 @@ def test_control_flow_is_drawn_in_clusters_and_rendered(tmp_path):
     kinds = sorted(t.split(": ")[1].split(" @")[0] for t in titles)
     # forward and backward each have their cond (two branches) and while (cond and body)
     assert kinds.count("then_branch") >= 2 and kinds.count("body") >= 2, kinds
+
+
+def test_inside_cond_and_while_inputs_are_named_by_what_feeds_them(tmp_path):
+    from test_cli import cli
+    w = df.Variable(np.ones((3,), np.float32), name="scale")
+
+    @df.defun
+    def f(x, n):
+        y = df.cond(df.reduce_sum(x) > 0, lambda: x * w, lambda: x - 1.0)
+        return df.while_loop(lambda i, z: i < n, lambda i, z: (i + 1, z * w), [df.constant(0), y])[1]
+    cf = f.get_concrete_function(df.TensorSpec([3], df.float32), df.TensorSpec([], df.int32))
+    df.export_json(cf, str(tmp_path / "loop.json"))
+    proc = cli("dot", "loop.json", "-o", "loop.dot", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    dot = (tmp_path / "loop.dot").read_text()
+    nodes = re.findall(r'^\s*"([^"]+)" \[label="([^"]*)"', dot, re.M)
+    # the variable, passed into the then-branch and the loop body, is drawn there by its name
+    inside = [label for name, label in nodes if "/" in name and label.startswith("scale\\n")]
+    assert len(inside) == 2 and all(label == "scale\\nf32[3]" for label in inside), inside
+    assert not any(label.endswith("resource[]") for _, label in nodes)
+    # the else-branch reads only x: its unread inputs (the variable) are left out
+    assert [label for name, label in nodes if "/else_branch/" in name and "input" in label] == []
+    assert any(label.startswith("x\\n") for name, label in nodes if "/else_branch/" in name)
+    # each node's SVG id is its path of listing names; a legend says what the marks mean
+    assert '"%4/then_branch/%' not in dot and re.search(r'id="%\d+/then_branch/%\d+"', dot)
+    assert "dotted arrow ○: runs function" in dot and "dashed: variable read" in dot
+    svg = render_dot(dot, "svg").decode()
+    assert re.search(r'<g id="%\d+/body/%\d+" class="node">', svg)

@@ -253,13 +253,18 @@ def test_dot_labels_are_op_and_shape_with_the_ir_line_as_tooltip():
     assert _node_line(dot, "%5").startswith('"%5" [label="assign_add_variable\\nno outputs"')
     assert _node_line(dot, "%7").startswith('"%7" [label="add\\nf32[2]\\n→ total", ')    # the output's name
     assert "penwidth=2" in _node_line(dot, "%7")
-    assert max(len(part) for ln in dot.splitlines() if "label=" in ln
+    assert max(len(part) for ln in dot.splitlines() if 'label="' in ln
                for part in ln.split('label="')[1].split('"')[0].split("\\n")) <= 20     # compact
     data = [ln for ln in dot.splitlines() if "->" in ln and "dashed" not in ln]
     control = [ln for ln in dot.splitlines() if "->" in ln and "dashed" in ln]
     assert len(data) == sum(len(n.inputs) for n in g.nodes) == 8
     assert '  "%0" -> "%4" [tooltip="f32[2]"];' in data
-    assert control == ['  "%3" -> "%5" [style=dashed];', '  "%5" -> "%6" [style=dashed];']
+    assert control == ['  "%3" -> "%5" [style=dashed, tooltip="runs after"];',
+                       '  "%5" -> "%6" [style=dashed, tooltip="runs after"];']
+    # the SVG's node ids are the listing's names; the legend says what dashed arrows are
+    assert _node_line(dot, "%4").endswith(', id="%4"];')
+    legend = _node_line(dot, "legend")
+    assert "dashed arrow: runs after" in legend and "yellow" not in legend
 
 
 def test_dot_draws_forward_and_backward_with_side_outputs_and_gradient_names():
@@ -280,12 +285,12 @@ def test_dot_draws_forward_and_backward_with_side_outputs_and_gradient_names():
     assert any('label="w\\nf32[3,2]"' in ln and "style=dashed" in ln for ln in lines)
     feeds = [ln for ln in lines if "style=dotted" in ln]
     # each side output and the forward input the backward reads: an edge into the backward
-    assert len(feeds) == 3 and all('-> "b%' in ln for ln in feeds)
+    assert len(feeds) == 3 and all('-> "backward/%' in ln for ln in feeds)
     assert any('label="d loss\\nf32[]"' in ln for ln in lines)        # the seed: loss's gradient
     grads = [ln for ln in lines if "\\n→ d/d" in ln]
     assert sorted(ln.split("→ ")[1].split('"')[0] for ln in grads) == ["d/dw", "d/dx"]
     # every node of both functions, once
-    for prefix, g in (("f", cf.graph), ("b", bw.graph)):
+    for prefix, g in (("forward/", cf.graph), ("backward/", bw.graph)):
         for node in g.nodes:
             assert sum(ln.strip().startswith(f'"{prefix}{node.name}" [') for ln in lines) == 1
 
