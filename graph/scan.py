@@ -136,7 +136,7 @@ def _scan_grad(op, *grads):
     attrs = op.attrs
     n, m = attrs["carries"], attrs["sliced"]
     chain = levels_of(attrs["body"])
-    found = loop_gradient_level(op, chain, grads, "is_floating", (n, m),
+    found = loop_gradient_level(op, chain, grads, "is_inexact", (n, m),
                                 lambda lv, body: {"body": lv.next} if lv.next is not body else None)
     if found is None:
         return [None] * len(op.inputs)
@@ -144,7 +144,7 @@ def _scan_grad(op, *grads):
     bw = lv.saving.backward
     stacks = outs[n:]
     _, xs, consts = _split(attrs, list(op.inputs))
-    float_vars = [k for k in range(n) if body.outputs[k].dtype.is_floating]
+    float_vars = [k for k in range(n) if body.outputs[k].dtype.is_inexact]
     cap = [j for j in range(len(consts)) if bw.input_grads[n + m + j] is not None]
     rows_of = [j for j in range(m) if bw.input_grads[n + j] is not None]
     if not float_vars and not cap and not rows_of:
