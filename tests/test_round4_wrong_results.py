@@ -127,3 +127,71 @@ def test_complex_scan_forward_mode_and_second_order_in_a_defun():
                 y = fn(x)
             s = df.reduce_sum(df.real(inner.gradient(y, x) * df.constant(v)))
         np.testing.assert_allclose(outer.gradient(s, x).numpy(), xt.grad.numpy(), rtol=1e-12, err_msg=name)
+
+
+# ---------------------------------------------------------------------------------------
+# Item 5: the integer mean, exact (Python integers) and truncated toward zero as TF's; the
+# uint64 sum went through int64 and came back negated.
+
+def _exact_mean(x, axis, keepdims):
+    s = np.sum(np.asarray(x, dtype=object), axis=axis, keepdims=keepdims)
+    n = max(np.size(x) // max(np.size(s), 1), 1)
+    trunc = np.vectorize(lambda v: abs(v) // n * (1 if v >= 0 else -1), otypes=[object])
+    return trunc(s)
+
+
+def test_uint64_mean_past_2_to_63_is_exact():
+    # TF and exact: 4611686018427387908 (= (2**63 + 8) // 2); it was 13835058055282163716
+    x = np.array([2**63 + 8, 0], np.uint64)
+    fn = df.defun(lambda x: df.reduce_mean(x), input_signature=[df.TensorSpec((2,), df.uint64)])
+    doc = json.loads(json.dumps(df.export_json(fn.get_concrete_function())))
+    for name, f in (("eager", df.reduce_mean), ("defun", fn), ("loaded", df.load_json(doc))):
+        got = f(x).numpy()
+        assert got.dtype == np.uint64 and int(got) == 4611686018427387908, (name, got)
+    ns = {}
+    exec(df.export_numpy_source(fn.get_concrete_function()), ns)     # noqa: S102 (our own export)
+    assert int(ns["forward"](x)[0]) == 4611686018427387908
+
+
+_INT_TYPES = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]
+
+
+@pytest.mark.parametrize("dtype", _INT_TYPES)
+def test_integer_means_at_the_ends_of_every_integer_type_are_exact(dtype):
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(int(info.bits) + int(info.min < 0))
+    picks = np.array([info.min, info.max, info.min + 1, info.max - 1, 0, 1], dtype=object)
+    for trial in range(60):
+        shape = tuple(rng.integers(1, 5, size=2))
+        x = np.array(rng.choice(picks, size=shape), dtype=dtype)
+        axis = [None, 0, 1, -1, (0, 1)][trial % 5]
+        keepdims = bool(trial % 2)
+        got = df.reduce_mean(x, axis=axis, keepdims=keepdims).numpy()
+        want = _exact_mean(x, axis, keepdims)
+        assert got.dtype == dtype and got.shape == np.shape(want), (x, axis, got)
+        assert (np.asarray(got).astype(object) == want).all(), (x, axis, keepdims, got, want)
+    # -2**63 + (-1) + 5 over 3: exact -3074457345618258601 (truncated toward zero)
+    if dtype == np.int64:
+        assert int(df.reduce_mean(np.array([-2**63, -1, 5], np.int64)).numpy()) == -3074457345618258601
+
+
+def test_int64_sums_and_means_exported_to_onnx_are_exact():
+    ort = pytest.importorskip("onnxruntime")
+    # onnxruntime's ReduceSum sums int64 in double: 2**60 + 1 + 3 gave 2**60 (exact:
+    # 1152921504606846980), and the int64 mean of [-2**63, -1, 5] -3074457345618258432
+    # (exact: -3074457345618258601)
+    cases = [(np.array([2**60 + 1, 3], np.int64), None), (np.array([-2**63, -1, 5], np.int64), None),
+             (np.array([[2**60 + 1, 3, -5], [2**61, 2**61, 7]], np.int64), 0),
+             (np.array([[2**60 + 1, 3, -5], [2**61, 2**61, 7]], np.int64), 1),
+             (np.array([[-2**63, -2**63, -2**63]], np.int64), 1), (np.zeros((0, 3), np.int64), 0)]
+    for x, axis in cases:
+        for fn in (df.reduce_sum, df.reduce_mean):
+            for sig in (x.shape, (None,) * x.ndim):
+                f = df.defun(lambda x: fn(x, axis=axis), input_signature=[df.TensorSpec(sig, df.int64)])
+                model = df.export_onnx(f.get_concrete_function())
+                sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+                got = sess.run(None, {sess.get_inputs()[0].name: x})[0]
+                exact = (np.sum(x.astype(object), axis=axis) if fn is df.reduce_sum
+                         else _exact_mean(x, axis, False))
+                exact = (exact + 2**63) % 2**64 - 2**63       # an int64 sum wraps, as numpy's
+                assert (np.asarray(got).astype(object) == exact).all(), (fn, x, axis, sig, got, exact)

@@ -14,7 +14,7 @@ from defun.runtime.execute import run_op
 from defun.runtime.fast_dispatch import op_function
 from defun.runtime.fused import Elementwise as Ew, Kernel, Reduction
 from defun.runtime.ops import _args, shape_rules
-from defun.runtime.ops._onnx import chain, reduce_form, reduced_axes, running
+from defun.runtime.ops._onnx import chain, exact_sum, reduce_form, reduced_axes, running, wide_int_mean
 from defun.runtime.ops.complex_ops import complex, conj, imag, real  # noqa: F401
 from defun.runtime.ops.base_ops import (_broadcast_back, _keepdims_grad, _mask, cast,  # noqa: F401
                                         ones_like, reducer, reduce_sum, size, unbroadcast, where,
@@ -684,13 +684,29 @@ _max_reduce, _min_reduce, _mul_reduce = np.maximum.reduce, np.minimum.reduce, np
 
 def _k_mean(x, axis, keepdims):
     if x.dtype.kind in "iu":  # integer mean truncates toward zero, as TensorFlow's does
-        s = np.sum(x, axis=axis, keepdims=keepdims, dtype=np.int64)
-        n = max(x.size // max(np.size(s), 1), 1)
-        q = np.abs(s) // n
-        return np.where(s < 0, -q, q).astype(x.dtype)
+        return _int_mean(x, axis, keepdims)
     s = np.add.reduce(x, axis, x.dtype, None, keepdims)
     n = s.size  # s is an array or a numpy scalar: both have .size (np.size costs ~0.4 us)
     return s / x.dtype.type(x.size // n if n else 1)
+
+
+def _int_mean(x, axis, keepdims):
+    """The exact mean of integers, truncated toward zero: narrow ones sum in int64; 64-bit ones
+    as sum(x // n) + sum(x % n) // n (floor division), which no sum can overflow past (a
+    wrap of the first sum by the rounding of its terms is undone by the second, in arrays,
+    where integer arithmetic wraps without a warning)."""
+    s = np.sum(x, axis=axis, keepdims=True, dtype=np.int64 if x.dtype.itemsize < 8 else x.dtype)
+    n = max(x.size // max(s.size, 1), 1)
+    if x.dtype.itemsize < 8:
+        q = np.abs(s) // n
+        m = np.where(s < 0, -q, q)
+    else:
+        r = np.sum(x % n, axis=axis, keepdims=True, dtype=x.dtype)
+        m = np.sum(x // n, axis=axis, keepdims=True, dtype=x.dtype) + r // n
+        if x.dtype.kind == "i":     # the floor, moved toward zero when negative and inexact
+            m = m + ((r % n != 0) & (m < 0))
+    m = m.astype(x.dtype, copy=False)
+    return m if keepdims else np.squeeze(m, axis=axis)
 
 
 def _k_max(x, axis, keepdims):
@@ -710,15 +726,23 @@ def _mean_onnx(e, node, ins):
     axes, keep = reduced_axes(node), node.attrs.get("keepdims", False)
     if x.dtype.is_floating:
         return e.reduce("ReduceMean", ins[0], axes, keep)
-    # integers: the int64 sum divided by the count, truncating toward zero as the kernel
-    s = e.reduce("ReduceSum", e.cast(ins[0], dtypes.int64), axes, keep)
+    # integers: the exact mean truncated toward zero, as the kernel's; narrow ones: the int64
+    # sum divided by the count (Div truncates); int64 (uint64 has no form): as the kernel
+    wide = x.dtype.np.itemsize == 8
+    v = ins[0] if wide else e.cast(ins[0], dtypes.int64)
+
+    def total(t):
+        return exact_sum(e, t, axes, keep, dtypes.int64, len(x.shape))
     one = e.scalar(1, dtypes.int64)
     dims = [x.shape[a] for a in axes]
     if None not in dims:
         n = e.scalar(max(int(np.prod(dims)), 1), dtypes.int64)
     else:
+        s = e.reduce("ReduceSum", v, axes, keep)     # only its size is read
         n = e.op("Max", e.op("Div", e.op("Size", ins[0]), e.op("Max", e.op("Size", s), one)), one)
-    return e.cast(e.op("Div", s, n), x.dtype)
+    if not wide:
+        return e.cast(e.op("Div", total(v), n), x.dtype)
+    return wide_int_mean(e, v, n, total, dtypes.int64)
 
 
 reduce_mean = reducer("reduce_mean", _k_mean, _mean_grad, kinds=_NC,
