@@ -195,3 +195,122 @@ def test_int64_sums_and_means_exported_to_onnx_are_exact():
                          else _exact_mean(x, axis, False))
                 exact = (exact + 2**63) % 2**64 - 2**63       # an int64 sum wraps, as numpy's
                 assert (np.asarray(got).astype(object) == exact).all(), (fn, x, axis, sig, got, exact)
+
+
+# ---------------------------------------------------------------------------------------
+# Item 7: mod is differentiable (d/dx = 1, d/dy = -floor(x / y), as TF and jax); it gave None
+# in reverse and forward mode.
+
+_MX = np.array([5.5, -5.5, 7.25, -0.75, 3.0])
+_MY = np.array([2.0, 2.0, -3.0, 0.5, -1.25])
+
+
+def _finite_difference_mod(x, y, h=1e-6):
+    """Central differences of sum(x mod y) in float64 (no point is within h of a jump)."""
+    gx = (np.mod(x + h, y) - np.mod(x - h, y)) / (2 * h)
+    gy = (np.mod(x, y + h) - np.mod(x, y - h)) / (2 * h)
+    return gx, gy
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_mod_gradients_match_torch_jax_and_finite_differences(dtype):
+    # torch.remainder and jax.grad(jnp.mod): d/dx [1, 1, 1, 1, 1], d/dy [-2, 3, 3, 2, 3]
+    xt, yt = torch.tensor(_MX, requires_grad=True), torch.tensor(_MY, requires_grad=True)
+    torch.remainder(xt, yt).sum().backward()
+    fd = _finite_difference_mod(_MX, _MY)
+    np.testing.assert_allclose(fd[0], xt.grad.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(fd[1], yt.grad.numpy(), rtol=1e-6)
+    np.testing.assert_array_equal(yt.grad.numpy(), [-2, 3, 3, 2, 3])
+    x, y = _MX.astype(dtype), _MY.astype(dtype)
+
+    def f(x, y):
+        return df.reduce_sum(df.mod(x, y))
+    for name, fn in (("eager", f), ("defun", df.defun(f)), ("loaded", _loaded(f, [x, y]))):
+        gx, gy = _tape_grads(fn, [x, y])
+        assert gx is not None and gy is not None, f"{name}: mod has no gradient"
+        assert gx.dtype == dtype and gy.dtype == dtype, name
+        np.testing.assert_array_equal(gx, xt.grad.numpy().astype(dtype), err_msg=name)
+        np.testing.assert_array_equal(gy, yt.grad.numpy().astype(dtype), err_msg=name)
+    for name, fn in (("eager", df.mod), ("defun", df.defun(df.mod))):
+        xs, ys = df.constant(x), df.constant(y)
+        for k, want in enumerate((xt.grad.numpy(), yt.grad.numpy())):
+            tangents = [df.ones_like(xs) if k == 0 else df.zeros_like(xs),
+                        df.ones_like(ys) if k == 1 else df.zeros_like(ys)]
+            with df.ForwardAccumulator([xs, ys], tangents) as acc:
+                out = fn(xs, ys)
+            jvp = acc.jvp(out)
+            assert jvp is not None, f"{name}: mod has no forward-mode derivative"
+            np.testing.assert_array_equal(jvp.numpy(), want.astype(dtype), err_msg=f"{name} fwd {k}")
+
+
+def test_mod_gradient_broadcasts_and_matches_jax():
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    x = np.array([[5.5, -5.5, 7.25], [1.0, -2.5, 0.75]], np.float32)
+    y = np.float32(-1.5)
+    gx_j, gy_j = jax.grad(lambda a, b: jnp.sum(jnp.mod(a, b) * a), (0, 1))(x, y)
+    # jax: d/dy = sum of -floor(x / y) * x = 79 here
+    gx, gy = _tape_grads(lambda a, b: df.reduce_sum(df.mod(a, b) * a), [x, y])
+    np.testing.assert_allclose(gx, np.asarray(gx_j), rtol=1e-6)
+    np.testing.assert_allclose(gy, np.asarray(gy_j), rtol=1e-6)
+    assert gy.shape == () and float(gy) == 79.0
+
+
+# ---------------------------------------------------------------------------------------
+# Item 10: reduce_prod's second derivative on complex input (the product of the others'
+# gradient missed a conj: [-9.7185-3.9095j, -10.86+2.46j, 15.1+1.85j]).
+
+_PZ = np.array([1 + 2j, 0.5 - 1j, -1 + 0.3j])
+_PV = np.array([0.3 + 0.1j, -0.2 + 0.5j, 1.0 - 0.4j])
+
+
+def _prod_hvp(fn, z, v):
+    """The gradient of Re<grad |prod z|^2, v> (TF's convention for complex gradients)."""
+    x = df.constant(z)
+    with df.GradientTape() as outer:
+        outer.watch(x)
+        with df.GradientTape() as inner:
+            inner.watch(x)
+            p = fn(x)
+            y = df.reduce_sum(df.real(p * df.conj(p)))
+        s = df.reduce_sum(df.real(inner.gradient(y, x) * df.conj(df.constant(v))))
+    return outer.gradient(s, x).numpy()
+
+
+def _prod_hvp_finite_differences(z, v, h=1e-6):
+    def grad(z):    # d|prod z|^2 / d re + i d / d im, from central differences
+        f = lambda w: abs(np.prod(w)) ** 2      # noqa: E731
+        return np.array([(f(z + h * e) - f(z - h * e)) / (2 * h) + 1j * (f(z + 1j * h * e) - f(z - 1j * h * e)) / (2 * h)
+                         for e in np.eye(len(z))])
+
+    def s(z):
+        return np.sum(np.real(grad(z) * np.conj(v)))
+    h2 = 1e-4
+    return np.array([(s(z + h2 * e) - s(z - h2 * e)) / (2 * h2) + 1j * (s(z + 1j * h2 * e) - s(z - 1j * h2 * e)) / (2 * h2)
+                     for e in np.eye(len(z))])
+
+
+def test_complex_reduce_prod_second_derivative_matches_jax_and_finite_differences():
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    with jax.enable_x64(True):
+        def loss(a, b):
+            p = jnp.prod(a + 1j * b)
+            return jnp.real(p * jnp.conj(p))
+
+        def s(a, b):
+            ga, gb = jax.grad(loss, (0, 1))(a, b)
+            return jnp.sum(jnp.real((ga + 1j * gb) * jnp.conj(_PV)))
+        ha, hb = jax.grad(s, (0, 1))(jnp.asarray(_PZ.real), jnp.asarray(_PZ.imag))
+        want = np.asarray(ha) + 1j * np.asarray(hb)
+    # jax: [-7.3985-16.1595j, -12.29+25.67j, 22-7.85j]
+    np.testing.assert_allclose(want, [-7.3985 - 16.1595j, -12.29 + 25.67j, 22 - 7.85j], atol=1e-9)
+    np.testing.assert_allclose(_prod_hvp_finite_differences(_PZ, _PV), want, atol=1e-4)
+    for name, fn in (("eager", df.reduce_prod), ("defun", df.defun(df.reduce_prod))):
+        np.testing.assert_allclose(_prod_hvp(fn, _PZ, _PV), want, rtol=1e-12, err_msg=name)
+    # along an axis, with a zero in a row (the products of the others divide by nothing)
+    z = np.array([[1 + 2j, 0, -1 + 0.3j], [0.5 - 1j, 2j, 1.5]])
+    v = np.array([[0.3 + 0.1j, -0.2 + 0.5j, 1.0 - 0.4j], [1j, 1, -1]])
+    got = _prod_hvp(lambda x: df.reduce_prod(x, axis=1), z, v)
+    fd = np.stack([_prod_hvp_finite_differences(z[r], v[r]) for r in range(2)])
+    np.testing.assert_allclose(got, fd, atol=1e-4)
