@@ -66,3 +66,72 @@ def test_a_loaded_documents_rebuilt_backward_gives_the_variables_exact_gradients
         [df.constant(np.float32(1.5))] + list(graph.captured_values))
     assert float(value) == 36.0
     assert [None if g is None else float(g) for g in grads] == [24.0, 54.0, 12.0]
+
+
+# ---------------------------------------------------------------------------------------
+# Item 9: an export taken while another thread trains holds one step's values (12-22 of 60
+# exports mixed two steps: each variable was read when the writer reached it).
+
+@pytest.fixture
+def tight_switching():
+    """Switch threads every microsecond (the default is 5 ms): races show up at once."""
+    import sys      # only this fixture changes the interpreter's switch interval
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(old)
+
+
+def _values_of_export(kind, cf, n):
+    """(w, b) as the export `kind` holds them."""
+    if kind == "json":
+        loaded = df.load_json(json.loads(json.dumps(df.export_json(cf))))
+        return np.asarray(loaded.variables["w"]), np.asarray(loaded.variables["b"])
+    if kind == "numpy":
+        ns = {}
+        exec(df.export_numpy_source(cf), ns)     # noqa: S102 (our own export)
+        b = ns["forward"](np.zeros(n, np.float32))[0]
+        return ns["forward"](np.ones(n, np.float32))[0] - b, b
+    numpy_helper = pytest.importorskip("onnx.numpy_helper")
+    inits = {i.name: numpy_helper.to_array(i) for i in df.export_onnx(cf).graph.initializer}
+    return inits["w"], inits["b"]
+
+
+@pytest.mark.parametrize("kind", ["json", "numpy", "onnx"])
+def test_exports_beside_a_training_thread_hold_one_step(kind, tight_switching):
+    n = 20000
+    w = df.Variable(np.zeros(n, np.float32), name="w")
+    b = df.Variable(np.zeros(n, np.float32), name="b")
+    opt = df.optimizers.SGD(1.0)
+
+    @df.defun
+    def step():                     # one compiled call: w and b move together
+        w.assign_add(df.ones([n]))
+        b.assign_add(df.ones([n]))
+
+    def eager_step():               # one optimizer step: the same, eagerly
+        opt.apply_gradients([(-df.ones([n]), w), (-df.ones([n]), b)])
+
+    @df.defun(input_signature=[df.TensorSpec([n], df.float32)])
+    def predict(x):
+        return x * w + b
+    cf = predict.get_concrete_function()
+    stop = threading.Event()
+
+    def train():
+        k = 0
+        while not stop.is_set():
+            (step if k % 2 else eager_step)()
+            k += 1
+    trainer = threading.Thread(target=train)
+    trainer.start()
+    mixed = []
+    try:
+        for k in range(20):
+            wv, bv = _values_of_export(kind, cf, n)
+            if wv[0] != bv[0]:
+                mixed.append((k, float(wv[0]), float(bv[0])))
+    finally:
+        stop.set()
+        trainer.join()
+    assert float(w.numpy()[0]) > 0 and not mixed, f"exports holding two steps (export, w, b): {mixed}"
