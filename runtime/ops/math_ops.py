@@ -512,7 +512,7 @@ def _matmul_onnx(e, node, ins):
 def _matmul_work(shapes, out_shapes, attrs):
     """A multiply-add per output entry and entry of the contracted axis."""
     a = shapes[0]
-    k = (a[-2] if attrs["transpose_a"] else a[-1]) if len(a) >= 2 else (a[-1] if a else 1)
+    k = (a[-2] if attrs.get("transpose_a") else a[-1]) if len(a) >= 2 else (a[-1] if a else 1)
     return math.prod(out_shapes[0]) * k
 
 
