@@ -62,3 +62,54 @@ def test_a_signed_integer_with_uint64_takes_numpys_float64():
     with pytest.raises(df.errors.InvalidArgumentError, match="int64 with uint64"):
         df.equal(df.constant(x), df.constant(y))
     assert (df.constant(x) - df.constant(y)).dtype is df.float64
+
+
+# ---------------------------------------------------------------------------------------
+# df.test.compute_gradient: Jacobians in x's real dtype (float32 gave float64) and complex
+# inputs and outputs as TF lays them out (refused): real and imaginary parts interleaved.
+
+def _real_view_jacobian(fn, z):
+    """jax's Jacobian of fn on the (re, im) pairs of z, its output as pairs too (TF's layout)."""
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    with jax.enable_x64(True):
+        def on_pairs(p):
+            out = fn(p[0::2] + 1j * p[1::2])
+            return jnp.stack([jnp.real(out), jnp.imag(out)], -1).reshape(-1) if jnp.iscomplexobj(out) else out
+        return np.asarray(jax.jacrev(on_pairs)(np.asarray(z).astype(np.complex128).view(np.float64)))
+
+
+def test_compute_gradient_keeps_float32_and_lays_complex_out_as_tf():
+    x = np.array([0.5, -1.0, 2.0], np.float32)
+    theo, num = df.test.compute_gradient(lambda x: df.sin(x) * x, [x])
+    assert theo[0].dtype == np.float32 and num[0].dtype == np.float32     # TF: x's dtype
+    np.testing.assert_allclose(theo[0], np.diag(np.cos(x) * x + np.sin(x)), rtol=1e-6)
+    z = np.array([1 + 2j, 0.5 - 1j], np.complex64)
+    # z * z at 1+2j: the real 2x2 block of multiplying by 2z = 2+4j, [[2, -4], [4, 2]] (TF, jax)
+    theo, num = df.test.compute_gradient(lambda z: z * z, [z])
+    assert theo[0].dtype == np.float32 and theo[0].shape == (4, 4)
+    np.testing.assert_allclose(theo[0][:2, :2], [[2, -4], [4, 2]])
+    np.testing.assert_allclose(theo[0], _real_view_jacobian(lambda z: z * z, z), rtol=1e-6)
+    np.testing.assert_allclose(num[0], theo[0], rtol=1e-3, atol=1e-3)
+    zz = z.astype(np.complex128)
+    w = np.array([0.3, -1.5])
+
+    def mixed(z, w):        # a complex input beside a real one, a real output
+        return df.abs(df.exp(z) * df.conj(z)) * w + df.real(z * z)
+    theo, num = df.test.compute_gradient(mixed, [zz, w])
+    assert theo[0].shape == (2, 4) and theo[1].shape == (2, 2) and theo[0].dtype == np.float64
+    jax = pytest.importorskip("jax")
+    want = _real_view_jacobian(lambda z: jax.numpy.abs(jax.numpy.exp(z) * jax.numpy.conj(z)) * w
+                               + jax.numpy.real(z * z), zz)
+    np.testing.assert_allclose(theo[0], want, rtol=1e-12)
+    np.testing.assert_allclose(num[0], want, rtol=1e-7, atol=1e-8)
+    np.testing.assert_allclose(theo[1], np.diag(np.abs(np.exp(zz) * np.conj(zz))), rtol=1e-12)
+    df.test.check_gradients(mixed, [zz, w], order=2)
+
+
+def test_check_gradients_finds_a_wrong_complex_rule():
+    @df.custom_gradient
+    def wrong_square(z):
+        return z * z, lambda dy: dy * df.conj(z)        # TF's rule: dy * conj(2 z)
+    with pytest.raises(AssertionError, match=r"argument 0 .*complex128.*imaginary part"):
+        df.test.check_gradients(wrong_square, [np.array([1 + 2j, 0.5 - 1j])])
