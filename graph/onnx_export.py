@@ -362,8 +362,9 @@ def to_onnx(graph, captured_values, input_names, output_names, opset=MIN_OPSET, 
     params = graph.inputs
     if len(input_names) != len(params):
         raise ValueError(f"export_onnx: {len(input_names)} input names for {len(params)} inputs")
-    names = [e.fresh(_sanitize(n) or f"input_{k}") for k, n in enumerate(input_names)]
+    # the output names first: they are kept exactly (an input of the same name is renamed)
     outs = [e.fresh(_sanitize(n) or f"output_{k}") for k, n in enumerate(output_names)]
+    names = [e.fresh(_sanitize(n) or f"input_{k}") for k, n in enumerate(input_names)]
     for n, t in zip(input_names, params):
         if t.dtype is dtypes.resource:
             raise TypeError(f"export_onnx: argument {n!r} of {graph.name} is a variable; an exported "

@@ -113,3 +113,26 @@ def test_check_gradients_finds_a_wrong_complex_rule():
         return z * z, lambda dy: dy * df.conj(z)        # TF's rule: dy * conj(2 z)
     with pytest.raises(AssertionError, match=r"argument 0 .*complex128.*imaginary part"):
         df.test.check_gradients(wrong_square, [np.array([1 + 2j, 0.5 - 1j])])
+
+
+# ---------------------------------------------------------------------------------------
+# A returned key equal to a parameter name: the ONNX output was renamed `p_1`; API.md keeps
+# the output names exactly (ONNX needs unique value names: the input is renamed instead).
+
+def test_onnx_output_names_stay_exact_when_a_key_is_a_parameter_name():
+    ort = pytest.importorskip("onnxruntime")
+
+    @df.defun(input_signature=[df.TensorSpec((2,), df.float32), df.TensorSpec((2,), df.float32)])
+    def f(p, q):
+        return {"p": p * 2, "r": p + q, "q": q}
+    cf = f.get_concrete_function()
+    model = df.export_onnx(cf)
+    assert [o.name for o in model.graph.output] == ["p", "q", "r"]
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    p, q = np.array([1.0, -2.0], np.float32), np.array([3.0, 0.5], np.float32)
+    got = dict(zip([o.name for o in sess.get_outputs()],
+                   sess.run(None, {i.name: v for i, v in zip(sess.get_inputs(), (p, q))})))
+    want = {k: v.numpy() for k, v in f(p, q).items()}
+    assert set(got) == set(want) == {"p", "q", "r"}
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
