@@ -136,3 +136,60 @@ def test_onnx_output_names_stay_exact_when_a_key_is_a_parameter_name():
     assert set(got) == set(want) == {"p", "q", "r"}
     for k in want:
         np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+
+
+# ---------------------------------------------------------------------------------------
+# ONNX export of a loop whose cond switches branch: the loop keeps, per iteration, the side
+# outputs of the branch that ran (empty stand-ins for the other's), and onnxruntime refused
+# the Loop's scan output ("Inconsistent shape in loop output. Expected:{3} Got:{0}").
+
+def _gradient_through(loop):
+    @df.defun(input_signature=[df.TensorSpec((3,), df.float32), df.TensorSpec((), df.int32)])
+    def g(x, k):
+        with df.GradientTape() as tape:
+            tape.watch(x)
+            y = df.reduce_sum(loop(x, k))
+        return tape.gradient(y, x)
+    return g
+
+
+def _switching_while(x, k):
+    def body(i, a):
+        return i + 1, df.cond(df.less(i, k), lambda: df.sin(a) * a, lambda: a * 3.0)
+    return df.while_loop(lambda i, a: i < 5, body, [df.constant(0), x])[1]
+
+
+def _switching_scan(reverse):
+    def loop(x, k):
+        def step(a, e):
+            return df.cond(df.less(e, df.cast(k, df.float32)), lambda: df.sin(a) * e, lambda: a * 3.0)
+        return df.scan(step, df.range(6.0), initializer=x, reverse=reverse)
+    return loop
+
+
+def _torch_gradient(x, k, kind):
+    t = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    a, ys = t, []
+    steps = range(5) if kind == "while" else (range(5, -1, -1) if kind == "reverse" else range(6))
+    for i in steps:
+        take = i < k
+        a = (torch.sin(a) * (a if kind == "while" else i)) if take else a * 3.0
+        ys.append(a)
+    (a if kind == "while" else torch.stack(ys)).sum().backward()
+    return t.grad.numpy()
+
+
+@pytest.mark.parametrize("kind", ["while", "scan", "reverse"])
+def test_onnx_loops_whose_cond_switches_branch_run_in_onnxruntime(kind):
+    ort = pytest.importorskip("onnxruntime")
+    loop = _switching_while if kind == "while" else _switching_scan(kind == "reverse")
+    g = _gradient_through(loop)
+    model = df.export_onnx(g.get_concrete_function())
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = np.array([1.0, 2.0, 3.0], np.float32)
+    for k in (0, 2, 5, 9):      # never, switching once, always the saving branch
+        feeds = {i.name: v for i, v in zip(sess.get_inputs(), (x, np.array(k, np.int32)))}
+        got = sess.run(None, feeds)[0]
+        want = g(x, np.array(k, np.int32)).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"k={k}")
+        np.testing.assert_allclose(want, _torch_gradient(x, k, kind), rtol=1e-4, atol=1e-4, err_msg=f"k={k}")
