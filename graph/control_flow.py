@@ -35,6 +35,7 @@ from defun.graph.functions import CALL, call_graph, input_grads, plan_of, add_si
 from defun.graph.gradients import LOCK as _grad_lock, levels_of, pick_level, saving_of
 from defun.graph.ir import Graph, unique_name
 from defun.graph.nodes import CONST
+from defun.graph.onnx_loops import loop_keeping
 
 __all__ = ["COND", "WHILE", "cond_node", "while_node", "share_captures", "holds_stand_ins"]
 
@@ -722,32 +723,30 @@ def _while_prune(attrs, used):
 def _while_onnx(e, node, ins):
     """ONNX Loop: maximum_iterations is the trip count, the condition's first value an input;
     the body runs the body function then the condition on its result. A counted loop (one
-    keeping values for its gradient) also counts (a loop variable) and emits what it keeps
-    per iteration as scan outputs: the values entering it (history), then the body's saves."""
+    keeping values for its gradient) also counts (a loop variable) and keeps per iteration
+    the values entering it (history), then the body's saves (graph/onnx_loops.py)."""
     cond_g, body_g = node.attrs["cond"], node.attrs["body"]
     n = _num_loop_vars(node.attrs)
     history, counted = node.attrs["history"], _counted(node.attrs)
     init, consts = list(ins[:n]), list(ins[n:])
     loop_types = [(tuple(p.shape), p.dtype) for p in body_g.all_inputs[:n]]
     counter = [((), dtypes.int32)] if counted else []
-    scan_types = (loop_types if history else []) + [(tuple(t.shape), t.dtype) for t in body_g.outputs[n:]]
+    kept_types = (loop_types if history else []) + [(tuple(t.shape), t.dtype) for t in body_g.outputs[n:]]
+    loose = [False] * (n if history else 0) + [holds_stand_ins(t) for t in body_g.outputs[n:]]
 
-    def body(args):
-        values = list(args[2:2 + n])
+    def body(_, args):
+        values = args[:n]
         out = e.inline(body_g, values + consts)
         new, saved = out[:n], out[n:]
         again = e.inline(cond_g, new + consts)[0]
-        extra = [e.op("Add", args[2 + n], e.scalar(1, dtypes.int32))] if counted else []
-        scans = [e.op("Identity", v) for v in (values if history else []) + saved]
-        return [again] + new + extra + scans
-    graph = e.subgraph([((), dtypes.int64), ((), dtypes.bool)] + loop_types + counter, body,
-                       [((), dtypes.bool)] + loop_types + counter + scan_types, name="loop")
+        extra = [e.op("Add", args[n], e.scalar(1, dtypes.int32))] if counted else []
+        return again, new + extra, (values if history else []) + saved
     trips = node.attrs["maximum_iterations"]
     trips = "" if trips is None else e.scalar(trips, dtypes.int64)
     first = e.inline(cond_g, init + consts)[0]
     start = [e.scalar(0, dtypes.int32)] if counted else []
-    outs = e.op("Loop", trips, first, *init, *start, n=len(node.outputs), body=graph)
-    return [outs] if len(node.outputs) == 1 else outs
+    final, kept = loop_keeping(e, trips, first, init + start, loop_types + counter, body, kept_types, loose, "loop")
+    return final + kept
 
 
 WHILE = register("while", _while_kernel, _while_infer, _while_grad, num_outputs=_while_outputs,

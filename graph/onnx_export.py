@@ -18,6 +18,7 @@ import numpy as np
 
 from defun.runtime import dtypes, errors, sites
 from defun.runtime.tensor import ResourceHandle
+from defun.runtime.variables import values_as_one_step
 from defun.graph.nodes import PLACEHOLDER
 from defun.graph.passes import optimize
 
@@ -159,6 +160,7 @@ class Emitter:
         self.initializers = []
         self._consts = {}            # (dtype, shape, bytes) -> initializer name
         self._variables = {}         # id(store) -> initializer name
+        self.variable_values = {}    # id(store) -> its array, the captured ones read as one step
         self._taken = set()
         self._optimized = {}         # id(graph) -> (graph, optimized)
         self._active = []            # graphs being inlined (a recursive call cannot be)
@@ -268,7 +270,8 @@ class Emitter:
         name = self._variables.get(id(store))
         if name is None:
             name = self._variables[id(store)] = self.fresh(_sanitize(store.name) or "variable")
-            self.initializers.append(self._np_helper.from_array(np.array(store.value, order="C"), name))
+            value = self.variable_values.get(id(store), store.value)
+            self.initializers.append(self._np_helper.from_array(np.array(value, order="C"), name))
         return name
 
     # ------------------------------------------------------------------ functions
@@ -371,14 +374,16 @@ def to_onnx(graph, captured_values, input_names, output_names, opset=MIN_OPSET, 
     params = graph.inputs
     if len(input_names) != len(params):
         raise ValueError(f"export_onnx: {len(input_names)} input names for {len(params)} inputs")
-    names = [e.fresh(_sanitize(n) or f"input_{k}") for k, n in enumerate(input_names)]
+    # the output names first: they are kept exactly (an input of the same name is renamed)
     outs = [e.fresh(_sanitize(n) or f"output_{k}") for k, n in enumerate(output_names)]
+    names = [e.fresh(_sanitize(n) or f"input_{k}") for k, n in enumerate(input_names)]
     for n, t in zip(input_names, params):
         if t.dtype is dtypes.resource:
             raise TypeError(f"export_onnx: argument {n!r} of {graph.name} is a variable; an exported "
                             f"function takes tensors only. Use the variable from the enclosing scope "
                             f"instead of passing it (captured variables export their current value)")
     feeds = list(names)
+    e.variable_values = values_as_one_step(captured_values)    # one step of other threads
     for v in captured_values:
         if isinstance(v, ResourceHandle):
             feeds.append(_Var(v._value))

@@ -31,6 +31,7 @@ from defun.runtime.variables import watch_read_handles
 from defun.graph.control_flow import (_as_list, _derived_level, _materialized, _stack,
                                       _zeros_for, holds_stand_ins, loop_gradient_level, share_captures)
 from defun.graph.functions import call_graph, input_grads, plan_of
+from defun.graph.onnx_loops import loop_keeping
 from defun.graph.gradients import levels_of
 from defun.graph.ir import Graph, unique_name
 
@@ -136,7 +137,7 @@ def _scan_grad(op, *grads):
     attrs = op.attrs
     n, m = attrs["carries"], attrs["sliced"]
     chain = levels_of(attrs["body"])
-    found = loop_gradient_level(op, chain, grads, "is_floating", (n, m),
+    found = loop_gradient_level(op, chain, grads, "is_inexact", (n, m),
                                 lambda lv, body: {"body": lv.next} if lv.next is not body else None)
     if found is None:
         return [None] * len(op.inputs)
@@ -144,7 +145,7 @@ def _scan_grad(op, *grads):
     bw = lv.saving.backward
     stacks = outs[n:]
     _, xs, consts = _split(attrs, list(op.inputs))
-    float_vars = [k for k in range(n) if body.outputs[k].dtype.is_floating]
+    float_vars = [k for k in range(n) if body.outputs[k].dtype.is_inexact]
     cap = [j for j in range(len(consts)) if bw.input_grads[n + m + j] is not None]
     rows_of = [j for j in range(m) if bw.input_grads[n + j] is not None]
     if not float_vars and not cap and not rows_of:
@@ -211,8 +212,8 @@ def _backward_feed(bw, lv, grads, float_vars, stacks, xs, consts, n):
 def _scan_onnx(e, node, ins):
     """ONNX Loop over the rows: the trip count is the rows' number, the loop variables the
     carries; the body gathers row i (T-1-i with `reverse`) of each sliced input, emits the
-    body function and returns its stacked values as scan outputs (reversed afterwards with
-    `reverse`, so row t stays at position t)."""
+    body function and keeps its stacked values (graph/onnx_loops.py), reversed afterwards
+    with `reverse`, so row t stays at position t."""
     body_g, n, m = node.attrs["body"], node.attrs["carries"], node.attrs["sliced"]
     reverse = node.attrs["reverse"]
     init, xs, consts = _split(node.attrs, list(ins))
@@ -222,20 +223,16 @@ def _scan_onnx(e, node, ins):
     y_types = [(tuple(t.shape), t.dtype) for t in body_g.outputs[n:]]
     last = e.op("Sub", e.squeeze(length, [0]), e.scalar(1, dtypes.int64)) if reverse else None
 
-    def body(args):
-        i = e.op("Sub", last, args[0]) if reverse else args[0]
+    def body(it, carries):
+        i = e.op("Sub", last, it) if reverse else it
         rows = [e.op("Gather", x, i, axis=0) for x in xs]
-        out = e.inline(body_g, list(args[2:2 + n]) + rows + consts)
-        return [e.op("Identity", args[1])] + out[:n] + [e.op("Identity", y) for y in out[n:]]
-    graph = e.subgraph([((), dtypes.int64), ((), dtypes.bool)] + carry_types, body,
-                       [((), dtypes.bool)] + carry_types + y_types, name="scan")
-    outs = e.op("Loop", e.squeeze(length, [0]), e.scalar(True, dtypes.bool), *init,
-                n=len(node.outputs), body=graph)
-    outs = [outs] if len(node.outputs) == 1 else list(outs)
+        out = e.inline(body_g, carries + rows + consts)
+        return e.scalar(True, dtypes.bool), out[:n], out[n:]
+    final, outs = loop_keeping(e, e.squeeze(length, [0]), e.scalar(True, dtypes.bool), init, carry_types, body,
+                               y_types, [holds_stand_ins(t) for t in body_g.outputs[n:]], "scan")
     if reverse:
-        for k in range(n, len(outs)):
-            outs[k] = e.op("Slice", outs[k], e.ints([-1]), e.ints([-(2 ** 63)]), e.ints([0]), e.ints([-1]))
-    return outs
+        outs = [e.op("Slice", o, e.ints([-1]), e.ints([-(2 ** 63)]), e.ints([0]), e.ints([-1])) for o in outs]
+    return final + outs
 
 
 def _scan_prune(attrs, used):

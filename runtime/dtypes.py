@@ -170,17 +170,16 @@ def complex_of(dtype, op_name):
     return c
 
 
-# The integer dtypes added after int32/int64 (issue 22): two integer tensors of different
-# dtypes where one of them is among these take numpy's result type, as numpy does
-# (int8 + uint8 -> int16); int32 with int64, and any other pair of dtypes, must match (use
-# df.cast), as the first contract says. A pair numpy would widen to float (uint64 with a
-# signed int) is refused too.
+# The integer dtypes added after int32/int64 (issue 22): integer tensors of different dtypes
+# where one of them is among these take numpy's result type, as numpy does (int8 + uint8 ->
+# int16; uint64 with a signed integer -> float64); int32 with int64, and any other mix of
+# dtypes, must match (use df.cast), as the first contract says.
 _SMALL_INTS = frozenset((int8, int16, uint8, uint16, uint32, uint64))
 
 
-def promoted(a, b):
-    """The dtype two tensors of dtypes `a` != `b` are computed in, or None if they must match."""
-    if not (a.is_integer and b.is_integer) or (a not in _SMALL_INTS and b not in _SMALL_INTS):
+def promoted(*dts):
+    """The dtype tensors of dtypes `dts` (not all the same) are computed in, or None if they
+    must match."""
+    if not all(d.is_integer for d in dts) or not any(d in _SMALL_INTS for d in dts):
         return None
-    r = _BY_NUMPY.get(np.result_type(a.np, b.np))
-    return r if r is not None and r.is_integer else None
+    return _BY_NUMPY.get(np.result_type(*[d.np for d in dts]))

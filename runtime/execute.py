@@ -140,22 +140,28 @@ def _eager_operand(x, dtype):
 
 def promote_or_raise(op, inputs):
     """`inputs` with the operands of `op.same_dtype` cast to the dtype `dtypes.promoted` gives
-    two integer dtypes (int8 + uint8 -> int16, as numpy), or the error naming the dtypes.
+    integer dtypes (int8 + uint8 -> int16, int8 + uint64 -> float64, as numpy), or the error
+    naming the dtypes.
     Only reached on a mismatch, so the usual call pays nothing; eager and traced alike."""
     same = op.same_dtype
-    target = inputs[same[0]].dtype
-    for i in same[1:]:
-        d = inputs[i].dtype
-        if d is not target:
-            target = dtypes.promoted(target, d)
-            if target is None:
-                _raise_dtype_mismatch(op, [inputs[j] for j in same])
+    dts = [inputs[i].dtype for i in same]
+    target = dtypes.promoted(*dts)
+    if target is None:
+        _raise_dtype_mismatch(op, [inputs[j] for j in same])
+    if target.is_floating and op.name in _EXACT_COMPARISONS and dtypes.int64 in dts:
+        # numpy compares int64 with uint64 exactly; in float64 2**62 + 1 would equal 2**62
+        raise errors.InvalidArgumentError(
+            f"{op.name}: comparing int64 with uint64 has no exact common dtype (numpy compares "
+            f"them exactly; float64 rounds past 2**53): df.cast one of them first")
     cast = get_op("cast")
     out = list(inputs)
     for i in same:
         if out[i].dtype is not target:
             out[i] = run_op(cast, (out[i],), {"dtype": target})
     return out
+
+
+_EXACT_COMPARISONS = frozenset(("equal", "not_equal", "less", "less_equal", "greater", "greater_equal"))
 
 
 def _raise_dtype_mismatch(op, tensors):

@@ -15,7 +15,7 @@ from defun.runtime.ops._args import bool_arg
 from defun.runtime.tensor import ByIdentity, EagerTensor, HandleData, ResourceHandle, Tensor, constant, to_array
 
 __all__ = ["Variable", "SymbolicVariable", "watch_variable", "watch_reads", "watch_read_handles",
-           "handle_in_context", "all_or_nothing"]
+           "handle_in_context", "all_or_nothing", "values_as_one_step"]
 
 _counter = [0]
 # handle id -> Variable, so a traced function can tell tapes which variables a call reads.
@@ -306,6 +306,23 @@ class all_or_nothing:
         if pending is not None:
             raise pending
         return False
+
+
+def values_as_one_step(values):
+    """{id(store): array} of the variables behind the ResourceHandles among `values` (others
+    are skipped), read as one step: under their locks, taken in `serial` order as a compiled
+    call that assigns takes them, so an export never holds half of another thread's call
+    or optimizer step. Assignments store new arrays: what was read stays as read."""
+    stores = {id(v._value): v._value for v in values
+              if isinstance(v, ResourceHandle) and isinstance(v._value, resource_ops.VariableStore)}
+    held = []
+    try:
+        for s in sorted(stores.values(), key=attrgetter("serial")):
+            held.append(s.lock)     # listed first: an interrupt before acquiring is harmless
+            s.lock.acquire()
+        return {k: s.value for k, s in stores.items()}
+    finally:
+        _release(held)
 
 
 def _release(held):

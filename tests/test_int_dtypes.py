@@ -35,7 +35,12 @@ def test_the_new_dtypes():
 def test_two_integer_tensors_promote_as_numpy_when_one_is_new(a, b):
     x, y = _arr(a, 1), _arr(b, 2)
     want = np.result_type(x.dtype, y.dtype)
-    promotes = (a in NEW or b in NEW) and want.kind in "iu"
+    promotes = a in NEW or b in NEW      # to numpy's result type, float64 for a signed int with uint64
+    if {a, b} == {"int64", "uint64"}:    # numpy compares these exactly; no common dtype does
+        with pytest.raises(IAE, match="int64 with uint64"):
+            df.constant(x) < df.constant(y)
+        np.testing.assert_array_equal((df.constant(x) * df.constant(y)).numpy(), x * y)
+        return
     traced = df.defun(lambda p, q: (p * q, p < q))
     for run in (lambda: (df.constant(x) * df.constant(y), df.constant(x) < df.constant(y)), lambda: traced(x, y)):
         if promotes:

@@ -148,7 +148,7 @@ ROWS = [
     Row("multiply", df.multiply, np.multiply, bin_(), NUM + (f16,), second=True),
     Row("divide", df.divide, np.true_divide, bin_(ky="nonzero"), NUM, second=True),
     Row("floordiv", df.floordiv, np.floor_divide, bin_(ky="nonzero"), NUM, grad=False),
-    Row("mod", df.mod, np.mod, bin_(ky="nonzero"), NUM, grad=False),
+    Row("mod", df.mod, np.mod, bin_(ky="nonzero"), NUM, second=True),
     Row("pow", df.pow, np.power, bin_(kx="positive") + [
         V([A((2, 3), "positive"), A((3,), "positive")], dtypes=(i32, i64), grad=False)], second=True),
     Row("maximum", df.maximum, np.maximum, bin_("distinct", "distinct"), NUM, second=True),
@@ -389,7 +389,7 @@ EXCLUDED = {
 }
 
 # Ops API.md marks (nd): their rows must say grad=False and the registry must agree.
-API_ND = {"floordiv", "mod", "sign", "floor", "round", "argmax", "argmin", "shape", "size", "one_hot",
+API_ND = {"floordiv", "sign", "floor", "round", "argmax", "argmin", "shape", "size", "one_hot",
           "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
           "logical_or", "logical_not"}
 

@@ -26,6 +26,7 @@ from defun.runtime import errors, registry
 from defun.runtime.dtypes import from_numpy
 from defun.runtime.ops.resource_ops import VariableStore
 from defun.runtime.tensor import ResourceHandle
+from defun.runtime.variables import values_as_one_step
 from defun.graph.analysis import live_nodes
 from defun.graph.arguments import bind_arguments
 from defun.graph.control_flow import holds_stand_ins
@@ -155,12 +156,13 @@ class _ModuleWriter:
     """The graph functions of one module and the values they share (kernels, constants,
     variables)."""
 
-    def __init__(self):
+    def __init__(self, variable_values):
         self.src = SourceWriter(reserved=_ENTRY_NAMES)
         self.functions = []   # source blocks of graph functions, in the order written
         self._names = {}      # id(graph) -> its Python function's name
         self._keep = []
         self.stand_ins = False   # a loop keeps a cond's stand-ins: the module needs _stand_ins_shaped
+        self.variable_values = variable_values   # id(store) -> its array, read as one step
 
     # ------------------------------------------------------------------ values
     def captured(self, value, where):
@@ -175,8 +177,9 @@ class _ModuleWriter:
             if name is None:
                 comment = (f"# variable {_sanitize(store.name)}: its value when exported; the "
                            f"functions' assignments replace .value\n")
+                value = self.variable_values.get(id(store), store.value)
                 name = self.src.instance(store, re.sub(r"\W", "_", _sanitize(store.name)),
-                                         f"{cls}({self.src.array_text(store.value)}, {store.name!r})",
+                                         f"{cls}({self.src.array_text(value)}, {store.name!r})",
                                          comment)
             return name
         return self.src.ref(value._value, "captured", where)
@@ -398,7 +401,7 @@ def module_source(graph, input_names, backward=None, output_names=None):
             raise errors.InvalidArgumentError(
                 f"numpy source: argument {_sanitize(name)!r} of {where} is a variable; an "
                 f"exported function takes arrays only (capture the variable instead)")
-    w = _ModuleWriter()
+    w = _ModuleWriter(values_as_one_step(graph.captured_values))     # one step of other threads
     n_args = len(graph.inputs)
     captures = [w.captured(v, where) for v in graph.captured_values]
     params = [f"x{i}" for i in range(n_args)]
@@ -429,7 +432,7 @@ def module_source(graph, input_names, backward=None, output_names=None):
     stores = [v._value for v in graph.captured_values if isinstance(v, ResourceHandle)]
     if stores:
         doc += ["Variables (their values when exported; assignments replace them): " +
-                ", ".join(f"{_sanitize(s.name)} {type_str(s.value.shape, from_numpy(s.value.dtype))}" for s in stores),
+                ", ".join(f"{_sanitize(s.name)} {type_str(s.shape, from_numpy(s.dtype))}" for s in stores),
                 "(no locks: threads sharing a variable here must take turns themselves)"]
     doc += ['"""']
     imports = ["import numpy as np"] + [f"import {m}" for m in sorted(w.src.imports)]

@@ -37,7 +37,25 @@ def _build(specs):
     for name in callees_first(specs):
         library[name] = _build_function(specs[name], Graph(name), library)
         order.append(name)
+    _pass_handle_types(library, order)
     return library, order
+
+
+def _pass_handle_types(library, order):
+    """Give a called function's resource inputs the value type (handle data) of the variables
+    its callers pass: the document records it only where the entry function binds a
+    variable, and gradients need it (a handle is differentiable when its value is; a branch
+    not reading it gives zeros of its shape). Callers first; a function's inputs are its
+    node's last inputs (call, cond, while, scan: a cond's predicate comes first)."""
+    for name in reversed(order):
+        for node in library[name].nodes:
+            for attr in node.op.function_attrs:
+                fns = node.attrs[attr]
+                for f in fns if isinstance(fns, tuple) else (fns,):
+                    params = f.all_inputs
+                    for p, t in zip(params, node.inputs[len(node.inputs) - len(params):]):
+                        if p.dtype is dtypes.resource and p.handle_data is None:
+                            p.handle_data = t.handle_data
 
 
 def _build_function(spec, g, library):

@@ -8,6 +8,7 @@ import numpy as np
 from defun.runtime import attr_types, dtypes, errors
 from defun.runtime.files import write_atomically
 from defun.runtime.tensor import EagerTensor, ResourceHandle
+from defun.runtime.variables import values_as_one_step
 from defun.graph.input_gradients import DenseGrad
 from defun.graph.serialize import schema as limits
 from defun.graph.serialize.schema import (FORMAT, VERSION, encode_array,
@@ -42,7 +43,7 @@ def to_document(graph, output_structure=None, input_names=None, backward=0):
     names = _unique([_sanitize(getattr(own_name.get(id(g), g), "base_name", g.name), "f")
                      for g in functions])
     fname_of = {id(g): n for g, n in zip(functions, names)}
-    variables = _VariableTable()
+    variables = _VariableTable(values_as_one_step(roots[0].captured_values))   # one step
     written = {}     # id(root) -> (function doc, Written)
     fdocs = []
     for g in functions:
@@ -318,17 +319,18 @@ def _unique(names, taken=None):
 class _VariableTable:
     """Variables met while exporting: one entry per store, names made unique in order."""
 
-    def __init__(self):
+    def __init__(self, values):
         self.docs = []
         self._by_store = {}
         self._taken = set()
+        self._values = values       # id(store) -> its array, read as one step
 
     def name_of(self, store):
         name = self._by_store.get(id(store))
         if name is None:
             name, = _unique([_sanitize(store.name, "variable")], self._taken)
             self._by_store[id(store)] = name
-            doc = encode_array(np.asarray(store.value))
+            doc = encode_array(np.asarray(self._values[id(store)]))
             doc["name"] = name
             self.docs.append(doc)
         return name

@@ -7,7 +7,8 @@ the ONNX names of the node's inputs. Nothing here imports onnx or the graph laye
 """
 
 __all__ = ["chain", "reduced_axes", "reduce_form", "shape_of", "iota", "scatter_adjoint", "BIG",
-           "with_float64", "running", "diag_part_of"]
+           "with_float64", "running", "diag_part_of", "exact_sum",
+           "wide_int_mean"]
 
 
 def chain(*onnx_types):
@@ -33,8 +34,37 @@ def reduced_axes(node, attr="axis"):
 def reduce_form(onnx_type):
     """The form of a df reduction (attrs axis, keepdims) by the ONNX reduction `onnx_type`."""
     def form(e, node, ins):
-        return e.reduce(onnx_type, ins[0], reduced_axes(node), node.attrs.get("keepdims", False))
+        axes, keep, x = reduced_axes(node), node.attrs.get("keepdims", False), node.inputs[0]
+        if onnx_type == "ReduceSum":
+            return exact_sum(e, ins[0], axes, keep, x.dtype, len(x.shape))
+        return e.reduce(onnx_type, ins[0], axes, keep)
     return form
+
+
+def exact_sum(e, x, axes, keepdims, dtype, rank):
+    """ReduceSum of `x` (of `dtype`, `rank` axes) over the sorted `axes`. onnxruntime sums
+    int64 in double (2**60 + 1 + 3 gives 2**60), so an int64 sum is a running sum (CumSum
+    is exact) along each axis after a leading zero (for empty axes), keeping its last."""
+    if dtype.name != "int64":
+        return e.reduce("ReduceSum", x, axes, keepdims)
+    for a in axes:
+        x = e.op("Pad", x, e.ints([int(k == a) for k in range(2 * rank)]), e.scalar(0, dtype))
+        x = e.op("CumSum", x, e.scalar(a, dtype))
+        x = e.op("Slice", x, e.ints([-1]), e.ints([BIG]), e.ints([a]))
+    return x if keepdims else e.squeeze(x, axes)
+
+
+def wide_int_mean(e, v, n, total, int64):
+    """The int64 mean of `v` truncated toward zero, `n` terms, `total(t)` the exact sum:
+    sum(trunc(v / n)) + floor(R / n), R the remainders' sum (|R| < n**2), moved toward zero
+    when negative and inexact (no sum can overflow)."""
+    rem = total(e.op("Mod", v, n, fmod=1))
+    r_rem = e.op("Mod", rem, n, fmod=1)       # the remainder of rem / n, of rem's sign
+    zero = e.scalar(0, int64)
+    floor = e.op("Sub", e.op("Add", total(e.op("Div", v, n)), e.op("Div", rem, n)),
+                 e.cast(e.op("Less", r_rem, zero), int64))
+    inexact = e.op("Not", e.op("Equal", r_rem, zero))
+    return e.op("Add", floor, e.cast(e.op("And", inexact, e.op("Less", floor, zero)), int64))
 
 
 def shape_of(e, name, t):

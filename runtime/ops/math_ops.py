@@ -14,8 +14,9 @@ from defun.runtime.execute import run_op
 from defun.runtime.fast_dispatch import op_function
 from defun.runtime.fused import Elementwise as Ew, Kernel, Reduction
 from defun.runtime.ops import _args, shape_rules
-from defun.runtime.ops._onnx import chain, reduce_form, reduced_axes, running
+from defun.runtime.ops._onnx import chain, exact_sum, reduce_form, reduced_axes, running, wide_int_mean
 from defun.runtime.ops.complex_ops import complex, conj, imag, real  # noqa: F401
+from defun.runtime.ops.prod_ops import PROD_OTHERS
 from defun.runtime.ops.base_ops import (_broadcast_back, _keepdims_grad, _mask, cast,  # noqa: F401
                                         ones_like, reducer, reduce_sum, size, unbroadcast, where,
                                         zeros_like)
@@ -159,9 +160,23 @@ floordiv = _binary("floordiv", _int_division("floordiv", np.floor_divide), None,
                    fused=Ew("np.floor_divide({0}, {1})", kinds="f"),
                    onnx=_floordiv_onnx,
                    doc="x // y elementwise (not differentiable); an integer y of 0 raises.")
-mod = _binary("mod", _int_division("mod", np.mod), None, fused=Ew("np.remainder({0}, {1})", kinds="f"),
+
+
+def _mod_grad(op, g):
+    """x mod y = x - floor(x / y) * y, floor's derivative 0 (as TF and jax): d/dx = 1,
+    d/dy = -floor(x / y)."""
+    x, y = op.inputs
+    if not x.dtype.is_floating:
+        return [None, None]
+    skip = skip_input_indices(op)
+    return [None if 0 in skip else unbroadcast(g, x),
+            None if 1 in skip else unbroadcast(negative(multiply(g, floordiv(x, y))), y)]
+
+
+mod = _binary("mod", _int_division("mod", np.mod), _mod_grad, fused=Ew("np.remainder({0}, {1})", kinds="f"),
               onnx=_mod_onnx,
-              doc="x % y elementwise, sign of y as in Python (not differentiable); an integer y of 0 raises.")
+              doc="x % y elementwise, sign of y as in Python; d/dx = 1, d/dy = -floor(x / y); an integer "
+                  "y of 0 raises.")
 
 
 def _pow_grad(op, g):
@@ -497,7 +512,7 @@ def _matmul_onnx(e, node, ins):
 def _matmul_work(shapes, out_shapes, attrs):
     """A multiply-add per output entry and entry of the contracted axis."""
     a = shapes[0]
-    k = (a[-2] if attrs["transpose_a"] else a[-1]) if len(a) >= 2 else (a[-1] if a else 1)
+    k = (a[-2] if attrs.get("transpose_a") else a[-1]) if len(a) >= 2 else (a[-1] if a else 1)
     return math.prod(out_shapes[0]) * k
 
 
@@ -548,135 +563,8 @@ def _extreme_grad(op, g):
 def _prod_grad(op, g):
     # d prod / d x_i = product of the others; computed without dividing by x (zeros safe)
     x = op.inputs[0]
-    others = run_op(_PROD_OTHERS, (x,), {"axis": op.attrs.get("axis")})
+    others = run_op(PROD_OTHERS, (x,), {"axis": op.attrs.get("axis")})
     return [multiply(_broadcast_back(_keepdims_grad(g, op), x), conj(others))]
-
-
-def _group_last(x, axis):
-    """x with the reduced axes moved last and flattened: (kept sizes..., n), plus the undo."""
-    axes = tuple(range(x.ndim)) if axis is None else \
-        tuple(a % x.ndim for a in (axis if isinstance(axis, tuple) else (axis,)))
-    keep = [i for i in range(x.ndim) if i not in axes]
-    perm = keep + list(axes)
-    xt = np.transpose(x, perm)
-    flat = xt.reshape(xt.shape[:len(keep)] + (-1,))
-
-    def undo(r):
-        return np.transpose(r.reshape(xt.shape), np.argsort(perm))
-    return flat, undo
-
-
-def _exclusive_products(flat):
-    """out[..., i] = product of flat[..., k] for k != i (no division, so zeros are safe)."""
-    ones = np.ones(flat.shape[:-1] + (1,), flat.dtype)
-    left = np.cumprod(np.concatenate([ones, flat[..., :-1]], -1), -1)
-    right = np.cumprod(np.concatenate([ones, flat[..., :0:-1]], -1), -1)[..., ::-1]
-    return left * right
-
-
-def _prod_others_kernel(x, axis):
-    """For each element, the product of the other elements in its reduction group."""
-    if x.ndim == 0:
-        return np.ones_like(x)
-    flat, undo = _group_last(x, axis)
-    return undo(_exclusive_products(flat)).astype(x.dtype, copy=False)
-
-
-def _prod_others_grad_kernel(gg, x, axis):
-    """VJP of reduce_prod_others: out[j] = sum over i != j of gg[i] * prod(x[k], k not in {i, j})."""
-    if x.ndim == 0:
-        return np.zeros_like(x)
-    flat, undo = _group_last(x, axis)
-    gflat = _group_last(gg, axis)[0]
-    n = flat.shape[-1]
-    # row j of `pair`: x with x[j] replaced by 1, so its exclusive products skip both i and j
-    pair = np.repeat(flat[..., None, :], n, axis=-2)
-    diag = np.arange(n)
-    pair[..., diag, diag] = 1
-    both = _exclusive_products(pair)
-    both[..., diag, diag] = 0
-    return undo(np.einsum("...ji,...i->...j", both, gflat)).astype(x.dtype, copy=False)
-
-
-def _third_order_prod(op, g):
-    # Linear in `gg` with a symmetric matrix (the pair products), so that part of the gradient
-    # is the op itself (forward mode needs only it); the part for `x` is a third derivative.
-    if 1 not in skip_input_indices(op):
-        raise errors.UnimplementedError("reduce_prod: gradients beyond the second order are not implemented")
-    return [run_op(_PROD_OTHERS_GRAD, (g, op.inputs[1]), op.attrs), None]
-
-
-def _prod_others_infer(name):
-    def infer(shapes, dts, attrs):
-        axis = attrs["axis"]
-        if axis is not None and len(shapes[-1]):
-            shape_rules.normalize_axes(name, axis if isinstance(axis, tuple) else (axis,), len(shapes[-1]))
-        if len(shapes) == 2:
-            shape_rules.check_compatible(name, "the gradient", shapes[0], "the input", shapes[1])
-        return [(tuple(shapes[-1]), dts[-1])]
-    return infer
-
-
-def _grouped_onnx(e, node, names, fn):
-    """fn(flat names, rank) on the inputs with the reduced axes moved last and flattened
-    (kept sizes..., n), its result put back in the input's layout."""
-    x = node.inputs[-1]
-    nd = len(x.shape)
-    axes = reduced_axes(node)
-    keep = [d for d in range(nd) if d not in axes]
-    moved = [e.op("Transpose", t, perm=keep + list(axes)) for t in names]
-    shape = e.op("Concat", e.op("Shape", moved[0], start=0, end=len(keep)), e.ints([-1]), axis=0)
-    out = fn([e.op("Reshape", t, shape) for t in moved], len(keep) + 1)
-    back = e.op("Reshape", out, e.op("Shape", moved[0]))
-    return e.op("Transpose", back, perm=[(keep + list(axes)).index(d) for d in range(nd)])
-
-
-def _products_before_after(e, flat, r, dt):
-    """(product of the elements before each one, of those after it) along the last axis."""
-    mul = lambda s, v: e.op("Mul", s, v)  # noqa: E731
-    return (running(e, [flat], r - 1, r, dt, 1, mul, exclusive=True),
-            running(e, [flat], r - 1, r, dt, 1, mul, exclusive=True, reverse=True))
-
-
-def _prod_others_onnx(e, node, ins):
-    """The product of the others: the running product before each element times the one
-    after it (no division: zeros are exact)."""
-    x = node.inputs[0]
-    if not x.shape:
-        return e.op("Expand", e.scalar(1, x.dtype), e.ints([]))
-
-    def others(flats, r):
-        before, after = _products_before_after(e, flats[0], r, x.dtype)
-        return e.op("Mul", before, after)
-    return _grouped_onnx(e, node, ins, others)
-
-
-def _prod_others_grad_onnx(e, node, ins):
-    """out_j = sum over i != j of gg_i prod(x_k, k not i, j) = after_j S_j + before_j T_j, where
-    S_j = x_(j-1) S_(j-1) + gg_(j-1) before_(j-1) and T the same from the end with `after`:
-    two more linear scans."""
-    x = node.inputs[1]
-    if not x.shape:
-        return e.op("Expand", e.scalar(0, x.dtype), e.ints([]))
-
-    def grad(flats, r):
-        gg, v = flats
-        before, after = _products_before_after(e, v, r, x.dtype)
-        affine = lambda s, a, c: e.op("Add", e.op("Mul", s, a), c)  # noqa: E731
-        s_ = running(e, [v, e.op("Mul", gg, before)], r - 1, r, x.dtype, 0, affine, exclusive=True)
-        t_ = running(e, [v, e.op("Mul", gg, after)], r - 1, r, x.dtype, 0, affine, exclusive=True, reverse=True)
-        return e.op("Add", e.op("Mul", after, s_), e.op("Mul", before, t_))
-    return _grouped_onnx(e, node, ins, grad)
-
-
-_PROD_OTHERS = register("reduce_prod_others", _prod_others_kernel, _prod_others_infer("reduce_prod_others"),
-                        lambda op, g: [run_op(_PROD_OTHERS_GRAD, (g, op.inputs[0]), op.attrs)],
-                        attrs={"axis": "opt_ints"}, num_inputs=1, defaults={"axis": None}, onnx=_prod_others_onnx, batch=bt.axes("axis"))
-# Internal: the gradient of reduce_prod_others (second derivative of reduce_prod).
-_PROD_OTHERS_GRAD = register(
-    "reduce_prod_others_grad", _prod_others_grad_kernel, _prod_others_infer("reduce_prod_others_grad"),
-    _third_order_prod, attrs={"axis": "opt_ints"}, num_inputs=2, defaults={"axis": None},
-    onnx=_prod_others_grad_onnx, batch=bt.axes("axis"))
 
 
 _max_reduce, _min_reduce, _mul_reduce = np.maximum.reduce, np.minimum.reduce, np.multiply.reduce
@@ -684,13 +572,29 @@ _max_reduce, _min_reduce, _mul_reduce = np.maximum.reduce, np.minimum.reduce, np
 
 def _k_mean(x, axis, keepdims):
     if x.dtype.kind in "iu":  # integer mean truncates toward zero, as TensorFlow's does
-        s = np.sum(x, axis=axis, keepdims=keepdims, dtype=np.int64)
-        n = max(x.size // max(np.size(s), 1), 1)
-        q = np.abs(s) // n
-        return np.where(s < 0, -q, q).astype(x.dtype)
+        return _int_mean(x, axis, keepdims)
     s = np.add.reduce(x, axis, x.dtype, None, keepdims)
     n = s.size  # s is an array or a numpy scalar: both have .size (np.size costs ~0.4 us)
     return s / x.dtype.type(x.size // n if n else 1)
+
+
+def _int_mean(x, axis, keepdims):
+    """The exact mean of integers, truncated toward zero: narrow ones sum in int64; 64-bit ones
+    as sum(x // n) + sum(x % n) // n (floor division), which no sum can overflow past (a
+    wrap of the first sum by the rounding of its terms is undone by the second, in arrays,
+    where integer arithmetic wraps without a warning)."""
+    s = np.sum(x, axis=axis, keepdims=True, dtype=np.int64 if x.dtype.itemsize < 8 else x.dtype)
+    n = max(x.size // max(s.size, 1), 1)
+    if x.dtype.itemsize < 8:
+        q = np.abs(s) // n
+        m = np.where(s < 0, -q, q)
+    else:
+        r = np.sum(x % n, axis=axis, keepdims=True, dtype=x.dtype)
+        m = np.sum(x // n, axis=axis, keepdims=True, dtype=x.dtype) + r // n
+        if x.dtype.kind == "i":     # the floor, moved toward zero when negative and inexact
+            m = m + ((r % n != 0) & (m < 0))
+    m = m.astype(x.dtype, copy=False)
+    return m if keepdims else np.squeeze(m, axis=axis)
 
 
 def _k_max(x, axis, keepdims):
@@ -710,15 +614,23 @@ def _mean_onnx(e, node, ins):
     axes, keep = reduced_axes(node), node.attrs.get("keepdims", False)
     if x.dtype.is_floating:
         return e.reduce("ReduceMean", ins[0], axes, keep)
-    # integers: the int64 sum divided by the count, truncating toward zero as the kernel
-    s = e.reduce("ReduceSum", e.cast(ins[0], dtypes.int64), axes, keep)
+    # integers: the exact mean truncated toward zero, as the kernel's; narrow ones: the int64
+    # sum divided by the count (Div truncates); int64 (uint64 has no form): as the kernel
+    wide = x.dtype.np.itemsize == 8
+    v = ins[0] if wide else e.cast(ins[0], dtypes.int64)
+
+    def total(t):
+        return exact_sum(e, t, axes, keep, dtypes.int64, len(x.shape))
     one = e.scalar(1, dtypes.int64)
     dims = [x.shape[a] for a in axes]
     if None not in dims:
         n = e.scalar(max(int(np.prod(dims)), 1), dtypes.int64)
     else:
+        s = e.reduce("ReduceSum", v, axes, keep)     # only its size is read
         n = e.op("Max", e.op("Div", e.op("Size", ins[0]), e.op("Max", e.op("Size", s), one)), one)
-    return e.cast(e.op("Div", s, n), x.dtype)
+    if not wide:
+        return e.cast(e.op("Div", total(v), n), x.dtype)
+    return wide_int_mean(e, v, n, total, dtypes.int64)
 
 
 reduce_mean = reducer("reduce_mean", _k_mean, _mean_grad, kinds=_NC,
