@@ -144,3 +144,93 @@ def test_tape_around_vmap_reading_a_variable(wrap):
     ref = jax.grad(lambda w: jnp.sum(jax.vmap(lambda v: jnp.sum(jnp.sin(v * w)) * jnp.sum(w))(x)
                                      * jnp.arange(1.0, 5.0)))(w0)
     _close(got, ref, 1e-10)
+
+
+# ---------------------------------------------------------------------------------------
+# custom_gradient inside a vmapped function: the rule's gradient in every composition
+
+@df.custom_gradient
+def _clipped(x, w):
+    y = x * x * w
+    return y, lambda dy: (df.clip_by_value(dy * 2.0 * x * w, -1.0, 1.0), dy * x * x)
+
+
+@jax.custom_vjp
+def _jclipped(x, w):
+    return x * x * w
+
+
+_jclipped.defvjp(lambda x, w: (x * x * w, (x, w)),
+                 lambda res, dy: (jnp.clip(dy * 2.0 * res[0] * res[1], -1.0, 1.0), dy * res[0] * res[0]))
+
+
+def _cg_loss(vm, c):
+    return lambda x, w: df.reduce_sum(vm(lambda a, b: df.sin(_clipped(a, b)), in_axes=(0, None))(x, w) * c)
+
+
+_CG_WRAPS = {
+    "eager": lambda f: f,
+    "defun(vmap)": lambda f: lambda g, in_axes: df.defun(df.vmap(g, in_axes=in_axes)),
+    "vmap(defun)": lambda f: lambda g, in_axes: df.vmap(df.defun(g), in_axes=in_axes),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("wrap", ["eager", "defun(vmap)", "vmap(defun)"])
+@pytest.mark.parametrize("outer", ["tape", "defun(grad)"])
+def test_custom_gradient_inside_vmap_is_used_by_every_composition(wrap, outer, dtype):
+    x = rng.normal(size=(5, 3)).astype(dtype)
+    w = rng.normal(size=(3,)).astype(dtype)
+    c = rng.normal(size=(5, 3)).astype(dtype)
+    vm = _CG_WRAPS[wrap](df.vmap)
+    loss = _cg_loss(vm, c)
+    jloss = lambda x, w: jnp.sum(jax.vmap(lambda a, b: jnp.sin(_jclipped(a, b)), (0, None))(x, w) * c)  # noqa
+    want = jax.grad(jloss, argnums=(0, 1))(x, w)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    _close(loss(x, w), jloss(x, w), tol)
+    if outer == "tape":
+        xt, wt = df.constant(x), df.constant(w)
+        with df.GradientTape() as tape:
+            tape.watch([xt, wt])
+            y = loss(xt, wt)
+        got = tape.gradient(y, [xt, wt])
+    else:
+        got = df.defun(df.gradients_function(loss))(x, w)
+    _close(got[0], want[0], tol)
+    _close(got[1], want[1], tol)
+
+
+@pytest.mark.parametrize("wrap", ["eager", "defun(vmap)", "vmap(defun)"])
+def test_custom_gradient_per_example_gradients(wrap):
+    x = rng.normal(size=(4, 3))
+    w = rng.normal(size=(3,))
+    per = lambda a, b: df.reduce_sum(df.sin(_clipped(a, b)))      # noqa: E731
+    g = df.gradients_function(per)
+    fn = {"eager": lambda: df.vmap(g, in_axes=(0, None)),
+          "defun(vmap)": lambda: df.defun(df.vmap(g, in_axes=(0, None))),
+          "vmap(defun)": lambda: df.vmap(df.defun(g), in_axes=(0, None))}[wrap]()
+    got = fn(x, w)
+    want = jax.vmap(jax.grad(lambda a, b: jnp.sum(jnp.sin(_jclipped(a, b))), argnums=(0, 1)), (0, None))(x, w)
+    _close(got[0], want[0], 1e-12)
+    _close(got[1], want[1], 1e-12)
+
+
+def test_custom_gradient_reading_a_variable_inside_vmap():
+    v = df.Variable(np.array([0.5, -1.5, 2.0]))
+
+    @df.custom_gradient
+    def scaled(x):
+        y = x * v
+        return y, lambda dy, variables: ([dy * 3.0], [df.reduce_sum(dy * x, axis=None) * df.ones_like(v)])
+
+    x = rng.normal(size=(4, 3))
+    c = rng.normal(size=(4, 3))
+    for fn in (df.vmap(scaled), df.defun(df.vmap(scaled))):
+        with df.GradientTape() as tape:
+            xt = df.constant(x)
+            tape.watch(xt)
+            y = df.reduce_sum(fn(xt) * c)
+        gx, gv = tape.gradient(y, [xt, v])
+        _close(gx, 3.0 * c, 1e-12)
+        # per example, grad_fn gives sum(dy * x) in every entry; summed over the examples
+        _close(gv, np.full(3, np.sum(c * x)), 1e-12)

@@ -166,15 +166,43 @@ def dropout(ctx, node, inputs, batched):
 
 
 def custom_gradient(ctx, node, inputs, batched):
-    """The forward passes its outputs through; grad_fn speaks of one example, so a tape
-    listening to the batched result could not use it."""
-    if state.tapes:
-        raise errors.UnimplementedError(
-            "custom_gradient: its grad_fn computes one example's gradient, so a batched "
-            "custom_gradient cannot be differentiated from outside the vmapped function "
-            "(differentiate inside it: df.vmap(df.gradients_function(f)))")
-    n = node.attrs["num_outputs"]
-    return [op("identity", [x]) for x in inputs[:n]], list(batched[:n])
+    """The batched op passes its outputs through (every one batched) and keeps a gradient:
+    the user's grad_fn, which speaks of one example, run on the batch (traced on one
+    example's cotangents, reading the batched values of what it closes over; ctx.call_batched).
+    Gradients of unbatched inputs and of variables are summed over the examples."""
+    n, nv = node.attrs["num_outputs"], node.attrs.get("num_variables", 0)
+    k = len(inputs) - n - nv
+    outs = materialize_all(ctx, node, inputs[:n], batched[:n])
+    attrs = dict(node.attrs, grad_fn=_batched_grad_fn(ctx, node, list(batched[n:n + k]), ctx.scope()))
+    return _out(emit(node, outs + list(inputs[n:]), attrs))
+
+
+def _batched_grad_fn(ctx, node, x_flags, scope):
+    n, nv = node.attrs["num_outputs"], node.attrs.get("num_variables", 0)
+    grad_fn, k = node.attrs["grad_fn"], len(x_flags)
+
+    def one_example(*dys):
+        if not nv:
+            dxs = grad_fn(*dys)
+            return list(dxs) if isinstance(dxs, (list, tuple)) else [dxs]
+        dxs, dvars = grad_fn(*dys, variables=list(node.attrs["variables"]))
+        return (list(dxs) if isinstance(dxs, (list, tuple)) else [dxs]) + list(dvars)
+
+    def batched_grad_fn(*dys, variables=None):
+        got, flags = ctx.call_batched(one_example, node.outputs[:n], dys, scope, node.graph)
+        if len(got) != k + nv:       # the op's own gradient names the mismatch
+            return got if not nv else (got[:k], got[k:])
+        res = []
+        for i, (g, f) in enumerate(zip(got, flags)):
+            if g is None:
+                res.append(None)
+            elif i < k and x_flags[i]:
+                res.append(g if f else materialize(ctx, node, g, node.inputs[n + i]))
+            else:           # shared by every example: the examples' gradients summed
+                res.append(op("reduce_sum", [g], axis=(0,), keepdims=False) if f else
+                           op("multiply", [g, op("cast", [ctx.size], dtype=g.dtype)]))
+        return res[:k] if not nv else (res[:k], res[k:])
+    return batched_grad_fn
 
 
 def norm(ctx, node, inputs, batched):
