@@ -234,3 +234,43 @@ def test_custom_gradient_reading_a_variable_inside_vmap():
         _close(gx, 3.0 * c, 1e-12)
         # per example, grad_fn gives sum(dy * x) in every entry; summed over the examples
         _close(gv, np.full(3, np.sum(c * x)), 1e-12)
+
+
+# ---------------------------------------------------------------------------------------
+# eager vmap over scan / map_fn / foldl, differentiated by a tape
+
+def _jscan(f, init, xs, reverse=False):
+    return jax.lax.scan(lambda a, x: (f(a, x), f(a, x)), init, xs, reverse=reverse)[1]
+
+
+_SCANS = {
+    "scan": (lambda v, w: df.scan(lambda a, e: a * e + w, v, initializer=df.constant(1.0, v.dtype)),
+             lambda v, w: _jscan(lambda a, e: a * e + w, jnp.ones((), v.dtype), v)),
+    "scan_reverse_no_init": (lambda v, w: df.scan(lambda a, e: df.sin(a) * e, v, reverse=True),
+                             lambda v, w: jnp.concatenate(
+                                 [_jscan(lambda a, e: jnp.sin(a) * e, v[-1], v[:-1], reverse=True), v[-1:]])),
+    "foldl": (lambda v, w: df.foldl(lambda a, e: a + e * e * w, v, initializer=df.zeros([], v.dtype)),
+              lambda v, w: jax.lax.scan(lambda a, e: (a + e * e * w, None), jnp.zeros((), v.dtype), v)[0]),
+    "map_fn": (lambda v, w: df.map_fn(lambda e: df.exp(e * w), v), lambda v, w: jax.vmap(lambda e: jnp.exp(e * w))(v)),
+}
+
+
+@pytest.mark.parametrize("b", [0, 1, 3])
+@pytest.mark.parametrize("kind", sorted(_SCANS))
+def test_gradient_of_eager_vmap_over_scan(kind, b):
+    ours, theirs = _SCANS[kind]
+    x = rng.normal(size=(b, 4)) * 0.5
+    w = 0.7
+    c = rng.normal(size=np.shape(jax.vmap(lambda v: theirs(v, w))(x)))
+    want = jax.grad(lambda x, w: jnp.sum(jax.vmap(theirs, (0, None))(x, w) * c), argnums=(0, 1))(x, w)
+    for wrap in ("eager", "defun"):
+        xt, wt = df.constant(x), df.constant(w, df.float64)
+        with df.GradientTape() as tape:
+            tape.watch([xt, wt])
+            fn = df.vmap(ours, in_axes=(0, None))
+            y = df.reduce_sum((fn(xt, wt) if wrap == "eager" else df.defun(fn)(xt, wt)) * c)
+        gx, gw = tape.gradient(y, [xt, wt])
+        _close(y, np.sum(jax.vmap(theirs, (0, None))(x, w) * c), 1e-12)
+        _close(gx, want[0], 1e-12)
+        if b:       # (w unused: None, where jax gives 0)
+            _close(np.float64(0.0) if gw is None else gw, want[1], 1e-12)
