@@ -34,6 +34,7 @@ from defun.runtime.variables import watch_read_handles
 from defun.graph.functions import CALL, call_graph, input_grads, plan_of, add_side_outputs
 from defun.graph.gradients import LOCK as _grad_lock, levels_of, pick_level, saving_of
 from defun.graph.ir import Graph, unique_name
+from defun.graph.loop_stacks import is_loop_stack, padded, padded_tensors
 from defun.graph.nodes import CONST
 
 __all__ = ["COND", "WHILE", "cond_node", "while_node", "share_captures", "holds_stand_ins"]
@@ -356,6 +357,8 @@ def _eager_stack(ctx, kept, t):
         if tuple(v.shape)[f:] == empty and v is not ref:
             v, f = zeros_like(ref), ref_batched
         out.append(_materialized(ctx, v, v) if on and not f else v)
+    if len({tuple(v.shape) for v in out}) > 1 and is_loop_stack(t):    # see _stack
+        out = padded_tensors(out)
     return stack(out, axis=on)
 
 
@@ -503,6 +506,8 @@ def _stack(rows, t, body, loose=False, op="while"):
     empty = (0,) * len(t.shape)
     ref = next((k for k, r in enumerate(rows) if not (loose and r.shape == empty)), 0)
     first = rows[ref].shape
+    if op == "while" and any(r.shape != first for r in rows) and is_loop_stack(t):
+        return np.stack(padded(rows))
     for k, r in enumerate(rows):
         if r.shape != first and not (loose and r.shape == empty):
             what, fix = (("the gradient keeps", "a differentiated loop must keep the shapes of what "

@@ -274,3 +274,51 @@ def test_gradient_of_eager_vmap_over_scan(kind, b):
         _close(gx, want[0], 1e-12)
         if b:       # (w unused: None, where jax gives 0)
             _close(np.float64(0.0) if gw is None else gw, want[1], 1e-12)
+
+
+# ---------------------------------------------------------------------------------------
+# nested while loops whose inner trip count changes (per outer iteration and per example)
+
+def _inner_count_grows(v):
+    """acc *= v, (v + i) times in outer iteration i of 3 (the inner loop keeps its per-
+    iteration values, so the outer loop keeps stacks of changing length)."""
+    def outer_body(i, acc):
+        _, acc = df.while_loop(lambda j, a: j < v + df.cast(i, v.dtype), lambda j, a: (j + 1.0, a * v),
+                               (df.zeros([], v.dtype), acc))
+        return i + 1, acc
+    return df.while_loop(lambda i, a: i < 3, outer_body, (df.constant(0), df.ones([], v.dtype)))[1]
+
+
+def _outer_count_per_example(v):
+    """acc += v * sin(v), i times in outer iteration i, while i < v."""
+    def outer_body(i, acc):
+        _, acc = df.while_loop(lambda j, a: j < i, lambda j, a: (j + 1, a + v * df.sin(v)), (df.constant(0), acc))
+        return i + 1, acc
+    return df.while_loop(lambda i, a: df.cast(i, v.dtype) < v, outer_body, (df.constant(0), df.zeros([], v.dtype)))[1]
+
+
+@pytest.mark.parametrize("f", [_inner_count_grows, _outer_count_per_example], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nested_while_with_changing_inner_trip_count(f, dtype):
+    x = np.array([2.3, 1.4, 3.6], dtype)      # off the integers: the trip counts are locally constant
+    c = np.array([0.5, -1.0, 2.0], dtype)
+    want = np.stack([_np(f(df.constant(v))) for v in x])
+    want_g = np.stack([_np(df.gradients_function(f)(df.constant(v))[0]) for v in x])
+    # finite differences of the loop (the trip counts are integers: locally constant)
+    h = 1e-6
+    fd = np.array([(_np(f(df.constant(np.float64(v) + h))) - _np(f(df.constant(np.float64(v) - h)))) / (2 * h)
+                   for v in x])
+    tol = 2e-6 if dtype == np.float32 else 1e-9
+    np.testing.assert_allclose(want_g, fd, rtol=1e-5)
+    for name, fn in [("eager", df.vmap(f)), ("defun(vmap)", df.defun(df.vmap(f))), ("vmap(defun)", df.vmap(df.defun(f)))]:
+        _close(fn(x), want, tol)
+        xt = df.constant(x)
+        with df.GradientTape() as tape:
+            tape.watch(xt)
+            y = df.reduce_sum(fn(xt) * c)
+        _close(tape.gradient(y, xt), want_g * c, tol)
+    per = df.gradients_function(f)
+    for fn in (df.vmap(per), df.defun(df.vmap(per)), df.vmap(df.defun(per))):
+        _close(fn(x)[0], want_g, tol)
+    _close(df.defun(df.gradients_function(lambda v: df.reduce_sum(df.vmap(f)(v) * c)))(x)[0], want_g * c, tol)
+    _close(df.defun(df.gradients_function(f))(x[2])[0], want_g[2], tol)
