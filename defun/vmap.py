@@ -12,14 +12,17 @@ and then it warns, naming each op and line.
 """
 import functools
 import inspect
+import math
 import warnings
 
 import numpy as np
 
 from defun.runtime import errors, sites
 from defun.runtime.context import state
+from defun.runtime.batching import batch_shape, broadcast_batch
 from defun.runtime.execute import run_op
 from defun.runtime.indexed_slices import IndexedSlices
+from defun.runtime.ops.base_ops import shape
 from defun.runtime.nest import flatten, is_nested, pack_as, sorted_keys
 from defun.runtime.registry import get as get_op
 from defun.runtime.tensor import Tensor, convert_to_tensor
@@ -149,13 +152,13 @@ def _call(fn, args, in_axes, out_axes, fallback, name, site):
     leaves = flatten(args)
     axes = _axes_per_leaf(args, in_axes, name)
     values, flags, size = _mapped_arguments(leaves, axes, name)
+    ctx = _batch_context(values, flags, size, fallback)
 
     # 1. trace fn on one example: placeholders of per-example shapes
     graph, result, out_leaves, outs = _trace_example(fn, args, values, flags, name)
     o_axes = axes_for(result, out_axes, f"{name}: out_axes", "the function's result")
 
     # 2. rewrite it, node by node, on the batch
-    ctx = BatchContext(size, fallback)
     watch_read_handles(graph.captured_values)   # variables read per example are read here
     fed = [v for v in values if isinstance(v, Tensor)]
     fed_flags = [f for v, f in zip(values, flags) if isinstance(v, Tensor)]
@@ -168,7 +171,7 @@ def _call(fn, args, in_axes, out_axes, fallback, name, site):
             VectorizationFallbackWarning, site[0] if site else "<unknown>", site[1] if site else 0)
 
     # 3. outputs: every one batched, the batch moved to out_axes
-    final = _batched_outputs(res, res_flags, outs, o_axes, size, name)
+    final = _batched_outputs(res, res_flags, outs, o_axes, ctx, name)
     return pack_as(result, final) if out_leaves else result
 
 
@@ -197,21 +200,35 @@ def _mapped_arguments(leaves, axes, name):
                 f"{name}: in_axes {a} is out of range for argument leaf {i} of shape {list(t.shape)}")
         a %= r
         n = t.shape[a]
-        if n is None:
-            raise errors.InvalidArgumentError(
-                f"{name}: the batch size of argument leaf {i} (axis {a} of shape {list(t.shape)}) is "
-                f"unknown while tracing; give the defun an input_signature with that size known")
-        if size is not None and n != size:
+        if size is not None and n is not None and n != size:
             raise errors.InvalidArgumentError(
                 f"{name}: argument leaf {i} has {n} examples along axis {a}, another has {size}; every "
                 f"mapped argument must have the same batch size")
-        size = n
+        size = size if n is None else n
         values.append(_move_axis(t, a, 0, r))
         flags.append(True)
-    if size is None:
+    if not any(flags):
         raise errors.InvalidArgumentError(
             f"{name}: no argument is mapped (every in_axes entry is None); map at least one")
     return values, flags, size
+
+
+def _batch_context(values, flags, size, fallback):
+    """The BatchContext of a batch of `size` examples (None: known only when it runs, then
+    taken from the first mapped argument); a mapped argument whose size is unknown while
+    tracing is reshaped to the batch's, so a different size fails when the batch runs."""
+    mapped = [k for k, (v, f) in enumerate(zip(values, flags)) if f]
+    size_t = None
+    if size is None:
+        first = values[mapped[0]]
+        size_t = shape(first)[0]
+    ctx = BatchContext(size, fallback, size_t)
+    for k in mapped[1 if size is None else 0:]:
+        rest = tuple(values[k].shape)[1:]
+        if values[k].shape[0] is None and None not in rest and math.prod(rest):
+            values[k] = run_op(get_op("dynamic_reshape"), [values[k], batch_shape(ctx, rest)],
+                               {"shape": (size,) + rest})
+    return ctx
 
 
 def _trace_example(fn, args, values, flags, name):
@@ -233,14 +250,13 @@ def _trace_example(fn, args, values, flags, name):
     return graph, result, out_leaves, outs
 
 
-def _batched_outputs(res, res_flags, outs, o_axes, size, name):
+def _batched_outputs(res, res_flags, outs, o_axes, ctx, name):
     """The batched graph's results `res` each batched (broadcast where not) and its batch
     axis moved to its out_axes entry (`o_axes`, one per result)."""
     final = []
     for k, (v, f, t, a) in enumerate(zip(res, res_flags, outs, o_axes)):
         if not f:
-            v = run_op(get_op("broadcast_to"), [run_op(get_op("expand_dims"), [v], {"axis": 0})],
-                       {"shape": (size,) + tuple(t.shape)})
+            v = broadcast_batch(ctx, run_op(get_op("expand_dims"), [v], {"axis": 0}), tuple(t.shape))
         if a is None:
             raise errors.InvalidArgumentError(f"{name}: out_axes None (output {k} not batched) is not supported")
         r = len(t.shape) + 1

@@ -34,10 +34,11 @@ def _where(node):
 class BatchContext:
     """One batching: the batch size, whether ops without a rule may loop, what looped."""
 
-    __slots__ = ("size", "fallback", "fell_back", "envs")
+    __slots__ = ("size", "size_t", "fallback", "fell_back", "envs")
 
-    def __init__(self, size, fallback=False):
-        self.size = size
+    def __init__(self, size, fallback=False, size_t=None):
+        self.size = size          # the batch size, None when known only when the batch runs
+        self.size_t = size_t      # then: a scalar int32 tensor holding it
         self.fallback = fallback
         self.fell_back = []       # (op name, user site) of each op run once per example
         self.envs = []            # per graph being walked (innermost last): {id(tensor): (value, batched)}
@@ -135,6 +136,10 @@ class BatchContext:
         if node.op.function_attrs:
             raise errors.UnimplementedError(
                 f"vmap: op {node.op.name} (at {_where(node)}) cannot be batched ({why}) nor run per example")
+        if self.size is None:
+            raise errors.UnimplementedError(
+                f"vmap: op {node.op.name} (at {_where(node)}) would run once per example ({why}), "
+                f"but the batch size is unknown while tracing")
         self.fell_back.append((node.op.name, node.site, why))
         per = []
         for i in range(self.size):

@@ -22,6 +22,7 @@ gradient (with the levels it is raised through), ONNX form and batching rule.
 import numpy as np
 
 from defun.runtime import dtypes, errors
+from defun.runtime.batching import broadcast_batch
 from defun.runtime.context import state
 from defun.runtime.execute import run_op
 from defun.runtime.indexed_slices import IndexedSlices, dense
@@ -281,8 +282,7 @@ def _select(pred, a, b, rank):
 
 
 def _materialized(ctx, x, t):
-    x = run_op(get_op("expand_dims"), [x], {"axis": 0})
-    return run_op(get_op("broadcast_to"), [x], {"shape": (ctx.size,) + tuple(t.shape)})
+    return broadcast_batch(ctx, run_op(get_op("expand_dims"), [x], {"axis": 0}), tuple(t.shape))
 
 
 def _cond_batch(ctx, node, inputs, batched):

@@ -322,3 +322,117 @@ def test_nested_while_with_changing_inner_trip_count(f, dtype):
         _close(fn(x)[0], want_g, tol)
     _close(df.defun(df.gradients_function(lambda v: df.reduce_sum(df.vmap(f)(v) * c)))(x)[0], want_g * c, tol)
     _close(df.defun(df.gradients_function(f))(x[2])[0], want_g[2], tol)
+
+
+# ---------------------------------------------------------------------------------------
+# vmap inside a defun whose batch size is unknown while tracing (issue 30): one trace
+# serves every batch size, 0 and 1 included; TF's vectorized_map does the same
+
+def _per_example_mlp(x, w1, w2):
+    h = df.tanh(df.matmul(df.reshape(x, [1, -1]), w1))
+    return df.reduce_sum(df.softmax(df.matmul(h, w2)) * df.reshape(x, [1, -1])[:, :2])
+
+
+def _jax_per_example_mlp(x, w1, w2):
+    h = jnp.tanh(jnp.reshape(x, (1, -1)) @ w1)
+    return jnp.sum(jax.nn.softmax(h @ w2) * jnp.reshape(x, (1, -1))[:, :2])
+
+
+_SIG = [df.TensorSpec([None, 2, 3], df.float64), df.TensorSpec([6, 4], df.float64), df.TensorSpec([4, 2], df.float64)]
+_W1, _W2, _X5, _C5 = rng.normal(size=(6, 4)), rng.normal(size=(4, 2)), rng.normal(size=(5, 2, 3)), rng.normal(size=5)
+
+
+def test_vmap_over_an_unknown_batch_size_one_trace_every_size():
+    """Values and per-example gradients; batch b is the first b examples of one jax reference."""
+    value = df.defun(df.vmap(_per_example_mlp, in_axes=(0, None, None)), input_signature=_SIG)
+    grads = df.defun(df.vmap(df.gradients_function(_per_example_mlp, params=[0, 1]), in_axes=(0, None, None)),
+                     input_signature=_SIG)
+    want = jax.vmap(_jax_per_example_mlp, (0, None, None))(_X5, _W1, _W2)
+    want_g = jax.vmap(jax.grad(_jax_per_example_mlp, argnums=(0, 1)), (0, None, None))(_X5, _W1, _W2)
+    for b in (0, 1, 5):
+        _close(value(_X5[:b], _W1, _W2), want[:b], 1e-12)
+        got = grads(_X5[:b], _W1, _W2)
+        _close(got[0], want_g[0][:b], 1e-12)
+        _close(got[1], want_g[1][:b], 1e-12)
+    assert value.trace_count == 1 and grads.trace_count == 1
+
+
+def test_gradient_through_vmap_over_an_unknown_batch_size():
+    """defun(gradient of a loss over vmap) and a tape around defun(vmap), one trace each;
+    the reference: jax's per-example gradients, weighted and summed over the first b."""
+    def loss(x, w1, w2, c):
+        return df.reduce_sum(df.vmap(_per_example_mlp, in_axes=(0, None, None))(x, w1, w2) * c)
+    sig = _SIG + [df.TensorSpec([None], df.float64)]
+    whole = df.defun(df.gradients_function(loss, params=[0, 1, 2]), input_signature=sig)
+    inner = df.defun(lambda x, w1, w2: df.vmap(_per_example_mlp, in_axes=(0, None, None))(x, w1, w2),
+                     input_signature=_SIG)
+    per = jax.vmap(jax.grad(_jax_per_example_mlp, argnums=(0, 1, 2)), (0, None, None))(_X5, _W1, _W2)
+    for b in (0, 1, 5):
+        c = _C5[:b]
+        want = [per[0][:b] * c[:, None, None], np.einsum("b,bij->ij", c, per[1][:b]),
+                np.einsum("b,bij->ij", c, per[2][:b])]
+        for g, w in zip(whole(_X5[:b], _W1, _W2, c), want):
+            _close(g, w, 1e-12)
+        ts = [df.constant(v) for v in (_X5[:b], _W1, _W2)]
+        with df.GradientTape() as tape:
+            tape.watch(ts)
+            y = df.reduce_sum(inner(*ts) * c)
+        for g, w in zip(tape.gradient(y, ts), want):
+            _close(g, w, 1e-12)
+    assert whole.trace_count == 1 and inner.trace_count == 1
+
+
+def _flow(x, w):
+    y = df.cond(df.reduce_sum(x) > 0.0, lambda: x * w, lambda: x - w)
+    n = df.cast(df.reduce_sum(df.abs(x)), df.int32) + 1
+    y = df.while_loop(lambda i, a: i < n, lambda i, a: (i + 1, df.sin(a) + w), (0, y))[1]
+    return df.scan(lambda a, e: a * 0.5 + e, y, initializer=df.zeros([], x.dtype))
+
+
+@pytest.mark.parametrize("b", [0, 1, 4])
+def test_control_flow_under_vmap_over_an_unknown_batch_size(b):
+    w = rng.normal(size=(3,))
+    x = rng.normal(size=(b, 3))
+    sig = [df.TensorSpec([None, 3], df.float64), df.TensorSpec([3], df.float64)]
+    want = np.stack([_np(_flow(df.constant(v), df.constant(w))) for v in x]) if b else np.zeros((0, 3))
+    _close(df.defun(df.vmap(_flow, in_axes=(0, None)), input_signature=sig)(x, w), want, 1e-12)
+    per = df.gradients_function(lambda x, w: df.reduce_sum(_flow(x, w)))
+    want_g = [np.stack([_np(per(df.constant(v), df.constant(w))[k]) for v in x]) if b else np.zeros((0, 3))
+              for k in range(2)]
+    got = df.defun(df.vmap(per, in_axes=(0, None)), input_signature=sig)(x, w)
+    _close(got[0], want_g[0], 1e-12)
+    _close(got[1], want_g[1], 1e-12)
+
+
+def test_unknown_batch_sizes_that_differ_are_refused_when_the_batch_runs():
+    sig = [df.TensorSpec([None, 3], df.float64)] * 2
+    f = df.defun(df.vmap(lambda a, b: a * b), input_signature=sig)
+    _close(f(np.ones((2, 3)), np.ones((2, 3))), np.ones((2, 3)))
+    with pytest.raises(errors.InvalidArgumentError):
+        f(np.ones((2, 3)), np.ones((1, 3)))     # would broadcast silently without the check
+    with pytest.raises(errors.InvalidArgumentError):
+        f(np.ones((2, 3)), np.ones((3, 3)))
+
+
+def test_unknown_batch_size_with_out_axes_in_axes_custom_gradient_and_variables():
+    v = df.Variable(rng.normal(size=(3,)))
+    sig = [df.TensorSpec([3, None], df.float64)]
+
+    def per(x):
+        return df.reduce_sum(_clipped(x, v.read_value()) * x), df.expand_dims(x, 0) * 2.0
+    f = df.defun(df.vmap(per, in_axes=1, out_axes=(0, 2)), input_signature=sig)
+    x5 = rng.normal(size=(3, 5))
+    jl = lambda r, w: jnp.sin(jnp.sum(_jclipped(r, w) * r))      # noqa: E731
+    want = jax.vmap(jax.grad(jl, argnums=(0, 1)), in_axes=(1, None))(x5, v.numpy())
+    for b in (0, 1, 5):
+        x = x5[:, :b]
+        with df.GradientTape() as tape:
+            xt = df.constant(x)
+            tape.watch(xt)
+            s, e = f(xt)
+            y = df.reduce_sum(df.sin(s))
+        gx, gv = tape.gradient(y, [xt, v])
+        _close(e, np.expand_dims(x, 0) * 2.0, 1e-12)
+        _close(gx, want[0][:b].T, 1e-12)
+        _close(gv, want[1][:b].sum(axis=0), 1e-12)
+    assert f.trace_count == 1

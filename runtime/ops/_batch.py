@@ -6,8 +6,8 @@ import string
 import numpy as np
 
 from defun.runtime import errors
-from defun.runtime.batching import (elementwise, emit, expand_rank, materialize, materialize_all, norm_axis, op,
-                                    static_shape)
+from defun.runtime.batching import (batch_shape, batch_size, broadcast_batch, elementwise, emit, expand_rank,
+                                    materialize, materialize_all, norm_axis, op, reshape_batch, static_shape)
 from defun.runtime.context import state
 
 def _out(outs):
@@ -16,7 +16,7 @@ def _out(outs):
 
 # ------------------------------------------------------------------ shapes
 def reshape(ctx, node, inputs, batched):
-    return _out(emit(node, inputs, {"shape": (ctx.size,) + _known(node.attrs["shape"], node.outputs[0])}))
+    return _out([reshape_batch(ctx, inputs[0], _known(node.attrs["shape"], node.outputs[0]))])
 
 
 def _known(shape, t):
@@ -29,13 +29,13 @@ def _known(shape, t):
 def _rows(ctx, t):
     """(B, elements of one example of `t`): its flattened batch, -1 only if a size is unknown."""
     shape = tuple(t.shape)
-    return (ctx.size, -1 if None in shape else int(np.prod(shape, dtype=np.int64)))
+    return (-1 if ctx.size is None else ctx.size, -1 if None in shape else int(np.prod(shape, dtype=np.int64)))
 
 
 def broadcast_to(ctx, node, inputs, batched):
     shape = tuple(node.attrs["shape"])
     x = expand_rank(inputs[0], len(node.inputs[0].shape), len(shape))
-    return _out(emit(node, [x], {"shape": (ctx.size,) + shape}))
+    return _out([broadcast_batch(ctx, x, shape)])
 
 
 def tile(ctx, node, inputs, batched):
@@ -44,8 +44,8 @@ def tile(ctx, node, inputs, batched):
 
 def fill(ctx, node, inputs, batched):
     dims = tuple(node.attrs["dims"])
-    v = op("reshape", [inputs[0]], shape=(ctx.size,) + (1,) * len(dims))
-    return _out([op("broadcast_to", [v], shape=(ctx.size,) + dims)])
+    v = reshape_batch(ctx, inputs[0], (1,) * len(dims))
+    return _out([broadcast_batch(ctx, v, dims)])
 
 
 def transpose(ctx, node, inputs, batched):
@@ -63,7 +63,7 @@ def pad(ctx, node, inputs, batched):
     zero = op("zeros_like", [c[0]])
     inside = emit(node, [op("ones_like", [x]), zero], attrs)[0]
     r = len(node.inputs[0].shape)
-    c = op("reshape", [c], shape=(ctx.size,) + (1,) * r)
+    c = reshape_batch(ctx, c, (1,) * r)
     padded = emit(node, [x, zero], attrs)[0]
     return _out([op("add", [padded, op("multiply", [op("subtract", [op("ones_like", [inside]), inside]), c])])])
 
@@ -114,7 +114,7 @@ def repeat_grad(ctx, node, inputs, batched):
     attrs, xs = _flat_axis(ctx, node, inputs, batched, 2)
     out = emit(node, xs, attrs)[0]
     if node.attrs["axis"] is None:
-        out = op("reshape", [out], shape=(ctx.size,) + static_shape(node, node.outputs[0], "output"))
+        out = reshape_batch(ctx, out, static_shape(node, node.outputs[0], "output"))
     return _out([out])
 
 
@@ -123,7 +123,7 @@ def reshape_like(ctx, node, inputs, batched):
     x = inputs[0]
     if not batched[0]:
         return [emit(node, [x, _one_example(inputs[1])])[0]], [False]
-    return _out([op("reshape", [x], shape=(ctx.size,) + static_shape(node, node.outputs[0], "output"))])
+    return _out([reshape_batch(ctx, x, static_shape(node, node.outputs[0], "output"))])
 
 
 def _one_example(like):
@@ -137,7 +137,7 @@ def broadcast_like(ctx, node, inputs, batched):
         return [emit(node, [x, _one_example(like)])[0]], [False]
     shape = static_shape(node, node.outputs[0], "output")
     x = expand_rank(x, len(node.inputs[0].shape), len(shape))
-    return _out([op("broadcast_to", [x], shape=(ctx.size,) + shape)])
+    return _out([broadcast_batch(ctx, x, shape)])
 
 
 def sum_to_like(ctx, node, inputs, batched):
@@ -152,7 +152,7 @@ def sum_to_like(ctx, node, inputs, batched):
         lead + i + 1 for i, n in enumerate(ls) if n == 1 and gs[lead + i] != 1)
     if axes:
         g = op("reduce_sum", [g], axis=axes, keepdims=False)
-    return _out([op("reshape", [g], shape=(ctx.size,) + ls)])
+    return _out([reshape_batch(ctx, g, ls)])
 
 
 def dropout(ctx, node, inputs, batched):
@@ -200,7 +200,7 @@ def _batched_grad_fn(ctx, node, x_flags, scope):
                 res.append(g if f else materialize(ctx, node, g, node.inputs[n + i]))
             else:           # shared by every example: the examples' gradients summed
                 res.append(op("reduce_sum", [g], axis=(0,), keepdims=False) if f else
-                           op("multiply", [g, op("cast", [ctx.size], dtype=g.dtype)]))
+                           op("multiply", [g, batch_size(ctx, g.dtype)]))
         return res[:k] if not nv else (res[:k], res[k:])
     return batched_grad_fn
 
@@ -214,7 +214,7 @@ def norm(ctx, node, inputs, batched):
             out = op("norm", [op("reshape", [x], shape=_rows(ctx, node.inputs[0]))], ord=attrs["ord"], axis=(1,),
                      keepdims=False)
             if attrs["keepdims"]:
-                out = op("reshape", [out], shape=(ctx.size,) + (1,) * r)
+                out = reshape_batch(ctx, out, (1,) * r)
             return _out([out])
         attrs["axis"] = tuple(range(1, r + 1))
     else:
@@ -232,8 +232,7 @@ def meshgrid(ctx, node, inputs, batched):
         along = {0: 1, 1: 0}.get(k, k) if xy else k
         s = [1] * n
         s[along] = shape[along]
-        outs.append(op("broadcast_to", [op("reshape", [x], shape=(ctx.size,) + tuple(s))],
-                       shape=(ctx.size,) + shape))
+        outs.append(broadcast_batch(ctx, reshape_batch(ctx, x, s), shape))
     return _out(outs)
 
 
@@ -272,16 +271,18 @@ def batch_gather(ctx, node, inputs, batched):
     return _out(emit(node, materialize_all(ctx, node, inputs, batched), {"axis": axis, "batch_dims": b + 1}))
 
 
-def _iota(n, dtype):
-    """[0, 1, ..., n - 1] of `dtype`."""
-    return op("range", [], start=0.0, limit=float(n), delta=1.0, dtype=dtype)
+def _iota(ctx, dtype):
+    """[0, 1, ..., B - 1] of `dtype`."""
+    if ctx.size is None:
+        return op("dynamic_range", [np.zeros((), dtype.np), batch_size(ctx, dtype), np.ones((), dtype.np)])
+    return op("range", [], start=0.0, limit=float(ctx.size), delta=1.0, dtype=dtype)
 
 
 def _with_example_index(ctx, node, indices, t):
     """Batched nd-`indices` (B, ..., k) with each example's number prefixed: (B, ..., k + 1)."""
     shape = static_shape(node, t)
-    iota = op("reshape", [_iota(ctx.size, t.dtype)], shape=(ctx.size,) + (1,) * len(shape))
-    iota = op("broadcast_to", [iota], shape=(ctx.size,) + shape[:-1] + (1,))
+    iota = reshape_batch(ctx, _iota(ctx, t.dtype), (1,) * len(shape))
+    iota = broadcast_batch(ctx, iota, shape[:-1] + (1,))
     return op("concat", [iota, indices], axis=len(shape))
 
 
@@ -297,6 +298,8 @@ def gather_nd_grad(ctx, node, inputs, batched):
 
 def scatter_nd(ctx, node, inputs, batched):
     indices, updates = materialize_all(ctx, node, inputs, batched)
+    if ctx.size is None:
+        raise errors.UnimplementedError("scatter_nd: batching needs the batch size known while tracing")
     return _out(emit(node, [_with_example_index(ctx, node, indices, node.inputs[0]), updates],
                      {"shape": (ctx.size,) + tuple(node.attrs["shape"])}))
 
@@ -305,13 +308,14 @@ def unsorted_segment_sum(ctx, node, inputs, batched):
     """Example b's segment s becomes segment b * num_segments + s of one sum."""
     data, ids = materialize_all(ctx, node, inputs, batched)
     n = node.attrs["num_segments"]
+    if ctx.size is None:
+        raise errors.UnimplementedError("unsorted_segment_sum: batching needs the batch size known while tracing")
     ishape = static_shape(node, node.inputs[1])
-    offset = op("reshape", [op("multiply", [_iota(ctx.size, node.inputs[1].dtype), n])],
-                shape=(ctx.size,) + (1,) * len(ishape))
+    offset = reshape_batch(ctx, op("multiply", [_iota(ctx, node.inputs[1].dtype), n]), (1,) * len(ishape))
     ids = op("where", [op("greater_equal", [ids, 0]), op("add", [ids, offset]), ids])  # < 0: dropped
     out = emit(node, [data, ids], {"num_segments": n * ctx.size})[0]
     rest = static_shape(node, node.outputs[0], "output")
-    return _out([op("reshape", [out], shape=(ctx.size,) + rest)])
+    return _out([reshape_batch(ctx, out, rest)])
 
 
 def einsum(ctx, node, inputs, batched):
@@ -334,12 +338,13 @@ def indexed_slices_to_dense(ctx, node, inputs, batched):
     """Example b's row i becomes row b * rows + i of one dense tensor."""
     values, ids = materialize_all(ctx, node, inputs, batched)
     dense = static_shape(node, node.outputs[0], "output")
+    if ctx.size is None:
+        raise errors.UnimplementedError("indexed_slices_to_dense: batching needs the batch size known while tracing")
     ishape = static_shape(node, node.inputs[1])
-    offset = op("reshape", [op("multiply", [_iota(ctx.size, node.inputs[1].dtype), dense[0]])],
-                shape=(ctx.size,) + (1,) * len(ishape))
+    offset = reshape_batch(ctx, op("multiply", [_iota(ctx, node.inputs[1].dtype), dense[0]]), (1,) * len(ishape))
     out = emit(node, [values, op("add", [ids, offset])],
                {"dense_shape": (ctx.size * dense[0],) + dense[1:]})[0]
-    return _out([op("reshape", [out], shape=(ctx.size,) + dense)])
+    return _out([reshape_batch(ctx, out, dense)])
 
 
 def shape_of(ctx, node, inputs, batched):
@@ -360,7 +365,9 @@ def dynamic_shape(pos, lead, align=False):
         n = ctx.size if lead == "batch" else lead
         if align:
             xs[0] = expand_rank(xs[0], len(node.inputs[0].shape), len(node.outputs[0].shape))
-        xs[pos] = op("concat", [np.asarray([n], node.inputs[pos].dtype.np), dims], axis=0)
+        dt = node.inputs[pos].dtype
+        first = np.asarray([n], dt.np) if n is not None else op("reshape", [batch_size(ctx, dt)], shape=(1,))
+        xs[pos] = op("concat", [first, dims], axis=0)
         attrs = dict(node.attrs, shape=(n,) + tuple(node.attrs["shape"]))
         return _out(emit(node, xs, attrs))
     return rule
@@ -372,8 +379,10 @@ def dynamic_fill(ctx, node, inputs, batched):
     if batched[0]:
         raise errors.UnimplementedError("dynamic_fill: batching covers a shape shared by every example")
     r = len(node.outputs[0].shape)
-    full = op("concat", [np.asarray([ctx.size], node.inputs[0].dtype.np), dims], axis=0)
-    v = op("reshape", [value], shape=(ctx.size,) + (1,) * r)
+    dt = node.inputs[0].dtype
+    first = np.asarray([ctx.size], dt.np) if ctx.size is not None else op("reshape", [batch_size(ctx, dt)], shape=(1,))
+    full = op("concat", [first, dims], axis=0)
+    v = reshape_batch(ctx, value, (1,) * r)
     return _out([op("dynamic_broadcast_to", [v, full], shape=(ctx.size,) + tuple(node.attrs["shape"]))])
 
 
@@ -385,7 +394,7 @@ def matmul(ctx, node, inputs, batched):
             and None not in tuple(a.shape):
         k = a.shape[-1]
         out = emit(node, [op("reshape", [inputs[0]], shape=(-1, k)), inputs[1]])[0]
-        return _out([op("reshape", [out], shape=(ctx.size,) + static_shape(node, node.outputs[0], "output"))])
+        return _out([reshape_batch(ctx, out, static_shape(node, node.outputs[0], "output"))])
     ta, tb = node.attrs.get("transpose_a"), node.attrs.get("transpose_b")
     ka = a.shape[-2] if ta else a.shape[-1]
     if all(batched) and ka == 1 and None not in tuple(a.shape) + tuple(b.shape):
@@ -393,8 +402,8 @@ def matmul(ctx, node, inputs, batched):
         # faster than numpy's stacked matmul of (m, 1) @ (1, n) (per-example weight gradients)
         m, n = (a.shape[-1] if ta else a.shape[-2]), (b.shape[-2] if tb else b.shape[-1])
         r = max(len(a.shape), len(b.shape))
-        x = op("reshape", [inputs[0]], shape=(ctx.size,) + tuple(a.shape[:-2]) + (m, 1))
-        y = op("reshape", [inputs[1]], shape=(ctx.size,) + tuple(b.shape[:-2]) + (1, n))
+        x = reshape_batch(ctx, inputs[0], tuple(a.shape[:-2]) + (m, 1))
+        y = reshape_batch(ctx, inputs[1], tuple(b.shape[:-2]) + (1, n))
         x, y = expand_rank(x, len(a.shape), r), expand_rank(y, len(b.shape), r)
         return _out([op("multiply", [x, y])])
     return elementwise(ctx, node, inputs, batched)
