@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from defun.runtime import errors
+from defun.runtime import dtypes, errors
 from defun.runtime.execute import run_op
 from defun.runtime.registry import get as get_op
 
@@ -63,16 +63,23 @@ def reshape_batch(ctx, x, rest):
         return op("reshape", [x], shape=(ctx.size,) + rest)
     if -1 not in rest and math.prod(rest):      # B alone unknown: a -1 stands for it
         return op("reshape", [x], shape=(-1,) + rest)
-    if -1 in rest:
-        raise errors.UnimplementedError(
-            f"reshape: batching a reshape to {list(rest)} needs the batch size or the per-example "
-            f"size, and neither is known while tracing")
+    if -1 in rest:      # both unknown: the -1 from x's size per example when the batch runs
+        per = op("reduce_prod", [op("shape", [x], out_type=dtypes.int32)[1:]], axis=None, keepdims=False)
+        fill = op("reshape", [op("floordiv", [per, max(1, -math.prod(rest))])], shape=(1,))
+        parts = [np.asarray([d], np.int32) if d != -1 else fill for d in rest]
+        dims = op("concat", [op("reshape", [ctx.size_t], shape=(1,))] + parts, axis=0)
+        return op("dynamic_reshape", [x, dims], shape=(None,) + tuple(None if d == -1 else d for d in rest))
     return op("dynamic_reshape", [x, batch_shape(ctx, rest)], shape=(None,) + rest)
 
 
 def broadcast_batch(ctx, x, rest):
-    """`x` broadcast to (B,) + `rest`, also when B is known only when the batch runs."""
+    """`x` broadcast to (B,) + `rest`, also when B is known only when the batch runs. A
+    size of `rest` unknown while tracing (None) is x's own there (x: (1,) + rest)."""
     rest = tuple(rest)
+    if None in rest:
+        n = np.asarray([ctx.size], np.int32) if ctx.size is not None else op("reshape", [ctx.size_t], shape=(1,))
+        dims = op("concat", [n, op("shape", [x], out_type=dtypes.int32)[1:]], axis=0)
+        return op("dynamic_broadcast_to", [x, dims], shape=(ctx.size,) + rest)
     if ctx.size is not None:
         return op("broadcast_to", [x], shape=(ctx.size,) + rest)
     return op("dynamic_broadcast_to", [x, batch_shape(ctx, rest)], shape=(None,) + rest)
@@ -104,7 +111,7 @@ def expand_rank(x, have, want):
 
 def materialize(ctx, node, x, t):
     """Unbatched `x` (per-example tensor `t` of the node) repeated along a new batch axis 0."""
-    return broadcast_batch(ctx, op("expand_dims", [x], axis=0), static_shape(node, t))
+    return broadcast_batch(ctx, op("expand_dims", [x], axis=0), tuple(t.shape))
 
 
 def materialize_all(ctx, node, inputs, batched, which=None):

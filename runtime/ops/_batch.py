@@ -60,7 +60,7 @@ def pad(ctx, node, inputs, batched):
     # a constant per example: padded with zeros, then each example's constant where the
     # padding is (a mask of the padded region, so x's own entries stay exact)
     c = inputs[1]
-    zero = op("zeros_like", [c[0]])
+    zero = np.zeros((), node.inputs[1].dtype.np)     # (not c[0]: a batch may be empty)
     inside = emit(node, [op("ones_like", [x]), zero], attrs)[0]
     r = len(node.inputs[0].shape)
     c = reshape_batch(ctx, c, (1,) * r)
