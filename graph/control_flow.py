@@ -35,7 +35,7 @@ from defun.runtime.variables import watch_read_handles
 from defun.graph.functions import CALL, call_graph, input_grads, plan_of, add_side_outputs
 from defun.graph.gradients import LOCK as _grad_lock, levels_of, pick_level, saving_of
 from defun.graph.ir import Graph, unique_name
-from defun.graph.loop_stacks import is_loop_stack, padded, padded_tensors
+from defun.graph.loop_stacks import is_loop_stack, is_stand_in, padded, padded_tensors
 from defun.graph.nodes import CONST
 
 __all__ = ["COND", "WHILE", "cond_node", "while_node", "share_captures", "holds_stand_ins"]
@@ -290,11 +290,11 @@ def _cond_batch(ctx, node, inputs, batched):
     branches run on the whole batch and each example takes its branch's values."""
     then_g, else_g = node.attrs["then_branch"], node.attrs["else_branch"]
     pred, vals, flags = inputs[0], inputs[1:], batched[1:]
-    if batched[0]:
-        a, fa = ctx.run_graph(then_g, vals, flags)
-        b, fb = ctx.run_graph(else_g, vals, flags)
-        return [_select(pred, x, y, len(t.shape)) for x, y, t in zip(a, b, node.outputs)], \
-            [True] * len(a)
+    if batched[0]:      # (a side output's empty stand-in in one branch: the other's value)
+        (a, fa), (b, fb) = [ctx.run_graph(g, vals, flags) for g in (then_g, else_g)]
+        picks = [(y, g) if is_stand_in(s) else (x, f) if is_stand_in(r) else (_select(pred, x, y, len(t.shape)), True)
+                 for x, f, y, g, s, r, t in zip(a, fa, b, fb, then_g.outputs, else_g.outputs, node.outputs)]
+        return [v for v, _ in picks], [f for _, f in picks]
     if state.graph is None:      # eager: the branch the predicate picks, as df.cond does
         return ctx.run_graph(then_g if bool(pred) else else_g, vals, flags)
     made = [ctx.function(g, [], vals, flags, f"{g.base_name}_batched") for g in (then_g, else_g)]

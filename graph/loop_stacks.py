@@ -1,4 +1,4 @@
-"""What a loop keeps per iteration for its gradient, when an inner loop's stack is among it.
+"""What a loop or a cond keeps for its gradient: an inner loop's stacks, a branch's stand-ins.
 
 An inner `while`'s stacked values are as long as its trip count, which may differ per outer
 iteration; an outer loop keeping them pads each to the longest (zeros at the end of each
@@ -9,7 +9,7 @@ import numpy as np
 
 from defun.runtime.ops.array_ops import pad
 
-__all__ = ["is_loop_stack", "padded", "padded_tensors"]
+__all__ = ["is_loop_stack", "is_stand_in", "padded", "padded_tensors"]
 
 
 def is_loop_stack(t):
@@ -26,6 +26,14 @@ def is_loop_stack(t):
     if name == "identity" or (name == "transpose" and tuple(node.attrs["perm"][:2]) == (1, 0)):
         return is_loop_stack(node.inputs[0])
     return False
+
+
+def is_stand_in(t):
+    """True if `t` (an output of a cond branch) is the empty constant standing for a side
+    output of the other branch (graph/control_flow.py, _with_extras): batched with a
+    predicate per example, the other branch's value is taken whole, as only the examples
+    that ran that branch read it."""
+    return t.node.op.name == "const" and t.node.attrs["value"].size == 0 and len(t.shape) > 0
 
 
 def _largest(shapes):

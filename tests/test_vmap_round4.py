@@ -310,7 +310,7 @@ def test_nested_while_with_changing_inner_trip_count(f, dtype):
                    for v in x])
     tol = 2e-6 if dtype == np.float32 else 1e-9
     np.testing.assert_allclose(want_g, fd, rtol=1e-5)
-    for name, fn in [("eager", df.vmap(f)), ("defun(vmap)", df.defun(df.vmap(f))), ("vmap(defun)", df.vmap(df.defun(f)))]:
+    for fn in (df.vmap(f), df.defun(df.vmap(f)), df.vmap(df.defun(f))):
         _close(fn(x), want, tol)
         xt = df.constant(x)
         with df.GradientTape() as tape:

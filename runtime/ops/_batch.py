@@ -5,7 +5,7 @@ import string
 
 import numpy as np
 
-from defun.runtime import errors
+from defun.runtime import dtypes, errors
 from defun.runtime.batching import (batch_shape, batch_size, broadcast_batch, elementwise, emit, expand_rank,
                                     materialize, materialize_all, norm_axis, op, reshape_batch, static_shape)
 from defun.runtime.context import state
@@ -120,34 +120,58 @@ def repeat_grad(ctx, node, inputs, batched):
 
 def reshape_like(ctx, node, inputs, batched):
     """Only the `like` input's shape matters: the result is batched as `x` is."""
-    x = inputs[0]
+    x, like = inputs
     if not batched[0]:
-        return [emit(node, [x, _one_example(inputs[1])])[0]], [False]
-    return _out([reshape_batch(ctx, x, static_shape(node, node.outputs[0], "output"))])
+        return [emit(node, [x, _example_like(ctx, node, like, batched[1])])[0]], [False]
+    shape = tuple(node.outputs[0].shape)
+    if None not in shape:
+        return _out([reshape_batch(ctx, x, shape)])
+    dims = _batched_shape(ctx, like, batched[1])
+    return _out([op("dynamic_reshape", [x, dims], shape=(ctx.size,) + shape)])
 
 
-def _one_example(like):
-    """The first example of batched `like`, standing for its shape (every example's)."""
-    return like[0]
+def _example_like(ctx, node, like, like_batched):
+    """A tensor of one example's shape of `like` (batched or not) for an op that reads only
+    its shape: zeros of the per-example shape (the shape is all they say; a batch may be empty)."""
+    t = node.inputs[1]
+    if not like_batched:
+        return like
+    if None not in tuple(t.shape):
+        return np.zeros(tuple(t.shape), t.dtype.np)
+    return op("dynamic_fill", [op("shape", [like], out_type=dtypes.int32)[1:], np.zeros((), t.dtype.np)],
+              shape=tuple(t.shape))
+
+
+def _batched_shape(ctx, like, like_batched):
+    """The run-time shape of `like` with the batch first (B prefixed when it is unbatched)."""
+    s = op("shape", [like], out_type=dtypes.int32)
+    if like_batched:
+        return s
+    return op("concat", [op("reshape", [batch_size(ctx, dtypes.int32)], shape=(1,)), s], axis=0)
 
 
 def broadcast_like(ctx, node, inputs, batched):
     x, like = inputs
     if not batched[0]:
-        return [emit(node, [x, _one_example(like)])[0]], [False]
-    shape = static_shape(node, node.outputs[0], "output")
+        return [emit(node, [x, _example_like(ctx, node, like, batched[1])])[0]], [False]
+    shape = tuple(node.outputs[0].shape)
     x = expand_rank(x, len(node.inputs[0].shape), len(shape))
-    return _out([broadcast_batch(ctx, x, shape)])
+    if None not in shape:
+        return _out([broadcast_batch(ctx, x, shape)])
+    return _out([op("dynamic_broadcast_to", [x, _batched_shape(ctx, like, batched[1])], shape=(ctx.size,) + shape)])
 
 
 def sum_to_like(ctx, node, inputs, batched):
     """Sum batched `g` to `like`'s per-example shape: the broadcast axes, then the size-1 ones."""
     g, like = inputs
     if not batched[0]:
-        return [emit(node, [g, _one_example(like)])[0]], [False]
-    gs = static_shape(node, node.inputs[0])
-    ls = static_shape(node, node.inputs[1])
+        return [emit(node, [g, _example_like(ctx, node, like, batched[1])])[0]], [False]
+    gs, ls = tuple(node.inputs[0].shape), tuple(node.inputs[1].shape)
     lead = len(gs) - len(ls)
+    if None in gs + ls:     # the leading axes summed here, the size-1 ones by the op (batch against batch)
+        if lead:
+            g = op("reduce_sum", [g], axis=tuple(range(1, lead + 1)), keepdims=False)
+        return _out(emit(node, [g, like if batched[1] else materialize(ctx, node, like, node.inputs[1])]))
     axes = tuple(range(1, lead + 1)) + tuple(
         lead + i + 1 for i, n in enumerate(ls) if n == 1 and gs[lead + i] != 1)
     if axes:
@@ -348,8 +372,11 @@ def indexed_slices_to_dense(ctx, node, inputs, batched):
 
 
 def shape_of(ctx, node, inputs, batched):
-    """shape/size of a batched tensor: one example's (every example has that shape)."""
-    return [emit(node, [inputs[0][0]])[0]], [False]
+    """shape/size of a batched tensor: one example's (every example has that shape; the
+    batch may be empty), from the batched shape past its first size."""
+    dt = node.attrs.get("out_type", dtypes.int32)
+    s = op("shape", [inputs[0]], out_type=dt)[1:]
+    return [s if node.op.name == "shape" else op("reduce_prod", [s], axis=None, keepdims=False)], [False]
 
 
 def dynamic_shape(pos, lead, align=False):
