@@ -70,14 +70,30 @@ def _batched(fn, in_axes, out_axes, fallback, name):
     @functools.wraps(fn)
     def batched(*args):
         return _call(fn, args, in_axes, out_axes, fallback, name, sites.user_site(2))
-    # the batched function takes positional arguments only, and none has a default: a
-    # caller binding fn's signature (a defun) must not pass fn's defaults as mapped arguments
-    batched.__signature__ = _POSITIONAL
+    batched.__signature__ = _positional_signature(fn)
     return batched
 
 
 _PY_SCALARS = (int, float, complex, bool)
-_POSITIONAL = inspect.Signature([inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL)])
+
+
+def _positional_signature(fn):
+    """The batched function's signature: fn's leading parameters without defaults (their
+    names, for a defun's inputs and exports), then *args. It takes positional arguments
+    only, and none has a default: a caller binding it (a defun) must not pass fn's defaults
+    as mapped arguments (`df.defun(df.vmap(df.softmax))`: axis stays fn's own default)."""
+    P = inspect.Parameter
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    lead = []
+    for p in params:
+        if p.kind not in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD) or p.default is not P.empty:
+            break
+        lead.append(P(p.name, P.POSITIONAL_ONLY))
+    rest = "args" if "args" not in {p.name for p in lead} else "more_args"
+    return inspect.Signature(lead + [P(rest, P.VAR_POSITIONAL)])
 
 
 def _check_axes_spec(spec, name, what):

@@ -436,3 +436,46 @@ def test_unknown_batch_size_with_out_axes_in_axes_custom_gradient_and_variables(
         _close(gx, want[0][:b].T, 1e-12)
         _close(gv, want[1][:b].sum(axis=0), 1e-12)
     assert f.trace_count == 1
+
+
+def test_unknown_batch_size_per_example_embedding_gradients():
+    """A gather's per-example gradient (an IndexedSlices densified per example), repeated ids."""
+    emb = rng.normal(size=(5, 2))
+    ids5 = np.array([[0, 0, 3], [4, 1, 1], [2, 2, 2], [0, 4, 3], [1, 1, 0]], np.int32)
+
+    def loss(ids, e):
+        return df.reduce_sum(df.sin(df.gather(e, ids)))
+    f = df.defun(df.vmap(df.gradients_function(loss, params=[1]), in_axes=(0, None)),
+                 input_signature=[df.TensorSpec([None, 3], df.int32), df.TensorSpec([5, 2], df.float64)])
+    want = jax.vmap(jax.grad(lambda i, e: jnp.sum(jnp.sin(e[i])), argnums=1), in_axes=(0, None))(ids5, emb)
+    for b in (0, 1, 5):
+        _close(f(ids5[:b], emb)[0], want[:b], 1e-12)
+    assert f.trace_count == 1
+
+
+def test_unknown_batch_size_on_numba_and_through_exports(tmp_path):
+    import onnxruntime     # (the ONNX reference runtime; a test dependency)
+    w = rng.normal(size=(3, 2))
+    sig = [df.TensorSpec([None, 3], df.float64), df.TensorSpec([3, 2], df.float64)]
+    g = df.vmap(df.gradients_function(lambda x, w: df.reduce_sum(df.tanh(df.matmul(df.reshape(x, [1, 3]), w)))),
+                in_axes=(0, None))
+    numpy_fn = df.defun(g, input_signature=sig)
+    numba_fn = df.defun(g, input_signature=sig, backend="numba")
+    cf = numpy_fn.get_concrete_function()
+    df.export_json(cf, str(tmp_path / "g.json"))
+    loaded = df.load_json(str(tmp_path / "g.json"))
+    df.export_onnx(cf, str(tmp_path / "g.onnx"))
+    session = onnxruntime.InferenceSession(str(tmp_path / "g.onnx"))
+    assert [i.name for i in session.get_inputs()] == ["x", "w"]      # fn's names, not *args
+    x5 = rng.normal(size=(5, 3))
+    jl = lambda x, w: jnp.sum(jnp.tanh(jnp.reshape(x, (1, 3)) @ w))    # noqa: E731
+    want = jax.vmap(jax.grad(jl, argnums=(0, 1)), in_axes=(0, None))(x5, w)
+    for b in (0, 1, 5):
+        x = x5[:b]
+        for fn in (numpy_fn, numba_fn, loaded):
+            got = fn(x, w)
+            _close(got[0], want[0][:b], 1e-12)
+            _close(got[1], want[1][:b], 1e-12)
+        onnx_got = session.run(None, {"x": x, "w": w})
+        _close(onnx_got[0], want[0][:b], 1e-12)
+    assert numpy_fn.trace_count == 1 and numba_fn.trace_count == 1

@@ -362,8 +362,10 @@ def indexed_slices_to_dense(ctx, node, inputs, batched):
     """Example b's row i becomes row b * rows + i of one dense tensor."""
     values, ids = materialize_all(ctx, node, inputs, batched)
     dense = static_shape(node, node.outputs[0], "output")
-    if ctx.size is None:
-        raise errors.UnimplementedError("indexed_slices_to_dense: batching needs the batch size known while tracing")
+    if ctx.size is None:     # B unknown: a batched gather's gradient, into a broadcast zero of (B,) + dense
+        like = op("dynamic_broadcast_to", [np.zeros((1,) * (len(dense) + 1), node.inputs[0].dtype.np),
+                                           batch_shape(ctx, dense)], shape=(None,) + dense)
+        return _out([op("batch_gather_grad", [values, ids, like], axis=1, batch_dims=1)])
     ishape = static_shape(node, node.inputs[1])
     offset = reshape_batch(ctx, op("multiply", [_iota(ctx, node.inputs[1].dtype), dense[0]]), (1,) * len(ishape))
     out = emit(node, [values, op("add", [ids, offset])],
