@@ -479,3 +479,28 @@ def test_unknown_batch_size_on_numba_and_through_exports(tmp_path):
         onnx_got = session.run(None, {"x": x, "w": w})
         _close(onnx_got[0], want[0][:b], 1e-12)
     assert numpy_fn.trace_count == 1 and numba_fn.trace_count == 1
+
+
+def test_custom_gradient_inside_vmap_second_order_and_forward_mode():
+    """The batched rule's gradient is itself differentiable (its ops are recorded), and
+    forward mode uses the rule as unbatched (jax.custom_jvp of the same rule as reference)."""
+    @df.custom_gradient
+    def half(x):
+        return x * x * x, lambda dy: dy * 1.5 * x * x      # half the true gradient
+
+    @jax.custom_jvp
+    def jhalf(x):
+        return x * x * x
+    jhalf.defjvp(lambda p, t: (p[0] ** 3, 1.5 * p[0] ** 2 * t[0]))
+    x = np.array([1.0, 2.0, -3.0])
+    g = df.gradients_function(lambda x: df.reduce_sum(df.vmap(half)(x)))
+    jg = jax.grad(lambda x: jnp.sum(jax.vmap(jhalf)(x)))
+    _close(g(x)[0], jg(x), 1e-12)
+    second = lambda x: df.reduce_sum(g(x)[0])         # noqa: E731
+    jsecond = jax.grad(lambda x: jnp.sum(jg(x)))
+    _close(df.gradients_function(second)(x)[0], jsecond(x), 1e-12)
+    _close(df.defun(df.gradients_function(second))(x)[0], jsecond(x), 1e-12)
+    xt = df.constant(x)
+    with df.ForwardAccumulator(xt, df.ones_like(xt)) as acc:
+        y = df.vmap(half)(xt)
+    _close(acc.jvp(y), jax.jvp(jax.vmap(jhalf), (x,), (np.ones(3),))[1], 1e-12)
