@@ -11,18 +11,22 @@ and then it warns, naming each op and line.
 >>> grads = per_example(w, x_batch, y_batch)       # each of shape (B,) + w.shape
 """
 import functools
+import inspect
+import math
 import warnings
 
 import numpy as np
 
 from defun.runtime import errors, sites
 from defun.runtime.context import state
+from defun.runtime.batching import batch_shape, broadcast_batch
 from defun.runtime.execute import run_op
 from defun.runtime.indexed_slices import IndexedSlices
-from defun.runtime.nest import flatten, is_nested, pack_as
+from defun.runtime.ops.base_ops import shape
+from defun.runtime.nest import flatten, is_nested, pack_as, sorted_keys
 from defun.runtime.registry import get as get_op
 from defun.runtime.tensor import Tensor, convert_to_tensor
-from defun.runtime.variables import Variable
+from defun.runtime.variables import Variable, watch_read_handles
 from defun.graph.batching import BatchContext
 from defun.graph.ir import Graph, unique_name
 from defun.graph.nodes import SymbolicTensor
@@ -61,11 +65,35 @@ def _batched(fn, in_axes, out_axes, fallback, name):
     if not callable(fn):
         raise TypeError(f"{name}: fn must be callable, got {type(fn).__name__}")
     _check_axes_spec(in_axes, name, "in_axes")
+    _check_axes_spec(out_axes, name, "out_axes")
 
     @functools.wraps(fn)
     def batched(*args):
         return _call(fn, args, in_axes, out_axes, fallback, name, sites.user_site(2))
+    batched.__signature__ = _positional_signature(fn)
     return batched
+
+
+_PY_SCALARS = (int, float, complex, bool)
+
+
+def _positional_signature(fn):
+    """The batched function's signature: fn's leading parameters without defaults (their
+    names, for a defun's inputs and exports), then *args. It takes positional arguments
+    only, and none has a default: a caller binding it (a defun) must not pass fn's defaults
+    as mapped arguments (`df.defun(df.vmap(df.softmax))`: axis stays fn's own default)."""
+    P = inspect.Parameter
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    lead = []
+    for p in params:
+        if p.kind not in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD) or p.default is not P.empty:
+            break
+        lead.append(P(p.name, P.POSITIONAL_ONLY))
+    rest = "args" if "args" not in {p.name for p in lead} else "more_args"
+    return inspect.Signature(lead + [P(rest, P.VAR_POSITIONAL)])
 
 
 def _check_axes_spec(spec, name, what):
@@ -86,17 +114,36 @@ def _axes_per_leaf(args, in_axes, name):
         raise errors.InvalidArgumentError(
             f"{name}: in_axes has {len(in_axes)} entries for {len(args)} positional arguments; give "
             f"one per argument (an int, None, or a nest matching it), or a single int")
-    return [axis for a, spec in zip(args, in_axes) for axis in _match(a, spec, name)]
+    return [axis for k, (a, spec) in enumerate(zip(args, in_axes))
+            for axis in axes_for(a, spec, f"{name}: in_axes", f"argument {k}")]
 
 
-def _match(arg, spec, name):
-    """Axes for the leaves of `arg` from `spec`, an int/None (all of them) or a matching nest."""
+def axes_for(value, spec, what, where):
+    """One axis per leaf of `value` from `spec`: an int or None covers a whole subtree (JAX's
+    prefix rule); a list, tuple or dict must match `value` there exactly (dict keys, lengths),
+    else InvalidArgumentError naming the first place they differ (`where`: its path)."""
     if not is_nested(spec):
-        return [spec] * len(flatten(arg))
-    if isinstance(spec, dict) != isinstance(arg, dict) or len(flatten(arg)) != len(flatten(spec)):
+        return [spec] * len(flatten(value))
+    if isinstance(spec, dict):
+        if not isinstance(value, dict):
+            raise errors.InvalidArgumentError(
+                f"{what} gives a dict for {where}, which is a {type(value).__name__}")
+        if set(spec) != set(value):
+            missing = sorted(map(repr, set(value) - set(spec)))
+            extra = sorted(map(repr, set(spec) - set(value)))
+            raise errors.InvalidArgumentError(
+                f"{what} does not match {where}: its dict keys differ"
+                + (f"; no entry for key {', '.join(missing)}" if missing else "")
+                + (f"; key {', '.join(extra)} is not in the argument" if extra else ""))
+        return [a for k in sorted_keys(spec) for a in axes_for(value[k], spec[k], what, f"{where}[{k!r}]")]
+    if not isinstance(value, (list, tuple)):
         raise errors.InvalidArgumentError(
-            f"{name}: an in_axes entry {spec!r} does not match the structure of its argument")
-    return flatten(spec)
+            f"{what} gives a {type(spec).__name__} of {len(spec)} for {where}, which is a "
+            f"{type(value).__name__}")
+    if len(spec) != len(value):
+        raise errors.InvalidArgumentError(
+            f"{what} gives {len(spec)} entries for {where}, which has {len(value)}")
+    return [a for k, (v, s) in enumerate(zip(value, spec)) for a in axes_for(v, s, what, f"{where}[{k}]")]
 
 
 def _leaf_tensor(x, name, i):
@@ -121,12 +168,14 @@ def _call(fn, args, in_axes, out_axes, fallback, name, site):
     leaves = flatten(args)
     axes = _axes_per_leaf(args, in_axes, name)
     values, flags, size = _mapped_arguments(leaves, axes, name)
+    ctx = _batch_context(values, flags, size, fallback)
 
     # 1. trace fn on one example: placeholders of per-example shapes
     graph, result, out_leaves, outs = _trace_example(fn, args, values, flags, name)
+    o_axes = axes_for(result, out_axes, f"{name}: out_axes", "the function's result")
 
     # 2. rewrite it, node by node, on the batch
-    ctx = BatchContext(size, fallback)
+    watch_read_handles(graph.captured_values)   # variables read per example are read here
     fed = [v for v in values if isinstance(v, Tensor)]
     fed_flags = [f for v, f in zip(values, flags) if isinstance(v, Tensor)]
     res, res_flags = ctx.run_graph(graph, fed + graph.captured_values,
@@ -138,7 +187,7 @@ def _call(fn, args, in_axes, out_axes, fallback, name, site):
             VectorizationFallbackWarning, site[0] if site else "<unknown>", site[1] if site else 0)
 
     # 3. outputs: every one batched, the batch moved to out_axes
-    final = _batched_outputs(res, res_flags, outs, out_axes, size, name)
+    final = _batched_outputs(res, res_flags, outs, o_axes, ctx, name)
     return pack_as(result, final) if out_leaves else result
 
 
@@ -147,7 +196,8 @@ def _mapped_arguments(leaves, axes, name):
     moved first), whether it is mapped, and the batch size they agree on."""
     values, flags, size = [], [], None
     for i, (x, a) in enumerate(zip(leaves, axes)):
-        if isinstance(x, Variable) or x is None:
+        if isinstance(x, Variable) or x is None or (a is None and type(x) in _PY_SCALARS):
+            # a Python number shared by every example stays one (weakly typed, as in JAX)
             if a is not None and x is not None:
                 raise errors.InvalidArgumentError(
                     f"{name}: argument leaf {i} is a variable; a variable is shared by every example, "
@@ -166,21 +216,35 @@ def _mapped_arguments(leaves, axes, name):
                 f"{name}: in_axes {a} is out of range for argument leaf {i} of shape {list(t.shape)}")
         a %= r
         n = t.shape[a]
-        if n is None:
-            raise errors.InvalidArgumentError(
-                f"{name}: the batch size of argument leaf {i} (axis {a} of shape {list(t.shape)}) is "
-                f"unknown while tracing; give the defun an input_signature with that size known")
-        if size is not None and n != size:
+        if size is not None and n is not None and n != size:
             raise errors.InvalidArgumentError(
                 f"{name}: argument leaf {i} has {n} examples along axis {a}, another has {size}; every "
                 f"mapped argument must have the same batch size")
-        size = n
+        size = size if n is None else n
         values.append(_move_axis(t, a, 0, r))
         flags.append(True)
-    if size is None:
+    if not any(flags):
         raise errors.InvalidArgumentError(
             f"{name}: no argument is mapped (every in_axes entry is None); map at least one")
     return values, flags, size
+
+
+def _batch_context(values, flags, size, fallback):
+    """The BatchContext of a batch of `size` examples (None: known only when it runs, then
+    taken from the first mapped argument); a mapped argument whose size is unknown while
+    tracing is reshaped to the batch's, so a different size fails when the batch runs."""
+    mapped = [k for k, (v, f) in enumerate(zip(values, flags)) if f]
+    size_t = None
+    if size is None:
+        first = values[mapped[0]]
+        size_t = shape(first)[0]
+    ctx = BatchContext(size, fallback, size_t)
+    for k in mapped[1 if size is None else 0:]:
+        rest = tuple(values[k].shape)[1:]
+        if values[k].shape[0] is None and None not in rest and math.prod(rest):
+            values[k] = run_op(get_op("dynamic_reshape"), [values[k], batch_shape(ctx, rest)],
+                               {"shape": (size,) + rest})
+    return ctx
 
 
 def _trace_example(fn, args, values, flags, name):
@@ -202,18 +266,13 @@ def _trace_example(fn, args, values, flags, name):
     return graph, result, out_leaves, outs
 
 
-def _batched_outputs(res, res_flags, outs, out_axes, size, name):
+def _batched_outputs(res, res_flags, outs, o_axes, ctx, name):
     """The batched graph's results `res` each batched (broadcast where not) and its batch
-    axis moved to its out_axes entry."""
-    o_axes = [out_axes] * len(res) if not is_nested(out_axes) else flatten(out_axes)
-    if len(o_axes) != len(res):
-        raise errors.InvalidArgumentError(
-            f"{name}: out_axes {out_axes!r} does not match the {len(res)} outputs of the function")
+    axis moved to its out_axes entry (`o_axes`, one per result)."""
     final = []
     for k, (v, f, t, a) in enumerate(zip(res, res_flags, outs, o_axes)):
         if not f:
-            v = run_op(get_op("broadcast_to"), [run_op(get_op("expand_dims"), [v], {"axis": 0})],
-                       {"shape": (size,) + tuple(t.shape)})
+            v = broadcast_batch(ctx, run_op(get_op("expand_dims"), [v], {"axis": 0}), tuple(t.shape))
         if a is None:
             raise errors.InvalidArgumentError(f"{name}: out_axes None (output {k} not batched) is not supported")
         r = len(t.shape) + 1

@@ -18,6 +18,7 @@ from defun.runtime.batching import emit
 from defun.runtime.execute import run_op
 from defun.runtime.context import state
 from defun.runtime.registry import get as get_op
+from defun.runtime.tensor import Tensor
 from defun.graph.ir import Graph, unique_name
 from defun.graph.nodes import SymbolicTensor
 
@@ -33,27 +34,59 @@ def _where(node):
 class BatchContext:
     """One batching: the batch size, whether ops without a rule may loop, what looped."""
 
-    __slots__ = ("size", "fallback", "fell_back")
+    __slots__ = ("size", "size_t", "fallback", "fell_back", "envs")
 
-    def __init__(self, size, fallback=False):
-        self.size = size
+    def __init__(self, size, fallback=False, size_t=None):
+        self.size = size          # the batch size, None when known only when the batch runs
+        self.size_t = size_t      # then: a scalar int32 tensor holding it
         self.fallback = fallback
         self.fell_back = []       # (op name, user site) of each op run once per example
+        self.envs = []            # per graph being walked (innermost last): {id(tensor): (value, batched)}
 
     def run_graph(self, graph, values, batched):
         """Outputs of `graph` (values, batched flags) given its `all_inputs` as `values`."""
         env = {}
         for ph, v, b in zip(graph.all_inputs, values, batched):
             env[id(ph)] = (v, b)
-        for node in graph.nodes:
-            if node.op.name == "placeholder":
-                continue
-            ins = [env[id(t)] for t in node.inputs]
-            outs, flags = self.run_node(node, [v for v, _ in ins], [b for _, b in ins])
-            for t, o, b in zip(node.outputs, outs, flags):
-                env[id(t)] = (o, b)
+        self.envs.append(env)
+        try:
+            for node in graph.nodes:
+                if node.op.name == "placeholder":
+                    continue
+                ins = [env[id(t)] for t in node.inputs]
+                outs, flags = self.run_node(node, [v for v, _ in ins], [b for _, b in ins])
+                for t, o, b in zip(node.outputs, outs, flags):
+                    env[id(t)] = (o, b)
+        finally:
+            self.envs.pop()
         res = [env[id(t)] for t in graph.outputs]
         return [v for v, _ in res], [b for _, b in res]
+
+    def scope(self):
+        """What the graphs being walked have computed so far (kept by reference): for
+        `call_batched` later, when a function traced on one example reads their tensors."""
+        return tuple(reversed(self.envs))
+
+    def call_batched(self, fn, example, values, scope, where):
+        """`fn(*xs)` for one example (`example`: per-example tensors giving the placeholders'
+        types; `fn` returns a flat list of tensors or None), traced in a function graph inside
+        `where` (the per-example graph whose tensors `fn` may read, as a closure does), then
+        run on the batched `values`: each tensor of `where` (or a graph it is in) `fn` reads
+        takes its batched value from `scope`. Returns the results (None kept) and their flags."""
+        g = Graph(unique_name("vmap_call"), outer=where, base_name="vmap_call")
+        with g.building():
+            got = list(fn(*[g.placeholder(t.shape, t.dtype, t.handle_data) for t in example]))
+            outs = [_own(g, o) for o in got if o is not None]
+        g.finalize(outs)
+        feed, feed_flags = list(values), [True] * len(values)
+        for outer in g.captured_values:
+            hit = next((env[id(outer)] for env in scope if id(outer) in env), None)
+            feed.append(outer if hit is None else hit[0])
+            feed_flags.append(hit is not None and hit[1])
+        res, flags = self.run_graph(g, feed, feed_flags)
+        res, flags = iter(res), iter(flags)
+        pairs = [(next(res), next(flags)) if o is not None else (None, False) for o in got]
+        return [v for v, _ in pairs], [b for _, b in pairs]
 
     def run_node(self, node, inputs, batched):
         op = node.op
@@ -103,6 +136,10 @@ class BatchContext:
         if node.op.function_attrs:
             raise errors.UnimplementedError(
                 f"vmap: op {node.op.name} (at {_where(node)}) cannot be batched ({why}) nor run per example")
+        if self.size is None:
+            raise errors.UnimplementedError(
+                f"vmap: op {node.op.name} (at {_where(node)}) would run once per example ({why}), "
+                f"but the batch size is unknown while tracing")
         self.fell_back.append((node.op.name, node.site, why))
         per = []
         for i in range(self.size):
@@ -117,3 +154,12 @@ class BatchContext:
         stack = get_op("stack")
         outs = [run_op(stack, [p[k] for p in per], {"axis": 0}) for k in range(len(node.outputs))]
         return outs, [True] * len(outs)
+
+
+def _own(g, t):
+    """`t` as an output of function graph `g` (an identity when `g` did not compute it)."""
+    if isinstance(t, SymbolicTensor) and t.node.graph is g:
+        return t
+    if not isinstance(t, Tensor):
+        return t._as_tensor() if hasattr(t, "_as_tensor") else g.constant(t)
+    return run_op(get_op("identity"), [t])

@@ -22,6 +22,7 @@ gradient (with the levels it is raised through), ONNX form and batching rule.
 import numpy as np
 
 from defun.runtime import dtypes, errors
+from defun.runtime.batching import broadcast_batch
 from defun.runtime.context import state
 from defun.runtime.execute import run_op
 from defun.runtime.indexed_slices import IndexedSlices, dense
@@ -34,6 +35,7 @@ from defun.runtime.variables import watch_read_handles
 from defun.graph.functions import CALL, call_graph, input_grads, plan_of, add_side_outputs
 from defun.graph.gradients import LOCK as _grad_lock, levels_of, pick_level, saving_of
 from defun.graph.ir import Graph, unique_name
+from defun.graph.loop_stacks import is_loop_stack, is_stand_in, padded, padded_tensors
 from defun.graph.nodes import CONST
 from defun.graph.onnx_loops import loop_keeping
 
@@ -281,8 +283,7 @@ def _select(pred, a, b, rank):
 
 
 def _materialized(ctx, x, t):
-    x = run_op(get_op("expand_dims"), [x], {"axis": 0})
-    return run_op(get_op("broadcast_to"), [x], {"shape": (ctx.size,) + tuple(t.shape)})
+    return broadcast_batch(ctx, run_op(get_op("expand_dims"), [x], {"axis": 0}), tuple(t.shape))
 
 
 def _cond_batch(ctx, node, inputs, batched):
@@ -290,11 +291,11 @@ def _cond_batch(ctx, node, inputs, batched):
     branches run on the whole batch and each example takes its branch's values."""
     then_g, else_g = node.attrs["then_branch"], node.attrs["else_branch"]
     pred, vals, flags = inputs[0], inputs[1:], batched[1:]
-    if batched[0]:
-        a, fa = ctx.run_graph(then_g, vals, flags)
-        b, fb = ctx.run_graph(else_g, vals, flags)
-        return [_select(pred, x, y, len(t.shape)) for x, y, t in zip(a, b, node.outputs)], \
-            [True] * len(a)
+    if batched[0]:      # (a side output's empty stand-in in one branch: the other's value)
+        (a, fa), (b, fb) = [ctx.run_graph(g, vals, flags) for g in (then_g, else_g)]
+        picks = [(y, g) if is_stand_in(s) else (x, f) if is_stand_in(r) else (_select(pred, x, y, len(t.shape)), True)
+                 for x, f, y, g, s, r, t in zip(a, fa, b, fb, then_g.outputs, else_g.outputs, node.outputs)]
+        return [v for v, _ in picks], [f for _, f in picks]
     if state.graph is None:      # eager: the branch the predicate picks, as df.cond does
         return ctx.run_graph(then_g if bool(pred) else else_g, vals, flags)
     made = [ctx.function(g, [], vals, flags, f"{g.base_name}_batched") for g in (then_g, else_g)]
@@ -357,6 +358,8 @@ def _eager_stack(ctx, kept, t):
         if tuple(v.shape)[f:] == empty and v is not ref:
             v, f = zeros_like(ref), ref_batched
         out.append(_materialized(ctx, v, v) if on and not f else v)
+    if len({tuple(v.shape) for v in out}) > 1 and is_loop_stack(t):    # see _stack
+        out = padded_tensors(out)
     return stack(out, axis=on)
 
 
@@ -504,6 +507,8 @@ def _stack(rows, t, body, loose=False, op="while"):
     empty = (0,) * len(t.shape)
     ref = next((k for k, r in enumerate(rows) if not (loose and r.shape == empty)), 0)
     first = rows[ref].shape
+    if op == "while" and any(r.shape != first for r in rows) and is_loop_stack(t):
+        return np.stack(padded(rows))
     for k, r in enumerate(rows):
         if r.shape != first and not (loose and r.shape == empty):
             what, fix = (("the gradient keeps", "a differentiated loop must keep the shapes of what "

@@ -28,7 +28,7 @@ from defun.runtime.ops.array_ops import zeros_like
 from defun.runtime.registry import get as get_op, register
 from defun.runtime.shapes import shape_str, shapes_compatible
 from defun.runtime.variables import watch_read_handles
-from defun.graph.control_flow import (_as_list, _derived_level, _materialized, _stack,
+from defun.graph.control_flow import (_as_list, _derived_level, _eager_stack, _materialized, _stack,
                                       _zeros_for, holds_stand_ins, loop_gradient_level, share_captures)
 from defun.graph.functions import call_graph, input_grads, plan_of
 from defun.graph.onnx_loops import loop_keeping
@@ -264,6 +264,8 @@ def _scan_batch(ctx, node, inputs, batched):
     cflags, sflags, eflags = list(batched[:n]), list(batched[n:n + m]), batched[n + m:]
     rows = [_swap01(x, len(t.shape) + 1) if b else x
             for x, b, t in zip(sliced, sflags, node.inputs[n:n + m])]
+    if state.graph is None:     # eager: a Python loop of batched rows, as df.scan runs (tapes record it)
+        return _eager_scan_batch(ctx, node, list(carries) + rows, cflags + sflags, extra, eflags)
     while True:
         bg, outs, oflags = ctx.function(body, cflags + sflags, extra, eflags, "scan_body_batched")
         grown = [c or o for c, o in zip(cflags, oflags[:n])]
@@ -281,6 +283,25 @@ def _scan_batch(ctx, node, inputs, batched):
     res = [_swap01(r, len(t.shape) + 1) if f and k >= n else r
            for k, (r, f, t) in enumerate(zip(res, flags, node.outputs))]
     return res, flags
+
+
+def _eager_scan_batch(ctx, node, vals, flags, extra, eflags):
+    """The batched scan run eagerly row by row: carries and row t of each sliced input
+    (`vals`: the rows on axis 0, the batch behind them) through the body's batching; the
+    stacked values stacked with the batch first when any example's is batched."""
+    attrs = node.attrs
+    n = attrs["carries"]
+    carry, cflags, rows, sflags = vals[:n], flags[:n], vals[n:], flags[n:]
+    length = int(rows[0].shape[0])
+    kept = [[None] * length for _ in node.outputs[n:]]
+    for t in (range(length - 1, -1, -1) if attrs["reverse"] else range(length)):
+        outs, oflags = ctx.run_graph(attrs["body"], carry + [x[t] for x in rows] + list(extra),
+                                     cflags + sflags + list(eflags))
+        carry, cflags = outs[:n], oflags[:n]
+        for k, (o, f) in enumerate(zip(outs[n:], oflags[n:])):
+            kept[k][t] = (o, f)
+    stacks = [_eager_stack(ctx, k, t) for k, t in zip(kept, node.outputs[n:])]
+    return carry + stacks, cflags + [any(f for _, f in k) for k in kept]
 
 
 _SCAN_ATTRS = {"body": "func", "carries": "int", "sliced": "int", "reverse": "bool"}

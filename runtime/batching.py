@@ -14,12 +14,17 @@ control-flow ops' beside their gradients, in graph/control_flow.py):
     axes(...)     ops with axis attrs (`reduce_sum`, `concat`): the axes moved past the batch
     fold_leading  NHWC ops (`conv2d`, pools): the batch folded into N and out again
 """
-from defun.runtime import errors
+import math
+
+import numpy as np
+
+from defun.runtime import dtypes, errors
 from defun.runtime.execute import run_op
 from defun.runtime.registry import get as get_op
 
 __all__ = ["elementwise", "leading", "axes", "fold_leading", "materialize", "materialize_all",
-           "expand_rank", "op", "norm_axis", "static_shape", "emit"]
+           "expand_rank", "op", "norm_axis", "static_shape", "emit", "batch_size", "batch_shape",
+           "reshape_batch", "broadcast_batch"]
 
 
 def op(name, inputs, **attrs):
@@ -33,6 +38,51 @@ def emit(node, inputs, attrs=None):
     if out is None:
         return []
     return list(out) if isinstance(out, tuple) else [out]
+
+
+def batch_size(ctx, dtype=None):
+    """The batch size: an int when known while tracing, else a scalar int32 tensor
+    (`ctx.size_t`, computed from a mapped argument's shape when the batch runs); `dtype`:
+    as a scalar tensor of that dtype."""
+    n = ctx.size if ctx.size is not None else ctx.size_t
+    return n if dtype is None else op("cast", [n], dtype=dtype)
+
+
+def batch_shape(ctx, rest):
+    """(B,) + `rest` for a reshape or broadcast: a tuple when B is known, else an int32 tensor."""
+    if ctx.size is not None:
+        return (ctx.size,) + tuple(rest)
+    return op("concat", [op("reshape", [ctx.size_t], shape=(1,)), np.asarray(rest, np.int32).reshape(-1)], axis=0)
+
+
+def reshape_batch(ctx, x, rest):
+    """Batched `x` reshaped to (B,) + `rest` (per-example sizes, all known; one may be -1
+    when B is known), also when B is known only when the batch runs."""
+    rest = tuple(rest)
+    if ctx.size is not None:
+        return op("reshape", [x], shape=(ctx.size,) + rest)
+    if -1 not in rest and math.prod(rest):      # B alone unknown: a -1 stands for it
+        return op("reshape", [x], shape=(-1,) + rest)
+    if -1 in rest:      # both unknown: the -1 from x's size per example when the batch runs
+        per = op("reduce_prod", [op("shape", [x], out_type=dtypes.int32)[1:]], axis=None, keepdims=False)
+        fill = op("reshape", [op("floordiv", [per, max(1, -math.prod(rest))])], shape=(1,))
+        parts = [np.asarray([d], np.int32) if d != -1 else fill for d in rest]
+        dims = op("concat", [op("reshape", [ctx.size_t], shape=(1,))] + parts, axis=0)
+        return op("dynamic_reshape", [x, dims], shape=(None,) + tuple(None if d == -1 else d for d in rest))
+    return op("dynamic_reshape", [x, batch_shape(ctx, rest)], shape=(None,) + rest)
+
+
+def broadcast_batch(ctx, x, rest):
+    """`x` broadcast to (B,) + `rest`, also when B is known only when the batch runs. A
+    size of `rest` unknown while tracing (None) is x's own there (x: (1,) + rest)."""
+    rest = tuple(rest)
+    if None in rest:
+        n = np.asarray([ctx.size], np.int32) if ctx.size is not None else op("reshape", [ctx.size_t], shape=(1,))
+        dims = op("concat", [n, op("shape", [x], out_type=dtypes.int32)[1:]], axis=0)
+        return op("dynamic_broadcast_to", [x, dims], shape=(ctx.size,) + rest)
+    if ctx.size is not None:
+        return op("broadcast_to", [x], shape=(ctx.size,) + rest)
+    return op("dynamic_broadcast_to", [x, batch_shape(ctx, rest)], shape=(None,) + rest)
 
 
 def static_shape(node, t, what="input"):
@@ -61,8 +111,7 @@ def expand_rank(x, have, want):
 
 def materialize(ctx, node, x, t):
     """Unbatched `x` (per-example tensor `t` of the node) repeated along a new batch axis 0."""
-    shape = static_shape(node, t)
-    return op("broadcast_to", [op("expand_dims", [x], axis=0)], shape=(ctx.size,) + shape)
+    return broadcast_batch(ctx, op("expand_dims", [x], axis=0), tuple(t.shape))
 
 
 def materialize_all(ctx, node, inputs, batched, which=None):
@@ -130,8 +179,8 @@ def fold_leading(*folded):
         xs = materialize_all(ctx, node, inputs, batched, folded)
         for i in folded:
             shape = static_shape(node, node.inputs[i])
-            xs[i] = op("reshape", [xs[i]], shape=(ctx.size * shape[0],) + shape[1:])
+            xs[i] = op("reshape", [xs[i]], shape=(-1 if ctx.size is None else ctx.size * shape[0],) + shape[1:])
         outs = emit(node, xs)
         shapes = [static_shape(node, o, "output") for o in node.outputs]
-        return [op("reshape", [o], shape=(ctx.size,) + s) for o, s in zip(outs, shapes)], [True] * len(outs)
+        return [reshape_batch(ctx, o, s) for o, s in zip(outs, shapes)], [True] * len(outs)
     return rule

@@ -402,10 +402,16 @@ def test_tape_through_batched_cond_and_while(mode):
         _close(tape.gradient(y, x), np.array(want))
 
 
-def test_an_unknown_batch_size_in_a_defun_is_named():
+def test_an_unknown_batch_size_in_a_defun_works_and_a_per_example_loop_is_named():
     f = df.defun(df.vmap(lambda x: x * 2.0), input_signature=[df.TensorSpec([None, 3], f32)])
-    with pytest.raises(errors.InvalidArgumentError, match="batch size .* unknown while tracing"):
-        f(np.ones((2, 3), np.float32))
+    for b in (0, 1, 2):
+        _close(f(np.ones((b, 3), np.float32)), np.full((b, 3), 2.0, np.float32))
+    # the fallback runs an op once per example: it needs the number of examples while tracing
+    conv = lambda e: df.conv2d(e[0], e[1], strides=1, padding="SAME")      # noqa: E731
+    g = df.defun(lambda x, w: df.vectorized_map(conv, (x, w), fallback_to_while_loop=True),
+                 input_signature=[df.TensorSpec([None, 1, 5, 5, 2], f64), df.TensorSpec([None, 3, 3, 2, 4], f64)])
+    with pytest.raises(errors.UnimplementedError, match="conv2d .*batch size is unknown while tracing"):
+        g(rng.normal(size=(3, 1, 5, 5, 2)), rng.normal(size=(3, 3, 3, 2, 4)))
 
 
 def test_a_case_a_rule_declines_falls_back_with_a_warning():

@@ -5,9 +5,9 @@ import string
 
 import numpy as np
 
-from defun.runtime import errors
-from defun.runtime.batching import (elementwise, emit, expand_rank, materialize, materialize_all, norm_axis, op,
-                                    static_shape)
+from defun.runtime import dtypes, errors
+from defun.runtime.batching import (batch_shape, batch_size, broadcast_batch, elementwise, emit, expand_rank,
+                                    materialize, materialize_all, norm_axis, op, reshape_batch, static_shape)
 from defun.runtime.context import state
 
 def _out(outs):
@@ -16,13 +16,26 @@ def _out(outs):
 
 # ------------------------------------------------------------------ shapes
 def reshape(ctx, node, inputs, batched):
-    return _out(emit(node, inputs, {"shape": (ctx.size,) + tuple(node.attrs["shape"])}))
+    return _out([reshape_batch(ctx, inputs[0], _known(node.attrs["shape"], node.outputs[0]))])
+
+
+def _known(shape, t):
+    """Per-example reshape target `shape` with its -1 resolved from `t`'s inferred shape when
+    that is known: (B, -1) cannot be resolved by a reshape of an empty batch (B = 0)."""
+    shape = tuple(shape)
+    return tuple(t.shape) if -1 in shape and None not in tuple(t.shape) else shape
+
+
+def _rows(ctx, t):
+    """(B, elements of one example of `t`): its flattened batch, -1 only if a size is unknown."""
+    shape = tuple(t.shape)
+    return (-1 if ctx.size is None else ctx.size, -1 if None in shape else int(np.prod(shape, dtype=np.int64)))
 
 
 def broadcast_to(ctx, node, inputs, batched):
     shape = tuple(node.attrs["shape"])
     x = expand_rank(inputs[0], len(node.inputs[0].shape), len(shape))
-    return _out(emit(node, [x], {"shape": (ctx.size,) + shape}))
+    return _out([broadcast_batch(ctx, x, shape)])
 
 
 def tile(ctx, node, inputs, batched):
@@ -31,8 +44,8 @@ def tile(ctx, node, inputs, batched):
 
 def fill(ctx, node, inputs, batched):
     dims = tuple(node.attrs["dims"])
-    v = op("reshape", [inputs[0]], shape=(ctx.size,) + (1,) * len(dims))
-    return _out([op("broadcast_to", [v], shape=(ctx.size,) + dims)])
+    v = reshape_batch(ctx, inputs[0], (1,) * len(dims))
+    return _out([broadcast_batch(ctx, v, dims)])
 
 
 def transpose(ctx, node, inputs, batched):
@@ -47,10 +60,10 @@ def pad(ctx, node, inputs, batched):
     # a constant per example: padded with zeros, then each example's constant where the
     # padding is (a mask of the padded region, so x's own entries stay exact)
     c = inputs[1]
-    zero = op("zeros_like", [c[0]])
+    zero = np.zeros((), node.inputs[1].dtype.np)     # (not c[0]: a batch may be empty)
     inside = emit(node, [op("ones_like", [x]), zero], attrs)[0]
     r = len(node.inputs[0].shape)
-    c = op("reshape", [c], shape=(ctx.size,) + (1,) * r)
+    c = reshape_batch(ctx, c, (1,) * r)
     padded = emit(node, [x, zero], attrs)[0]
     return _out([op("add", [padded, op("multiply", [op("subtract", [op("ones_like", [inside]), inside]), c])])])
 
@@ -84,7 +97,7 @@ def _flat_axis(ctx, node, inputs, batched, flatten):
     attrs = dict(node.attrs)
     xs = materialize_all(ctx, node, inputs, batched)
     if attrs["axis"] is None:
-        xs = [op("reshape", [x], shape=(ctx.size, -1)) for x in xs[:flatten]] + xs[flatten:]
+        xs = [op("reshape", [x], shape=_rows(ctx, t)) for x, t in zip(xs[:flatten], node.inputs)] + xs[flatten:]
         attrs["axis"] = 1
     else:
         attrs["axis"] = norm_axis(node, attrs["axis"], len(node.inputs[0].shape))
@@ -101,45 +114,69 @@ def repeat_grad(ctx, node, inputs, batched):
     attrs, xs = _flat_axis(ctx, node, inputs, batched, 2)
     out = emit(node, xs, attrs)[0]
     if node.attrs["axis"] is None:
-        out = op("reshape", [out], shape=(ctx.size,) + static_shape(node, node.outputs[0], "output"))
+        out = reshape_batch(ctx, out, static_shape(node, node.outputs[0], "output"))
     return _out([out])
 
 
 def reshape_like(ctx, node, inputs, batched):
     """Only the `like` input's shape matters: the result is batched as `x` is."""
-    x = inputs[0]
+    x, like = inputs
     if not batched[0]:
-        return [emit(node, [x, _one_example(inputs[1])])[0]], [False]
-    return _out([op("reshape", [x], shape=(ctx.size,) + static_shape(node, node.outputs[0], "output"))])
+        return [emit(node, [x, _example_like(ctx, node, like, batched[1])])[0]], [False]
+    shape = tuple(node.outputs[0].shape)
+    if None not in shape:
+        return _out([reshape_batch(ctx, x, shape)])
+    dims = _batched_shape(ctx, like, batched[1])
+    return _out([op("dynamic_reshape", [x, dims], shape=(ctx.size,) + shape)])
 
 
-def _one_example(like):
-    """The first example of batched `like`, standing for its shape (every example's)."""
-    return like[0]
+def _example_like(ctx, node, like, like_batched):
+    """A tensor of one example's shape of `like` (batched or not) for an op that reads only
+    its shape: zeros of the per-example shape (the shape is all they say; a batch may be empty)."""
+    t = node.inputs[1]
+    if not like_batched:
+        return like
+    if None not in tuple(t.shape):
+        return np.zeros(tuple(t.shape), t.dtype.np)
+    return op("dynamic_fill", [op("shape", [like], out_type=dtypes.int32)[1:], np.zeros((), t.dtype.np)],
+              shape=tuple(t.shape))
+
+
+def _batched_shape(ctx, like, like_batched):
+    """The run-time shape of `like` with the batch first (B prefixed when it is unbatched)."""
+    s = op("shape", [like], out_type=dtypes.int32)
+    if like_batched:
+        return s
+    return op("concat", [op("reshape", [batch_size(ctx, dtypes.int32)], shape=(1,)), s], axis=0)
 
 
 def broadcast_like(ctx, node, inputs, batched):
     x, like = inputs
     if not batched[0]:
-        return [emit(node, [x, _one_example(like)])[0]], [False]
-    shape = static_shape(node, node.outputs[0], "output")
+        return [emit(node, [x, _example_like(ctx, node, like, batched[1])])[0]], [False]
+    shape = tuple(node.outputs[0].shape)
     x = expand_rank(x, len(node.inputs[0].shape), len(shape))
-    return _out([op("broadcast_to", [x], shape=(ctx.size,) + shape)])
+    if None not in shape:
+        return _out([broadcast_batch(ctx, x, shape)])
+    return _out([op("dynamic_broadcast_to", [x, _batched_shape(ctx, like, batched[1])], shape=(ctx.size,) + shape)])
 
 
 def sum_to_like(ctx, node, inputs, batched):
     """Sum batched `g` to `like`'s per-example shape: the broadcast axes, then the size-1 ones."""
     g, like = inputs
     if not batched[0]:
-        return [emit(node, [g, _one_example(like)])[0]], [False]
-    gs = static_shape(node, node.inputs[0])
-    ls = static_shape(node, node.inputs[1])
+        return [emit(node, [g, _example_like(ctx, node, like, batched[1])])[0]], [False]
+    gs, ls = tuple(node.inputs[0].shape), tuple(node.inputs[1].shape)
     lead = len(gs) - len(ls)
+    if None in gs + ls:     # the leading axes summed here, the size-1 ones by the op (batch against batch)
+        if lead:
+            g = op("reduce_sum", [g], axis=tuple(range(1, lead + 1)), keepdims=False)
+        return _out(emit(node, [g, like if batched[1] else materialize(ctx, node, like, node.inputs[1])]))
     axes = tuple(range(1, lead + 1)) + tuple(
         lead + i + 1 for i, n in enumerate(ls) if n == 1 and gs[lead + i] != 1)
     if axes:
         g = op("reduce_sum", [g], axis=axes, keepdims=False)
-    return _out([op("reshape", [g], shape=(ctx.size,) + ls)])
+    return _out([reshape_batch(ctx, g, ls)])
 
 
 def dropout(ctx, node, inputs, batched):
@@ -153,15 +190,43 @@ def dropout(ctx, node, inputs, batched):
 
 
 def custom_gradient(ctx, node, inputs, batched):
-    """The forward passes its outputs through; grad_fn speaks of one example, so a tape
-    listening to the batched result could not use it."""
-    if state.tapes:
-        raise errors.UnimplementedError(
-            "custom_gradient: its grad_fn computes one example's gradient, so a batched "
-            "custom_gradient cannot be differentiated from outside the vmapped function "
-            "(differentiate inside it: df.vmap(df.gradients_function(f)))")
-    n = node.attrs["num_outputs"]
-    return [op("identity", [x]) for x in inputs[:n]], list(batched[:n])
+    """The batched op passes its outputs through (every one batched) and keeps a gradient:
+    the user's grad_fn, which speaks of one example, run on the batch (traced on one
+    example's cotangents, reading the batched values of what it closes over; ctx.call_batched).
+    Gradients of unbatched inputs and of variables are summed over the examples."""
+    n, nv = node.attrs["num_outputs"], node.attrs.get("num_variables", 0)
+    k = len(inputs) - n - nv
+    outs = materialize_all(ctx, node, inputs[:n], batched[:n])
+    attrs = dict(node.attrs, grad_fn=_batched_grad_fn(ctx, node, list(batched[n:n + k]), ctx.scope()))
+    return _out(emit(node, outs + list(inputs[n:]), attrs))
+
+
+def _batched_grad_fn(ctx, node, x_flags, scope):
+    n, nv = node.attrs["num_outputs"], node.attrs.get("num_variables", 0)
+    grad_fn, k = node.attrs["grad_fn"], len(x_flags)
+
+    def one_example(*dys):
+        if not nv:
+            dxs = grad_fn(*dys)
+            return list(dxs) if isinstance(dxs, (list, tuple)) else [dxs]
+        dxs, dvars = grad_fn(*dys, variables=list(node.attrs["variables"]))
+        return (list(dxs) if isinstance(dxs, (list, tuple)) else [dxs]) + list(dvars)
+
+    def batched_grad_fn(*dys, variables=None):
+        got, flags = ctx.call_batched(one_example, node.outputs[:n], dys, scope, node.graph)
+        if len(got) != k + nv:       # the op's own gradient names the mismatch
+            return got if not nv else (got[:k], got[k:])
+        res = []
+        for i, (g, f) in enumerate(zip(got, flags)):
+            if g is None:
+                res.append(None)
+            elif i < k and x_flags[i]:
+                res.append(g if f else materialize(ctx, node, g, node.inputs[n + i]))
+            else:           # shared by every example: the examples' gradients summed
+                res.append(op("reduce_sum", [g], axis=(0,), keepdims=False) if f else
+                           op("multiply", [g, batch_size(ctx, g.dtype)]))
+        return res[:k] if not nv else (res[:k], res[k:])
+    return batched_grad_fn
 
 
 def norm(ctx, node, inputs, batched):
@@ -170,10 +235,10 @@ def norm(ctx, node, inputs, batched):
     x = inputs[0]
     if attrs["axis"] is None:
         if (attrs["ord"] != "euclidean" and r > 1) or r == 0:   # a vector norm of the flattened tensor
-            out = op("norm", [op("reshape", [x], shape=(ctx.size, -1))], ord=attrs["ord"], axis=(1,),
+            out = op("norm", [op("reshape", [x], shape=_rows(ctx, node.inputs[0]))], ord=attrs["ord"], axis=(1,),
                      keepdims=False)
             if attrs["keepdims"]:
-                out = op("reshape", [out], shape=(ctx.size,) + (1,) * r)
+                out = reshape_batch(ctx, out, (1,) * r)
             return _out([out])
         attrs["axis"] = tuple(range(1, r + 1))
     else:
@@ -191,8 +256,7 @@ def meshgrid(ctx, node, inputs, batched):
         along = {0: 1, 1: 0}.get(k, k) if xy else k
         s = [1] * n
         s[along] = shape[along]
-        outs.append(op("broadcast_to", [op("reshape", [x], shape=(ctx.size,) + tuple(s))],
-                       shape=(ctx.size,) + shape))
+        outs.append(broadcast_batch(ctx, reshape_batch(ctx, x, s), shape))
     return _out(outs)
 
 
@@ -231,16 +295,18 @@ def batch_gather(ctx, node, inputs, batched):
     return _out(emit(node, materialize_all(ctx, node, inputs, batched), {"axis": axis, "batch_dims": b + 1}))
 
 
-def _iota(n, dtype):
-    """[0, 1, ..., n - 1] of `dtype`."""
-    return op("range", [], start=0.0, limit=float(n), delta=1.0, dtype=dtype)
+def _iota(ctx, dtype):
+    """[0, 1, ..., B - 1] of `dtype`."""
+    if ctx.size is None:
+        return op("dynamic_range", [np.zeros((), dtype.np), batch_size(ctx, dtype), np.ones((), dtype.np)])
+    return op("range", [], start=0.0, limit=float(ctx.size), delta=1.0, dtype=dtype)
 
 
 def _with_example_index(ctx, node, indices, t):
     """Batched nd-`indices` (B, ..., k) with each example's number prefixed: (B, ..., k + 1)."""
     shape = static_shape(node, t)
-    iota = op("reshape", [_iota(ctx.size, t.dtype)], shape=(ctx.size,) + (1,) * len(shape))
-    iota = op("broadcast_to", [iota], shape=(ctx.size,) + shape[:-1] + (1,))
+    iota = reshape_batch(ctx, _iota(ctx, t.dtype), (1,) * len(shape))
+    iota = broadcast_batch(ctx, iota, shape[:-1] + (1,))
     return op("concat", [iota, indices], axis=len(shape))
 
 
@@ -256,6 +322,8 @@ def gather_nd_grad(ctx, node, inputs, batched):
 
 def scatter_nd(ctx, node, inputs, batched):
     indices, updates = materialize_all(ctx, node, inputs, batched)
+    if ctx.size is None:
+        raise errors.UnimplementedError("scatter_nd: batching needs the batch size known while tracing")
     return _out(emit(node, [_with_example_index(ctx, node, indices, node.inputs[0]), updates],
                      {"shape": (ctx.size,) + tuple(node.attrs["shape"])}))
 
@@ -264,13 +332,14 @@ def unsorted_segment_sum(ctx, node, inputs, batched):
     """Example b's segment s becomes segment b * num_segments + s of one sum."""
     data, ids = materialize_all(ctx, node, inputs, batched)
     n = node.attrs["num_segments"]
+    if ctx.size is None:
+        raise errors.UnimplementedError("unsorted_segment_sum: batching needs the batch size known while tracing")
     ishape = static_shape(node, node.inputs[1])
-    offset = op("reshape", [op("multiply", [_iota(ctx.size, node.inputs[1].dtype), n])],
-                shape=(ctx.size,) + (1,) * len(ishape))
+    offset = reshape_batch(ctx, op("multiply", [_iota(ctx, node.inputs[1].dtype), n]), (1,) * len(ishape))
     ids = op("where", [op("greater_equal", [ids, 0]), op("add", [ids, offset]), ids])  # < 0: dropped
     out = emit(node, [data, ids], {"num_segments": n * ctx.size})[0]
     rest = static_shape(node, node.outputs[0], "output")
-    return _out([op("reshape", [out], shape=(ctx.size,) + rest)])
+    return _out([reshape_batch(ctx, out, rest)])
 
 
 def einsum(ctx, node, inputs, batched):
@@ -293,17 +362,23 @@ def indexed_slices_to_dense(ctx, node, inputs, batched):
     """Example b's row i becomes row b * rows + i of one dense tensor."""
     values, ids = materialize_all(ctx, node, inputs, batched)
     dense = static_shape(node, node.outputs[0], "output")
+    if ctx.size is None:     # B unknown: a batched gather's gradient, into a broadcast zero of (B,) + dense
+        like = op("dynamic_broadcast_to", [np.zeros((1,) * (len(dense) + 1), node.inputs[0].dtype.np),
+                                           batch_shape(ctx, dense)], shape=(None,) + dense)
+        return _out([op("batch_gather_grad", [values, ids, like], axis=1, batch_dims=1)])
     ishape = static_shape(node, node.inputs[1])
-    offset = op("reshape", [op("multiply", [_iota(ctx.size, node.inputs[1].dtype), dense[0]])],
-                shape=(ctx.size,) + (1,) * len(ishape))
+    offset = reshape_batch(ctx, op("multiply", [_iota(ctx, node.inputs[1].dtype), dense[0]]), (1,) * len(ishape))
     out = emit(node, [values, op("add", [ids, offset])],
                {"dense_shape": (ctx.size * dense[0],) + dense[1:]})[0]
-    return _out([op("reshape", [out], shape=(ctx.size,) + dense)])
+    return _out([reshape_batch(ctx, out, dense)])
 
 
 def shape_of(ctx, node, inputs, batched):
-    """shape/size of a batched tensor: one example's (every example has that shape)."""
-    return [emit(node, [inputs[0][0]])[0]], [False]
+    """shape/size of a batched tensor: one example's (every example has that shape; the
+    batch may be empty), from the batched shape past its first size."""
+    dt = node.attrs.get("out_type", dtypes.int32)
+    s = op("shape", [inputs[0]], out_type=dt)[1:]
+    return [s if node.op.name == "shape" else op("reduce_prod", [s], axis=None, keepdims=False)], [False]
 
 
 def dynamic_shape(pos, lead, align=False):
@@ -319,7 +394,9 @@ def dynamic_shape(pos, lead, align=False):
         n = ctx.size if lead == "batch" else lead
         if align:
             xs[0] = expand_rank(xs[0], len(node.inputs[0].shape), len(node.outputs[0].shape))
-        xs[pos] = op("concat", [np.asarray([n], node.inputs[pos].dtype.np), dims], axis=0)
+        dt = node.inputs[pos].dtype
+        first = np.asarray([n], dt.np) if n is not None else op("reshape", [batch_size(ctx, dt)], shape=(1,))
+        xs[pos] = op("concat", [first, dims], axis=0)
         attrs = dict(node.attrs, shape=(n,) + tuple(node.attrs["shape"]))
         return _out(emit(node, xs, attrs))
     return rule
@@ -331,8 +408,10 @@ def dynamic_fill(ctx, node, inputs, batched):
     if batched[0]:
         raise errors.UnimplementedError("dynamic_fill: batching covers a shape shared by every example")
     r = len(node.outputs[0].shape)
-    full = op("concat", [np.asarray([ctx.size], node.inputs[0].dtype.np), dims], axis=0)
-    v = op("reshape", [value], shape=(ctx.size,) + (1,) * r)
+    dt = node.inputs[0].dtype
+    first = np.asarray([ctx.size], dt.np) if ctx.size is not None else op("reshape", [batch_size(ctx, dt)], shape=(1,))
+    full = op("concat", [first, dims], axis=0)
+    v = reshape_batch(ctx, value, (1,) * r)
     return _out([op("dynamic_broadcast_to", [v, full], shape=(ctx.size,) + tuple(node.attrs["shape"]))])
 
 
@@ -344,7 +423,7 @@ def matmul(ctx, node, inputs, batched):
             and None not in tuple(a.shape):
         k = a.shape[-1]
         out = emit(node, [op("reshape", [inputs[0]], shape=(-1, k)), inputs[1]])[0]
-        return _out([op("reshape", [out], shape=(ctx.size,) + static_shape(node, node.outputs[0], "output"))])
+        return _out([reshape_batch(ctx, out, static_shape(node, node.outputs[0], "output"))])
     ta, tb = node.attrs.get("transpose_a"), node.attrs.get("transpose_b")
     ka = a.shape[-2] if ta else a.shape[-1]
     if all(batched) and ka == 1 and None not in tuple(a.shape) + tuple(b.shape):
@@ -352,8 +431,8 @@ def matmul(ctx, node, inputs, batched):
         # faster than numpy's stacked matmul of (m, 1) @ (1, n) (per-example weight gradients)
         m, n = (a.shape[-1] if ta else a.shape[-2]), (b.shape[-2] if tb else b.shape[-1])
         r = max(len(a.shape), len(b.shape))
-        x = op("reshape", [inputs[0]], shape=(ctx.size,) + tuple(a.shape[:-2]) + (m, 1))
-        y = op("reshape", [inputs[1]], shape=(ctx.size,) + tuple(b.shape[:-2]) + (1, n))
+        x = reshape_batch(ctx, inputs[0], tuple(a.shape[:-2]) + (m, 1))
+        y = reshape_batch(ctx, inputs[1], tuple(b.shape[:-2]) + (1, n))
         x, y = expand_rank(x, len(a.shape), r), expand_rank(y, len(b.shape), r)
         return _out([op("multiply", [x, y])])
     return elementwise(ctx, node, inputs, batched)

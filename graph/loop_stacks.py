@@ -1,0 +1,52 @@
+"""What a loop or a cond keeps for its gradient: an inner loop's stacks, a branch's stand-ins.
+
+An inner `while`'s stacked values are as long as its trip count, which may differ per outer
+iteration; an outer loop keeping them pads each to the longest (zeros at the end of each
+axis). Nothing reads the padding: the inner loop's gradient reads rows below its own count,
+kept beside them.
+"""
+import numpy as np
+
+from defun.runtime.ops.array_ops import pad
+
+__all__ = ["is_loop_stack", "is_stand_in", "padded", "padded_tensors"]
+
+
+def is_loop_stack(t):
+    """True if symbolic `t` is what an inner `while` stacked per iteration (through calls,
+    conds, identities, and the batch-first transpose of a batched loop's stack)."""
+    node = t.node
+    name = node.op.name
+    if name == "while":
+        return t.index > len(node.attrs["body"].outputs) - (node.attrs["saves"] or 0)
+    if name == "call":
+        return is_loop_stack(node.attrs["f"].outputs[t.index])
+    if name == "cond":
+        return any(is_loop_stack(g.outputs[t.index]) for g in (node.attrs["then_branch"], node.attrs["else_branch"]))
+    if name == "identity" or (name == "transpose" and tuple(node.attrs["perm"][:2]) == (1, 0)):
+        return is_loop_stack(node.inputs[0])
+    return False
+
+
+def is_stand_in(t):
+    """True if `t` (an output of a cond branch) is the empty constant standing for a side
+    output of the other branch (graph/control_flow.py, _with_extras): batched with a
+    predicate per example, the other branch's value is taken whole, as only the examples
+    that ran that branch read it."""
+    return t.node.op.name == "const" and t.node.attrs["value"].size == 0 and len(t.shape) > 0
+
+
+def _largest(shapes):
+    return tuple(max(sizes) for sizes in zip(*shapes))
+
+
+def padded(rows):
+    """numpy arrays `rows` of one rank zero-padded at the end of each axis to the largest size there."""
+    big = _largest(r.shape for r in rows)
+    return [r if r.shape == big else np.pad(r, [(0, b - s) for s, b in zip(r.shape, big)]) for r in rows]
+
+
+def padded_tensors(values):
+    """`padded` for tensors, by `pad` ops (recorded on the tapes listening)."""
+    big = _largest(tuple(v.shape) for v in values)
+    return [v if tuple(v.shape) == big else pad(v, [(0, b - s) for s, b in zip(v.shape, big)]) for v in values]
