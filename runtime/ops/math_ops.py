@@ -47,9 +47,11 @@ def _unary(name, kernel, grad, kinds=shape_rules.numeric_kinds, doc="", fused=No
     return _public(op, doc or f"Elementwise {name}(x).", names)
 
 
-def _binary(name, kernel, grad, kinds=shape_rules.numeric_kinds, out_dtype=None, doc="", fused=None, onnx=None):
+def _binary(name, kernel, grad, kinds=shape_rules.numeric_kinds, out_dtype=None, doc="", fused=None, onnx=None,
+            cost=None):
     op = register(name, kernel, shape_rules.binary_broadcast(name, kinds, out_dtype), grad, num_inputs=2,
-                  attrs={}, defaults={}, same_dtype=(0, 1), kinds=kinds, fused=fused, onnx=onnx, batch=bt.elementwise)
+                  attrs={}, defaults={}, same_dtype=(0, 1), kinds=kinds, fused=fused, onnx=onnx, batch=bt.elementwise,
+                  cost=cost)
     return _public(op, doc or f"Elementwise {name}(x, y) with numpy broadcasting.")
 
 
@@ -202,6 +204,7 @@ def _pow_kernel(x, y):
 
 
 pow = _binary("pow", _pow_kernel, _pow_grad, onnx="Pow", fused=Ew("np.power({0}, {1})", kinds="f"), kinds=_NC,  # noqa: A001
+              cost=Cost(per_element={"c": 100}),    # complex: exp and log per element, measured 37x an add
               doc="x ** y elementwise.")
 
 
@@ -497,7 +500,7 @@ def _matmul_onnx(e, node, ins):
 def _matmul_work(shapes, out_shapes, attrs):
     """A multiply-add per output entry and entry of the contracted axis."""
     a = shapes[0]
-    k = (a[-2] if attrs["transpose_a"] else a[-1]) if len(a) >= 2 else (a[-1] if a else 1)
+    k = (a[-2] if attrs.get("transpose_a") else a[-1]) if len(a) >= 2 else (a[-1] if a else 1)
     return math.prod(out_shapes[0]) * k
 
 

@@ -33,7 +33,8 @@ __all__ = ["tan", "expm1", "erf", "softplus", "elu", "leaky_relu", "gelu", "is_n
 _EMPTY = {}
 
 
-def _unary(name, kernel, grad, kinds=shape_rules.float_kinds, out_dtype=None, doc="", onnx=None, names=None):
+def _unary(name, kernel, grad, kinds=shape_rules.float_kinds, out_dtype=None, doc="", onnx=None, names=None,
+           cost=None):
     """A one-input op without attrs and its public function `f(x, name=None)` (its parameter
     called `names[0]` if given: TF's name)."""
     if out_dtype is None:
@@ -42,7 +43,8 @@ def _unary(name, kernel, grad, kinds=shape_rules.float_kinds, out_dtype=None, do
         def infer(shapes, dts, attrs):
             shape_rules.check_kinds(name, dts[0], kinds)
             return [(tuple(shapes[0]), out_dtype)]
-    op = register(name, kernel, infer, grad, num_inputs=1, attrs={}, defaults={}, kinds=kinds, onnx=onnx, batch=bt.elementwise)
+    op = register(name, kernel, infer, grad, num_inputs=1, attrs={}, defaults={}, kinds=kinds, onnx=onnx,
+                  batch=bt.elementwise, cost=cost)
 
     def f(x, name=None):
         return run_op(op, (x,), _EMPTY, name)
@@ -148,7 +150,8 @@ _TWO_OVER_SQRT_PI = float(2 / _SQRT_PI)
 erf = _unary("erf", _erf_kernel,
              lambda op, g: [multiply(g, multiply(exp(negative(square(op.inputs[0]))), _TWO_OVER_SQRT_PI))],
              doc="The error function: `df.erf(0.5) -> 0.5205`.",
-             onnx=with_float64("Erf", lambda e, x: f64.erf_parts(e, x)[0]))
+             onnx=with_float64("Erf", lambda e, x: f64.erf_parts(e, x)[0]),
+             cost=Cost(per_element=40))     # a series per range of |x|: measured 18x an add
 
 
 def _expm1_onnx(e, x, dt):
@@ -613,17 +616,20 @@ def _cumprod_grad(op, g):
     return [multiply(before, s)]
 
 
+_CUM_COST = Cost(per_element=20)     # measured 10x an add per element (numpy's accumulate)
 _CUMSUM = register("cumsum", _cum_kernel("cumsum", np.add, 0), _cum_infer("cumsum"), _cumsum_grad, num_inputs=1,
                    attrs=_CUM_ATTRS, defaults=_CUM_DEFAULTS, kinds=shape_rules.numeric_kinds,
                    onnx=lambda e, node, ins: e.op("CumSum", ins[0], e.scalar(node.attrs["axis"], dtypes.int64),
                                                   exclusive=int(node.attrs["exclusive"]),
-                                                  reverse=int(node.attrs["reverse"])), batch=bt.axes("axis"))
+                                                  reverse=int(node.attrs["reverse"])), batch=bt.axes("axis"),
+                   cost=_CUM_COST)
 _CUMPROD = register("cumprod", _cum_kernel("cumprod", np.multiply, 1), _cum_infer("cumprod"), _cumprod_grad,
                     num_inputs=1, attrs=_CUM_ATTRS, defaults=_CUM_DEFAULTS, kinds=shape_rules.numeric_kinds,
                     # (ONNX has CumSum only: an exact running product in a Loop)
                     onnx=lambda e, node, ins: running(
                         e, ins, node.attrs["axis"], len(node.inputs[0].shape), node.inputs[0].dtype, 1,
-                        lambda s, x: e.op("Mul", s, x), node.attrs["exclusive"], node.attrs["reverse"]), batch=bt.axes("axis"))
+                        lambda s, x: e.op("Mul", s, x), node.attrs["exclusive"], node.attrs["reverse"]), batch=bt.axes("axis"),
+                    cost=_CUM_COST)
 
 
 def _cum_attrs(name, x, axis, exclusive, reverse):
