@@ -118,6 +118,9 @@ _N = 1 << 22
 _P = 1_000_003      # a prime: Bluestein's algorithm
 _HEAVY = [
     ("erf", lambda s: df.erf(_from(s, _N))),
+    ("gelu", lambda s: df.gelu(_from(s, _N))),
+    ("softplus", lambda s: df.softplus(_from(s, _N))),
+    ("reduce_logsumexp", lambda s: df.reduce_logsumexp(_from(s, _N))),
     ("pow", lambda s: (lambda c: c ** c)(df.complex(_from(s, _N // 2), _from(s, _N // 2) + 0.5))),
     ("sort", lambda s: df.sort(_from(s, _N))),
     ("argsort", lambda s: df.argsort(_from(s, _N))),

@@ -17,13 +17,14 @@ about 2x of the add).
   buffers to tracemalloc), complex64 of 2^21 and of the prime 2097143: 6.0x and 18.0x the
   output's bytes; declared 6.0x and 18.8x.
 - `windows(factor)`: pooling: factor operations per window entry of each output pixel.
+- `per_input_element(factor)`: a reduction heavy per element it reads (log-sum-exp).
 """
 import functools
 import math
 
 from defun.runtime.registry import Cost
 
-__all__ = ["n_log_n", "fft_cost", "windows", "triangular"]
+__all__ = ["n_log_n", "fft_cost", "windows", "triangular", "per_input_element"]
 
 
 def _log2(n):
@@ -107,3 +108,11 @@ def triangular(cubic):
         k = b[-1] if len(b) >= 2 else 1
         return int(batch * (cubic * n ** 3 + n * n * k))
     return Cost(work=work)
+
+
+def per_input_element(factor, scratch=0):
+    """The Cost of a kernel doing `factor` operations per element of its first input,
+    holding `scratch` (as Cost's)."""
+    def work(shapes, out_shapes, attrs):
+        return factor * math.prod(shapes[0])
+    return Cost(work=work, scratch=scratch)

@@ -11,7 +11,7 @@ import numpy as np
 from defun.runtime import dtypes, errors
 from defun.runtime.execute import run_op
 from defun.runtime.fast_dispatch import renamed_parameters
-from defun.runtime.ops import _args, shape_rules
+from defun.runtime.ops import _args, _costs, shape_rules
 from defun.runtime.ops import _onnx_float64 as f64
 from defun.runtime.ops._onnx import reduced_axes, running, with_float64
 from defun.runtime.ops.array_ops import concat, ones_like, strided_slice, where, zeros_like
@@ -175,7 +175,7 @@ expm1 = _unary("expm1", np.expm1, lambda op, g: [multiply(g, exp(op.inputs[0]))]
 softplus = _unary("softplus", lambda x: np.logaddexp(x.dtype.type(0), x),
                   lambda op, g: [multiply(g, sigmoid(op.inputs[0]))],
                   doc="log(1 + exp(features)), stable for large |x|: `df.softplus(1000.) -> 1000.`",
-                  names=("features",),
+                  names=("features",), cost=Cost(per_element=30),    # measured 17x an add
                   onnx=lambda e, node, ins: e.op("Add", e.op("Max", ins[0], e.scalar(0, node.inputs[0].dtype)), e.op(
                       "Log", e.op("Add", e.scalar(1, node.inputs[0].dtype), e.op("Exp", e.op("Neg", e.op("Abs", ins[0])))))))
 # the gradient uses y + 1 (= exp(x) where x <= 0): its own derivative is then elu' again, and
@@ -183,6 +183,7 @@ softplus = _unary("softplus", lambda x: np.logaddexp(x.dtype.type(0), x),
 elu = _unary("elu", lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, x.dtype.type(0)))),
              lambda op, g: [where(greater(op.inputs[0], 0), g, multiply(g, add(op.outputs[0], 1)))],
              doc="x where x > 0, else exp(x) - 1 (x: `features`, TF's name).", names=("features",),
+             cost=Cost(per_element=15),     # measured 9x an add
              onnx=lambda e, node, ins: e.op("Where", e.op("Greater", ins[0], e.scalar(0, node.inputs[0].dtype)), ins[0],
                                             _expm1_onnx(e, e.op("Min", ins[0], e.scalar(0, node.inputs[0].dtype)),
                                                         node.inputs[0].dtype)))
@@ -261,7 +262,7 @@ def _gelu_onnx(e, node, ins):
 
 _GELU = register("gelu", _gelu_kernel, shape_rules.unary_same("gelu", shape_rules.float_kinds), _gelu_grad, num_inputs=1,
                  attrs={"approximate": "bool"}, defaults={"approximate": False}, kinds=shape_rules.float_kinds,
-                 onnx=_gelu_onnx, batch=bt.elementwise)
+                 onnx=_gelu_onnx, batch=bt.elementwise, cost=Cost(per_element=160))    # erf's series: 81x an add
 
 
 def gelu(features, approximate=False, name=None):
@@ -392,7 +393,8 @@ def _logical_reduce_onnx(any_):
 reduce_logsumexp = _reduction(
     "reduce_logsumexp", _logsumexp_kernel, _logsumexp_grad, shape_rules.float_kinds,
     "log(sum(exp(x))) over `axis`, without overflow: `df.reduce_logsumexp([1000., 1000.]) -> 1000.6931`.",
-    onnx=_logsumexp_onnx, cost=Cost(scratch=2.25))     # measured 2.0x: x - max and its exp
+    onnx=_logsumexp_onnx,     # scratch measured 2.0x: x - max and its exp; work 14x an add per element
+    cost=_costs.per_input_element(30, scratch=2.25))
 reduce_any = _reduction(
     "reduce_any", lambda x, axis, keepdims: np.logical_or.reduce(x, axis=_axes(x.ndim, axis, "reduce_any"),
                                                                keepdims=keepdims),
