@@ -165,3 +165,23 @@ print(sum(len(m.region.stats.cache_hits) for m in jit._modules.values()))
     assert out.stdout.strip() == "0"
     assert not (tmp_path / "cache" / "numba").exists()     # nothing half-made
 
+
+
+def test_a_cache_gone_unwritable_while_running_is_skipped_with_one_warning(tmp_path):
+    """The cache directory replaced by a file after the first compile: later regions save
+    nothing (one warning) and still compute."""
+    code = _COMMON + """
+import os
+x = inputs("C")
+assert np.allclose(make(0)(x).numpy(), reference(x, 0))
+folder = jit.cache_dir()
+os.rename(folder, folder + ".old")
+open(folder, "w").close()
+for r in range(1, 4):
+    assert np.allclose(make(r)(x).numpy(), reference(x, r)), r
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         timeout=300, env=_env(tmp_path))
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+    assert out.stderr.count("compiles in memory") == 1, out.stderr

@@ -264,6 +264,9 @@ def _read_signed(path):
             data = f.read()
     except FileNotFoundError:
         return None
+    except OSError as e:        # unreadable (a directory, no permission): compiled again
+        _refuse(path, f"it cannot be read: {e}")
+        return None
     n = len(_MAGIC) + 32
     if not data.startswith(_MAGIC) or len(data) < n:
         _refuse(path, "not a file defun signed")
@@ -348,7 +351,12 @@ class _Locator(_CacheLocator):
         self._py_file = py_func.__code__.co_filename
 
     def ensure_cache_path(self):
-        private_dir(self._folder)
+        try:
+            private_dir(self._folder)
+        except UnsafeLocationError:
+            raise
+        except OSError as e:        # gone unwritable since: the save is skipped (see save)
+            _cache_unusable(f"its directory {self._folder!r}", e)
 
     def get_cache_path(self):
         return self._folder
