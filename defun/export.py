@@ -148,8 +148,8 @@ def load_json(path_or_dict, backend="numpy", max_bytes=budget.DEFAULT_MAX_BYTES,
     call after `max_operations` operations (across its calls and loops), raising
     df.errors.ResourceExhaustedError (None: no limit; the defaults, 1 GiB, 100,000 and
     10**10, suit documents you did not write).
-    `backend` names the installed backend its plans run on (df.backends()); one other than
-    "numpy" (fused numba loops) cannot be metered, so it needs all three budgets None.
+    `backend` names the installed backend its plans run on (df.backends()), with the same
+    budgets: "numba"'s fused loops are metered where each starts, from its input shapes.
     Call it by position or by the input names (`.signature`); it returns the structure the
     traced function returned (dicts and namedtuples with their names: `.output_names`).
 

@@ -367,6 +367,8 @@ def _fail(exc):
     given = ""
     if got and all(v is not None for v in got):
         given = " on " + ", ".join(describe_value(v) for v in got)
+    if isinstance(exc, MemoryError):
+        raise errors.out_of_memory(f"while executing {format_node(node)}{given}{where}", exc) from exc
     msg = f"while executing {format_node(node)}{given}{where}: {exc}"
     cls = type(exc) if isinstance(exc, errors.DefunError) else errors.InvalidArgumentError
     raise cls(msg) from exc

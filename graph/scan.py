@@ -67,12 +67,15 @@ def _scan_runner(attrs, backend=None):
     def run_scan(*vals):
         carry, xs, consts = _split(attrs, vals)
         length = _length(xs)
-        rows = [[None] * length for _ in kept]
-        for t in (range(length - 1, -1, -1) if reverse else range(length)):
+        rows = [[] for _ in kept]     # grown row by row: a budget stops a long scan before
+        for t in (range(length - 1, -1, -1) if reverse else range(length)):     # it allocates
             out = run_body(*carry, *[x[t, ...] for x in xs], *consts)
             carry = out[:n]
             for r, v in zip(rows, out[n:]):
-                r[t] = v
+                r.append(v)
+        if reverse:
+            for r in rows:
+                r.reverse()
         return tuple(carry) + tuple(_stack(r, t, body, lo, "scan") for r, t, lo in zip(rows, kept, loose))
     return run_scan
 

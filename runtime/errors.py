@@ -30,4 +30,11 @@ class GraphFormatError(DefunError, ValueError):
 
 class ResourceExhaustedError(DefunError, RuntimeError):
     """A budget ran out: a loaded function would hold more memory than its `max_bytes`, or a
-    loop would run more than its `max_iterations` (df.load_json's arguments)."""
+    loop would run more than its `max_iterations` (df.load_json's arguments); or the machine's
+    memory did: a kernel's MemoryError, named (as TensorFlow's out-of-memory error)."""
+
+
+def out_of_memory(what, exc):
+    """The ResourceExhaustedError for MemoryError `exc` raised by `what` (an op's call)."""
+    detail = str(exc) or "numpy or Python could not allocate what it needed"
+    return ResourceExhaustedError(f"{what}: out of memory ({detail})")

@@ -199,6 +199,8 @@ def kernel_error(op, vals, attrs, exc):
     except Exception:
         pass
     shown = ", ".join(describe_value(v) for v in vals)
+    if isinstance(exc, MemoryError):
+        return errors.out_of_memory(f"{op.name}({shown})", exc)
     attr_txt = ""
     if attrs:
         attr_txt = " with " + ", ".join(f"{k}={v!r}" for k, v in sorted(attrs.items())

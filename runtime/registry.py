@@ -22,23 +22,37 @@ class Cost:
         multiple of the bytes of the node's largest array, input or output: softmax's 1, a
         normal sample's 6), or scratch(shapes, out_shapes, attrs) -> elements of the output's
         dtype (conv2d's patch matrix).
+    scratch_bytes: scratch(shapes, out_shapes, attrs) -> bytes, for a kernel whose buffers
+        do not follow its output's dtype (an FFT works in complex128 whatever its dtype).
     work: operations beyond one per element read and written (which every kernel is
-        charged): work(shapes, out_shapes, attrs) -> int (svd's m n min(m, n)).
+        charged): work(shapes, out_shapes, attrs) -> int (svd's m n min(m, n), a sort's
+        n log n). The unit is what numpy takes to read or write one element of an add.
+    per_element: operations per output element beyond that, for a kernel of constant but
+        heavy work per element: a number, or {dtype kind: number} ({"c": 100}: complex pow).
     sized: for an op whose output size depends on input values, not only on shapes:
         sized(arrays, attrs) -> the bytes of its outputs, from the input arrays, before the
         kernel allocates them (segment_sum's rows are its largest id + 1).
     `shapes`/`out_shapes` are tuples of ints (a resource input's shape is ()).
     """
 
-    __slots__ = ("scratch", "work", "sized")
+    __slots__ = ("scratch", "work", "sized", "scratch_bytes", "per_element")
 
-    def __init__(self, scratch=0, work=None, sized=None):
+    def __init__(self, scratch=0, work=None, sized=None, scratch_bytes=None, per_element=0):
         if not (callable(scratch) or (isinstance(scratch, (int, float)) and scratch >= 0)):
             raise ValueError(f"Cost: scratch must be a number >= 0 or a function, got {scratch!r}")
+        if not (isinstance(per_element, dict) or (isinstance(per_element, (int, float)) and per_element >= 0)):
+            raise ValueError(f"Cost: per_element must be a number >= 0 or a dict, got {per_element!r}")
         self.scratch, self.work, self.sized = scratch, work, sized
+        self.scratch_bytes, self.per_element = scratch_bytes, per_element
+
+    def heavy(self, kind):
+        """Operations per output element of dtype kind `kind` beyond reading and writing it."""
+        p = self.per_element
+        return p.get(kind, 0) if isinstance(p, dict) else p
 
     def __repr__(self):
-        return f"Cost(scratch={self.scratch!r}, work={self.work!r}, sized={self.sized!r})"
+        return (f"Cost(scratch={self.scratch!r}, work={self.work!r}, sized={self.sized!r}, "
+                f"scratch_bytes={self.scratch_bytes!r}, per_element={self.per_element!r})")
 
 
 FREE = Cost()       # the cost of most ops: their elements read and written

@@ -9,8 +9,21 @@ cache directory, `$XDG_CONFIG_HOME/defun/cache.key`, default `~/.config/defun`);
 whose signature does not verify is refused (a warning) before anything in it is unpickled,
 and compiled again. The cache directory is `$DEFUN_CACHE_DIR/numba`, else
 `~/.cache/defun/numba`; it and its parent are created 0700 whatever the umask, and refused
-(`PermissionError`) unless owned by this user and closed to writes by others.
+(`UnsafeLocationError`, a PermissionError) unless owned by this user and closed to writes by
+others.
+
+Between processes: numba names an entry's data file by the first free number in the index,
+so two processes saving at once could each write the index and the other's data under one
+name, the index then naming another signature's machine code. Here an entry's data file is
+named by a hash of its key and holds the key (a load compares it: a mismatch is refused and
+compiled again), it is written (atomically, `os.replace`) before the index names it, and the
+index is read, updated and replaced under an exclusive lock on `<index>.lock` (fcntl).
+
+A cache or key location that cannot be created or written (a read-only disk, a path under a
+file) does not stop the backend: regions compile in memory, with one RuntimeWarning per
+process.
 """
+import contextlib
 import errno
 import hashlib
 import hmac
@@ -35,8 +48,17 @@ from defun.graph.numba_backend import polynomials
 from defun.runtime import registry
 from defun.runtime.files import write_atomically
 
+try:
+    import fcntl        # POSIX only: the lock between processes
+except ImportError:     # Windows: no lock (entries named by key still load right; one may be lost)
+    fcntl = None
+
 __all__ = ["Fallback", "scalar", "kernel", "load_region", "cache_dir", "is_compile_error",
-           "private_dir", "key_path"]
+           "private_dir", "key_path", "UnsafeLocationError"]
+
+
+class UnsafeLocationError(PermissionError):
+    """The cache directory or key is not this user's alone: refused, never used."""
 
 
 class Fallback(Exception):
@@ -79,7 +101,9 @@ def kernel(op_name):
                 with open(inspect.getfile(fn), "rb") as fh:    # numba's rule: the whole file
                     h.update(fh.read())
                 stamp = h.hexdigest()[:32]
-                k._cache = _SignedCache(fn, _checked_cache_dir(), f"k_{op_name}_{stamp}", stamp)
+                folder = _checked_cache_dir()
+                if folder is not None:      # else: compiled in memory (the cache is unusable)
+                    k._cache = _SignedCache(fn, folder, f"k_{op_name}_{stamp}", stamp)
                 _kernels[op_name] = k
     return k
 
@@ -127,11 +151,11 @@ def _check_private(path, what, closed_bits=0o022):
     if not stat.S_ISDIR(st.st_mode):
         raise PermissionError(errno.ENOTDIR, f"{what} {path!r} is not a directory", path)
     if _foreign(st):
-        raise PermissionError(errno.EPERM, f"{what} {path!r} is owned by uid {st.st_uid}, not by this "
+        raise UnsafeLocationError(errno.EPERM, f"{what} {path!r} is owned by uid {st.st_uid}, not by this "
                               f"user (uid {os.geteuid()}): anyone who can write there runs code "
                               f"in this process; use a directory of your own (DEFUN_CACHE_DIR)", path)
     if st.st_mode & closed_bits and os.name != "nt":     # Windows: no such mode bits
-        raise PermissionError(errno.EPERM, f"{what} {path!r} has mode {stat.S_IMODE(st.st_mode):04o}, "
+        raise UnsafeLocationError(errno.EPERM, f"{what} {path!r} has mode {stat.S_IMODE(st.st_mode):04o}, "
                               f"open to other users (anyone who can write there runs code in this "
                               f"process): `chmod go-w {path}` (0700 is what defun creates)", path)
 
@@ -155,13 +179,13 @@ def _signing_key():
             with os.fdopen(fd, "rb") as f:
                 st = os.fstat(f.fileno())
                 if _foreign(st) or st.st_mode & 0o077 and os.name != "nt" or not stat.S_ISREG(st.st_mode):
-                    raise PermissionError(errno.EPERM, f"defun's cache key {path!r} must be a file of "
+                    raise UnsafeLocationError(errno.EPERM, f"defun's cache key {path!r} must be a file of "
                                           f"this user's that only it can read (mode "
                                           f"{stat.S_IMODE(st.st_mode):04o}, uid {st.st_uid}): "
                                           f"remove it and defun makes a new one", path)
                 key = f.read()
             if len(key) != 32:
-                raise PermissionError(errno.EPERM, f"defun's cache key {path!r} is not 32 bytes: "
+                raise UnsafeLocationError(errno.EPERM, f"defun's cache key {path!r} is not 32 bytes: "
                                       f"remove it and defun makes a new one", path)
             _key.append(key)
     return _key[0]
@@ -186,14 +210,36 @@ def _create_key(path):
 
 
 _checked = {}
+_unusable = []      # the first reason the cache could not be used (warned about once)
 
 
 def _checked_cache_dir():
+    """The cache directory, checked; None if it or the key cannot be made (compile in memory).
+    An unsafe one raises UnsafeLocationError."""
     folder = cache_dir()
     if folder not in _checked:
-        _signing_key()      # here, not at compile time (where an error would mean "run on numpy")
-        _checked[folder] = private_dir(folder)
+        what = f"its signing key {key_path()!r}"
+        try:
+            _signing_key()      # here, not at compile time (where an error would mean "run on numpy")
+            what = f"its directory {folder!r}"
+            _checked[folder] = private_dir(folder)
+        except UnsafeLocationError:
+            raise
+        except OSError as e:
+            _cache_unusable(what, e)
+            _checked[folder] = None
     return _checked[folder]
+
+
+def _cache_unusable(what, exc):
+    """Warn, once per process, that compiled code is not cached (`what` cannot be written)."""
+    with _lock:
+        if _unusable:
+            return
+        _unusable.append(exc)
+    warnings.warn(f"numba backend: the compiled-code cache cannot use {what} ({exc}): this process "
+                  f"compiles in memory (nothing cached); set DEFUN_CACHE_DIR / XDG_CONFIG_HOME to a "
+                  f"directory of yours to cache compiled code", RuntimeWarning, stacklevel=4)
 
 
 # ---------------------------------------------------------------------------------------
@@ -218,6 +264,9 @@ def _read_signed(path):
             data = f.read()
     except FileNotFoundError:
         return None
+    except OSError as e:        # unreadable (a directory, no permission): compiled again
+        _refuse(path, f"it cannot be read: {e}")
+        return None
     n = len(_MAGIC) + 32
     if not data.startswith(_MAGIC) or len(data) < n:
         _refuse(path, "not a file defun signed")
@@ -233,8 +282,50 @@ def _write_signed(path, payload):
     write_atomically(path, _MAGIC + _mac(os.path.basename(path), payload) + payload)
 
 
+@contextlib.contextmanager
+def _locked(path):
+    """An exclusive lock on the file `path` (created 0600) between processes and threads."""
+    if fcntl is None:
+        yield
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)      # each open file its own lock: threads too
+        yield
+    finally:
+        os.close(fd)        # releases it
+
+
 class _SignedFile(IndexDataCacheFile):
-    """numba's index and data files, signed; read only once verified."""
+    """numba's index and data files, signed; read only once verified; an entry's data file is
+    named by its key and holds it, written before the index names it (safe between processes)."""
+
+    def save(self, key, data):
+        name = f"{self._index_name[:-len('.nbi')]}.{hashlib.sha256(repr(key).encode()).hexdigest()[:20]}.nbc"
+        try:
+            self._save_data(name, (key, data))      # complete before the index can name it
+            with _locked(self._index_path + ".lock"):
+                overloads = self._load_index()
+                if overloads.get(key) != name:
+                    overloads[key] = name
+                    self._save_index(overloads)
+        except UnsafeLocationError:
+            raise
+        except OSError as e:        # cannot write there: compiled code stays in memory
+            _cache_unusable(f"its directory {self._cache_path!r}", e)
+
+    def load(self, key):
+        name = self._load_index().get(key)
+        if name is None:
+            return None
+        path = self._data_path(name)
+        entry = self._load_data(name)
+        if entry is None:
+            return None
+        if not (isinstance(entry, tuple) and len(entry) == 2 and entry[0] == key):
+            _refuse(path, "it holds another entry's compiled code than the index names")
+            return None
+        return entry[1]
 
     def _load_index(self):
         payload = _read_signed(self._index_path)
@@ -260,7 +351,12 @@ class _Locator(_CacheLocator):
         self._py_file = py_func.__code__.co_filename
 
     def ensure_cache_path(self):
-        private_dir(self._folder)
+        try:
+            private_dir(self._folder)
+        except UnsafeLocationError:
+            raise
+        except OSError as e:        # gone unwritable since: the save is skipped (see save)
+            _cache_unusable(f"its directory {self._folder!r}", e)
 
     def get_cache_path(self):
         return self._folder
@@ -329,10 +425,32 @@ def load_region(source):
 
 def _import(key, source):
     """The module of `source`, run from this text (never imported: no file of the cache is
-    executed); its file in the cache is rewritten unless it holds exactly this text."""
+    executed); its file in the cache is rewritten unless it holds exactly this text. Without a
+    usable cache the module is compiled in memory."""
     folder = _checked_cache_dir()
-    path = os.path.join(folder, f"r_{key}.py")
-    data = source.encode("utf-8")
+    path = f"<defun numba region {key}>"
+    if folder is not None:
+        try:
+            path = _write_source(os.path.join(folder, f"r_{key}.py"), source.encode("utf-8"))
+        except UnsafeLocationError:
+            raise
+        except OSError as e:
+            _cache_unusable(f"its directory {folder!r}", e)
+            folder = None
+    name = f"defun_numba_region_{key}"
+    mod = pytypes.ModuleType(name)
+    mod.__file__ = path
+    linecache.cache[path] = (len(source), None, source.splitlines(True), path)    # this text
+    code = compile(source, path, "exec", dont_inherit=True)
+    sys.modules[name] = mod
+    exec(code, mod.__dict__)
+    if folder is not None:
+        mod.region._cache = _SignedCache(mod.region.py_func, folder, f"r_{key}.region", key)
+    return mod
+
+
+def _write_source(path, data):
+    """`path`, made to hold exactly `data` (a different file is refused and rewritten)."""
     try:
         with open(path, "rb") as fh:
             found = fh.read()
@@ -343,12 +461,4 @@ def _import(key, source):
             _refuse(path, "it is not the generated source")
         # written once, atomically (another process may write the same file)
         write_atomically(path, data)
-    name = f"defun_numba_region_{key}"
-    mod = pytypes.ModuleType(name)
-    mod.__file__ = path
-    linecache.cache[path] = (len(source), None, source.splitlines(True), path)    # this text
-    code = compile(source, path, "exec", dont_inherit=True)
-    sys.modules[name] = mod
-    exec(code, mod.__dict__)
-    mod.region._cache = _SignedCache(mod.region.py_func, folder, f"r_{key}.region", key)
-    return mod
+    return path

@@ -17,22 +17,28 @@ kernels, each wrapped by the document's `Meter` to keep the call within
   while they run, then only its outputs.
 - `max_iterations`: each run of a `while` stops with the error once its body has run that
   often and the condition still holds, and a `scan` once it has walked that many rows; the
-  loop's values (and the history a differentiable loop keeps, the values a scan stacks)
-  are counted per iteration. This holds for the document's loops and for those of
-  gradients built from them.
+  loop's values, and what it keeps per iteration (the history and saves of a
+  differentiable loop, the values a scan stacks: twice, the rows and their stack, plus
+  `ROW_BYTES` each) are counted after each iteration. This holds for the document's loops
+  and for those of gradients built from them.
 - `max_operations`: the work of the whole call, across its calls and loops. Each kernel
   run is charged, before it runs, `KERNEL_OPERATIONS` (its dispatch; `CALL_OPERATIONS` for
   a node running a function or a loop iteration), one per element of its inputs and
-  outputs and its row's `Cost.work` (svd's m n min(m, n), print's per entry formatted).
+  outputs and its row's `Cost.work` and `Cost.per_element` (svd's m n min(m, n), a sort's
+  n log n, print's per entry formatted, erf's 40 per element: runtime/ops/_costs.py).
 
 All raise `errors.ResourceExhaustedError` naming the node. The counters are per thread
 (`_counters`), set to zero when a loaded call starts (a loaded function called inside a
 defun's trace keeps its budgets: the call node runs it on its own backend). Plans of
 ordinary defuns never see any of this: they run on the numpy backend and pay nothing.
 
-The meter is one object (`Meter`: the limits and the checks) with two wrappers: the
+The meter is one object (`Meter`: the limits and the checks) with its wrappers: the
 static-size one, for the common node (one array result of a size known when compiling:
-a few attribute reads and two comparisons), and the run-time-size one for every other.
+a few attribute reads and two comparisons), the run-time-size one for every other, and
+the region one for a backend that fuses nodes (numba: `BudgetBackend(base=)` keeps its
+partition, and each region is metered where it starts, its nodes' sizes inferred from its
+input shapes and charged as numpy's kernels would be). The module is long because the
+meter, its wrappers and the backend installing them are one mechanism.
 """
 import math
 import threading
@@ -40,7 +46,8 @@ import threading
 import numpy as np
 
 from defun.runtime import dtypes, errors
-from defun.graph.backends import NumpyBackend
+from defun.graph.backends import NumpyBackend, Region
+from defun.graph.control_flow import _effective_body as effective_body, _num_loop_vars as num_loop_vars
 from defun.graph.executor import Plan
 from defun.graph.functions import plan_of
 
@@ -52,6 +59,7 @@ DEFAULT_MAX_ITERATIONS = 100_000     # per run of one while loop
 DEFAULT_MAX_OPERATIONS = 10 ** 10    # per call: some seconds of numpy's work
 KERNEL_OPERATIONS = 5_000            # charged per kernel run (its dispatch: microseconds)
 CALL_OPERATIONS = 50_000             # per run of a function (call, branch, loop body)
+ROW_BYTES = 120                      # a kept value's array object and list slot, per iteration
 _PREDICTIONS_KEPT = 64               # output sizes remembered per node (by input shapes)
 _INF = float("inf")
 
@@ -59,7 +67,7 @@ _INF = float("inf")
 class _Counters(threading.local):
     live = 0         # bytes held by values the running loaded call computed
     operations = 0   # operations it has been charged
-    loops = None     # the running while loops: [[base bytes, iterations, history bytes, node, keeps history]]
+    loops = None     # the running loops: [[base bytes, iterations, bytes kept, node]]
 
 
 _counters = _Counters()
@@ -114,20 +122,27 @@ def _costs(node, shapes, out_types):
     `out_types` [(shape, DType)] (all known): its row's Cost, plus one operation per element
     of its inputs and outputs and the dispatch."""
     cost = node.op.cost
+    attrs = node.attrs
+    if cost.work is not None or callable(cost.scratch) or cost.scratch_bytes is not None:
+        attrs = {**node.op.defaults, **attrs}     # a cost reads every attr (a document may omit defaults)
     out_shapes = [s for s, _ in out_types]
     itemsize = out_types[0][1].np.itemsize if out_types else 1
     scratch = cost.scratch
     if callable(scratch):
-        scratch = scratch(shapes, out_shapes, node.attrs) * itemsize
+        scratch = scratch(shapes, out_shapes, attrs) * itemsize
     elif scratch:
         largest = [_size(s) * d.np.itemsize for s, d in out_types]
         largest += [_size(s) * t.dtype.np.itemsize for s, t in zip(shapes, node.inputs)
                     if t.dtype is not dtypes.resource]
         scratch = int(scratch * max(largest, default=0))
+    if cost.scratch_bytes is not None:
+        scratch += cost.scratch_bytes(shapes, out_shapes, attrs)
     work = (CALL_OPERATIONS if node.op.function_attrs else KERNEL_OPERATIONS) + \
         sum(_size(s) for s in shapes) + sum(_size(s) for s in out_shapes)
+    if cost.per_element and out_types:
+        work += sum(_size(s) * cost.heavy(d.np.kind) for s, d in out_types)
     if cost.work is not None:
-        work += cost.work(shapes, out_shapes, node.attrs)
+        work += cost.work(shapes, out_shapes, attrs)
     return int(scratch), int(work)
 
 
@@ -145,13 +160,13 @@ class Meter:
     # -- the checks
     def too_much(self, node, need, held):
         return errors.ResourceExhaustedError(
-            f"{node.op.name}: its result needs {need} bytes and the call already holds {held}, more "
+            f"{_label(node)}: its result needs {need} bytes and the call already holds {held}, more "
             f"than the budget of {self.max_bytes} bytes; load the document with a larger max_bytes= "
             f"if you trust it")
 
     def too_many(self, node, done):
         return errors.ResourceExhaustedError(
-            f"{node.op.name}: the call would reach {done} operations, past the budget of "
+            f"{_label(node)}: the call would reach {done} operations, past the budget of "
             f"max_operations={self.max_operations}; load the document with a larger "
             f"max_operations= if you trust it")
 
@@ -239,21 +254,45 @@ class Meter:
             return result
         return run_sized
 
+    # -- the compiled-region wrapper (a backend fusing nodes: numba)
+    def region(self, region, dying, predict):
+        """`region`'s kernel keeping the meter at its boundary: its outputs' bytes, the
+        scratch and the work of its nodes predicted from its input shapes before it runs
+        (`predict(args)`, as `sized`'s), its results counted after."""
+        counters, limit, op_limit, meter, fn = _counters, self.limit, self.op_limit, self, region.kernel
+        label = "fused(" + ", ".join(dict.fromkeys(n.op.name for n in region.nodes)) + ")"
+
+        def run_region(*args):
+            base = counters.live
+            need, scratch, work = predict(args)
+            if base + need + scratch > limit:
+                raise meter.too_much(label, need + scratch, base)
+            done = counters.operations + work
+            if done > op_limit:
+                raise meter.too_many(label, done)
+            counters.operations = done
+            result = fn(*args)
+            got = sum([_nbytes(v) for v in result])
+            if got > limit - base:
+                raise meter.too_much(label, got, base)
+            counters.live = base + got - sum([args[i].nbytes for i in dying]) if dying else base + got
+            return result
+        return run_region
+
     # -- loops
     def run_loop(self, node, fn, base, args, kw):
         loops = _counters.loops
         if loops is None:
             loops = _counters.loops = []
-        loops.append([base, 0, 0, node, bool(node.attrs.get("history"))])
+        loops.append([base, 0, 0, node])
         try:
             return fn(*args, **kw)
         finally:
             loops.pop()
 
-    def iterate(self, frame, what, held, kept):
-        """One more iteration of the innermost running loop `frame` (a `while` or a `scan`):
-        counted against max_iterations and charged; its values `held` bytes, the values it
-        keeps for the end `kept` bytes more, and the live memory checked."""
+    def iterate(self, frame, what):
+        """One more iteration of the innermost running loop `frame` (a `while` or a `scan`),
+        before it runs: counted against max_iterations and charged."""
         frame[1] += 1
         if self.max_iterations is not None and frame[1] > self.max_iterations:
             raise errors.ResourceExhaustedError(
@@ -261,25 +300,32 @@ class Meter:
                 f"{self.max_iterations} (load the document with a larger max_iterations= if you "
                 f"trust it)")
         self.charge(frame[3], CALL_OPERATIONS)
+
+    def hold(self, frame, held, kept):
+        """After an iteration of loop `frame`: its values `held` bytes, the values it keeps
+        for the end (stacked there: counted twice) `kept` bytes more; checked against max_bytes."""
         frame[2] += kept
         live = frame[0] + held + 2 * frame[2]
         if live > self.limit:
             raise self.too_much(frame[3], live - frame[0], frame[0])
         _counters.live = live
 
-    def counting_body(self, plan, num_loop_values):
-        """`plan` (of a while body) counting the iterations, their operations and the loop's
-        memory of the innermost running loop before each run."""
+    def counting_body(self, plan, n):
+        """`plan` (of a while body returning its `n` loop values, then the values the loop
+        keeps per iteration) counting the iterations and their operations before each run,
+        and the loop's values and all it has kept after."""
         meter, inner = self, plan.run
 
         def run(*args):
             loops = _counters.loops
-            if loops:
-                frame = loops[-1]
-                held = sum(_nbytes(a) for a in args[:num_loop_values])
-                # a loop keeping every iteration's values stacks them at the end
-                meter.iterate(frame, "while", held, held if frame[4] else 0)
-            return inner(*args)
+            if not loops:
+                return inner(*args)
+            frame = loops[-1]
+            meter.iterate(frame, "while")
+            out = inner(*args)
+            meter.hold(frame, sum(_nbytes(v) for v in out[:n]),
+                       sum(_nbytes(v) for v in out[n:]) + ROW_BYTES * (len(out) - n))
+            return out
         return _replacing_run(plan, run)
 
     def counting_rows(self, plan, carries):
@@ -289,12 +335,20 @@ class Meter:
 
         def run(*args):
             loops = _counters.loops
+            if not loops:
+                return inner(*args)
+            frame = loops[-1]
+            meter.iterate(frame, "scan")
             out = inner(*args)
-            if loops:
-                meter.iterate(loops[-1], "scan", sum(_nbytes(v) for v in out[:carries]),
-                              sum(_nbytes(v) for v in out[carries:]))    # kept, stacked at the end
+            meter.hold(frame, sum(_nbytes(v) for v in out[:carries]),     # kept: stacked at the end
+                       sum(_nbytes(v) for v in out[carries:]) + ROW_BYTES * (len(out) - carries))
             return out
         return _replacing_run(plan, run)
+
+
+def _label(node):
+    """What a refusal names: the node's op, or the region's description (a str)."""
+    return node if isinstance(node, str) else node.op.name
 
 
 _TOO_MANY = {"while": "while: {} iterations and the condition still holds",
@@ -318,8 +372,11 @@ class BudgetBackend(NumpyBackend):
     name = "loaded"
 
     def __init__(self, max_bytes=DEFAULT_MAX_BYTES, max_iterations=DEFAULT_MAX_ITERATIONS,
-                 max_operations=DEFAULT_MAX_OPERATIONS):
+                 max_operations=DEFAULT_MAX_OPERATIONS, base=None):
         self.meter = Meter(max_bytes, max_iterations, max_operations)
+        # the backend whose partition this one keeps (numba's regions, each metered where it
+        # starts); its single nodes run numpy's kernels, wrapped here
+        self.base = base if base is not None and base.name != "numpy" else None
         self._dying = {}     # id(node) -> input positions whose values die at the node
         self._outable = set()    # id(node): the numpy backend would let it write over an input
         self._positional = set()  # id(node): ... taking it positionally (a ufunc, run_static)
@@ -378,11 +435,25 @@ class BudgetBackend(NumpyBackend):
                 seen.add(id(t))
             if dying:
                 dying_at[id(n)] = tuple(dying)
-        return super().partition(nodes, outputs)
+        if self.base is None:
+            return super().partition(nodes, outputs)
+        return [self._metered(s, last) if isinstance(s, Region) else s
+                for s in self.base.partition(nodes, outputs)]
+
+    def _metered(self, region, last):
+        """`region` with its kernel keeping the meter (the inputs whose last reader is in it
+        die there)."""
+        inside = {id(n) for n in region.nodes}
+        for n in region.nodes:
+            self._dying.pop(id(n), None)
+        dying = tuple(i for i, t in enumerate(region.inputs)
+                      if id(last.get(id(t))) in inside and t.dtype is not dtypes.resource)
+        kernel = self.meter.region(region, dying, _RegionPrediction(region))
+        return Region(region.nodes, region.inputs, region.outputs, kernel, region.name)
 
     def kernel(self, node):
         if node.op.name == "while":     # before binding: the runner takes the body's plan
-            self._count_iterations(node.attrs["body"])
+            self._count_iterations(node.attrs)
         elif node.op.name == "scan":
             self._count_rows(node.attrs["body"], node.attrs["carries"])
         fn, pass_attrs = NumpyBackend.kernel(self, node)
@@ -411,7 +482,7 @@ class BudgetBackend(NumpyBackend):
         unknown = [i for i, s in enumerate(shapes) if None in s]    # input sizes known at run time
         cost = op.cost
         if static is not None and op.single and not op.function_attrs and cost.sized is None and \
-                outs[0].dtype is not dtypes.resource and not (unknown and (cost.scratch or cost.work)):
+                outs[0].dtype is not dtypes.resource and not (unknown and (cost.scratch or cost.work or cost.scratch_bytes)):
             t = outs[0]
             bare = [(0,) if i in unknown else s for i, s in enumerate(shapes)]   # counted when run
             scratch, work = _costs(node, bare, [(tuple(t.shape), t.dtype)])
@@ -433,11 +504,13 @@ class BudgetBackend(NumpyBackend):
         loop = self.meter.run_loop if op.name in ("while", "scan") else None
         return self.meter.sized(node, fn, dying, predict, loop), False
 
-    def _count_iterations(self, body):
-        """Make the plan of loop body `body` (compiled for this backend once) count."""
+    def _count_iterations(self, attrs):
+        """Make the plan of the body a while node of `attrs` runs (with what it keeps per
+        iteration: control_flow.effective_body; compiled for this backend once) count."""
+        body = effective_body(attrs)
         plan = plan_of(body, self)
         if id(plan) not in self._counting:
-            plan = self.meter.counting_body(plan, len(body.outputs))
+            plan = self.meter.counting_body(plan, num_loop_vars(attrs))
             self._counting.add(id(plan))
             body.derived.plans[self.name] = plan
 
@@ -501,6 +574,64 @@ class _Prediction:
             return unknown
         total = sum(_size(s) * d.np.itemsize for s, d in types)
         return (total,) + _costs(node, shapes, types)
+
+
+class _RegionPrediction:
+    """(output bytes, scratch bytes, operations) of a compiled region from its input shapes,
+    remembered per shape: its nodes' shapes inferred in order, each charged as numpy would
+    charge it (the same document costs the same on either backend); scratch: the largest
+    value inside it that is not an output (a stage's buffer) or a node's own."""
+
+    __slots__ = ("region", "known")
+
+    def __init__(self, region):
+        self.region, self.known = region, {}
+
+    def __call__(self, args):
+        key = tuple([a.shape if isinstance(a, (np.ndarray, np.generic)) else () for a in args])
+        got = self.known.get(key)
+        if got is None:
+            if len(self.known) >= _PREDICTIONS_KEPT:
+                self.known.clear()
+            got = self.known[key] = self._infer(key)
+        return got
+
+    def _infer(self, key):
+        region = self.region
+        shapes = {id(t): tuple(s) for t, s in zip(region.inputs, key)}
+        # an upper bound for a size inference cannot give: the inputs broadcast together
+        rank = max([len(s) for s in key], default=0)
+        bound = math.prod(max([s[len(s) - rank + k] for s in key if len(s) - rank + k >= 0], default=1)
+                          for k in range(rank))
+        outputs = {id(t) for t in region.outputs}
+        need = inner = scratch = 0
+        work = KERNEL_OPERATIONS
+        for n in region.nodes:
+            ins = [shapes.get(id(t)) or _static_shape(t, bound) for t in n.inputs]
+            try:
+                types = [(tuple(s), d) for s, d in n.op.infer(ins, [t.dtype for t in n.inputs], n.attrs)]
+            except Exception:       # the kernel will say what is wrong
+                types = []
+            types = [(s if None not in s else (bound,), d) for s, d in types] or \
+                [((bound,), t.dtype) for t in n.outputs]
+            s_, w_ = _costs(n, ins, types)
+            scratch, work = max(scratch, s_), work + w_ - KERNEL_OPERATIONS
+            for t, (s, d) in zip(n.outputs, types):
+                shapes[id(t)] = s
+                nbytes = _size(s) * d.np.itemsize
+                if id(t) in outputs:
+                    need += nbytes
+                else:
+                    inner = max(inner, nbytes)
+        return need, scratch + inner, work
+
+
+def _static_shape(t, bound):
+    """A tensor's shape when no input of the region gives it: a constant's, else its static
+    shape with `bound` for unknown sizes."""
+    if t.node.op.name == "const":
+        return tuple(np.shape(t.node.attrs["value"]))
+    return tuple(bound if d is None else d for d in t.shape)
 
 
 def _check_outputs(node, declared, results, count=False):

@@ -189,9 +189,8 @@ def from_document(doc_or_path, max_bytes=DEFAULT_MAX_BYTES, max_iterations=DEFAU
     document's variables; calls that assign them update those copies (see `.variables`).
     Calls stay within `max_bytes` of computed values, `max_iterations` per loop run and
     `max_operations` per call (None: no limit), or raise ResourceExhaustedError
-    (graph/serialize/budget.py). Plans run on `backend` (a name; default numpy, with the
-    budgets); a backend other than numpy runs compiled loops the budgets cannot meter, so it
-    needs all three budgets None.
+    (graph/serialize/budget.py). Plans run on `backend` (a name; default numpy), with the
+    budgets: numba's compiled regions are metered where they start, from their input shapes.
 
         f = from_document("model.json")
         y = f(np.ones((2, 3), np.float32))
@@ -204,11 +203,6 @@ def from_document(doc_or_path, max_bytes=DEFAULT_MAX_BYTES, max_iterations=DEFAU
     else:
         raise TypeError(f"load_json: backend is the name of an installed backend "
                         f"(df.backends()), got {type(backend).__name__}")
-    metered = max_bytes is not None or max_iterations is not None or max_operations is not None
-    if backend.name != "numpy" and metered:
-        raise ValueError(f"load_json: backend {backend.name!r} runs compiled loops that the "
-                         f"budgets cannot meter; pass max_bytes=None, max_iterations=None and "
-                         f"max_operations=None (for a document you trust) to run it there")
     with paused_gc():    # building makes ~10 objects per node, in reference cycles
         return _load(doc_or_path, max_bytes, max_iterations, max_operations, backend)
 
@@ -231,7 +225,7 @@ def _load(doc_or_path, max_bytes, max_iterations, max_operations, backend):
         raise errors.GraphFormatError(f"document: cannot be read: {type(e).__name__}: {e}") from None
     # no budget at all: the backend's kernels as they are (nothing to count)
     if max_bytes is not None or max_iterations is not None or max_operations is not None:
-        backend = BudgetBackend(max_bytes, max_iterations, max_operations)
+        backend = BudgetBackend(max_bytes, max_iterations, max_operations, base=backend)
     try:
         for name in order:
             verify(library[name], recursive=False)     # callees were verified before

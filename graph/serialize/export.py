@@ -234,31 +234,38 @@ def output_names(structure, n_out):
         output_names(describe_structure((a, {"aux": b})), 2)             # ["output_0", "output_1.aux"]
     """
     found = {}
+    path = []
 
-    def walk(s, path, named):
+    def walk(s, named):
         (kind, value), = s.items()
         if kind == "output":
             if value not in found:
                 found[value] = ".".join(path) if named else None
-        elif kind in ("list", "tuple"):
-            for k, v in enumerate(value):
-                walk(v, path + [str(k)], named)
+            return
+        if kind in ("list", "tuple"):
+            items = [(str(k), v) for k, v in enumerate(value)]
         elif kind == "dict":
-            for k, v in value:
-                walk(v, path + [str(k)], True)
+            items, named = [(str(k), v) for k, v in value], True
         elif kind == "namedtuple":
-            for k, v in value["fields"]:
-                walk(v, path + [k], True)
-    walk(structure, [], False)
-    names, taken = [], set()
+            items, named = value["fields"], True
+        else:
+            return
+        for k, v in items:
+            path.append(k)
+            walk(v, named)
+            path.pop()
+    walk(structure, False)
+    names, taken, suffix = [], set(), {}
     for k in range(n_out):
         name = found.get(k)
         if name is not None and name[:1].isdigit():      # (a, {"aux": b}): output_1.aux
             name = f"output_{name}"
         name = name or f"output_{k}"
-        base, j = name, 1
-        while name in taken:          # {"a.b": x, "a": {"b": y}}: a.b, a.b_1
-            name, j = f"{base}_{j}", j + 1
+        if name in taken:             # {"a.b": x, "a": {"b": y}}: a.b, a.b_1
+            base, j = name, suffix.get(name, 1)
+            while name in taken:      # each base's suffixes counted on: linear in the names
+                name, j = f"{base}_{j}", j + 1
+            suffix[base] = j
         taken.add(name)
         names.append(name)
     return names

@@ -32,7 +32,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from defun.runtime import errors
 from defun.runtime.execute import run_op
-from defun.runtime.ops import _args, shape_rules
+from defun.runtime.ops import _args, _costs, shape_rules
 from defun.runtime.ops._onnx_windows import Windows
 from defun.runtime.registry import Cost, one_of, register
 from defun.runtime.tape import skip_input_indices
@@ -757,20 +757,20 @@ def _avg_pool_grad_grad(op, gdx):
 _POOL_ATTRS = {"ksize": "ints", "strides": "ints", "padding": one_of(*_PADDINGS)}
 _F = shape_rules.float_kinds
 _MAX_POOL = register("max_pool2d", _max_pool_kernel, _pool_infer("max_pool2d"), _max_pool_grad,
-                     num_inputs=1, attrs=_POOL_ATTRS, defaults={}, kinds=_F, onnx=_pool_onnx("MaxPool"), batch=bt.fold_leading(0), cost=Cost(scratch=1.5))
+                     num_inputs=1, attrs=_POOL_ATTRS, defaults={}, kinds=_F, onnx=_pool_onnx("MaxPool"), batch=bt.fold_leading(0), cost=_costs.windows(1, 1.5))
 _MAX_POOL_GRAD = register("max_pool2d_grad", _max_pool_grad_kernel, _pool_grad_infer("max_pool2d_grad", ("pooled", "pooled")),
                           _max_pool_grad_grad_of, num_inputs=3, attrs=_POOL_ATTRS, defaults={},
-                          same_dtype=(0, 1, 2), kinds=_F, onnx=_max_pool_grad_onnx, batch=bt.fold_leading(0, 1, 2))
+                          same_dtype=(0, 1, 2), kinds=_F, onnx=_max_pool_grad_onnx, batch=bt.fold_leading(0, 1, 2), cost=_costs.windows(4))
 _MAX_POOL_GRAD_GRAD = register("max_pool2d_grad_grad", _max_pool_grad_grad_kernel,
                                _pool_grad_infer("max_pool2d_grad_grad", ("pooled", "input")), _max_pool_grad_grad_grad,
                                num_inputs=3, attrs=_POOL_ATTRS, defaults={}, same_dtype=(0, 1, 2), kinds=_F,
-                               onnx=_max_pool_grad_grad_onnx, batch=bt.fold_leading(0, 1, 2))
+                               onnx=_max_pool_grad_grad_onnx, batch=bt.fold_leading(0, 1, 2), cost=_costs.windows(4))
 _AVG_POOL = register("avg_pool2d", _avg_pool_kernel, _pool_infer("avg_pool2d"), _avg_pool_grad,
-                     num_inputs=1, attrs=_POOL_ATTRS, defaults={}, kinds=_F, cost=Cost(scratch=1.5),
+                     num_inputs=1, attrs=_POOL_ATTRS, defaults={}, kinds=_F, cost=_costs.windows(1, 1.5),
                      onnx=_pool_onnx("AveragePool", _avg_pool_float64, count_include_pad=0), batch=bt.fold_leading(0))   # TF: the mean of what is inside
 _AVG_POOL_GRAD = register("avg_pool2d_grad", _avg_pool_grad_kernel, _pool_grad_infer("avg_pool2d_grad", ("pooled",)),
                           _avg_pool_grad_grad, num_inputs=2, attrs=_POOL_ATTRS, defaults={},
-                          same_dtype=(0, 1), kinds=_F, onnx=_avg_pool_grad_onnx, batch=bt.fold_leading(0, 1))
+                          same_dtype=(0, 1), kinds=_F, onnx=_avg_pool_grad_onnx, batch=bt.fold_leading(0, 1), cost=_costs.windows(2))
 
 
 def _pool_attrs(op_name, ksize, strides, padding, data_format):

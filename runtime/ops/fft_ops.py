@@ -17,7 +17,7 @@ import numpy as np
 
 from defun.runtime import dtypes, errors
 from defun.runtime.execute import run_op
-from defun.runtime.ops import _args, shape_rules
+from defun.runtime.ops import _args, _costs, shape_rules
 from defun.runtime.ops.array_ops import pad
 from defun.runtime.ops.complex_ops import real
 from defun.runtime.ops.index_ops import slice_helper
@@ -59,7 +59,8 @@ def _fft_grad(op, g):
 
 _FFT = register("fft", _fft_kernel, _fft_infer, _fft_grad, num_inputs=1,
                 attrs={"rank": "int", "inverse": "bool", "norm": one_of("backward", "forward")},
-                defaults={"norm": "backward"}, kinds="c", batch=bt.leading)
+                defaults={"norm": "backward"}, kinds="c", batch=bt.leading,
+                cost=_costs.fft_cost(lambda shapes, outs, attrs: shapes[0][len(shapes[0]) - attrs["rank"]:]))
 
 
 # ------------------------------------------------------------------ rfft, irfft
@@ -127,10 +128,11 @@ def _irfft_grad(op, g):
     return [multiply(spectrum, convert_to_tensor(scale.astype(spectrum.dtype.np)))]
 
 
+_FFT_LENGTH = _costs.fft_cost(lambda shapes, outs, attrs: attrs["fft_length"])
 _RFFT = register("rfft", _rfft_kernel, _rfft_infer, _rfft_grad, num_inputs=1,
-                 attrs={"fft_length": "ints"}, defaults={}, kinds="f", batch=bt.leading)
+                 attrs={"fft_length": "ints"}, defaults={}, kinds="f", batch=bt.leading, cost=_FFT_LENGTH)
 _IRFFT = register("irfft", _irfft_kernel, _irfft_infer, _irfft_grad, num_inputs=1,
-                  attrs={"fft_length": "ints"}, defaults={}, kinds="c", batch=bt.leading)
+                  attrs={"fft_length": "ints"}, defaults={}, kinds="c", batch=bt.leading, cost=_FFT_LENGTH)
 
 
 # ------------------------------------------------------------------ public functions

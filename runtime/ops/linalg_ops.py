@@ -29,7 +29,7 @@ import numpy as np
 
 from defun.runtime import dtypes, errors
 from defun.runtime.execute import run_op
-from defun.runtime.ops import _args, shape_rules
+from defun.runtime.ops import _args, _costs, shape_rules
 from defun.runtime.ops import _onnx_linalg as la
 from defun.runtime.ops._onnx import diag_part_of, scatter_adjoint, shape_of
 from defun.runtime.ops import array_ops as arr
@@ -239,7 +239,7 @@ def _solve_grad(op, g):
 
 _SOLVE = register("solve", _solve_kernel, _solve_infer("solve"), _solve_grad, num_inputs=2,
                   attrs={"adjoint": "bool"}, defaults={"adjoint": False}, same_dtype=(0, 1), kinds="fc",
-                  cost=_cubic(2), onnx=lambda e, node, ins: la.solve(
+                  cost=_costs.triangular(2), onnx=lambda e, node, ins: la.solve(
                       e, _t_onnx(e, ins[0], node.inputs[0]) if node.attrs["adjoint"] else ins[0], ins[1],
                       len(node.inputs[0].shape), len(node.inputs[1].shape), node.outputs[0].dtype), batch=bt.elementwise)
 
@@ -351,7 +351,8 @@ def _triangular_solve_onnx(e, node, ins):
 _TRIANGULAR_SOLVE = register(
     "triangular_solve", _triangular_solve_kernel, _solve_infer("triangular_solve"),
     _triangular_solve_grad, num_inputs=2, attrs={"lower": "bool", "adjoint": "bool"},
-    defaults={"lower": True, "adjoint": False}, same_dtype=(0, 1), kinds="f", onnx=_triangular_solve_onnx, batch=bt.elementwise)
+    defaults={"lower": True, "adjoint": False}, same_dtype=(0, 1), kinds="f", onnx=_triangular_solve_onnx, batch=bt.elementwise,
+    cost=_costs.triangular(0))
 
 
 def triangular_solve(matrix, rhs, lower=True, adjoint=False, name=None):

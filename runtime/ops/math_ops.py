@@ -42,15 +42,17 @@ _public = op_function
 _NC, _FC = shape_rules.numeric_complex_kinds, shape_rules.inexact_kinds
 
 
-def _unary(name, kernel, grad, kinds=shape_rules.numeric_kinds, doc="", fused=None, onnx=None, names=None):
+def _unary(name, kernel, grad, kinds=shape_rules.numeric_kinds, doc="", fused=None, onnx=None, names=None, cost=None):
     op = register(name, kernel, shape_rules.unary_same(name, kinds), grad, num_inputs=1, attrs={},
-                  defaults={}, kinds=kinds, fused=fused, onnx=onnx, batch=bt.elementwise)
+                  defaults={}, kinds=kinds, fused=fused, onnx=onnx, batch=bt.elementwise, cost=cost)
     return _public(op, doc or f"Elementwise {name}(x).", names)
 
 
-def _binary(name, kernel, grad, kinds=shape_rules.numeric_kinds, out_dtype=None, doc="", fused=None, onnx=None):
+def _binary(name, kernel, grad, kinds=shape_rules.numeric_kinds, out_dtype=None, doc="", fused=None, onnx=None,
+            cost=None):
     op = register(name, kernel, shape_rules.binary_broadcast(name, kinds, out_dtype), grad, num_inputs=2,
-                  attrs={}, defaults={}, same_dtype=(0, 1), kinds=kinds, fused=fused, onnx=onnx, batch=bt.elementwise)
+                  attrs={}, defaults={}, same_dtype=(0, 1), kinds=kinds, fused=fused, onnx=onnx, batch=bt.elementwise,
+                  cost=cost)
     return _public(op, doc or f"Elementwise {name}(x, y) with numpy broadcasting.")
 
 
@@ -158,7 +160,7 @@ def _int_division(name, ufunc):
 # Fused only for floats: an integer division by zero must raise, which a fused loop cannot.
 floordiv = _binary("floordiv", _int_division("floordiv", np.floor_divide), None,
                    fused=Ew("np.floor_divide({0}, {1})", kinds="f"),
-                   onnx=_floordiv_onnx,
+                   onnx=_floordiv_onnx, cost=Cost(per_element=20),     # measured 19x an add
                    doc="x // y elementwise (not differentiable); an integer y of 0 raises.")
 
 
@@ -174,7 +176,7 @@ def _mod_grad(op, g):
 
 
 mod = _binary("mod", _int_division("mod", np.mod), _mod_grad, fused=Ew("np.remainder({0}, {1})", kinds="f"),
-              onnx=_mod_onnx,
+              onnx=_mod_onnx, cost=Cost(per_element=12),       # measured 11x an add
               doc="x % y elementwise, sign of y as in Python; d/dx = 1, d/dy = -floor(x / y); an integer "
                   "y of 0 raises.")
 
@@ -217,6 +219,7 @@ def _pow_kernel(x, y):
 
 
 pow = _binary("pow", _pow_kernel, _pow_grad, onnx="Pow", fused=Ew("np.power({0}, {1})", kinds="f"), kinds=_NC,  # noqa: A001
+              cost=Cost(per_element={"c": 100}),    # complex: exp and log per element, measured 37x an add
               doc="x ** y elementwise.")
 
 
@@ -268,7 +271,7 @@ def _sigmoid(x):
 sigmoid = _unary("sigmoid", _sigmoid,
                  lambda op, g: [multiply(g, multiply(op.outputs[0], subtract(1, op.outputs[0])))], kinds="f",
                  fused=Ew("(np.tanh({0} * 0.5) + 1.0) * 0.5"),
-                 onnx="Sigmoid")
+                 onnx="Sigmoid", cost=Cost(per_element=10))     # measured 9x an add
 relu = _unary("relu", lambda x: np.maximum(x, x.dtype.type(0)),
               lambda op, g: [multiply(g, _mask(greater(op.inputs[0], 0), g))], doc="max(features, 0) elementwise.",
               fused=Ew("np.maximum({0}, 0)"), names=("features",),
@@ -310,9 +313,9 @@ angle = _public(_ANGLE, "The argument of a complex input in (-pi, pi] (real: 0 o
 sign = _unary("sign", np.sign, None, doc="Sign of x (-1, 0, 1); not differentiable.",
               fused=Ew("np.sign({0})"), onnx="Sign")
 sin = _unary("sin", np.sin, lambda op, g: [multiply(g, conj(cos(op.inputs[0])))], kinds=_FC, onnx="Sin",
-             fused=Ew("np.sin({0})"))
+             fused=Ew("np.sin({0})"), cost=Cost(per_element=12))    # measured 8-12x an add
 cos = _unary("cos", np.cos, lambda op, g: [negative(multiply(g, conj(sin(op.inputs[0]))))], kinds=_FC,
-             fused=Ew("np.cos({0})"), onnx="Cos")
+             fused=Ew("np.cos({0})"), onnx="Cos", cost=Cost(per_element=12))
 floor = _unary("floor", np.floor, None, kinds="f", doc="Floor of x; not differentiable.",
                fused=Ew("np.floor({0})"), onnx="Floor")
 round = _unary("round", np.round, None, kinds="f",  # noqa: A001

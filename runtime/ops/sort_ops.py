@@ -9,10 +9,10 @@ import numpy as np
 
 from defun.runtime import dtypes, errors
 from defun.runtime.execute import run_op
-from defun.runtime.ops import _args, shape_rules
+from defun.runtime.ops import _args, _costs, shape_rules
 from defun.runtime.ops._onnx import scatter_adjoint, shape_of
 from defun.runtime.ops.index_ops import _norm_axis, _rank
-from defun.runtime.registry import Cost, one_of, register
+from defun.runtime.registry import one_of, register
 from defun.runtime import batching as bt
 
 __all__ = ["sort", "argsort", "top_k"]
@@ -78,10 +78,12 @@ def _sorted_onnx(e, node, x):
 _SORT_ATTRS = {"axis": "int", "direction": one_of(*_DIRECTIONS)}
 _SORT = register("sort", _sort_kernel, _sort_infer("sort"), _sort_grad, num_inputs=1, attrs=_SORT_ATTRS,
                  defaults={"direction": "ASCENDING"}, kinds=shape_rules.numeric_kinds,
-                 onnx=lambda e, node, ins: _sorted_onnx(e, node, ins[0])[0], batch=bt.axes("axis"))
+                 onnx=lambda e, node, ins: _sorted_onnx(e, node, ins[0])[0], batch=bt.axes("axis"),
+                 cost=_costs.n_log_n(5, "axis"))
 _ARGSORT = register("argsort", _argsort_kernel, _sort_infer("argsort", dtypes.int32), None, num_inputs=1,
                     attrs=_SORT_ATTRS, defaults={"direction": "ASCENDING"}, kinds=shape_rules.numeric_kinds,
-                    onnx=lambda e, node, ins: e.cast(_sorted_onnx(e, node, ins[0])[1], dtypes.int32), batch=bt.axes("axis"), cost=Cost(scratch=2.25))
+                    onnx=lambda e, node, ins: e.cast(_sorted_onnx(e, node, ins[0])[1], dtypes.int32), batch=bt.axes("axis"),
+                    cost=_costs.n_log_n(8, "axis", scratch=2.25))
 
 
 def _sort_attrs(op_name, values, axis, direction):
@@ -141,7 +143,8 @@ def _top_k_onnx(e, node, ins):
 
 
 _TOP_K = register("top_k", _top_k_kernel, _top_k_infer, _top_k_grad, num_inputs=1, attrs={"k": "int"},
-                  defaults={}, kinds=shape_rules.numeric_kinds, num_outputs=2, none_grads=True, onnx=_top_k_onnx, batch=bt.leading, cost=Cost(scratch=4.5))
+                  defaults={}, kinds=shape_rules.numeric_kinds, num_outputs=2, none_grads=True, onnx=_top_k_onnx, batch=bt.leading,
+                  cost=_costs.n_log_n(8, scratch=4.5))
 
 
 def top_k(input, k=1, sorted=True, name=None):

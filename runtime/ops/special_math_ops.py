@@ -11,7 +11,7 @@ import numpy as np
 from defun.runtime import dtypes, errors
 from defun.runtime.execute import run_op
 from defun.runtime.fast_dispatch import renamed_parameters
-from defun.runtime.ops import _args, shape_rules
+from defun.runtime.ops import _args, _costs, shape_rules
 from defun.runtime.ops import _onnx_float64 as f64
 from defun.runtime.ops._onnx import reduced_axes, running, with_float64
 from defun.runtime.ops.array_ops import concat, ones_like, strided_slice, where, zeros_like
@@ -33,7 +33,8 @@ __all__ = ["tan", "expm1", "erf", "softplus", "elu", "leaky_relu", "gelu", "is_n
 _EMPTY = {}
 
 
-def _unary(name, kernel, grad, kinds=shape_rules.float_kinds, out_dtype=None, doc="", onnx=None, names=None):
+def _unary(name, kernel, grad, kinds=shape_rules.float_kinds, out_dtype=None, doc="", onnx=None, names=None,
+           cost=None):
     """A one-input op without attrs and its public function `f(x, name=None)` (its parameter
     called `names[0]` if given: TF's name)."""
     if out_dtype is None:
@@ -42,7 +43,8 @@ def _unary(name, kernel, grad, kinds=shape_rules.float_kinds, out_dtype=None, do
         def infer(shapes, dts, attrs):
             shape_rules.check_kinds(name, dts[0], kinds)
             return [(tuple(shapes[0]), out_dtype)]
-    op = register(name, kernel, infer, grad, num_inputs=1, attrs={}, defaults={}, kinds=kinds, onnx=onnx, batch=bt.elementwise)
+    op = register(name, kernel, infer, grad, num_inputs=1, attrs={}, defaults={}, kinds=kinds, onnx=onnx,
+                  batch=bt.elementwise, cost=cost)
 
     def f(x, name=None):
         return run_op(op, (x,), _EMPTY, name)
@@ -148,7 +150,8 @@ _TWO_OVER_SQRT_PI = float(2 / _SQRT_PI)
 erf = _unary("erf", _erf_kernel,
              lambda op, g: [multiply(g, multiply(exp(negative(square(op.inputs[0]))), _TWO_OVER_SQRT_PI))],
              doc="The error function: `df.erf(0.5) -> 0.5205`.",
-             onnx=with_float64("Erf", lambda e, x: f64.erf_parts(e, x)[0]))
+             onnx=with_float64("Erf", lambda e, x: f64.erf_parts(e, x)[0]),
+             cost=Cost(per_element=40))     # a series per range of |x|: measured 18x an add
 
 
 def _expm1_onnx(e, x, dt):
@@ -172,7 +175,7 @@ expm1 = _unary("expm1", np.expm1, lambda op, g: [multiply(g, exp(op.inputs[0]))]
 softplus = _unary("softplus", lambda x: np.logaddexp(x.dtype.type(0), x),
                   lambda op, g: [multiply(g, sigmoid(op.inputs[0]))],
                   doc="log(1 + exp(features)), stable for large |x|: `df.softplus(1000.) -> 1000.`",
-                  names=("features",),
+                  names=("features",), cost=Cost(per_element=30),    # measured 17x an add
                   onnx=lambda e, node, ins: e.op("Add", e.op("Max", ins[0], e.scalar(0, node.inputs[0].dtype)), e.op(
                       "Log", e.op("Add", e.scalar(1, node.inputs[0].dtype), e.op("Exp", e.op("Neg", e.op("Abs", ins[0])))))))
 # the gradient uses y + 1 (= exp(x) where x <= 0): its own derivative is then elu' again, and
@@ -180,6 +183,7 @@ softplus = _unary("softplus", lambda x: np.logaddexp(x.dtype.type(0), x),
 elu = _unary("elu", lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, x.dtype.type(0)))),
              lambda op, g: [where(greater(op.inputs[0], 0), g, multiply(g, add(op.outputs[0], 1)))],
              doc="x where x > 0, else exp(x) - 1 (x: `features`, TF's name).", names=("features",),
+             cost=Cost(per_element=15),     # measured 9x an add
              onnx=lambda e, node, ins: e.op("Where", e.op("Greater", ins[0], e.scalar(0, node.inputs[0].dtype)), ins[0],
                                             _expm1_onnx(e, e.op("Min", ins[0], e.scalar(0, node.inputs[0].dtype)),
                                                         node.inputs[0].dtype)))
@@ -258,7 +262,7 @@ def _gelu_onnx(e, node, ins):
 
 _GELU = register("gelu", _gelu_kernel, shape_rules.unary_same("gelu", shape_rules.float_kinds), _gelu_grad, num_inputs=1,
                  attrs={"approximate": "bool"}, defaults={"approximate": False}, kinds=shape_rules.float_kinds,
-                 onnx=_gelu_onnx, batch=bt.elementwise)
+                 onnx=_gelu_onnx, batch=bt.elementwise, cost=Cost(per_element=160))    # erf's series: 81x an add
 
 
 def gelu(features, approximate=False, name=None):
@@ -389,7 +393,8 @@ def _logical_reduce_onnx(any_):
 reduce_logsumexp = _reduction(
     "reduce_logsumexp", _logsumexp_kernel, _logsumexp_grad, shape_rules.float_kinds,
     "log(sum(exp(x))) over `axis`, without overflow: `df.reduce_logsumexp([1000., 1000.]) -> 1000.6931`.",
-    onnx=_logsumexp_onnx, cost=Cost(scratch=2.25))     # measured 2.0x: x - max and its exp
+    onnx=_logsumexp_onnx,     # scratch measured 2.0x: x - max and its exp; work 14x an add per element
+    cost=_costs.per_input_element(30, scratch=2.25))
 reduce_any = _reduction(
     "reduce_any", lambda x, axis, keepdims: np.logical_or.reduce(x, axis=_axes(x.ndim, axis, "reduce_any"),
                                                                keepdims=keepdims),
@@ -613,17 +618,20 @@ def _cumprod_grad(op, g):
     return [multiply(before, s)]
 
 
+_CUM_COST = Cost(per_element=20)     # measured 10x an add per element (numpy's accumulate)
 _CUMSUM = register("cumsum", _cum_kernel("cumsum", np.add, 0), _cum_infer("cumsum"), _cumsum_grad, num_inputs=1,
                    attrs=_CUM_ATTRS, defaults=_CUM_DEFAULTS, kinds=shape_rules.numeric_kinds,
                    onnx=lambda e, node, ins: e.op("CumSum", ins[0], e.scalar(node.attrs["axis"], dtypes.int64),
                                                   exclusive=int(node.attrs["exclusive"]),
-                                                  reverse=int(node.attrs["reverse"])), batch=bt.axes("axis"))
+                                                  reverse=int(node.attrs["reverse"])), batch=bt.axes("axis"),
+                   cost=_CUM_COST)
 _CUMPROD = register("cumprod", _cum_kernel("cumprod", np.multiply, 1), _cum_infer("cumprod"), _cumprod_grad,
                     num_inputs=1, attrs=_CUM_ATTRS, defaults=_CUM_DEFAULTS, kinds=shape_rules.numeric_kinds,
                     # (ONNX has CumSum only: an exact running product in a Loop)
                     onnx=lambda e, node, ins: running(
                         e, ins, node.attrs["axis"], len(node.inputs[0].shape), node.inputs[0].dtype, 1,
-                        lambda s, x: e.op("Mul", s, x), node.attrs["exclusive"], node.attrs["reverse"]), batch=bt.axes("axis"))
+                        lambda s, x: e.op("Mul", s, x), node.attrs["exclusive"], node.attrs["reverse"]), batch=bt.axes("axis"),
+                    cost=_CUM_COST)
 
 
 def _cum_attrs(name, x, axis, exclusive, reverse):
