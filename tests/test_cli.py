@@ -505,7 +505,8 @@ def test_bench_profile_prints_the_time_per_node(named):
                   cwd=where)).stdout.splitlines()
     assert out[3].startswith("# @f: ") and " steps over 4 calls, " in out[3]
     assert out[4].split() == ["node", "op", "calls", "total", "share", "line"]
-    rows = [ln.split() for ln in out[5:]]
+    rows = [ln.split() for ln in out[5:-1]]
+    assert out[-1].startswith("# per call: the nodes' median times add up to ")
     assert {"matmul", "exp", "divide"} <= {r[1] for r in rows} and all(r[2] == "4" for r in rows)
     shares = [float(r[5].rstrip("%")) for r in rows]       # node, op, calls, total (2 words), share
     assert shares == sorted(shares, reverse=True) and abs(sum(shares) - 100) < 0.5 + 0.05 * len(rows)
