@@ -32,12 +32,10 @@ import numpy as np
 import defun
 from defun.runtime import errors
 from defun.graph.backends import backends, get_backend
-from defun.graph.onnx_export import MIN_OPSET
 from defun.graph.printer import format_graph, render_dot, to_dot
 from defun.graph.serialize import budget
 from defun.graph_function import GraphFunction
 from defun.export import load_json
-from defun.numpy_export import export_numpy_source
 from defun.profile import _duration, profile
 from defun.cli_files import (BadInput, Visible, array_type, file_stem, member_name, one_line, parse_feeds,
                              random_inputs, read_input, safe_names, shown, silence, type_text, write_npz)
@@ -207,6 +205,7 @@ def _dot(args):
 
 def _onnx(args):
     f = _load(args)
+    from defun.graph.onnx_export import MIN_OPSET  # lazily: `defun --version` need not load the export
     try:
         import onnx    # the optional [onnx] extra
     except ImportError as e:
@@ -263,6 +262,7 @@ _TOLERANCE = {2: 1e-2, 4: 1e-4, 8: 1e-9}     # by itemsize: float16, float32, fl
 
 
 def _numpy(args):
+    from defun.numpy_export import export_numpy_source  # lazily: `defun --version` need not load it
     f = _load(args)
     text = export_numpy_source(f, args.output, include_backward=args.backward)
     if args.output:
