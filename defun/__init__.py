@@ -53,19 +53,21 @@ from defun.runtime.context import init_scope  # noqa: E402,F401
 from defun.runtime.ops import debug_ops as _debug_ops  # noqa: E402
 from defun import debugging, random, signal, test  # noqa: E402,F401
 print = _debug_ops.print  # noqa: A001,E402  (df.print, as tf.print)
-from defun.numpy_export import export_numpy_source  # noqa: E402,F401
-from defun.onnx_export import export_onnx  # noqa: E402,F401  (the optional [onnx] extra, imported lazily)
 from defun.profile import profile, Profile, ProfileRow  # noqa: E402,F401
 from defun.view import view  # noqa: E402,F401
 from defun.namespaces import missing_name as _missing_name, CalledLikeTF as _CalledLikeTF  # noqa: E402
 function.__class__ = _CalledLikeTF  # noqa: F821,E402  (`@df.function` says to use @df.defun)
+# Loaded on first use (module __getattr__ below): the numpy and ONNX exports' modules cost
+# a tenth of `import defun` when Python compiles them (benchmarks/imports.py). (A name
+# equal to its module's, such as `profile`, cannot be lazy: importing the module would set it.)
+_LAZY = {"export_numpy_source": "defun.numpy_export", "export_onnx": "defun.onnx_export"}
 
 # The public names: what `dir(df)` shows and `from defun import *` takes. Submodules
 # (`defun.function`, `defun.graph`, ...) stay importable by their full names but are not API.
 _NAMESPACES = ("errors", "linalg", "math", "nn", "random", "debugging", "optimizers", "dask", "test", "signal")
 __all__ = sorted({n for n, v in globals().items()
                   if not n.startswith("_") and not isinstance(v, type(_os))
-                  } | set(_NAMESPACES))
+                  } | set(_NAMESPACES) | set(_LAZY))
 
 
 def __getattr__(name):
@@ -73,6 +75,10 @@ def __getattr__(name):
     if name == "dask":
         import defun.dask as dask  # lazily: the [dask] extra is optional and slow to import
         return dask
+    if name in _LAZY:
+        import importlib  # lazily: only the first use of a _LAZY name gets here
+        value = globals()[name] = getattr(importlib.import_module(_LAZY[name]), name)
+        return value
     raise _missing_name("defun", name, __all__)
 
 

@@ -19,36 +19,30 @@ Also `python -m defun ...`. Exit status 0 on success; 2 when a file or an argume
 exceeded one line, all without a traceback); 1 when the function itself fails, a check
 fails or a needed tool is missing. Nothing given on the command line is evaluated as Python:
 inputs are read with np.load(allow_pickle=False).
-The module is long because it holds every command's arguments and checks.
+The module is long because it holds every command's arguments and checks; reading and
+writing the arrays, and showing names safely, are defun/cli_files.py's.
 """
 import argparse
 import json
-import math
 import os
-import re
 import statistics
 import sys
 import time
-import zipfile
 
 import numpy as np
 
 import defun
 from defun.runtime import errors
 from defun.graph.backends import backends, get_backend
-from defun.graph.onnx_export import MIN_OPSET
 from defun.graph.printer import format_graph, render_dot, to_dot
 from defun.graph.serialize import budget
 from defun.graph_function import GraphFunction
 from defun.export import load_json
-from defun.numpy_export import export_numpy_source
 from defun.profile import _duration, profile
+from defun.cli_files import (BadInput, Visible, array_type, file_stem, member_name, one_line, parse_feeds,
+                             random_inputs, read_input, safe_names, shown, silence, type_text, write_npz)
 
 __all__ = ["main"]
-
-
-class _BadInput(Exception):
-    """A file or argument the user gave is wrong (exit status 2)."""
 
 
 class _Failed(Exception):
@@ -56,7 +50,26 @@ class _Failed(Exception):
 
 
 def main(argv=None):
-    """Run the command line `argv` (default sys.argv[1:]); returns the exit status."""
+    """Run the command line `argv` (default sys.argv[1:]); returns the exit status.
+
+    Everything it prints shows control, format (bidi) and lone surrogate characters as
+    escapes (`\\x1b`, `\\u202e`): names come from documents anyone may have written. A reader
+    that stops early (`defun show F.json | head`) ends it quietly, with status 141 as a
+    program stopped by SIGPIPE."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = Visible(out), Visible(err)
+    try:
+        code = _main(argv)
+        out.flush()     # a closed pipe shows here, not at exit
+        return code
+    except BrokenPipeError:
+        silence(out)
+        return 141
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _main(argv):
     parser = _parser()
     args = parser.parse_args(argv)
     where = f"defun {args.command}"
@@ -66,26 +79,27 @@ def main(argv=None):
         print(f"{where}: {args.file}: {e}", file=sys.stderr)
         return 2
     except errors.ResourceExhaustedError as e:
-        print(f"{where}: {_one_line(e)} (raise the budget with --max-bytes N, --max-iterations N or "
+        print(f"{where}: {one_line(e)} (raise the budget with --max-bytes N, --max-iterations N or "
               f"--max-operations N, or `none` for a document you trust)", file=sys.stderr)
         return 2
-    except _BadInput as e:
+    except BadInput as e:
         print(f"{where}: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        raise
     except OSError as e:
         print(f"{where}: {e.filename or args.file}: {e.strerror or e}", file=sys.stderr)
         return 2
+    except MemoryError:
+        print(f"{where}: out of memory", file=sys.stderr)
+        return 1
     except (_Failed, errors.DefunError) as e:
-        print(f"{where}: {_one_line(e)}", file=sys.stderr)
+        print(f"{where}: {one_line(e)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"{where}: interrupted", file=sys.stderr)
         return 130
     return 0
-
-
-def _one_line(e):
-    return " ".join(str(e).split())
 
 
 # ---------------------------------------------------------------------------------------
@@ -127,8 +141,8 @@ def _validate(args):
 def _run(args):
     f = _load(args)
     if args.size is not None and not args.random:
-        raise _BadInput("--size sets the unknown sizes of --random inputs: add --random")
-    feeds = _parse_feeds(args.inputs)
+        raise BadInput("--size sets the unknown sizes of --random inputs: add --random")
+    feeds = parse_feeds(args.inputs)
     arrays = _gather_inputs(f, feeds, args)
     try:
         result = f(*arrays)
@@ -137,34 +151,44 @@ def _run(args):
     except errors.DefunError as e:
         raise _Failed(f"the function failed: {e}") from None
     named = dict(zip(f.output_names, (np.asarray(t) for t in _flat_results(f, result))))
-    if args.output:
-        if not args.output.endswith(".npz"):
-            raise _BadInput(f"-o {args.output}: outputs are written as .npz (name it out.npz)")
-        _write_npz(args.output, named)
-        print(f"wrote {len(named)} output{'s' if len(named) != 1 else ''} to {args.output}: "
-              + ", ".join(f"{k} {_array_type(v)}" for k, v in named.items()))
-        return
-    if args.outdir:
-        if os.path.exists(args.outdir) and not os.path.isdir(args.outdir):
-            raise _BadInput(f"--outdir {args.outdir}: exists and is not a directory")
-        os.makedirs(args.outdir, exist_ok=True)
-        files = _file_names(named)
-        for name, value in named.items():
-            np.save(os.path.join(args.outdir, files[name]), value, allow_pickle=False)
-        print(f"wrote {len(named)} output{'s' if len(named) != 1 else ''} to {args.outdir}: "
-              + ", ".join(f"{files[k]} {_array_type(v)}" for k, v in named.items()))
+    written = _written_to(args, named)
+    if written is not None:
+        print(f"wrote {len(named)} output{'s' if len(named) != 1 else ''} to {written}")
         return
     with np.printoptions(threshold=200, edgeitems=3):
         for k, v in named.items():
-            print(f"{k}: {_array_type(v)}")
+            print(f"{shown(k)}: {array_type(v)}")
             print(v)
+
+
+def _written_to(args, named):
+    """Write the outputs to -o's .npz or to --outdir's files: what to print after "wrote N
+    outputs to" (None when neither is given). A name that is not safe as a file or member
+    name (`../x`, a control character) is written under a safe one, printed beside it."""
+    if args.output:
+        if not args.output.endswith(".npz"):
+            raise BadInput(f"-o {args.output}: outputs are written as .npz (name it out.npz)")
+        keys = safe_names(named, member_name)
+        write_npz(args.output, {keys[k]: v for k, v in named.items()})
+        return f"{args.output}: " + ", ".join(
+            f"{shown(k)} {array_type(v)}" + (f" (as key {shown(keys[k])})" if keys[k] != k else "")
+            for k, v in named.items())
+    if args.outdir:
+        if os.path.exists(args.outdir) and not os.path.isdir(args.outdir):
+            raise BadInput(f"--outdir {args.outdir}: exists and is not a directory")
+        os.makedirs(args.outdir, exist_ok=True)
+        files = {k: f"{stem}.npy" for k, stem in safe_names(named, file_stem).items()}
+        for name, value in named.items():
+            np.save(os.path.join(args.outdir, files[name]), value, allow_pickle=False)
+        return f"{args.outdir}: " + ", ".join(f"{files[k]} {array_type(v)}" for k, v in named.items())
+    return None
 
 
 def _dot(args):
     f = _load(args)
     ext = os.path.splitext(args.output)[1].lower().lstrip(".")
     if ext not in ("dot", "gv", "svg", "png", "pdf"):
-        raise _BadInput(f"-o {args.output}: name the picture .svg, .png or .pdf (drawn by Graphviz) "
+        raise BadInput(f"-o {args.output}: name the picture .svg, .png or .pdf (drawn by Graphviz) "
                         f"or .dot (the text)")
     backward = GraphFunction.of(f.graph).backward() if args.backward else None
     text = to_dot(f.graph, backward, input_names=[s.name for s in f.signature],
@@ -186,11 +210,10 @@ def _view(args):
     f = _load(args)
     output = args.output or os.path.splitext(os.path.basename(args.file))[0] + ".html"
     if not output.lower().endswith((".html", ".htm")):
-        raise _BadInput(f"-o {output}: the page is HTML: name it .html")
+        raise BadInput(f"-o {output}: the page is HTML: name it .html")
     rows = saved = None
     if args.profile:
-        rng = np.random.default_rng(args.seed)
-        arrays = [_random_input(rng, _sized(s.shape, args.size), s.dtype.np, args.int_high) for s in f.signature]
+        arrays = random_inputs(f.signature, args.size, args.seed, args.int_high)
         rows = profile(f, *arrays, repeat=args.repeat)
         saved = None if args.no_backward else measure_side_outputs(f, *arrays)
     page = view(f, path=output, backward=not args.no_backward, profile=rows, side_outputs=saved,
@@ -200,12 +223,13 @@ def _view(args):
 
 def _onnx(args):
     f = _load(args)
+    from defun.graph.onnx_export import MIN_OPSET  # lazily: `defun --version` need not load the export
     try:
         import onnx    # the optional [onnx] extra
     except ImportError as e:
         raise _Failed(f"ONNX export needs the onnx package: pip install 'defun[onnx]' ({e})") from None
     if not MIN_OPSET <= args.opset <= onnx.defs.onnx_opset_version():
-        raise _BadInput(f"--opset {args.opset}: this export writes opsets {MIN_OPSET} to "
+        raise BadInput(f"--opset {args.opset}: this export writes opsets {MIN_OPSET} to "
                         f"{onnx.defs.onnx_opset_version()} (the installed onnx's newest)")
     model = defun.export_onnx(f, None, opset=args.opset)
     data = model.SerializeToString()
@@ -222,8 +246,7 @@ def _check_onnx(f, data, args):
         import onnxruntime    # the optional [onnx] extra
     except ImportError:
         raise _Failed("--check runs the model in onnxruntime: pip install onnxruntime") from None
-    arrays = [_random_input(np.random.default_rng(args.seed), _sized(s.shape, args.size), s.dtype.np, 1)
-              for s in f.signature]
+    arrays = random_inputs(f.signature, args.size, args.seed, 1)
     session = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"])
     got = session.run(None, {i.name: a for i, a in zip(session.get_inputs(), arrays)})
     want = [np.asarray(t) for t in _flat_results(f, f(*arrays))]
@@ -233,10 +256,10 @@ def _check_onnx(f, data, args):
         if diff > worst[0] or worst[1] is None:
             worst = (diff, name)
         if diff > tolerance:
-            failed.append(f"{name} (difference {diff:.3g}, tolerance {tolerance:.3g})")
-    on = ", ".join(f"{s.name} {_array_type(a)}" for s, a in zip(f.signature, arrays)) or "no inputs"
+            failed.append(f"{shown(name)} (difference {diff:.3g}, tolerance {tolerance:.3g})")
+    on = ", ".join(f"{shown(s.name)} {array_type(a)}" for s, a in zip(f.signature, arrays)) or "no inputs"
     print(f"checked against onnxruntime {onnxruntime.__version__} on random {on}: largest "
-          f"difference {worst[0]:.3g}" + (f" (output {worst[1]})" if worst[1] is not None else ""))
+          f"difference {worst[0]:.3g}" + (f" (output {shown(worst[1])})" if worst[1] is not None else ""))
     if failed:
         raise _Failed(f"onnxruntime differs beyond float tolerance in {', '.join(failed)}")
 
@@ -257,6 +280,7 @@ _TOLERANCE = {2: 1e-2, 4: 1e-4, 8: 1e-9}     # by itemsize: float16, float32, fl
 
 
 def _numpy(args):
+    from defun.numpy_export import export_numpy_source  # lazily: `defun --version` need not load it
     f = _load(args)
     text = export_numpy_source(f, args.output, include_backward=args.backward)
     if args.output:
@@ -267,9 +291,7 @@ def _numpy(args):
 
 def _bench(args):
     f = _load(args)
-    rng = np.random.default_rng(args.seed)
-    arrays = [_random_input(rng, _sized(s.shape, args.size), s.dtype.np, args.int_high)
-              for s in f.signature]
+    arrays = random_inputs(f.signature, args.size, args.seed, args.int_high)
     try:
         for _ in range(args.warmup):
             f(*arrays)
@@ -285,13 +307,16 @@ def _bench(args):
         raise _Failed(f"the function failed on random inputs: {e}") from None
     times.sort()
     p90 = times[min(len(times) - 1, int(round(0.9 * (len(times) - 1))))]
-    on = ", ".join(f"{s.name} {_array_type(a)}" for s, a in zip(f.signature, arrays)) or "no inputs"
+    on = ", ".join(f"{shown(s.name)} {array_type(a)}" for s, a in zip(f.signature, arrays)) or "no inputs"
     print(f"@{f.graph.name} on {on}")
     print(f"median {_duration(statistics.median(times))}, p90 {_duration(p90)}, "
           f"min {_duration(times[0])} over {len(times)} calls ({args.warmup} warm-up)")
     if rows is not None:
         print()
         print(rows)
+        nodes, call = rows.total_seconds / args.repeat, statistics.median(times)
+        print(f"# per call: the nodes' median times add up to {_duration(nodes)} of the {_duration(call)} "
+              f"median call ({100 * nodes / call:.0f}%); the rest runs the plan between them")
 
 
 # ---------------------------------------------------------------------------------------
@@ -300,20 +325,22 @@ def _bench(args):
 def _load(args):
     path = args.file
     if os.path.isdir(path):
-        raise _BadInput(f"{path} is a directory; give a graph document (.json)")
-    backend = getattr(args, "backend", None) or "numpy"
-    max_bytes = getattr(args, "max_bytes", budget.DEFAULT_MAX_BYTES)
-    max_iterations = getattr(args, "max_iterations", budget.DEFAULT_MAX_ITERATIONS)
-    max_operations = getattr(args, "max_operations", budget.DEFAULT_MAX_OPERATIONS)
-    if args.command == "run" and backend != "numpy" and \
-            (max_bytes is not None or max_iterations is not None or max_operations is not None):
-        raise _BadInput(f"--backend {backend} runs compiled loops that the budgets cannot meter: add "
+        raise BadInput(f"{path} is a directory; give a graph document (.json)")
+    # `show --plan --backend B` names the plan shown: the function loads on numpy
+    backend = getattr(args, "backend", None) if args.command in ("run", "bench") else None
+    try:
+        return load_json(path, backend=backend or "numpy",
+                         max_bytes=getattr(args, "max_bytes", budget.DEFAULT_MAX_BYTES),
+                         max_iterations=getattr(args, "max_iterations", budget.DEFAULT_MAX_ITERATIONS),
+                         max_operations=getattr(args, "max_operations", budget.DEFAULT_MAX_OPERATIONS))
+    except errors.GraphFormatError:
+        raise
+    except ValueError as e:     # the loader's arguments: a backend that cannot keep the budgets
+        if "meter" not in str(e):
+            raise BadInput(one_line(e)) from None
+        raise BadInput(f"--backend {backend} runs compiled loops that the budgets cannot meter: add "
                         f"--max-bytes none --max-iterations none --max-operations none to run a "
-                        f"document you trust on it")
-    if args.command != "run":
-        backend = "numpy"       # show --plan's --backend names the plan shown, not the loader's
-    return load_json(path, backend=backend, max_bytes=max_bytes, max_iterations=max_iterations,
-                     max_operations=max_operations)
+                        f"document you trust on it") from None
 
 
 def _flat_results(f, result):
@@ -337,17 +364,9 @@ def _flat_results(f, result):
     return out
 
 
-def _type_text(shape, dtype):
-    return f"{dtype}[{', '.join('?' if d is None else str(d) for d in shape)}]"
-
-
-def _array_type(a):
-    return _type_text(a.shape, a.dtype.name)
-
-
 def _signature_text(f):
-    ins = ", ".join(f"{s.name}: {_type_text(s.shape, s.dtype.name)}" for s in f.signature)
-    outs = ", ".join(f"{n}: {_type_text(t.shape, t.dtype.name)}"
+    ins = ", ".join(f"{shown(s.name)}: {type_text(s.shape, s.dtype.name)}" for s in f.signature)
+    outs = ", ".join(f"{shown(n)}: {type_text(t.shape, t.dtype.name)}"
                      for n, t in zip(f.output_names, f.graph.outputs))
     return f"# @{f.graph.name}({ins}) -> ({outs})"
 
@@ -357,7 +376,7 @@ def _variables_text(f):
     if not values:
         return "# variables: none"
     lines = [f"# variables ({len(values)}, {sum(v.nbytes for v in values.values())} bytes):"]
-    lines += [f"#   {name}: {_array_type(v)}" for name, v in values.items()]
+    lines += [f"#   {shown(name)}: {array_type(v)}" for name, v in values.items()]
     return "\n".join(lines)
 
 
@@ -373,158 +392,37 @@ def _description(f):
             "backward_levels": f.backward_depth}
 
 
-_NPZ_KEY = re.compile(r"^(?P<path>.+\.npz)\[(?P<key>[^\[\]]+)\]$", re.I)
-
-
-def _parse_feeds(items):
-    feeds = {}
-    for item in items:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            raise _BadInput(f"inputs are given as NAME=file.npy or NAME=file.npz[key], got {item!r}")
-        if name in feeds:
-            raise _BadInput(f"input {name!r} is given twice")
-        feeds[name] = path
-    return feeds
-
-
-def _check_npy_size(path, name):
-    """Refuse a .npy whose header claims more data than the file holds, before anything is
-    allocated (a 128-byte file could otherwise ask for terabytes). Other files (an .npz, not
-    an array file) are left to np.load to judge."""
-    try:
-        with open(path, "rb") as fh:
-            if fh.read(6) != b"\x93NUMPY":
-                return
-            fh.seek(0)
-            read = {(1, 0): np.lib.format.read_array_header_1_0,
-                    (2, 0): np.lib.format.read_array_header_2_0}.get(np.lib.format.read_magic(fh))
-            if read is None:
-                return      # another version: np.load judges it
-            shape, _, dtype = read(fh)
-            have = os.fstat(fh.fileno()).st_size - fh.tell()
-    except (ValueError, TypeError, SyntaxError, OverflowError):
-        return      # a malformed header: np.load says what is wrong
-    if dtype.hasobject:
-        return      # refused by np.load (allow_pickle=False)
-    n = math.prod(shape)
-    if n * dtype.itemsize > have:
-        raise _BadInput(f"input {name!r}: {path} claims a {dtype.name} array of shape {list(shape)} "
-                        f"({n:,} elements, {n * dtype.itemsize:,} bytes) but holds {have:,} bytes "
-                        f"of data: the file is cut short or its header is wrong")
-
-
 def _gather_inputs(f, feeds, args):
     names = [s.name for s in f.signature]
     extra = sorted(set(feeds) - set(names))
     missing = [n for n in names if n not in feeds]
-    listing = ", ".join(f"{s.name} ({_type_text(s.shape, s.dtype.name)})" for s in f.signature) or "none"
+    listing = ", ".join(f"{s.name} ({type_text(s.shape, s.dtype.name)})" for s in f.signature) or "none"
     if extra:
-        raise _BadInput(f"no input named {', '.join(map(repr, extra))}; the function's inputs are "
+        raise BadInput(f"no input named {', '.join(map(repr, extra))}; the function's inputs are "
                         f"{listing}")
     if missing and not args.random:
-        raise _BadInput(f"missing input{'s' if len(missing) > 1 else ''} "
+        raise BadInput(f"missing input{'s' if len(missing) > 1 else ''} "
                         f"{', '.join(map(repr, missing))}: pass NAME=file.npy for each of {listing} "
                         f"(or --random for random values)")
-    rng = np.random.default_rng(args.seed)
+    drawn = iter(random_inputs([s for s in f.signature if s.name not in feeds],
+                               4 if args.size is None else args.size, args.seed, args.int_high))
     arrays = []
     for s in f.signature:
         if s.name not in feeds:
-            arrays.append(_random_input(rng, _sized(s.shape, 4 if args.size is None else args.size),
-                                        s.dtype.np, args.int_high))
+            arrays.append(next(drawn))
             continue
-        path, a = _read_input(s.name, feeds[s.name])
-        want = _type_text(s.shape, s.dtype.name)
+        path, a = read_input(s.name, feeds[s.name])
+        want = type_text(s.shape, s.dtype.name)
         if a.dtype != s.dtype.np and a.dtype.newbyteorder("=") == s.dtype.np:
             a = a.astype(s.dtype.np)        # saved big-endian: the same values
         if a.dtype != s.dtype.np:
-            raise _BadInput(f"input {s.name!r}: {path} holds {_array_type(a)}, the function takes "
+            raise BadInput(f"input {s.name!r}: {path} holds {array_type(a)}, the function takes "
                             f"{want}; convert it with .astype(np.{s.dtype.name})")
         if a.ndim != len(s.shape) or any(d is not None and d != n for d, n in zip(s.shape, a.shape)):
-            raise _BadInput(f"input {s.name!r}: {path} holds {_array_type(a)}, the function takes "
+            raise BadInput(f"input {s.name!r}: {path} holds {array_type(a)}, the function takes "
                             f"{want} (? is any size)")
         arrays.append(a)
     return arrays
-
-
-def _read_input(name, path):
-    """(what to call it, the array) of NAME=path: a .npy file, or one array of an .npz
-    (`f.npz[key]`; `f.npz` alone when it holds one array, or one named NAME)."""
-    key = None
-    m = _NPZ_KEY.match(path)
-    if m is not None and not os.path.exists(path):
-        path, key = m.group("path"), m.group("key")
-    _check_npy_size(path, name)
-    try:
-        loaded = np.load(path, allow_pickle=False)
-    except OSError:
-        raise
-    except ValueError as e:
-        raise _BadInput(f"input {name!r}: {path} is not a .npy or .npz array file ({_one_line(e)})") from None
-    except MemoryError:
-        raise _BadInput(f"input {name!r}: {path} is too large to load into memory") from None
-    if isinstance(loaded, np.ndarray):
-        if key is not None:
-            raise _BadInput(f"input {name!r}: {path} holds one array (a .npy), not keys: drop [{key}]")
-        return path, loaded
-    with loaded:
-        keys = list(loaded.files)
-        if key is None:
-            if len(keys) == 1:
-                key = keys[0]
-            elif name in keys:
-                key = name
-            else:
-                raise _BadInput(f"input {name!r}: {path} holds {len(keys)} arrays; pick one with "
-                                f"{name}={path}[key], key one of {', '.join(keys[:20])}")
-        if key not in keys:
-            raise _BadInput(f"input {name!r}: {path} has no array {key!r}; it holds "
-                            f"{', '.join(keys[:20]) or 'none'}")
-        try:
-            return f"{path}[{key}]", loaded[key]
-        except ValueError as e:
-            raise _BadInput(f"input {name!r}: {path}[{key}] cannot be read ({_one_line(e)})") from None
-
-
-def _write_npz(path, named):
-    """Arrays by name in an .npz, as np.savez writes them (any name, `file` included)."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
-            for name, value in named.items():
-                with z.open(f"{name}.npy", "w", force_zip64=True) as out:
-                    np.lib.format.write_array(out, np.asanyarray(value), allow_pickle=False)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
-def _file_names(named):
-    """A file name per output, its name made safe (`stats.mean` -> stats.mean.npy)."""
-    files, taken = {}, set()
-    for name in named:
-        base = re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".") or "output"
-        stem, k = base, 1
-        while stem.lower() in taken:
-            stem, k = f"{base}_{k}", k + 1
-        taken.add(stem.lower())
-        files[name] = stem + ".npy"
-    return files
-
-
-def _sized(shape, size):
-    return tuple(size if d is None else d for d in shape)
-
-
-def _random_input(rng, shape, dtype, int_high):
-    if dtype.kind == "f":
-        return rng.standard_normal(shape).astype(dtype)
-    if dtype.kind == "c":
-        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
-    if dtype.kind == "b":
-        return rng.random(shape) < 0.5
-    return rng.integers(0, max(int_high, 1), size=shape).astype(dtype)
 
 
 # ---------------------------------------------------------------------------------------
@@ -559,7 +457,7 @@ def _backend(text):
     try:
         return get_backend(text).name
     except ValueError as e:
-        raise argparse.ArgumentTypeError(_one_line(e)) from None
+        raise argparse.ArgumentTypeError(one_line(e)) from None
 
 
 def _parser():
@@ -581,7 +479,7 @@ def _parser():
     _looking_commands(command, backend_help)
     _run_command(command, backend_help)
     _converting_commands(command)
-    _bench_command(command)
+    _bench_command(command, backend_help)
     _view_command(command)
     return parser
 
@@ -623,6 +521,11 @@ def _run_command(command, backend_help):
     p.add_argument("--seed", type=int, default=0, help="random seed of the random inputs")
     p.add_argument("--int-high", type=_int_at_least(1), default=1,
                    help="random integer inputs are drawn from [0, N) (default 1: zeros)")
+    _budget_flags(p, backend_help)
+
+
+def _budget_flags(p, backend_help):
+    """--backend and the budgets of `run` and `bench` (the loader's)."""
     p.add_argument("--backend", type=_backend, default="numpy", help=backend_help)
     p.add_argument("--max-bytes", type=_budget, default=budget.DEFAULT_MAX_BYTES, metavar="N",
                    help=f"most bytes of values a call may hold (default {budget.DEFAULT_MAX_BYTES}; none: no limit)")
@@ -684,7 +587,7 @@ def _view_command(command):
     p.add_argument("--seed", type=int, default=0, help="random seed of the inputs")
 
 
-def _bench_command(command):
+def _bench_command(command, backend_help):
     """`defun bench`."""
     p = command("bench", _bench, "time calls on random inputs",
                 "Time calls of the loaded function on random inputs of its signature and print "
@@ -698,3 +601,4 @@ def _bench_command(command):
     p.add_argument("--seed", type=int, default=0, help="random seed of the inputs")
     p.add_argument("--profile", action="store_true",
                    help="also profile --repeat calls: time, calls and share per node (df.profile)")
+    _budget_flags(p, backend_help)

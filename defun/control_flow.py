@@ -14,7 +14,7 @@ import numpy as np
 from defun.runtime import dtypes, errors, sites
 from defun.runtime.context import state
 from defun.runtime.nest import flatten, pack_as, sorted_keys
-from defun.runtime.ops._args import bool_arg, error
+from defun.runtime.ops._args import bool_arg, count_arg, error
 from defun.runtime.ops.array_ops import concat, expand_dims, identity, stack, zeros
 from defun.runtime.shapes import shape_str, shapes_compatible
 from defun.runtime.tensor import EagerTensor, Tensor, convert_to_tensor
@@ -246,12 +246,8 @@ def _max_iterations(m):
     if isinstance(m, SymbolicTensor):
         raise errors.UnimplementedError(
             "while_loop: maximum_iterations must be a Python int or an eager tensor, not a traced tensor")
-    if isinstance(m, EagerTensor):
-        m = m.numpy()
-    m = int(m)
-    if m < 0:
-        raise errors.InvalidArgumentError(f"while_loop: maximum_iterations must be >= 0, got {m}")
-    return m
+    # an int, a numpy integer or an integer eager scalar (1.5, True or "3" is a TypeError)
+    return count_arg("while_loop", m, "maximum_iterations")
 
 
 # ---------------------------------------------------------------------------------------

@@ -5,10 +5,13 @@
 
 The function runs `repeat` times on a plan compiled like its own (the optimized graph on
 its backend; a loaded function's graph as loaded, on its budgets), each kernel call timed
-(graph/profiler.py). A node running functions (call, cond, while) counts what they run; a
+(graph/profiler.py, which takes its own time out). A row's seconds are its median call
+times its calls: a busy machine's pauses, which land in one call of one node, do not make
+the nodes add up to more than a typical call. A node running functions (call, cond, while) counts what they run; a
 numba region is one row, named by its first node, its op "fused" and its nodes listed.
 """
 import collections
+import statistics
 
 from defun.runtime import sites
 from defun.runtime.nest import flatten
@@ -26,15 +29,16 @@ __all__ = ["profile", "ProfileRow", "Profile"]
 
 ProfileRow = collections.namedtuple("ProfileRow", "node op line calls seconds share")
 ProfileRow.__doc__ = """One step of the plan: node name, op, user line ('' if unknown), calls,
-total seconds over the profiled calls, share of the time of all steps."""
+seconds over the profiled calls (its median call times its calls, the profiler's own time
+taken out), share of the time of all steps."""
 
 
 class Profile(list):
     """ProfileRow per step, slowest first; printed, a table with the total."""
 
-    def __init__(self, rows, function, repeat):
+    def __init__(self, rows, function, repeat, overhead=0.0):
         super().__init__(rows)
-        self.function, self.repeat = function, repeat
+        self.function, self.repeat, self.overhead = function, repeat, overhead
 
     @property
     def total_seconds(self):
@@ -48,7 +52,8 @@ class Profile(list):
         fmt = "  ".join(f"{{:{'>' if k in (2, 3, 4) else '<'}{w}}}" for k, w in enumerate(widths)) + "  {}"
         lines = [f"# @{self.function}: {len(self)} steps over {self.repeat} calls, "
                  f"{_duration(self.total_seconds)} in kernels "
-                 f"({_duration(self.total_seconds / max(self.repeat, 1))} per call)",
+                 f"({_duration(self.total_seconds / max(self.repeat, 1))} per call; the profiler's "
+                 f"own {_duration(self.overhead)} per kernel call taken out)",
                  fmt.format(*head).rstrip()]
         lines += [fmt.format(*row).rstrip() for row in body]
         return "\n".join(lines)
@@ -63,7 +68,8 @@ def profile(f, *args, repeat=10, **kwargs):
     backend. Nothing it computes is returned; assignments to variables happen `repeat` times.
 
     >>> print(df.profile(step, x, y))
-    # @step: 7 steps over 10 calls, 1.204 ms in kernels (120.4 us per call)
+    # @step: 7 steps over 10 calls, 1.204 ms in kernels (120.4 us per call; the profiler's own
+    # 0.2 us per kernel call taken out)
     node  op      calls  total     share  line
     %4    matmul     10  801.0 us  66.5%  train.py:12: h = x @ w
     ...
@@ -103,10 +109,12 @@ def _run(graph, backend, values, repeat, name):
     plan = compile_graph(graph, backend=timed)
     for _ in range(repeat):
         plan.run(*values)
-    total = sum(seconds for _, _, seconds in timed.stats.values()) or 1.0
-    rows = [_row(step, calls, seconds, total) for step, calls, seconds in timed.stats.values()]
+    typical = {key: (step, calls, statistics.median(timed.samples[key]) * calls if calls else 0.0)
+               for key, (step, calls, _) in timed.stats.items()}
+    total = sum(seconds for _, _, seconds in typical.values()) or 1.0
+    rows = [_row(step, calls, seconds, total) for step, calls, seconds in typical.values()]
     rows.sort(key=lambda r: -r.seconds)
-    return Profile(rows, name, repeat)
+    return Profile(rows, name, repeat, timed.overhead)
 
 
 def _row(step, calls, seconds, total):

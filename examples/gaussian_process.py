@@ -17,7 +17,6 @@ draws the training loss and the posterior (matplotlib, Agg backend) into a PNG (
 ./gaussian_process.png). A progress bar runs over the steps (off with --quiet or when not
 on a terminal).
 """
-import argparse
 import math
 import os
 import sys
@@ -28,7 +27,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import defun as df  # noqa: E402
-from reporting import check_output, progress  # noqa: E402  (the examples' progress bar, output check)
+from reporting import (blas_threads, check_output, count, parser, positive_float,  # noqa: E402
+                       progress)  # (the examples' progress bar, output check, command line)
 
 JITTER = 1e-6
 
@@ -165,6 +165,9 @@ def plot(path, losses, model, x_train, y_train, x_test, y_test, feature, feature
     plt.close(fig)
 
 
+# BLAS on one thread: its 342 x 342 factorizations are small for two threads on a busy
+# machine (a default run took 64 s against 8.8 s with one thread on a busy 2-core machine)
+@blas_threads(1)
 def main(steps=150, learning_rate=0.05, out="gaussian_process.png", quick=False, seed=0, verbose=True):
     """Fit, evaluate, plot; returns a dict of results (used by tests/test_example_gp.py).
 
@@ -213,14 +216,14 @@ def main(steps=150, learning_rate=0.05, out="gaussian_process.png", quick=False,
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=150, help="Adam steps (default 150)")
-    parser.add_argument("--learning-rate", type=float, default=0.05)
-    parser.add_argument("--quick", action="store_true",
-                        help="at most 30 steps on 200 training patients (a smoke run)")
-    parser.add_argument("--out", default="gaussian_process.png", help="where to write the posterior plot")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar and no output lines")
-    args = parser.parse_args()
+    parse = parser(__doc__.splitlines()[0])
+    parse.add_argument("--steps", type=count(1), default=150, help="Adam steps (default 150)")
+    parse.add_argument("--learning-rate", type=positive_float, default=0.05)
+    parse.add_argument("--quick", action="store_true",
+                       help="at most 30 steps on 200 training patients (a smoke run)")
+    parse.add_argument("--out", default="gaussian_process.png", help="where to write the posterior plot")
+    parse.add_argument("--quiet", action="store_true", help="no progress bar and no output lines")
+    args = parse.parse_args()
     check_output(args.out, (".png",), "--out")      # before fitting, not after it
     result = main(steps=args.steps, learning_rate=args.learning_rate, out=args.out, quick=args.quick,
                   verbose=not args.quiet)

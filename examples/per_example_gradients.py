@@ -16,7 +16,6 @@ What it shows, in order:
   4. `per_example_gradients.png`: loss and accuracy per epoch (left, right), and the
      per-example gradient norms of the last epoch next to the clipping bound.
 """
-import argparse
 import os
 import sys
 import time
@@ -27,7 +26,8 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(_HERE))
 sys.path.insert(0, _HERE)
 import defun as df  # noqa: E402
-from reporting import check_output, plot_history, progress, say  # noqa: E402  (the examples' shared helpers)
+from reporting import (check_output, count, non_negative_float, parser as make_parser,  # noqa: E402
+                       plot_history, positive_float, progress, say)  # (the examples' shared helpers)
 from train_mlp import load_data  # noqa: E402  (the same digits split as train_mlp.py)
 
 SIZES = (64, 32, 10)
@@ -181,12 +181,12 @@ def _add_norms_panel(path, norms, clip):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=5)
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--clip", type=float, default=1.0)
-    parser.add_argument("--noise", type=float, default=0.5)
-    parser.add_argument("--lr", type=float, default=0.5)
+    parser = make_parser(__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=count(1), default=5)
+    parser.add_argument("--batch", type=count(1), default=64)
+    parser.add_argument("--clip", type=positive_float, default=1.0)
+    parser.add_argument("--noise", type=non_negative_float, default=0.5)
+    parser.add_argument("--lr", type=positive_float, default=0.5)
     parser.add_argument("--out", default=None, help="the plot (default ./per_example_gradients.png)")
     parser.add_argument("--quiet", action="store_true")
     a = parser.parse_args()

@@ -14,12 +14,88 @@ example's output with matplotlib's Agg backend (no display needed), its path pri
 
     check_output(args.out, (".json",), "--out")      # first: a bad path fails in a second
 
-The bar and the plot need the `[examples]` extra (tqdm, matplotlib).
+A command line is read by `parser(...)`, whose refusal of a bad value (`--batch-size 0`,
+with the types `count(1)`, `positive_float`, `non_negative_float`) is one line and exit
+status 2, never a traceback from the middle of training. An example whose matrices are
+small runs `@blas_threads(1)`: BLAS on one thread inside it (threadpoolctl; the process's
+environment is left alone), since on a busy machine a second thread slows each small
+product down.
+
+The bar and the plot need the `[examples]` extra (tqdm, matplotlib, threadpoolctl).
 """
+import argparse
+import contextlib
+import functools
 import os
 import sys
 
-__all__ = ["progress", "say", "plot_history", "check_output", "output_problem"]
+__all__ = ["progress", "say", "plot_history", "check_output", "output_problem", "parser", "count",
+           "positive_float", "non_negative_float", "blas_threads"]
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse, a bad command line refused in one line on stderr (exit status 2)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def parser(description):
+    """The examples' argument parser (see the module's docstring)."""
+    return _OneLineParser(description=description)
+
+
+def count(low):
+    """An argparse type: an int >= `low`."""
+    def parse(text):
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {value}")
+        return value
+    return parse
+
+
+def _float(text, positive):
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or value != value or value in (float("inf"), float("-inf")) or value < 0 or \
+            (positive and value == 0):
+        raise argparse.ArgumentTypeError(f"expected a {'positive' if positive else 'non-negative'} "
+                                         f"number, got {text!r}")
+    return value
+
+
+def positive_float(text):
+    """An argparse type: a finite number > 0 (a learning rate, a clipping norm)."""
+    return _float(text, positive=True)
+
+
+def non_negative_float(text):
+    """An argparse type: a finite number >= 0 (a noise scale)."""
+    return _float(text, positive=False)
+
+
+def blas_threads(limit):
+    """A decorator: the function runs with BLAS on at most `limit` threads (threadpoolctl's
+    limit, lifted when it returns; without threadpoolctl, as the process is)."""
+    def decorate(fn):
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            try:
+                from threadpoolctl import threadpool_limits   # the `examples` extra
+            except ImportError:
+                limits = contextlib.nullcontext()
+            else:
+                limits = threadpool_limits(limits=limit, user_api="blas")
+            with limits:
+                return fn(*args, **kwargs)
+        return run
+    return decorate
 
 
 def check_output(path, suffixes, flag):

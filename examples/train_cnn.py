@@ -14,10 +14,9 @@ What it shows, in order:
      must predict exactly what the trained one does;
   5. `train_cnn.png`, the loss and accuracy per epoch, next to the checkpoint.
 Exits non-zero when the restored model differs; a bad --out stops it before training.
-(This network's matrices are small: on a busy machine `OMP_NUM_THREADS=1` in the shell that
-runs it keeps BLAS from slowing each conv down with a second thread.)
+(This network's matrices are small: it runs BLAS on one thread (threadpoolctl), which on a
+busy machine keeps a second thread from slowing each conv down.)
 """
-import argparse
 import os
 import statistics
 import sys
@@ -30,7 +29,8 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(_HERE))
 sys.path.insert(0, _HERE)
 import defun as df  # noqa: E402
-from reporting import check_output, plot_history, progress, say  # noqa: E402  (the examples' shared helpers)
+from reporting import (blas_threads, check_output, count, parser, plot_history, positive_float,  # noqa: E402
+                       progress, say)  # (the examples' shared helpers)
 
 
 def load_data(seed=0, test_fraction=0.2):
@@ -109,6 +109,9 @@ def median_step_us(step, args, repeat):
     return statistics.median(times) * 1e6
 
 
+# BLAS on one thread: its matrices are small, and a second thread slowed each conv down
+# (a default run took 38 s against 13 s with one thread on a busy 2-core machine)
+@blas_threads(1)
 def main(epochs=15, batch_size=32, learning_rate=3e-3, out=None, timing_repeat=50, seed=0,
          verbose=True, plot=True):
     """Train, time, checkpoint, restore; returns a dict of results (used by the tests).
@@ -190,15 +193,15 @@ def main(epochs=15, batch_size=32, learning_rate=3e-3, out=None, timing_repeat=5
 
 
 def cli():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=15)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate")
-    parser.add_argument("--out", help="checkpoint path (.npz; default: a temporary file); train_cnn.png "
-                                      "goes next to it (default: the current directory)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar and no output lines")
-    parser.add_argument("--timing-repeat", type=int, default=50, help="steps timed, eager and defun")
-    args = parser.parse_args()
+    parse = parser(__doc__.splitlines()[0])
+    parse.add_argument("--epochs", type=count(1), default=15)
+    parse.add_argument("--batch-size", type=count(1), default=32)
+    parse.add_argument("--lr", type=positive_float, default=3e-3, help="Adam learning rate")
+    parse.add_argument("--out", help="checkpoint path (.npz; default: a temporary file); train_cnn.png "
+                                     "goes next to it (default: the current directory)")
+    parse.add_argument("--quiet", action="store_true", help="no progress bar and no output lines")
+    parse.add_argument("--timing-repeat", type=count(1), default=50, help="steps timed, eager and defun")
+    args = parse.parse_args()
     check_output(args.out, (".npz",), "--out")      # before training, not after it
     result = main(args.epochs, args.batch_size, args.lr, args.out, args.timing_repeat,
                   verbose=not args.quiet)

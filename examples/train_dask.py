@@ -17,7 +17,6 @@ What it shows, in order:
   4. test predictions computed blockwise on the cluster by `df.dask.map_blocks`, checked
      against the local predictions. Exits non-zero when they differ.
 """
-import argparse
 import os
 import sys
 import time
@@ -28,7 +27,8 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(_HERE))
 sys.path.insert(0, _HERE)
 import defun as df  # noqa: E402
-from reporting import check_output, plot_history, progress, say  # noqa: E402  (the examples' helpers)
+from reporting import (check_output, count, parser as make_parser, plot_history, positive_float,  # noqa: E402
+                       progress, say)  # (the examples' helpers)
 from train_mlp import MLP, accuracy, load_data  # noqa: E402  (the single-process example)
 
 
@@ -129,12 +129,12 @@ def main(epochs=20, batch_size=32, learning_rate=0.5, hidden=64, workers=2, sche
 
 
 def cli():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=20)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=0.5, help="SGD learning rate")
-    parser.add_argument("--hidden", type=int, default=64, help="hidden layer width")
-    parser.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes")
+    parser = make_parser(__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=count(1), default=20)
+    parser.add_argument("--batch-size", type=count(1), default=32)
+    parser.add_argument("--lr", type=positive_float, default=0.5, help="SGD learning rate")
+    parser.add_argument("--hidden", type=count(1), default=64, help="hidden layer width")
+    parser.add_argument("--workers", type=count(1), default=2, help="LocalCluster worker processes")
     parser.add_argument("--scheduler", help="address of a running scheduler (default: a LocalCluster)")
     parser.add_argument("--plot", default="train_dask.png", help="where to write the loss/accuracy plot")
     parser.add_argument("--quiet", action="store_true", help="no progress bar and no output lines")

@@ -20,7 +20,6 @@ It writes, next to the JSON (default ./digits_mlp.json): the test images and lab
 `<name>_x.npy` and `<name>_y.npy` (inputs for `defun run`), and `train_mlp.png`, the loss
 and accuracy per epoch.
 """
-import argparse
 import os
 import statistics
 import sys
@@ -32,7 +31,8 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(_HERE))
 sys.path.insert(0, _HERE)
 import defun as df  # noqa: E402
-from reporting import check_output, plot_history, progress, say  # noqa: E402  (the examples' shared helpers)
+from reporting import (check_output, count, parser as make_parser, plot_history, positive_float,  # noqa: E402
+                       progress, say)  # (the examples' shared helpers)
 
 
 def load_data(seed=0, test_fraction=0.2):
@@ -181,15 +181,15 @@ def main(epochs=20, batch_size=32, learning_rate=0.5, hidden=64, out="digits_mlp
 
 
 def cli():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=20)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=0.5, help="SGD learning rate")
-    parser.add_argument("--hidden", type=int, default=64, help="hidden layer width")
+    parser = make_parser(__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=count(1), default=20)
+    parser.add_argument("--batch-size", type=count(1), default=32)
+    parser.add_argument("--lr", type=positive_float, default=0.5, help="SGD learning rate")
+    parser.add_argument("--hidden", type=count(1), default=64, help="hidden layer width")
     parser.add_argument("--out", default="digits_mlp.json",
                         help="where to write the exported JSON (default ./digits_mlp.json); the "
                              "test set .npy files and train_mlp.png go next to it")
-    parser.add_argument("--timing-repeat", type=int, default=200,
+    parser.add_argument("--timing-repeat", type=count(1), default=200,
                         help="steps timed eagerly and with defun (default 200)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar and no output lines")
     args = parser.parse_args()

@@ -1,6 +1,7 @@
 """GradientTape and the functional gradient helpers (TensorFlow-eager style)."""
 import functools
 import inspect
+import warnings
 
 from defun.runtime import errors, tape as tape_mod
 from defun.runtime.autodiff import imperative_grad
@@ -108,15 +109,7 @@ class GradientTape(Recording):
         if not targets:
             raise ValueError("GradientTape.gradient: target is empty")
         flat_sources = flatten(sources)
-        src_tensors = []
-        for s in flat_sources:
-            if isinstance(s, Variable):
-                src_tensors.append(handle_in_context(s))
-            elif isinstance(s, Tensor):
-                src_tensors.append(s if state._graph is None else _in_trace(s))
-            else:
-                raise TypeError(f"GradientTape.gradient: sources must be tensors or variables, got "
-                                f"{type(s).__name__}")
+        src_tensors = _source_tensors(flat_sources)
         seeds = None
         if output_gradients is not None:
             given = flatten(output_gradients) if isinstance(output_gradients, (list, tuple)) \
@@ -168,6 +161,28 @@ class GradientTape(Recording):
         Row b of `target` must depend only on row b of `source` (the rows are seeded together).
         """
         return batch_jacobian(self, target, source, unconnected_gradients)
+
+
+def _source_tensors(flat_sources):
+    """The tensors the tape differentiates for `sources` (a variable's handle); an integer or
+    bool source, which gets no gradient (None), is named in a warning, as TF warns."""
+    tensors = []
+    for k, s in enumerate(flat_sources):
+        if isinstance(s, Variable):
+            tensors.append(handle_in_context(s))
+        elif isinstance(s, Tensor):
+            tensors.append(s if state._graph is None else _in_trace(s))
+        else:
+            raise TypeError(f"GradientTape.gradient: sources must be tensors or variables, got "
+                            f"{type(s).__name__}")
+        if not s.dtype.is_inexact:
+            what = f"variable {s.name!r}" if isinstance(s, Variable) else f"source {k}"
+            warnings.warn(f"GradientTape.gradient: {what} is {with_article(s.dtype.name)} "
+                          f"{'variable' if isinstance(s, Variable) else 'tensor'} of shape "
+                          f"{shape_str(s.shape)}; an integer or bool source gets no gradient (None), "
+                          f"its values not being continuous: df.cast it to a float dtype before the "
+                          f"tape watches it to differentiate with respect to it", UserWarning, stacklevel=3)
+    return tensors
 
 
 def _in_trace(t):
@@ -233,6 +248,8 @@ def value_and_gradients_function(f, params=None):
                 sources = []
                 for p in which:
                     args[p] = _fresh(args[p])
+                    if not args[p].dtype.is_inexact:    # refused here, before the tape's warning
+                        raise _integer_argument(f, args, p)
                     tape.watch(args[p])
                     sources.append(args[p])
                 value = f(*args, **kwargs)
@@ -242,18 +259,21 @@ def value_and_gradients_function(f, params=None):
             grads = tape.gradient(value, sources)
         for p, g in zip(which, grads):
             if g is None:
+                if not args[p].dtype.is_inexact:
+                    raise _integer_argument(f, args, p)
                 names = _param_names(f, len(args))  # only for the message: inspect is slow
-                dtype = args[p].dtype
-                if not dtype.is_inexact:
-                    raise ValueError(
-                        f"argument {names[p]!r} (position {p}) of {getattr(f, '__name__', 'function')} "
-                        f"is {with_article(dtype.name)} tensor; gradients are defined for floating-point "
-                        f"arguments (pass a float such as 3.0, or df.cast it)")
                 raise ValueError(
                     f"argument {names[p]!r} (position {p}) of {getattr(f, '__name__', 'function')} is not "
                     f"connected to its result, so it has no gradient")
         return value, grads
     return decorated
+
+
+def _integer_argument(f, args, p):
+    names = _param_names(f, len(args))  # only for the message: inspect is slow
+    return ValueError(f"argument {names[p]!r} (position {p}) of {getattr(f, '__name__', 'function')} is "
+                      f"{with_article(args[p].dtype.name)} tensor; gradients are defined for floating-point "
+                      f"arguments (pass a float such as 3.0, or df.cast it)")
 
 
 def gradients_function(f, params=None):

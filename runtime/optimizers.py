@@ -33,6 +33,7 @@ import numpy as np
 from defun.runtime import dtypes, errors
 from defun.runtime.context import init_scope, state
 from defun.runtime.indexed_slices import IndexedSlices
+from defun.runtime.ops._args import bool_arg, float_arg
 from defun.runtime.ops.array_ops import gather, reshape
 from defun.runtime.ops.math_ops import cast, pow, sqrt, square
 from defun.runtime.ops.sparse_ops import sum_duplicate_rows
@@ -52,7 +53,7 @@ class Optimizer:
     _slot_names = ()
 
     def __init__(self, learning_rate, name):
-        self.learning_rate = learning_rate
+        self.learning_rate = _check_learning_rate(type(self).__name__, learning_rate)
         self.name = name
         self._iterations = None
         self._slots = {}        # id(variable) -> {slot name: Variable}, in creation order
@@ -212,7 +213,8 @@ class SGD(Optimizer):
     """
 
     def __init__(self, learning_rate=0.01, momentum=0.0, nesterov=False, name="SGD"):
-        momentum = float(momentum)
+        momentum = float_arg("SGD", momentum, "momentum")
+        nesterov = bool_arg("SGD", nesterov, "nesterov")
         if not 0.0 <= momentum <= 1.0:
             raise errors.InvalidArgumentError(f"SGD: momentum must be in [0, 1], got {momentum}")
         super().__init__(learning_rate, name)
@@ -240,10 +242,11 @@ class Adam(Optimizer):
 
     def __init__(self, learning_rate=1e-3, beta_1=0.9, beta_2=0.999, epsilon=1e-7, name="Adam"):
         super().__init__(learning_rate, name)
+        beta_1, beta_2 = float_arg("Adam", beta_1, "beta_1"), float_arg("Adam", beta_2, "beta_2")
         for what, b in (("beta_1", beta_1), ("beta_2", beta_2)):
-            if not 0.0 <= float(b) < 1.0:
+            if not 0.0 <= b < 1.0:
                 raise errors.InvalidArgumentError(f"Adam: {what} must be in [0, 1), got {b}")
-        self.beta_1, self.beta_2, self.epsilon = float(beta_1), float(beta_2), float(epsilon)
+        self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, float_arg("Adam", epsilon, "epsilon")
 
     def _rule(self, g, values, lr, step, dtype):
         t = cast(step + 1, dtype)
@@ -254,6 +257,19 @@ class Adam(Optimizer):
 
 
 # ---------------------------------------------------------------------- validation
+def _check_learning_rate(opt_name, lr):
+    """A number, or a real floating scalar Variable or tensor (read at each step): anything
+    else is refused here, not when the first step applies it."""
+    if isinstance(lr, (Variable, Tensor)):
+        if lr.dtype.is_floating and tuple(lr.shape) == ():
+            return lr
+        raise TypeError(f"{opt_name}: learning_rate must be a number or a float scalar variable or "
+                        f"tensor, got a {lr.dtype.name} {type(lr).__name__} of shape {tuple(lr.shape)}")
+    if isinstance(lr, (int, float)) and not isinstance(lr, bool):
+        return lr
+    return float_arg(opt_name, lr, "learning_rate")     # a numpy number; else a TypeError
+
+
 def _check_variable(opt_name, v):
     if isinstance(v, SymbolicVariable):
         raise errors.TracingError(

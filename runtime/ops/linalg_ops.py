@@ -703,6 +703,9 @@ def diag_part(input, name=None):
 
 def trace(x, name=None):
     """The sum of each matrix's diagonal: (..., M, N) -> (...)."""
+    if _rank(x) < 2:    # checked here, so that the error names trace, not the diag_part it runs
+        raise _args.error(f"trace: input must be a matrix or a batch of matrices (rank >= 2), got "
+                          f"shape {shape_rules.shape_str(tuple(getattr(x, 'shape', np.shape(x))))}")
     return m.reduce_sum(diag_part(x), axis=-1, name=name)
 
 

@@ -346,19 +346,29 @@ logical_not = _unary("logical_not", np.logical_not, None, kinds="b", fused=Ew("n
 
 
 def _add_n_infer(shapes, dts, attrs):
+    """One dtype and one shape (sizes unknown while tracing merge): add_n does not broadcast,
+    as in TF."""
     shape_rules.check_same("add_n", dts)
     out = tuple(shapes[0])
-    for s in shapes[1:]:
-        out = shape_rules.broadcast_shapes("add_n", out, s)
+    for k, s in enumerate(shapes[1:], 1):
+        if not shape_rules.shapes_compatible(out, s):
+            raise errors.InvalidArgumentError(
+                f"add_n: inputs must have the same shape (add_n does not broadcast; use df.add), got "
+                f"{', '.join(shape_rules.shape_str(x) for x in shapes)}")
+        out = tuple(b if a is None else a for a, b in zip(out, s))
     return [(out, dts[0])]
 
 
 def _add_n_kernel(*xs):
-    d0 = xs[0].dtype
+    d0, s0 = xs[0].dtype, xs[0].shape
     for x in xs:
         if x.dtype != d0:
             raise errors.InvalidArgumentError(
                 f"add_n: inputs must have the same dtype, got {', '.join(v.dtype.name for v in xs)}")
+        if x.shape != s0:
+            raise errors.InvalidArgumentError(
+                f"add_n: inputs must have the same shape (add_n does not broadcast; use df.add), got "
+                f"{', '.join(str(v.shape) for v in xs)}")
     acc = xs[0]
     for x in xs[1:]:
         acc = acc + x
@@ -375,7 +385,8 @@ def _add_n_onnx(e, node, ins):
 _ADD_N = register("add_n", _add_n_kernel, _add_n_infer,
                   lambda op, g: [unbroadcast(g, x) for x in op.inputs], kinds=_NC,
                   num_inputs=None, attrs={}, defaults={},
-                  fused=Ew(lambda n: " + ".join(f"{{{k}}}" for k in range(n))), onnx=_add_n_onnx, batch=bt.elementwise)
+                  fused=Ew(lambda n: " + ".join(f"{{{k}}}" for k in range(n))), onnx=_add_n_onnx,
+                  batch=bt.leading)     # unbatched inputs materialized: the shapes stay equal
 
 
 def add_n(inputs, name=None):

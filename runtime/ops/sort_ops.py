@@ -106,6 +106,7 @@ def argsort(values, axis=-1, direction="ASCENDING", stable=True, name=None):
 
     >>> df.argsort([3, 1, 3, 2], direction="DESCENDING")   # [0, 2, 3, 1]  (not differentiable)
     """
+    _args.bool_arg("argsort", stable, "stable")     # ties keep index order either way
     return run_op(_ARGSORT, (values,), _sort_attrs("argsort", values, axis, direction), name)
 
 
