@@ -166,7 +166,7 @@ def plot(path, losses, model, x_train, y_train, x_test, y_test, feature, feature
 
 
 # BLAS on one thread: its 342 x 342 factorizations are small for two threads on a busy
-# machine (a default run took 64 s against 8.8 s with one thread on a busy 2-core machine)
+# machine (40 steps: 59-78 s with two threads, 3.6-4.0 s with one, 2 cores at load 12)
 @blas_threads(1)
 def main(steps=150, learning_rate=0.05, out="gaussian_process.png", quick=False, seed=0, verbose=True):
     """Fit, evaluate, plot; returns a dict of results (used by tests/test_example_gp.py).

@@ -110,7 +110,7 @@ def median_step_us(step, args, repeat):
 
 
 # BLAS on one thread: its matrices are small, and a second thread slowed each conv down
-# (a default run took 38 s against 13 s with one thread on a busy 2-core machine)
+# (two epochs: 8.8-10.4 s with two threads, 1.1 s with one, on a 2-core machine at load 12)
 @blas_threads(1)
 def main(epochs=15, batch_size=32, learning_rate=3e-3, out=None, timing_repeat=50, seed=0,
          verbose=True, plot=True):

@@ -228,14 +228,16 @@ def test_the_profiled_plan_is_the_plan_it_times():
 
 
 class _Ticks:
-    """A clock that advances one tick per reading, and `pause` ticks once, at reading `at`."""
+    """A clock that advances one tick per reading, and `pause` more at readings `at` and
+    `at + 1`: one of the two ends a timed call, whose interval then holds one pause (the
+    other starts one, which a pause before it does not lengthen)."""
 
     def __init__(self, at, pause):
         self.now, self.reads, self.at, self.pause = 0.0, 0, at, pause
 
     def __call__(self):
         self.reads += 1
-        self.now += 1.0 + (self.pause if self.reads == self.at else 0.0)
+        self.now += 1.0 + (self.pause if self.reads in (self.at, self.at + 1) else 0.0)
         return self.now
 
 
@@ -250,6 +252,6 @@ def test_profile_takes_out_its_own_clock_and_a_pause(monkeypatch):
     clock = _Ticks(at=2 * profiler._CALIBRATION_CALLS + 25, pause=1000.0)
     monkeypatch.setattr(profiler, "_clock", clock)
     rows = df.profile(chain, x, repeat=5)
-    assert clock.reads > clock.at and rows.overhead == 1.0
+    assert clock.reads > clock.at + 1 and rows.overhead == 1.0
     assert [r.seconds for r in rows] == [0.0] * len(rows) and all(r.calls == 5 for r in rows)
     assert rows.total_seconds == 0.0
