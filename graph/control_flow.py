@@ -293,8 +293,8 @@ def _cond_batch(ctx, node, inputs, batched):
     pred, vals, flags = inputs[0], inputs[1:], batched[1:]
     if batched[0]:      # (a side output's empty stand-in in one branch: the other's value)
         (a, fa), (b, fb) = [ctx.run_graph(g, vals, flags) for g in (then_g, else_g)]
-        picks = [(y, g) if is_stand_in(s) else (x, f) if is_stand_in(r) else (_select(pred, x, y, len(t.shape)), True)
-                 for x, f, y, g, s, r, t in zip(a, fa, b, fb, then_g.outputs, else_g.outputs, node.outputs)]
+        picks = [(b[k], fb[k]) if is_stand_in(then_g, k) else (a[k], fa[k]) if is_stand_in(else_g, k) else
+                 (_select(pred, a[k], b[k], len(t.shape)), True) for k, t in enumerate(node.outputs)]
         return [v for v, _ in picks], [f for _, f in picks]
     if state.graph is None:      # eager: the branch the predicate picks, as df.cond does
         return ctx.run_graph(then_g if bool(pred) else else_g, vals, flags)

@@ -28,12 +28,17 @@ def is_loop_stack(t):
     return False
 
 
-def is_stand_in(t):
-    """True if `t` (an output of a cond branch) is the empty constant standing for a side
-    output of the other branch (graph/control_flow.py, _with_extras): batched with a
+def is_stand_in(branch, k):
+    """True if output `k` of cond branch `branch` is the empty constant standing for a side
+    output of the other branch (graph/control_flow.py, _with_extras): past the outputs of
+    the user's own function, which the raised branch returns first. Batched with a
     predicate per example, the other branch's value is taken whole, as only the examples
     that ran that branch read it."""
-    return t.node.op.name == "const" and t.node.attrs["value"].size == 0 and len(t.shape) > 0
+    own = branch
+    while own.derived.saves_for is not None:
+        own = own.derived.saves_for
+    t = branch.outputs[k]
+    return k >= len(own.outputs) and t.node.op.name == "const" and t.node.attrs["value"].size == 0
 
 
 def _largest(shapes):
