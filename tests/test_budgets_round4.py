@@ -325,5 +325,5 @@ def test_a_region_falling_back_to_numpy_stays_within_what_it_is_counted_for():
     want = np.ones(1 << 20) * 2.0
     for _ in range(12):
         want = np.tanh(want) * 1.01 + 0.5
-    np.testing.assert_allclose(out.numpy(), want.sum(), rtol=1e-12)
+    np.testing.assert_allclose(out.numpy(), want.sum(), rtol=1e-9)    # summation order
     assert peak < 32 * MB, peak
