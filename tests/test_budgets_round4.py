@@ -320,8 +320,9 @@ def test_a_region_falling_back_to_numpy_stays_within_what_it_is_counted_for():
     g = df.load_json(doc, backend="numba", max_bytes=64 * MB)
     x, y = np.ones(1 << 20), np.ones(1)
     before = numba_backend.stats["fallbacks"]
+    g(x, y)         # compiled (numba's own allocations) and warm
     out, peak = _peak(g, x, y)
-    assert numba_backend.stats["fallbacks"] > before
+    assert numba_backend.stats["fallbacks"] >= before + 2
     want = np.ones(1 << 20) * 2.0
     for _ in range(12):
         want = np.tanh(want) * 1.01 + 0.5
