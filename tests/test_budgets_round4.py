@@ -302,3 +302,29 @@ def test_numba_loops_keep_max_iterations_and_nested_work():
                                            (0, x))[1], F([4], df.float32))
     with pytest.raises(Exhausted, match="50 iterations"):
         df.load_json(forever, backend="numba", max_iterations=50)(np.ones(4, F32))
+
+
+@pytest.mark.skipif("numba" not in df.backends(), reason="the numba backend is not installed")
+def test_a_region_falling_back_to_numpy_stays_within_what_it_is_counted_for():
+    """A size that turns out to be 1 and broadcasts sends the region to numpy's kernels:
+    they drop each value after its last reader, so 25 nodes on 8 MB arrays peak at 24 MB
+    under a 64 MiB budget (they kept all 33 values, 264 MB, before)."""
+    from defun.graph import numba_backend
+
+    def f(x, y):
+        z = x + y
+        for _ in range(12):
+            z = df.tanh(z) * 1.01 + 0.5
+        return df.reduce_sum(z)
+    doc = _doc(f, F([None], df.float64), F([None], df.float64))
+    g = df.load_json(doc, backend="numba", max_bytes=64 * MB)
+    x, y = np.ones(1 << 20), np.ones(1)
+    before = numba_backend.stats["fallbacks"]
+    g(x, y)         # compiled (numba's own allocations) and warm
+    out, peak = _peak(g, x, y)
+    assert numba_backend.stats["fallbacks"] >= before + 2
+    want = np.ones(1 << 20) * 2.0
+    for _ in range(12):
+        want = np.tanh(want) * 1.01 + 0.5
+    np.testing.assert_allclose(out.numpy(), want.sum(), rtol=1e-9)    # summation order
+    assert peak < 32 * MB, peak

@@ -131,15 +131,26 @@ def _flat(items):
 
 
 def _numpy_runner(nodes, args, outputs):
-    """The region on numpy kernels (the nodes one by one), with the fused kernel's signature."""
+    """The region on numpy kernels (the nodes one by one), with the fused kernel's signature;
+    a value inside it is dropped after its last reader (the region's memory stays near the
+    fused loops', which a loaded document's budget counts)."""
     numpy = get_backend("numpy")
-    steps = [(n, *numpy.kernel(n)) for n in nodes]
+    last = {}
+    for n in nodes:
+        for t in n.inputs:
+            last[id(t)] = n
+    keep = {id(t) for t in outputs}
+    steps = [(n, *numpy.kernel(n), [id(t) for t in dict.fromkeys(n.inputs)
+                                    if last.get(id(t)) is n and id(t) not in keep])
+             for n in nodes]
 
     def run(*values):
         env = {id(t): v for t, v in zip(args, values)}
-        for n, fn, pass_attrs in steps:
+        for n, fn, pass_attrs, dead in steps:
             vals = [env[id(t)] if id(t) in env else t.node.attrs["value"] for t in n.inputs]
             out = fn(*vals, **n.attrs) if pass_attrs else fn(*vals)
+            for k in dead:
+                env.pop(k, None)
             if n.op.single:
                 env[id(n.outputs[0])] = out
             else:

@@ -579,8 +579,9 @@ class _Prediction:
 class _RegionPrediction:
     """(output bytes, scratch bytes, operations) of a compiled region from its input shapes,
     remembered per shape: its nodes' shapes inferred in order, each charged as numpy would
-    charge it (the same document costs the same on either backend); scratch: the largest
-    value inside it that is not an output (a stage's buffer) or a node's own."""
+    charge it (the same document costs the same on either backend); scratch: twice the
+    largest value inside it that is not an output (a stage's buffer; a node's input and
+    output where the region runs on numpy's kernels instead), or a node's own."""
 
     __slots__ = ("region", "known")
 
@@ -623,7 +624,7 @@ class _RegionPrediction:
                     need += nbytes
                 else:
                     inner = max(inner, nbytes)
-        return need, scratch + inner, work
+        return need, scratch + 2 * inner, work
 
 
 def _static_shape(t, bound):
