@@ -44,7 +44,8 @@ def public_names():
     rows = [("", n, getattr(df, n)) for n in _sorted(dir(df))]
     for space in [n for _, n, v in rows if isinstance(v, types.ModuleType)]:
         module = getattr(df, space)
-        names = getattr(module, "__all__", None) or [n for n in dir(module) if not n.startswith("_")]
+        names = getattr(module, "__all__", None) or [      # no __all__: its own names, not its imports
+            n for n in dir(module) if not n.startswith("_") and not isinstance(getattr(module, n), types.ModuleType)]
         rows += [(space, n, getattr(module, n)) for n in _sorted(names)]
     return rows
 
