@@ -3,4 +3,5 @@ import sys
 
 from defun.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":     # importing the module (a docs tool does) runs nothing
+    sys.exit(main())

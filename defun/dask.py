@@ -38,11 +38,11 @@ from defun.function import ConcreteFunction, Function, TensorSpec, defun
 
 __all__ = ["map_blocks", "value_and_gradients", "build_counts", "SCATTER_BYTES", "SPLIT_EVERY"]
 
-# A document longer than this (characters of JSON) is scattered to the cluster once instead
-# of riding along in every task.
 SCATTER_BYTES = 1 << 16
-# Partial results added per task of the reduction tree: depth is log(blocks) / log(this).
+"""A document longer than this (characters of JSON) is scattered to the cluster once instead
+of riding along in every task."""
 SPLIT_EVERY = 4
+"""Partial results added per task of the reduction tree: depth is log(blocks) / log(this)."""
 # Functions kept per process (oldest dropped first): one per document in use is enough.
 MAX_CACHED = 32
 

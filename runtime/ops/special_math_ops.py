@@ -174,7 +174,7 @@ expm1 = _unary("expm1", np.expm1, lambda op, g: [multiply(g, exp(op.inputs[0]))]
 # logaddexp(0, x) = max(x, 0) + log1p(exp(-|x|)): no overflow at +-1000
 softplus = _unary("softplus", lambda x: np.logaddexp(x.dtype.type(0), x),
                   lambda op, g: [multiply(g, sigmoid(op.inputs[0]))],
-                  doc="log(1 + exp(features)), stable for large |x|: `df.softplus(1000.) -> 1000.`",
+                  doc="log(1 + exp(features)), stable for large |x|: `df.softplus(1000.) -> 1000.`.",
                   names=("features",), cost=Cost(per_element=30),    # measured 17x an add
                   onnx=lambda e, node, ins: e.op("Add", e.op("Max", ins[0], e.scalar(0, node.inputs[0].dtype)), e.op(
                       "Log", e.op("Add", e.scalar(1, node.inputs[0].dtype), e.op("Exp", e.op("Neg", e.op("Abs", ins[0])))))))
