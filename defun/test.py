@@ -194,8 +194,9 @@ def check_gradients(f, args, order=1, modes=("rev", "fwd"), rtol=None, atol=None
 
     Order 2 checks the gradient of the gradient: the Jacobian of x -> d<f(x), v>/dx (v fixed,
     random) in each mode. Only floating-point and complex arguments are checked (a complex
-    one as its real and imaginary parts); the others are passed as they are. `rtol`/`atol` default by dtype (float16 5e-2/5e-2, float32 1e-2/1e-3,
-    float64 1e-5/1e-6); an entry fails when |theoretical - numerical| > atol + rtol*|numerical|.
+    one as its real and imaginary parts); the others are passed as they are. `rtol`/`atol`
+    default by dtype (float16 5e-2/5e-2, float32 1e-2/1e-3, float64 1e-5/1e-6); an entry
+    fails when |theoretical - numerical| > atol + rtol*|numerical|.
     """
     if isinstance(order, bool) or order not in (1, 2):
         raise ValueError(f"check_gradients: order must be 1 or 2, got {order!r}")
@@ -214,11 +215,13 @@ def check_gradients(f, args, order=1, modes=("rev", "fwd"), rtol=None, atol=None
     for level, fn in funcs:
         for mode in modes:
             theo, num = _jacobians(fn, args, mode, None, positions)
+            y_complex = _output(fn, args, "check_gradients").dtype.is_complex   # rows: (re, im) pairs
             for k, t, n in zip(positions, theo, num):
-                _compare(t, n, args[k], names[k], mode, level, rtol, atol)
+                _compare(t, n, args[k], names[k], mode, level, (rtol, atol), y_complex)
 
 
-def _compare(theo, num, x, name, mode, level, rtol, atol):
+def _compare(theo, num, x, name, mode, level, tolerances, y_complex):
+    rtol, atol = tolerances
     default_rtol, default_atol = _TOLERANCE.get(x.dtype.name, _TOLERANCE["float32"])
     rtol = default_rtol if rtol is None else rtol
     atol = default_atol if atol is None else atol
@@ -229,13 +232,14 @@ def _compare(theo, num, x, name, mode, level, rtol, atol):
     flat = np.where(np.isnan(excess), np.inf, excess)
     i, j = np.unravel_index(int(np.argmax(flat)), flat.shape)
     part = ("", " (real part)", " (imaginary part)")[x.dtype.is_complex and 1 + j % 2]
+    row = f"y[{i // 2}]{(' (real part)', ' (imaginary part)')[i % 2]}" if y_complex else f"y[{i}]"
     where = np.unravel_index(j // 2 if part else j, tuple(x.shape)) if x.shape else ()
     what = "gradient" if level == 1 else "second derivative (gradient of the gradient)"
     mode_text = "reverse mode" if mode == "rev" else "forward mode"
     raise AssertionError(
         f"check_gradients: the {mode_text} {what} with respect to {name} "
         f"({x.dtype.name}{list(x.shape)}) disagrees with finite differences at "
-        f"{int(bad.sum())} of {bad.size} entries; worst: d y[{i}] / d x{list(int(w) for w in where)}{part} "
+        f"{int(bad.sum())} of {bad.size} entries; worst: d {row} / d x{list(int(w) for w in where)}{part} "
         f"is {float(theo[i, j])!r}, finite differences give {float(num[i, j])!r} "
         f"(|difference| {abs(theo[i, j] - num[i, j]):.3g} > atol {atol:g} + rtol {rtol:g} * "
         f"|numerical|)")

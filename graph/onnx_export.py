@@ -49,8 +49,6 @@ NO_FORM = {
     "dropout": "draws its mask from df's counter-based generator (no seed-compatible ONNX op)",
     "svd": "ONNX has no singular value decomposition (an iterative one would not give LAPACK's signs, "
            "which df's results carry)",
-    "adjugate": "computed through a singular value decomposition (so a singular matrix has one, "
-                "det's gradient there), which ONNX does not have",
     "eigh": "ONNX has no eigendecomposition (an iterative one would not give LAPACK's eigenvector "
             "signs, which df's results carry)",
     "complex": _COMPLEX_VALUES,

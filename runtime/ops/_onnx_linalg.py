@@ -13,7 +13,7 @@ nothing here imports onnx.
 """
 from defun.runtime.ops._onnx import diag_part_of
 
-__all__ = ["eye_mask", "gauss_jordan", "det", "slogdet", "solve", "cholesky", "qr"]
+__all__ = ["eye_mask", "gauss_jordan", "det", "slogdet", "solve", "cholesky", "qr", "adjugate"]
 
 
 def eye_mask(e, rows, cols):
@@ -69,6 +69,27 @@ def gauss_jordan(e, a, rank, dtype, b=None):
 def det(e, a, rank, dtype):
     m, _, sign = gauss_jordan(e, a, rank, dtype)
     return e.op("Mul", sign, e.reduce("ReduceProd", diag_part_of(e, m, (None,) * rank), (rank - 2,), False))
+
+
+def adjugate(e, a, rank, dtype, det_of):
+    """adj(A) of (..., n, n) `a` by cofactors: adj[j, i] = (-1)^(i+j) det(A without row i and
+    column j), every minor's determinant `det_of(minors, rank + 2)` at once; exact for a
+    singular A too, as the SVD kernel (elimination meets a zero pivot column there and
+    gives det 0, never dividing by it)."""
+    one, zero = e.scalar(1, "int64"), e.scalar(0, "int64")
+    n = _size(e, a, rank)
+    i = e.op("Range", zero, n, one)
+    r = e.op("Unsqueeze", e.op("Range", zero, e.op("Sub", n, one), one), e.ints([0]))       # (1, n-1)
+    keep = e.op("Add", r, e.cast(e.op("GreaterOrEqual", r, e.op("Unsqueeze", i, e.ints([1]))), "int64"))
+    rows = e.op("Gather", a, keep, axis=-2)                        # (..., i, r, n): row i left out
+    minors = e.op("Gather", rows, keep, axis=-1)                   # (..., i, r, j, c)
+    lead = list(range(rank - 2))
+    minors = e.op("Transpose", minors, perm=lead + [rank - 2, rank, rank - 1, rank + 1])
+    parity = e.op("Mod", e.op("Add", e.op("Unsqueeze", i, e.ints([1])), e.op("Unsqueeze", i, e.ints([0]))),
+                  e.scalar(2, "int64"))
+    signs = e.cast(e.op("Sub", one, e.op("Mul", e.scalar(2, "int64"), parity)), dtype)
+    cof = e.op("Mul", det_of(minors, rank + 2), signs)
+    return e.op("Transpose", cof, perm=lead + [rank - 1, rank - 2])
 
 
 def slogdet(e, a, rank, dtype):

@@ -47,8 +47,9 @@ _LinAlgError = np.linalg.LinAlgError
 # ---------------------------------------------------------------------------------------
 # Shape and dtype checks shared by inference (static shapes, None = unknown) and kernels
 
-# inv, solve and det also take complex matrices (issue 22); the factorizations do not
-_COMPLEX_OK = frozenset(("inv", "solve", "det"))
+# inv, solve and det (and det's gradient, adjugate) also take complex matrices (issue 22); the
+# factorizations do not
+_COMPLEX_OK = frozenset(("inv", "solve", "det", "adjugate"))
 
 
 def _check_dtype(op_name, dt):
@@ -401,9 +402,19 @@ def _adjugate_grad(op, g):
     return [m.subtract(m.multiply(_col(_col(c)), adj_h), m.matmul(m.matmul(a_inv, g, transpose_a=True), adj_h))]
 
 
+def _det_onnx(e, x, rank, dtype):
+    # (onnxruntime's Det takes float32 only: float64 by elimination)
+    return la.det(e, x, rank, dtype) if dtype.name == "float64" else e.op("Det", x)
+
+
+def _adjugate_onnx(e, node, ins):
+    a = node.inputs[0]
+    return la.adjugate(e, ins[0], len(a.shape), a.dtype, lambda t, r: _det_onnx(e, t, r, a.dtype))
+
+
 _ADJUGATE = register("adjugate", _adjugate_kernel, _square_infer("adjugate", lambda s: [s]), _adjugate_grad,
                      num_inputs=1, attrs={}, defaults={}, kinds="fc", batch=bt.leading,
-                     cost=_cubic(10))      # an svd
+                     cost=_cubic(10), onnx=_adjugate_onnx)      # an svd
 
 
 def _det_grad(op, g):
@@ -413,9 +424,8 @@ def _det_grad(op, g):
 
 _DET = register("det", _det_kernel, _square_infer("det", lambda s: [s[:-2]]), _det_grad,
                 num_inputs=1, attrs={}, defaults={}, kinds="fc", cost=_cubic(2),
-                # (onnxruntime's Det takes float32 only: float64 by elimination)
-                onnx=lambda e, node, ins: la.det(e, ins[0], len(node.inputs[0].shape), node.inputs[0].dtype)
-                if node.inputs[0].dtype.name == "float64" else e.op("Det", ins[0]), batch=bt.leading)
+                onnx=lambda e, node, ins: _det_onnx(e, ins[0], len(node.inputs[0].shape), node.inputs[0].dtype),
+                batch=bt.leading)
 
 
 def det(input, name=None):
