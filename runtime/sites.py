@@ -30,6 +30,18 @@ def user_site(depth=1):
     return None
 
 
+def traceback_site(tb):
+    """`(filename, lineno)` of the innermost frame of traceback `tb` outside
+    runtime/graph/defun (where in the user's code an exception was raised), or None."""
+    site = None
+    while tb is not None:
+        fn = tb.tb_frame.f_code.co_filename
+        if not _is_own(fn):
+            site = fn, tb.tb_lineno
+        tb = tb.tb_next
+    return site
+
+
 def format_site(site):
     """'file.py:12' (or '<unknown>')."""
     if site is None:
