@@ -8,6 +8,9 @@ With `reduce_retracing` (the default) a miss whose key differs from an earlier t
 tensor sizes only (the same `rank_part`) traces once more with those sizes unknown, and
 that relaxed trace serves every later call it fits; a function whose relaxed trace fails
 (it needs a static size) keeps one trace per shape.
+
+This module is long because the cache, its relaxing and the trace share one Function's
+state and lock; what a call does eagerly (df.config) lives in defun/config.py.
 """
 import dis
 import functools
@@ -257,11 +260,15 @@ class Function:
             self._fast_cache[fast_key] = concrete
         return concrete._call_flat(tensors)
 
+    _call_graph = __call__    # what `__call__` is again after run_functions_eagerly(False)
+
     def _value_and_gradients(self, args, params):
         """`value_and_gradients_function(self, params)(*args)` when nobody listens (no tape,
         trace or callback; the caller checks) and the call hits the fast cache with one
         floating-point tensor returned: one run of the forward with side outputs and one
         of the backward, no tape. None: take the tape route (it traces, fills the cache)."""
+        if _RUN_EAGERLY:
+            return None     # the tape route runs the Python function
         try:
             concrete = self._fast_cache.get(tuple(map(_FAST_KEY_PART, args)))
         except AttributeError:
@@ -473,6 +480,11 @@ class Function:
 
     def __repr__(self):
         return f"<df.defun {self.name} traces={self.trace_count}>"
+
+
+# [True] while df.config.run_functions_eagerly(True): defun/config.py swaps Function's
+# `__call__` for one running the Python function, so the graph call pays nothing for it
+_RUN_EAGERLY = []
 
 
 def _static_note(name, reason, exc):

@@ -15,7 +15,9 @@ _OWN_FILES = {}
 def _is_own(filename):
     own = _OWN_FILES.get(filename)
     if own is None:
-        own = _OWN_FILES[filename] = os.path.abspath(filename).startswith(_OWN)
+        # code defun generates (`<defun call f>`, `<defun plan f>`) is its own too
+        own = _OWN_FILES[filename] = filename.startswith("<defun ") or \
+            os.path.abspath(filename).startswith(_OWN)
     return own
 
 
