@@ -72,8 +72,8 @@ class Backend:
         return False
 
     def output_check(self, step):
-        """A callable the plan calls with a step's outputs right after it (a Node or Region),
-        or None (no check: nothing in the plan)."""
+        """A callable the plan calls right after a step (a Node or Region) as
+        `check(outputs, inputs)` (tuples of its values), or None (nothing in the plan)."""
         return None
 
 

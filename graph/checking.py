@@ -12,6 +12,8 @@ them with this backend, so their nodes check too. Plans are compiled once per (g
 checking backend), like any other (graph.derived.plans); the base backend's plans carry
 no check at all.
 """
+import numpy as np
+
 from defun.runtime import numerics
 from defun.graph.backends import Backend, Region, get_backend
 
@@ -56,25 +58,51 @@ class CheckingBackend(Backend):
 
     def output_check(self, step):
         outputs = step.outputs
-        producers = [t.node for t in outputs] if isinstance(step, Region) else [step] * len(outputs)
+        region = isinstance(step, Region)
+        producers = [t.node for t in outputs] if region else [step] * len(outputs)
         checked = [(k, _describer(n)) for k, (t, n) in enumerate(zip(outputs, producers)) if t.dtype.is_inexact]
         if not checked:
             return None
         check = numerics.check_value
-        if len(outputs) == 1:
-            describe = checked[0][1]
 
-            def check_one(v):
-                if hasattr(v, "dtype"):
-                    check(v, describe)
-            return check_one
-
-        def check_all(*values):
+        def check_outputs(values, inputs):
             for k, describe in checked:
                 v = values[k]
                 if hasattr(v, "dtype"):
+                    if region:
+                        describe = _first_in_region(step, inputs, describe)
                     check(v, describe)
-        return check_all
+        return check_outputs
+
+
+def _first_in_region(region, inputs, describe):
+    """`describe(kind)` naming the first node of fused `region` whose output is not finite
+    (its nodes run one by one on numpy's kernels, from the region's `inputs`; only when an
+    output of the region is), else `describe` itself."""
+    def first(kind):
+        values = {id(t): v for t, v in zip(region.inputs, inputs)}
+        try:
+            with np.errstate(all="ignore"):     # the region's own run warned already
+                return _first_bad(region, values) or describe(kind)
+        except Exception:   # noqa: BLE001 - only a better name was sought: keep the region's
+            return describe(kind)
+    return first
+
+
+def _first_bad(region, values):
+    """The message naming the first node of `region` that makes a NaN or Inf, or None."""
+    numpy = get_backend("numpy")
+    for node in region.nodes:
+        fn, pass_attrs = numpy.kernel(node)
+        args = [values[id(t)] if id(t) in values else t.node.attrs["value"] for t in node.inputs]
+        out = fn(*args, **node.attrs) if pass_attrs else fn(*args)
+        outs = (out,) if node.op.single else tuple(out)
+        for t, v in zip(node.outputs, outs):
+            values[id(t)] = v
+            kind = numerics.bad_value(v) if t.dtype.is_inexact else None
+            if kind is not None:
+                return _describer(node)(kind)
+    return None
 
 
 def _describer(node):

@@ -300,7 +300,7 @@ class _PlanWriter:
         lines.append(self.BODY + stmt)
         self.line_node[len(lines)] = n
         if outs:
-            self._check(n, [var_of[id(t)] for t in outs], n)
+            self._check(n, [var_of[id(t)] for t in outs], args[:len(inputs)], n)
         self._free_dead(pos, inputs, reused)
 
     def region(self, pos, r):
@@ -308,15 +308,17 @@ class _PlanWriter:
         args = ", ".join(self.var_of[id(t)] for t in r.inputs)
         names = self._assign_names(r.outputs, f"v{first.id}r")
         self._emit(f"{names} = {self._kernel_name(r.kernel, first.id)}({args})", first)
-        self._check(r, [self.var_of[id(t)] for t in r.outputs], first)
+        self._check(r, [self.var_of[id(t)] for t in r.outputs], args.split(", ") if args else [], first)
         self._free_dead(pos, r.inputs)
 
-    def _check(self, step, names, node):
-        """The backend's check of a step's outputs (`names`), if it asks for one."""
+    def _check(self, step, names, inputs, node):
+        """The backend's check of a step's outputs (`names`; its inputs `inputs`), if it asks
+        for one: `check((outputs...), (inputs...))`."""
         check = self.backend.output_check(step)
         if check is not None:
             self.ns[f"q{node.id}"] = check
-            self._emit(f"q{node.id}({', '.join(names)})", node)
+            self._emit(f"q{node.id}(({''.join(v + ', ' for v in names)}), ({''.join(v + ', ' for v in inputs)}))",
+                       node)
 
     def finish(self, may_assign):
         for t in self.outputs:

@@ -24,7 +24,7 @@ from defun.runtime import errors, sites
 from defun.runtime.context import add_execution_callback, remove_execution_callback, state
 
 __all__ = ["NumericsError", "enable", "disable", "enabled", "BACKWARD_OF", "forward_site", "check_value",
-           "numerics_message"]
+           "bad_value", "numerics_message"]
 
 # (graph name, node id) -> (forward op name, forward site) of each node traced as a gradient
 BACKWARD_OF = {}
@@ -88,6 +88,12 @@ def _bad(v):
     if np.isnan(v).any():
         return "NaN"
     return "Inf" if not np.isfinite(v).all() else None
+
+
+def bad_value(v):
+    """'NaN' or 'Inf' when array `v` is floating and holds one, else None."""
+    v = np.asarray(v)
+    return _bad(v) if v.dtype.kind in "fc" else None
 
 
 def check_value(v, describe):
