@@ -402,3 +402,60 @@ def test_a_relaxed_trace_calling_a_defun_and_assigning_a_variable():
         total += (np.tanh(x0) * 2.0).sum()
     np.testing.assert_allclose(v.numpy(), total, rtol=1e-5)
     assert outer.trace_count == 2
+
+
+# ====================================================================== hot shapes
+def test_a_relaxed_trace_runs_a_static_plan_for_shapes_it_sees_often():
+    from defun.concrete import HOT_CALLS
+    from defun.graph.passes import optimize
+    from defun.graph.specialize import specialize
+
+    def loss(w, b, x, y):
+        h = df.tanh(x @ w + b)
+        return df.reduce_mean(df.square(df.reduce_sum(h, axis=1) - y))
+
+    step = df.defun(df.value_and_gradients_function(loss, [0, 1]))
+    w, b = df.constant(W), df.constant(B)
+
+    def check(n):
+        x, y = _rows(n), np.arange(n, dtype=f32)
+        value, (gw, gb) = step(w, b, df.constant(x), df.constant(y))
+        h = np.tanh(x.astype(np.float64) @ W + B)
+        r = h.sum(axis=1) - y
+        d = (2 * r / max(n, 1))[:, None] * (1 - h * h)
+        if n:
+            np.testing.assert_allclose(value.numpy(), (r * r).mean(), rtol=1e-5)
+        np.testing.assert_allclose(gw.numpy(), x.T @ d, rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(gb.numpy(), d.sum(axis=0), rtol=1e-4, atol=1e-6)
+
+    for n in [2] + [5] * (HOT_CALLS + 2) + [1] * (HOT_CALLS + 2) + [3, 7]:
+        check(n)
+    relaxed = list(step._cache.values())[1]
+    shapes = {s[2] for s in relaxed._specialized}
+    assert shapes == {(5, 3), (1, 3)} and step.trace_count == 2
+    # the static plan is what an exact trace's is: no size read, no sum to an equal shape
+    fast = optimize(specialize(relaxed.graph, ((3, 4), (4,), (5, 3), (5,))))
+    assert not {n.op.name for n in fast.nodes} & {"size", "shape", "broadcast_like"}
+    assert sum(n.op.name == "sum_to_like" for n in fast.nodes) < \
+        sum(n.op.name == "sum_to_like" for n in optimize(relaxed.graph).nodes)
+    assert len(fast.nodes) <= len(optimize(list(step._cache.values())[0].graph).nodes)
+
+
+def test_simplify_folds_like_ops_and_sizes_of_known_shapes():
+    from defun.graph.passes import optimize, simplify_algebra
+    from defun.runtime.execute import run_op
+    from defun.runtime.registry import get
+
+    @df.defun(input_signature=[df.TensorSpec([3, 2]), df.TensorSpec([3, 2]), df.TensorSpec([2])])
+    def h(g, like, b):
+        n = df.cast(df.size(like), df.float32)
+        s = run_op(get("sum_to_like"), [g, like])
+        return s / n + run_op(get("broadcast_like"), [b, like])
+
+    graph = h.get_concrete_function().graph
+    ops = {n.op.name for n in optimize(graph).nodes}
+    assert not ops & {"size", "sum_to_like", "broadcast_like"}, ops
+    assert simplify_algebra(graph) is not graph
+    g0 = np.arange(6, dtype=f32).reshape(3, 2)
+    out = h(df.constant(g0), df.constant(np.ones((3, 2), f32)), df.constant(np.array([1.0, 2.0], f32)))
+    np.testing.assert_allclose(out.numpy(), g0 / 6.0 + np.array([1.0, 2.0]))
