@@ -11,7 +11,8 @@ cross-entropy) and mlp_medium (batch 64, 256-256-10); the step is
                        reduce_retracing=False for comparison
   relaxed vs exact     steady calls at batch 8 of the relaxed trace (made by a call at batch
                        9 first) against the exact trace, numpy and numba backends (<= 1.05x);
-                       the forward alone (the loss, no gradient) too
+                       the forward alone (the loss, no gradient) too; and the relaxed trace's
+                       first calls at a shape (its relaxed plan, before the static one)
   check numerics       mlp_medium's step with df.debugging.enable_check_numerics() against
                        without (<= 1.5x)
   run eagerly          the step under df.config.run_functions_eagerly(True) against the
@@ -77,7 +78,15 @@ def relaxed_against_exact(backend, repeat):
         assert relaxed.trace_count == 2 and relaxed.retrace_reasons()[0].relaxed
         fns[f"{what} exact"] = lambda f=exact: f(*a8)
         fns[f"{what} relaxed"] = lambda f=relaxed: f(*a8)
-    return median_us_interleaved(fns, repeat=repeat)
+        if what == "step":     # the relaxed plan itself: what a shape's first calls run
+            values = [t.numpy() for t in a8]
+            plans = [list(f._cache.values())[-1]._fn.plan_run() for f in (exact, relaxed)]
+            fns["plan exact"] = lambda run=plans[0]: run(*values)
+            fns["plan relaxed"] = lambda run=plans[1]: run(*values)
+    for fn in fns.values():     # past HOT_CALLS: the steady plan (defun/concrete.py)
+        for _ in range(5):
+            fn()
+    return median_us_interleaved(fns, repeat=repeat, min_run_s=0.01)
 
 
 def check_numerics(repeat):
@@ -101,7 +110,8 @@ def check_numerics(repeat):
             df.debugging.disable_check_numerics()
 
     checked()   # compile the checking plans
-    us = median_us_interleaved({"plain": lambda: step(*a), "checked x20": check_on_run}, repeat=repeat)
+    us = median_us_interleaved({"plain": lambda: step(*a), "checked x20": check_on_run}, repeat=repeat,
+                               min_run_s=0.05)
     return us["plain"], us["checked x20"] / 20
 
 
@@ -119,7 +129,7 @@ def run_eagerly(repeat):
         finally:
             df.config.run_functions_eagerly(False)
     us = median_us_interleaved({"eager x20": lambda: [eager(*a) for _ in range(20)], "switched x20": switched},
-                               repeat=repeat)
+                               repeat=repeat, min_run_s=0.05)
     return us["eager x20"] / 20, us["switched x20"] / 20
 
 
@@ -137,9 +147,11 @@ def main():
         rows.append([f"mlp_small step, {name}", f"{traces} traces, {ms:,.1f} ms", f"{ms / base:.2f}x", target])
     for backend in [b for b in ("numpy", "numba") if b in df.backends()]:
         us = relaxed_against_exact(backend, repeat)
-        for what in ("step", "forward"):
+        for what in ("step", "forward", "plan"):
             e, r = us[f"{what} exact"], us[f"{what} relaxed"]
-            rows.append([f"mlp_small {what}, relaxed vs exact trace, {backend}", f"{r:,.1f} vs {e:,.1f} us",
+            label = {"step": "step", "forward": "forward (loss only)",
+                     "plan": "step's plan before its shape is hot"}[what]
+            rows.append([f"mlp_small {label}, relaxed vs exact trace, {backend}", f"{r:,.1f} vs {e:,.1f} us",
                          f"{r / e:.2f}x", "<= 1.05x" if what == "step" else ""])
     plain, checked = check_numerics(repeat)
     rows.append(["mlp_medium step, check numerics on vs off", f"{checked:,.0f} vs {plain:,.0f} us",
