@@ -38,6 +38,7 @@ _CSE_MAX_CONST_BYTES = 1 << 20
 _IDENTITY = registry.get("identity")
 _STOP_GRADIENT = registry.get("stop_gradient")
 _BROADCAST_TO = registry.get("broadcast_to")
+_REDUCE_SUM = registry.get("reduce_sum")
 
 
 # ---------------------------------------------------------------------------------------
@@ -329,15 +330,20 @@ def _known(shape):
 
 def _rule_like(cp, node, x, like):
     """sum_to_like / broadcast_like: x itself when x already has like's (known) shape; a
-    broadcast to that shape, once known (which folds when x is constant)."""
+    broadcast to that shape, once known (which folds when x is constant); a sum over the
+    leading axes alone (what a gradient makes of a broadcast bias) as reduce_sum."""
     out = node.outputs[0]
-    if not _known(out.shape):
+    shape = tuple(out.shape)
+    if not _known(shape):
         return None
-    if tuple(x.shape) == tuple(out.shape):
+    if tuple(x.shape) == shape:
         return [x]
     if node.op.name == "broadcast_like":
-        shape = tuple(out.shape)
         return cp.emit(_BROADCAST_TO, (x,), {"shape": shape}, [(shape, out.dtype)], node.site).outputs
+    lead = len(x.shape) - len(shape)
+    if _known(x.shape) and lead > 0 and tuple(x.shape[lead:]) == shape:
+        attrs = {"axis": tuple(range(lead)), "keepdims": False}
+        return cp.emit(_REDUCE_SUM, (x,), attrs, [(shape, out.dtype)], node.site).outputs
     return None
 
 

@@ -492,8 +492,8 @@ def _broadcast_like(x, like):
 def _sum_to(g, shape):
     lead = g.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1)
-    r = np.sum(g, axis=axes, dtype=g.dtype) if axes else g
-    return np.reshape(r, shape)
+    r = np.add.reduce(g, axis=axes, dtype=g.dtype) if axes else g
+    return r if r.shape == shape else np.reshape(r, shape)
 
 
 def _sum_to_like_onnx(e, node, ins):
