@@ -28,7 +28,7 @@ __all__ = ["NumericsError", "enable", "disable", "enabled", "BACKWARD_OF", "forw
 
 # (graph name, node id) -> (forward op name, forward site) of each node traced as a gradient
 BACKWARD_OF = {}
-_BACKWARD_OF_LIMIT = 1 << 20
+_BACKWARD_OF_LIMIT = 1 << 18
 # eager tensor id -> user site of the eager op that made it, while checking (a backward op's
 # error names the line of the forward op whose gradient it computes)
 _EAGER_SITES = {}
