@@ -281,9 +281,9 @@ class Function:
         return value, [grads[p] if args[p].dtype.is_inexact else None for p in params]
 
     def get_concrete_function(self, *args, **kwargs):
-        """Trace (if needed) without running; returns the ConcreteFunction for these args.
-
-        TensorSpec arguments stand for tensors of that shape/dtype.
+        """Trace (if needed) without running; returns the ConcreteFunction for these args:
+        for tensors, the trace a call with them runs (a relaxed one, see reduce_retracing);
+        with TensorSpec arguments (tensors of that shape/dtype), a trace for exactly them.
         """
         if self._input_signature is not None:
             if args or kwargs:
@@ -294,7 +294,11 @@ class Function:
             key = CacheKey.of(b_args, b_kwargs, [], self._param_names)
         concrete = self._cache.get(key)
         if concrete is None:
-            concrete = self._miss(key, args, kwargs)
+            # TensorSpecs ask for their signature exactly; tensors for the trace a call runs
+            if any(isinstance(x, TensorSpec) for x in flatten((args, kwargs))):
+                concrete = self._trace_for(key, args, kwargs)
+            else:
+                concrete = self._miss(key, args, kwargs)
         return concrete
 
     def _miss(self, key, args, kwargs):

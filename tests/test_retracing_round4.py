@@ -459,3 +459,11 @@ def test_simplify_folds_like_ops_and_sizes_of_known_shapes():
     g0 = np.arange(6, dtype=f32).reshape(3, 2)
     out = h(df.constant(g0), df.constant(np.ones((3, 2), f32)), df.constant(np.array([1.0, 2.0], f32)))
     np.testing.assert_allclose(out.numpy(), g0 / 6.0 + np.array([1.0, 2.0]))
+
+
+def test_get_concrete_function_of_tensor_specs_traces_exactly_them():
+    f = df.defun(lambda x: x * 2.0)
+    relaxed = f.get_concrete_function(df.TensorSpec([None, 5], df.float32))
+    fixed = f.get_concrete_function(df.TensorSpec([40, 5], df.float32))
+    assert fixed is not relaxed and fixed.graph.inputs[0].shape == (40, 5)
+    assert f.get_concrete_function(df.constant(np.ones((7, 5), f32))) is relaxed
