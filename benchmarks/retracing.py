@@ -17,21 +17,28 @@ cross-entropy) and mlp_medium (batch 64, 256-256-10); the step is
                        without (<= 1.5x)
   run eagerly          the step under df.config.run_functions_eagerly(True) against the
                        eager step (value_and_gradients_function without defun): equal
-Median microseconds (wall time, interleaved runs, one BLAS thread). Benchmarks, not tests:
-nothing here asserts a time.
+Median microseconds of this process's CPU time (time.process_time: on a shared machine wall
+time counts the waits for a core), interleaved runs, one BLAS thread. Benchmarks, not
+tests: nothing here asserts a time.
 """
 import common  # noqa: F401  (first: pins BLAS to one thread before numpy loads)
 
 import argparse  # noqa: E402
+import functools  # noqa: E402
 import os  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
+import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 import defun as df  # noqa: E402
 from anchors import mlp_df_loss, mlp_problem  # noqa: E402
-from common import machine_figures, machine_line, markdown_table, median_us_interleaved  # noqa: E402
+from common import machine_figures, machine_line, markdown_table  # noqa: E402
+from common import median_us_interleaved as _median_wall  # noqa: E402
+
+CLOCK = time.process_time
+median_us_interleaved = functools.partial(_median_wall, clock=CLOCK)
 
 PARAMS = [0, 1, 2, 3]
 
@@ -56,10 +63,10 @@ def many_sizes(trials):
         times, traces = [], None
         for _ in range(trials):
             step = step_of(reduce_retracing=relax)
-            start = time.perf_counter()
+            start = CLOCK()
             for a in calls:
                 step(*a)
-            times.append((time.perf_counter() - start) * 1e3)
+            times.append((CLOCK() - start) * 1e3)
             traces = step.trace_count
         out[name] = (traces, statistics.median(times))
     return out
@@ -138,6 +145,7 @@ def main():
     parser.add_argument("--quick", action="store_true", help="fewer runs")
     args = parser.parse_args()
     repeat, trials = (7, 3) if args.quick else (21, 7)
+    warnings.simplefilter("ignore", df.RetracingWarning)    # the exact row retraces 100 times
     print(machine_line(machine_figures()) + f" Load average {os.getloadavg()[0]:.1f} at the start.\n")
     rows = []
     sizes = many_sizes(trials)

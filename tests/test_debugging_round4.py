@@ -258,3 +258,16 @@ def test_an_error_inside_a_plan_names_the_users_line_and_no_generated_code():
         traceback.extract_tb(info.value.__cause__.__traceback__)
     assert not any(fr.filename.startswith("<defun plan") for fr in frames)
     assert any((fr.filename, fr.lineno) == (__file__, _line(body, "MARK-gather")) for fr in frames)
+
+
+def test_nodes_traced_under_a_defuns_call_name_the_users_line_not_the_call_runner():
+    f = df.defun(lambda x: df.reduce_sum(df.sqrt(x)))
+    x = df.constant([4.0, 1.0])
+    f(x)        # the fast call runner (`<defun call ...>`) is made
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y = f(x)              # MARK-under-tape: the backward is built here
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), [0.25, 0.5])
+    backward = f.get_concrete_function(x).backward_function().graph
+    files = {n.site[0] for n in backward.nodes if n.site}
+    assert files == {__file__}, files
