@@ -51,7 +51,7 @@ from defun.runtime import optimizers  # noqa: E402,F401
 from defun.runtime.checkpoint import save_variables, restore_variables  # noqa: E402,F401
 from defun.runtime.context import init_scope  # noqa: E402,F401
 from defun.runtime.ops import debug_ops as _debug_ops  # noqa: E402
-from defun import debugging, random, signal, test  # noqa: E402,F401
+from defun import config, debugging, random, signal, test  # noqa: E402,F401
 print = _debug_ops.print  # noqa: A001,E402  (df.print, as tf.print)
 from defun.profile import profile, Profile, ProfileRow  # noqa: E402,F401
 from defun.view import view  # noqa: E402,F401
@@ -64,7 +64,8 @@ _LAZY = {"export_numpy_source": "defun.numpy_export", "export_onnx": "defun.onnx
 
 # The public names: what `dir(df)` shows and `from defun import *` takes. Submodules
 # (`defun.function`, `defun.graph`, ...) stay importable by their full names but are not API.
-_NAMESPACES = ("errors", "linalg", "math", "nn", "random", "debugging", "optimizers", "dask", "test", "signal")
+_NAMESPACES = ("errors", "linalg", "math", "nn", "random", "debugging", "optimizers", "dask", "test", "signal",
+               "config")
 __all__ = sorted({n for n, v in globals().items()
                   if not n.startswith("_") and not isinstance(v, type(_os))
                   } | set(_NAMESPACES) | set(_LAZY))

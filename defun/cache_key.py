@@ -4,6 +4,10 @@ A key encodes the bound arguments leaf by leaf: tensors by (shape, dtype), varia
 shape/dtype/trainable, other values by value (floats by their bits). It is a tuple, so
 hashing and comparing it cost what a tuple's do; it prints itself by argument name, and
 `changes(old)` says per argument what differs, old -> new (the retracing warning's words).
+
+Relaxing (`reduce_retracing`): keys with one `rank_part()` differ only in tensor sizes;
+`relaxed_with(old)` makes each size that differs unknown (None), `fits(general)` says whether
+a relaxed key's trace takes a call, and `relaxed_arguments` gives the arguments to trace it.
 """
 import numpy as np
 
@@ -15,7 +19,7 @@ from defun.runtime.variables import Variable
 from defun.graph.nodes import SymbolicTensor
 from defun.spec import TensorSpec
 
-__all__ = ["CacheKey", "SIGNATURE_KEY"]
+__all__ = ["CacheKey", "SIGNATURE_KEY", "relaxed_arguments"]
 
 # The one key of a function with an input_signature: every call runs the same trace.
 SIGNATURE_KEY = "input_signature"
@@ -100,6 +104,35 @@ class CacheKey(tuple):
             out += diff
         return out
 
+    def rank_part(self):
+        """The key with each tensor leaf's sizes left out (its rank and dtype kept): keys with
+        the same rank part differ in tensor sizes only, so one relaxed trace can serve them."""
+        return (_map_tensor_leaves(self[0], _rank_leaf), _map_tensor_leaves(self[1], _rank_leaf), self[2])
+
+    def relaxed_with(self, old):
+        """This key with every tensor size that differs from key `old` (of the same rank
+        part) unknown (None); the sizes both share stay."""
+        return CacheKey((_zip_tensor_leaves(self[0], old[0]), _zip_tensor_leaves(self[1], old[1]), self[2]))
+
+    def fits(self, general):
+        """True if a trace made for key `general` (of the same rank part) takes this key's
+        tensors: each of its sizes is None there or the same."""
+        return all(shape_fits(s, g) for s, g in zip(self.tensor_shapes(), general.tensor_shapes()))
+
+    def tensor_shapes(self):
+        """The shape of each tensor leaf, in the order the arguments' tensors are taken."""
+        out = []
+        _map_tensor_leaves(self[0], lambda k: out.append(k[0]))
+        _map_tensor_leaves(self[1], lambda k: out.append(k[0]))
+        return out
+
+    def relaxed_changes(self, old):
+        """'argument: float32[5] -> float32[None]' per tensor whose sizes this relaxed key
+        makes unknown where key `old` knew them."""
+        was = old.leaves()
+        return [f"{p}: {_sizes_text(was[p])} -> {_sizes_text(k)}" for p, k in self.leaves().items()
+                if _is_tensor_leaf(k) and p in was and was[p][0] != k[0]]
+
     def __str__(self):
         return ", ".join(f"{p}: {_key_text(v)}" for p, v in self.leaves().items())
 
@@ -163,6 +196,53 @@ def _leaves(key, path, out):
     else:
         out[path] = key
     return out
+
+
+def _map_tensor_leaves(key, fn):
+    """`key` (an encoded argument or argument list) with each tensor leaf `k` replaced by fn(k)."""
+    if isinstance(key, tuple):
+        if _is_tensor_leaf(key):
+            return fn(key)
+        return tuple(_map_tensor_leaves(k, fn) for k in key)
+    return key
+
+
+def _zip_tensor_leaves(new, old):
+    """`new` with each tensor size that differs from `old` (same structure and ranks) None."""
+    if isinstance(new, tuple):
+        if _is_tensor_leaf(new):
+            return (tuple(a if a == b else None for a, b in zip(new[0], old[0])), new[1])
+        return tuple(_zip_tensor_leaves(a, b) for a, b in zip(new, old))
+    return new
+
+
+def _rank_leaf(k):
+    return ("R", len(k[0]), k[1])
+
+
+def _sizes_text(k):
+    return f"{k[1].name}[{', '.join('None' if d is None else str(d) for d in k[0])}]"
+
+
+def relaxed_arguments(value, shapes):
+    """`value` (bound arguments: a tuple, or a dict of keywords) with each tensor leaf replaced
+    by a TensorSpec of its dtype and the next shape of iterator `shapes`, leaves taken in
+    the order `CacheKey.of` takes them; variables and static values stay."""
+    if isinstance(value, (EagerTensor, SymbolicTensor, TensorSpec)):
+        return TensorSpec(next(shapes), value.dtype)
+    if isinstance(value, (np.ndarray, np.generic)):
+        return TensorSpec(next(shapes), dtypes.from_numpy(to_array(value).dtype))
+    if isinstance(value, Variable):
+        return value
+    if isinstance(value, dict):
+        return {k: relaxed_arguments(value[k], shapes) for k in sorted_keys(value)}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return type(value)(*[relaxed_arguments(v, shapes) for v in value])
+    if isinstance(value, list):
+        return [relaxed_arguments(v, shapes) for v in value]
+    if isinstance(value, tuple):
+        return tuple(relaxed_arguments(v, shapes) for v in value)
+    return value
 
 
 def _static_parts(key):

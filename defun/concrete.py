@@ -13,7 +13,7 @@ import weakref
 
 import numpy as np
 
-from defun.runtime import sites
+from defun.runtime import dtypes, sites
 from defun.runtime.context import busy_threads, execution_callbacks, state
 from defun.runtime.nest import flatten, make_packer, pack_as
 from defun.runtime.shapes import shape_fits, shape_str
@@ -25,6 +25,7 @@ from defun.graph.serialize import describe_structure, output_names
 from defun.graph.backends import DEFAULT_BACKEND
 from defun.graph.functions import plan_of
 from defun.graph.passes import optimize
+from defun.graph.specialize import specialize
 from defun.cache_key import CacheKey
 from defun.graph_function import GraphFunction
 from defun.spec import TensorSpec
@@ -33,6 +34,12 @@ __all__ = ["ConcreteFunction", "SideOutput", "SideOutputs", "StaleCaptureWarning
 
 # what a trace's `last_call(args)` returns for arguments it does not take as they are
 MISS = object()
+
+# A relaxed trace (unknown sizes) runs its own plan for argument shapes it has seen fewer
+# than HOT_CALLS times, then a plan compiled from the trace made static for them (graph/
+# specialize.py: what an exact trace's plan runs), for at most MAX_SPECIALIZED shapes.
+HOT_CALLS = 3
+MAX_SPECIALIZED = 16
 
 # graph name -> graph of every trace alive, so a report that sees a call by its name (an
 # execution callback) finds the function it ran (names are unique in a process)
@@ -98,6 +105,8 @@ class ConcreteFunction:
         # `last_call(args)` of `_runner_source` once the runner is made (None while names
         # are watched, or when there is none): `Function`'s first try
         self._guarded = self._last_call = None
+        self._seen = {}           # a relaxed trace: argument shapes -> calls seen (see _hot)
+        self._specialized = {}    # argument shapes -> the plan made static for them
 
     @property
     def inputs(self):
@@ -160,10 +169,10 @@ class ConcreteFunction:
         ns = {"st": state, "busy": busy_threads, "callbacks": execution_callbacks, "general": general,
               "run": self._fn.plan_run(), "new": object.__new__, "ET": EagerTensor, "nid": next_tensor_id,
               "pack": self._pack,
-              "MISS": MISS}
+              "MISS": MISS, "spec": self._specialized, "hot": self._hot}
         ns.update((f"c{j}", v) for j, v in enumerate(caps))
         specs = [t.shape for t in self.graph.inputs]
-        guard = all(s is not None and None not in s for s in specs)
+        guard = all(s is not None for s in specs)
         if guard:
             ns.update((f"s{i}", tuple(s)) for i, s in enumerate(specs))
             ns.update((f"d{i}", t.dtype.np) for i, t in enumerate(self.graph.inputs))
@@ -176,14 +185,18 @@ class ConcreteFunction:
 
     def _runner_source(self, n_caps, guard):
         """The source of `run_flat(tensors)` and, with `guard`, of `last_call(args)`: the
-        same call when `args` are eager tensors of exactly this trace's (static) shapes and
-        dtypes, else MISS. `Function` calls `last_call` of the trace its last call ran
+        same call when `args` are eager tensors of this trace's dtypes and shapes (any size
+        where the trace's is unknown: a relaxed trace), else MISS. `Function` calls `last_call` of the trace its last call ran
         before anything else: one check per argument instead of a cache key and a lookup
         (one-op call of float32 (4,) tensors: 1.38-1.61 -> 0.87-0.96 us, np.add 0.30)."""
         n, n_out = len(self.graph.inputs), len(self.graph.outputs)
         args = [f"a{i}" for i in range(n)]
         vals = [f"v{i}" for i in range(n)]
         body = [f"o = run({', '.join(vals + [f'c{j}' for j in range(n_caps)])})"]
+        if self._relaxed_sizes():   # the plan for these shapes: see _hot
+            shapes = f"({''.join(f'{v}.shape, ' for v in vals)})"
+            body = ["sp = spec.get(" + shapes + ")", "if sp is None:", "    sp = hot(" + shapes + ")",
+                    f"o = sp({', '.join(vals + [f'c{j}' for j in range(n_caps)])})"]
         for j in range(n_out):
             body += [f"r{j} = new(ET)", f"r{j}._value = o[{j}]", f"r{j}._id = nid()"]
         body.append("return r0" if self._single else f"return pack([{', '.join(f'r{j}' for j in range(n_out))}])")
@@ -198,7 +211,8 @@ class ConcreteFunction:
         lines += ["        " + line for line in body] + ["    return general(tensors)"]
         if guard:
             checks = [f"type({a}) is ET" for a in args]
-            same = [f"v{i}.dtype is d{i} and v{i}.shape == s{i}" for i in range(n)]
+            same = [f"v{i}.dtype is d{i} and {_shape_test(f'v{i}', f's{i}', t.shape)}"
+                    for i, t in enumerate(self.graph.inputs)]
             lines += ["def last_call(args):",
                       f"    if len(args) == {n}:"]
             if n:
@@ -208,6 +222,28 @@ class ConcreteFunction:
             lines += [f"            if {' and '.join(same + ['(not busy or st.quiet) and not callbacks'])}:"]
             lines += ["                " + line for line in body] + ["    return MISS"]
         return "\n".join(lines) + "\n"
+
+    def _relaxed_sizes(self):
+        """True for a trace with unknown argument sizes (and no variable arguments)."""
+        return any(t.shape is not None and None in t.shape for t in self.graph.inputs) and \
+            all(t.dtype is not dtypes.resource for t in self.graph.inputs)
+
+    def _hot(self, shapes):
+        """The plan a relaxed trace runs for arguments of `shapes`: its own until those shapes
+        were seen HOT_CALLS times, then one compiled from the trace made static for them
+        (the relaxed plan again if the graph refuses them: it then raises what it raises)."""
+        seen = self._seen
+        count = seen.get(shapes, 0) + 1
+        if count < HOT_CALLS or len(self._specialized) >= MAX_SPECIALIZED:
+            if len(seen) < 4096:
+                seen[shapes] = count
+            return self._fn.plan_run()
+        try:
+            run = plan_of(specialize(self.graph, shapes), self._fn.backend).run
+        except Exception:   # noqa: BLE001 - sizes the graph refuses: the relaxed plan says why
+            run = self._fn.plan_run()
+        self._specialized[shapes] = run
+        return run
 
     def __call__(self, *args, **kwargs):
         key = None
@@ -363,6 +399,15 @@ def output_names_of(concrete):
     """A name per output: a returned dict's keys, `output_0` for a lone tensor (as exported)."""
     out_index = [k if type(k) is int else None for k in concrete._out_index]
     return output_names(describe_structure(concrete._out_structure, out_index), len(concrete.graph.outputs))
+
+
+def _shape_test(v, s, shape):
+    """Source testing that array `v` has `shape` (held in name `s`): a tuple comparison, or
+    for a shape with unknown sizes its rank and each known size."""
+    if None not in shape:
+        return f"{v}.shape == {s}"
+    return " and ".join([f"{v}.ndim == {len(shape)}"] +
+                        [f"{v}.shape[{k}] == {d}" for k, d in enumerate(shape) if d is not None])
 
 
 def input_names(concrete):

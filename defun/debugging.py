@@ -2,6 +2,7 @@
 
     y = df.debugging.check_numerics(df.log(x), "log of the inputs")
     df.debugging.compare(step, x, labels)               # first graph node that differs from eager
+    df.debugging.enable_check_numerics()                # the first op making a NaN or Inf raises
     print(df.debugging.side_outputs(train, x, labels))  # what one step saves for its backward
 
 `compare` runs a function eagerly, recording every op with its user source line, then runs
@@ -15,7 +16,7 @@ import threading
 
 import numpy as np
 
-from defun.runtime import dtypes, sites
+from defun.runtime import dtypes, numerics, sites
 from defun.runtime.context import add_execution_callback, remove_execution_callback, state
 from defun.runtime.nest import flatten
 from defun.runtime.ops.debug_ops import check_numerics  # noqa: F401
@@ -30,7 +31,32 @@ from defun.concrete import TRACED_GRAPHS, SideOutput, SideOutputs, side_output_r
 from defun.function import Function
 from defun.graph_function import GraphFunction
 
-__all__ = ["check_numerics", "compare", "Difference", "side_outputs"]
+__all__ = ["check_numerics", "compare", "Difference", "side_outputs", "enable_check_numerics",
+           "disable_check_numerics"]
+
+
+# ---------------------------------------------------------------------------------------
+# check numerics: every op, eager or in a graph, forward or backward
+
+def enable_check_numerics():
+    """From now on every op, eager or in a graph, forward or backward, checks its floating
+    outputs: the first NaN or infinity raises df.errors.InvalidArgumentError naming the op,
+    whether it ran in the forward or the backward, and your line (for a backward op, the
+    line of the forward op whose gradient it computes).
+
+    >>> df.debugging.enable_check_numerics()
+    >>> loss(x)     # InvalidArgumentError: check_numerics: log (%3 of loss) produced NaN in the forward at ...
+
+    Graphs then run plans compiled on a checking backend (compiled once per graph, the
+    first time); `disable_check_numerics()` goes back to the plans that check nothing,
+    which pay nothing for the switch.
+    """
+    numerics.enable()
+
+
+def disable_check_numerics():
+    """Stop checking (see enable_check_numerics)."""
+    numerics.disable()
 
 
 # ---------------------------------------------------------------------------------------

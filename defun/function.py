@@ -3,6 +3,14 @@
 States of a `Function`, explicit in code: a call computes the cache key (defun/cache_key.py);
 a miss traces (once per key, under a lock) into a ConcreteFunction; a hit calls it, which
 runs its GraphFunction (defun/graph_function.py) by one of three routes.
+
+With `reduce_retracing` (the default) a miss whose key differs from an earlier trace's in
+tensor sizes only (the same `rank_part`) traces once more with those sizes unknown, and
+that relaxed trace serves every later call it fits; a function whose relaxed trace fails
+(it needs a static size) keeps one trace per shape.
+
+This module is long because the cache, its relaxing and the trace share one Function's
+state and lock; what a call does eagerly (df.config) lives in defun/config.py.
 """
 import dis
 import functools
@@ -15,7 +23,7 @@ from operator import attrgetter, itemgetter
 
 import numpy as np
 
-from defun.runtime import dtypes, errors
+from defun.runtime import dtypes, errors, sites
 from defun.runtime.context import state
 from defun.runtime.indexed_slices import IndexedSlices
 from defun.runtime.nest import flatten, pack_as
@@ -25,7 +33,7 @@ from defun.runtime.variables import _BY_HANDLE, SymbolicVariable, Variable
 from defun.graph.backends import DEFAULT_BACKEND, get_backend
 from defun.graph.ir import Graph, unique_name
 from defun.graph.nodes import SymbolicTensor
-from defun.cache_key import SIGNATURE_KEY, CacheKey
+from defun.cache_key import SIGNATURE_KEY, CacheKey, relaxed_arguments
 from defun.concrete import MISS, ConcreteFunction, StaleCaptureWarning, _ArgVariable, _named_value, _Static
 from defun.graph_function import GraphFunction  # noqa: F401  (re-exported)
 from defun.spec import TensorSpec
@@ -34,6 +42,8 @@ __all__ = ["defun", "Function", "ConcreteFunction", "GraphFunction", "TensorSpec
            "RetraceReason", "StaleCaptureWarning"]
 
 RETRACE_WARNING_THRESHOLD = 5
+# at most this many shapes are remembered for the fast path (any more take the slow path)
+FAST_CACHE_LIMIT = 1024
 
 # The fast cache key part of one argument (AttributeError when it is no tensor): C-level,
 # with `tuple(map(...))` no Python frame per call.
@@ -45,20 +55,32 @@ class RetracingWarning(UserWarning):
 
 
 class RetraceReason(tuple):
-    """(trace, closest earlier trace, changes): why trace number `trace` of a defun happened.
+    """(trace, closest earlier trace, changes, relaxed, note): why trace number `trace` of a
+    defun happened.
 
     `changes` has one 'argument: old -> new' per argument whose key part differs from the
     key of trace `closest` (the earlier trace with the fewest differences, latest on ties).
+    `relaxed`: the trace has those sizes unknown (`x: float32[5] -> float32[None]`) and
+    serves every call they fit. `note`: why sizes were not relaxed (said once), or "".
     """
 
     __slots__ = ()
     trace = property(itemgetter(0))
     closest = property(itemgetter(1))
     changes = property(itemgetter(2))
+    relaxed = property(itemgetter(3))
+    note = property(itemgetter(4))
+
+    def __new__(cls, fields):
+        fields = tuple(fields)
+        return super().__new__(cls, fields + (False, "")[len(fields) - 3:])
 
     def __str__(self):
-        return (f"trace {self[0]} differs from trace {self[1]} in "
-                f"{'; '.join(self[2]) or 'nothing (the same key)'}")
+        if self[3]:
+            return (f"trace {self[0]} relaxes trace {self[1]} to unknown sizes (one trace for "
+                    f"any size there): {'; '.join(self[2])}")
+        text = f"trace {self[0]} differs from trace {self[1]} in {'; '.join(self[2]) or 'nothing (the same key)'}"
+        return f"{text}; {self[4]}" if self[4] else text
 
     def __repr__(self):
         return f"RetraceReason({self})"
@@ -74,11 +96,12 @@ class Function:
     """
 
     def __init__(self, python_function, input_signature=None, name=None, backend=DEFAULT_BACKEND,
-                 rematerialize=False):
+                 rematerialize=False, reduce_retracing=True):
         if not callable(python_function):
             raise TypeError(f"defun expects a callable, got {type(python_function).__name__}")
         self.backend = get_backend(backend).name   # ValueError naming the installed ones
         self.rematerialize = bool(rematerialize)
+        self.reduce_retracing = bool(reduce_retracing)
         self.python_function = python_function
         self.name = name or getattr(python_function, "__name__", "function").replace("<lambda>", "lambda")
         functools.update_wrapper(self, python_function, updated=())
@@ -89,6 +112,11 @@ class Function:
         self._tracing = set()   # keys being traced (by the thread holding the lock): recursion
         self._retraces = []     # a RetraceReason per trace after the first
         self._stale_warned = False   # a StaleCaptureWarning was given (once per function)
+        # reduce_retracing, per rank part of a key (CacheKey.rank_part): the key of its latest
+        # trace, the relaxed trace serving it, and the rank parts that keep one trace per shape
+        self._by_rank = {}
+        self._relaxed = {}
+        self._static_ranks = set()
         self.trace_count = 0
         try:
             self._signature = inspect.signature(python_function)
@@ -226,17 +254,21 @@ class Function:
         key, tensors = self._key_and_tensors(args, kwargs)
         concrete = self._cache.get(key)
         if concrete is None:
-            concrete = self._trace_for(key, args, kwargs)
+            concrete = self._miss(key, args, kwargs)
         if fast_key is not None and self._plain_arity == len(args) and \
-                all(type(a) is EagerTensor for a in args):
+                len(self._fast_cache) < FAST_CACHE_LIMIT and all(type(a) is EagerTensor for a in args):
             self._fast_cache[fast_key] = concrete
         return concrete._call_flat(tensors)
+
+    _call_graph = __call__    # what `__call__` is again after run_functions_eagerly(False)
 
     def _value_and_gradients(self, args, params):
         """`value_and_gradients_function(self, params)(*args)` when nobody listens (no tape,
         trace or callback; the caller checks) and the call hits the fast cache with one
         floating-point tensor returned: one run of the forward with side outputs and one
         of the backward, no tape. None: take the tape route (it traces, fills the cache)."""
+        if _RUN_EAGERLY:
+            return None     # the tape route runs the Python function
         try:
             concrete = self._fast_cache.get(tuple(map(_FAST_KEY_PART, args)))
         except AttributeError:
@@ -249,9 +281,9 @@ class Function:
         return value, [grads[p] if args[p].dtype.is_inexact else None for p in params]
 
     def get_concrete_function(self, *args, **kwargs):
-        """Trace (if needed) without running; returns the ConcreteFunction for these args.
-
-        TensorSpec arguments stand for tensors of that shape/dtype.
+        """Trace (if needed) without running; returns the ConcreteFunction for these args:
+        for tensors, the trace a call with them runs (a relaxed one, see reduce_retracing);
+        with TensorSpec arguments (tensors of that shape/dtype), a trace for exactly them.
         """
         if self._input_signature is not None:
             if args or kwargs:
@@ -262,26 +294,81 @@ class Function:
             key = CacheKey.of(b_args, b_kwargs, [], self._param_names)
         concrete = self._cache.get(key)
         if concrete is None:
-            concrete = self._trace_for(key, args, kwargs)
+            # TensorSpecs ask for their signature exactly; tensors for the trace a call runs
+            if any(isinstance(x, TensorSpec) for x in flatten((args, kwargs))):
+                concrete = self._trace_for(key, args, kwargs)
+            else:
+                concrete = self._miss(key, args, kwargs)
         return concrete
 
-    def _trace_for(self, key, args, kwargs):
+    def _miss(self, key, args, kwargs):
+        """The trace for a call whose key has none: with reduce_retracing, the relaxed trace
+        that takes it (made now if its sizes differ from an earlier trace's only), else a
+        trace for exactly this key."""
+        if self.reduce_retracing and type(key) is CacheKey:
+            with self._lock:
+                concrete, note = self._relaxed_for(key, args, kwargs)
+                if concrete is not None:
+                    return concrete
+                concrete = self._trace_for(key, args, kwargs, note=note)
+                if note:    # the exact trace works where the relaxed one failed: stay exact
+                    self._static_ranks.add(key.rank_part())
+                return concrete
+        return self._trace_for(key, args, kwargs)
+
+    def _relaxed_for(self, key, args, kwargs):
+        """(the relaxed trace serving `key`, made if needed, or None; why sizes stay static:
+        the failure of a relaxed trace, once, else "")."""
+        rank = key.rank_part()
+        if rank in self._static_ranks:
+            return None, ""
+        current = self._relaxed.get(rank)
+        if current is not None and key.fits(current._key):
+            return current, ""
+        base = current._key if current is not None else self._by_rank.get(rank)
+        if base is None:
+            return None, ""
+        relaxed = key.relaxed_with(base)
+        concrete = self._cache.get(relaxed)
+        if concrete is None:
+            b_args, b_kwargs = self._bind(args, kwargs)
+            shapes = iter(relaxed.tensor_shapes())
+            r_args, r_kwargs = relaxed_arguments(tuple(b_args), shapes), relaxed_arguments(b_kwargs, shapes)
+            reason = RetraceReason((len(self._cache) + 1, list(self._cache).index(base) + 1,
+                                    tuple(relaxed.relaxed_changes(base)), True))
+            try:
+                concrete = self._trace_for(relaxed, r_args, r_kwargs, reason=reason)
+            except Exception as e:      # noqa: BLE001 - any failure: the function needs static sizes
+                return None, _static_note(self.name, reason, e)
+        self._relaxed[rank] = concrete
+        return concrete, ""
+
+    def _trace_for(self, key, args, kwargs, reason=None, note=""):
         with self._lock:
             concrete = self._cache.get(key)
             if concrete is not None:
                 return concrete
             concrete = self._trace_once(key, args, kwargs)
             concrete._key = key
-            reason = self._retrace_reason(key)
+            if reason is None:
+                reason = self._retrace_reason(key)
+                if reason is not None and note:
+                    reason = RetraceReason((*reason[:3], False, note))
             self._cache[key] = concrete
             self.trace_count += 1
+            if type(key) is CacheKey:
+                rank = key.rank_part()
+                self._by_rank[rank] = key
+                if None in (d for s in key.tensor_shapes() for d in s):   # a TensorSpec with None
+                    self._relaxed.setdefault(rank, concrete)
             if reason is not None:
                 self._retraces.append(reason)
                 if self.trace_count > RETRACE_WARNING_THRESHOLD:
-                    warnings.warn(
+                    warnings.warn_explicit(
                         f"defun {self.name!r} has been traced {self.trace_count} times; {reason}. "
                         f"Each trace is slow: pass tensors instead of changing Python values, or "
-                        f"give input_signature with None sizes.", RetracingWarning, stacklevel=3)
+                        f"give input_signature with None sizes.", RetracingWarning,
+                        *(sites.user_site() or ("<unknown>", 0)))
             return concrete
 
     def _trace_once(self, key, args, kwargs):
@@ -392,11 +479,24 @@ class Function:
                 params = list(self._signature.parameters.values())[1:]
                 method.__signature__ = self._signature.replace(parameters=params)
             bound = cache[instance] = Function(method, self._input_signature, self.name, self.backend,
-                                               self.rematerialize)
+                                               self.rematerialize, self.reduce_retracing)
         return bound
 
     def __repr__(self):
         return f"<df.defun {self.name} traces={self.trace_count}>"
+
+
+# [True] while df.config.run_functions_eagerly(True): defun/config.py swaps Function's
+# `__call__` for one running the Python function, so the graph call pays nothing for it
+_RUN_EAGERLY = []
+
+
+def _static_note(name, reason, exc):
+    """What `retrace_reasons()` says, once, when the relaxed trace `reason` failed with `exc`."""
+    site = sites.traceback_site(exc.__traceback__)
+    where = f" at {sites.format_site(site)}" if site else ""
+    return (f"{name!r} needs static sizes: a trace with {'; '.join(reason[2])} failed{where} "
+            f"({type(exc).__name__}: {str(exc):.200}), so it keeps one trace per shape")
 
 
 def _named_captures(fn, graph, depth=3):
@@ -508,7 +608,8 @@ def _output_tensor(leaf, graph, fname, pos):
         f"traced function may return tensors, numbers, None, and nested lists/tuples/dicts of them")
 
 
-def defun(func=None, input_signature=None, backend=DEFAULT_BACKEND, rematerialize=False):
+def defun(func=None, input_signature=None, backend=DEFAULT_BACKEND, rematerialize=False,
+          reduce_retracing=True):
     """Compile `func` into graph functions traced per input signature.
 
     >>> @df.defun
@@ -518,8 +619,12 @@ def defun(func=None, input_signature=None, backend=DEFAULT_BACKEND, rematerializ
     `backend` names the installed backend its plans run on (`df.backends()`; "numpy").
     `rematerialize=True`: under a tape, save only the inputs and what cheap pure ops cannot
     recompute, and recompute the rest in the backward (less memory, more time).
+    `reduce_retracing=True`: a call whose tensors differ from an earlier trace's in sizes
+    only traces once more with those sizes unknown, for every later such call; False: one
+    trace per shape. An `input_signature` decides alone.
     """
     get_backend(backend)        # an unknown name fails here, not at the first call
+    options = dict(backend=backend, rematerialize=rematerialize, reduce_retracing=reduce_retracing)
     if func is None:
-        return lambda f: Function(f, input_signature, backend=backend, rematerialize=rematerialize)
-    return Function(func, input_signature, backend=backend, rematerialize=rematerialize)
+        return lambda f: Function(f, input_signature, **options)
+    return Function(func, input_signature, **options)

@@ -11,7 +11,7 @@ persistent one, which may record its own gradient), the call saves what every or
 needs: the levels (graph/gradients.py) are raised until the backward of the top one reads
 nothing new, and that function runs.
 """
-from defun.runtime import dtypes, errors
+from defun.runtime import dtypes, errors, numerics
 from defun.runtime.context import execution_callbacks, state
 from defun.runtime.ops.array_ops import zeros_like
 from defun.runtime.ops.base_ops import ones_like
@@ -20,6 +20,7 @@ from defun.runtime.tape import tape_entry
 from defun.runtime.tensor import EagerTensor, next_tensor_id, to_array
 from defun.runtime.variables import watch_read_handles
 from defun.graph.backends import DEFAULT_BACKEND
+from defun.graph.checking import CheckingBackend, checking_backend
 from defun.graph.functions import call_graph, input_grads, plan_of, rematerialize
 from defun.graph.gradients import LOCK, MAX_LEVELS, pick_level, saving_from, saving_of
 from defun.graph.input_gradients import DenseGrad
@@ -129,6 +130,11 @@ class GraphFunction:
             if st._tapes and self._resource_positions:  # a tape in the enclosing trace sees the reads
                 self._watch_variables(inputs)
             return call_graph(self.graph, inputs)
+        if numerics.ON and not isinstance(self.backend, CheckingBackend):
+            # checking numerics (its callback makes every call take this route): the same call
+            # on the checking backend, whose plans and backward check every node
+            checking = checking_backend(self.backend)
+            return GraphFunction.of(self.graph, checking, self.rematerialize).call_flat(inputs)
         tapes = st._tapes
         order = 0
         if tapes:

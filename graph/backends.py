@@ -71,6 +71,11 @@ class Backend:
         nodes read may be written over once dead)."""
         return False
 
+    def output_check(self, step):
+        """A callable the plan calls right after a step (a Node or Region) as
+        `check(outputs, inputs)` (tuples of its values), or None (nothing in the plan)."""
+        return None
+
 
 # ufuncs whose positional `out` numpy deprecates (they may take more inputs one day)
 _OUT_BY_KEYWORD = frozenset([np.maximum, np.minimum, np.fmax, np.fmin])

@@ -8,11 +8,19 @@ its last use, and generates one Python function whose body is one line per step.
 Names in the generated source are made here (a0, v3, k3), never taken from a graph or file.
 Per call the cost is the kernels plus one Python call per node.
 
+Where it points: the generated code's line numbers are rewritten to the user's source lines
+(each statement to its node's recorded site, in the file most of the plan's nodes come
+from), so a warning a kernel gives (numpy's RuntimeWarning for a NaN) and a traceback name
+the user's file and line, never `<defun plan ...>`; a kernel's error is re-raised naming
+the node and that line (`_fail`). A backend may ask for a check after any step
+(`Backend.output_check`: check numerics), compiled in as one more line.
+
 A call that may assign is serializable and all-or-nothing: its plan holds the locks of the
 variables it receives for the call, logs each variable's old value before assigning (in a
 per-thread undo log shared with the plans it calls) and undoes the log when the call fails,
 KeyboardInterrupt included (the section "Calls that assign" below).
 """
+import collections
 import sys
 import threading
 
@@ -291,6 +299,8 @@ class _PlanWriter:
         lines = self.lines
         lines.append(self.BODY + stmt)
         self.line_node[len(lines)] = n
+        if outs:
+            self._check(n, [var_of[id(t)] for t in outs], args[:len(inputs)], n)
         self._free_dead(pos, inputs, reused)
 
     def region(self, pos, r):
@@ -298,7 +308,17 @@ class _PlanWriter:
         args = ", ".join(self.var_of[id(t)] for t in r.inputs)
         names = self._assign_names(r.outputs, f"v{first.id}r")
         self._emit(f"{names} = {self._kernel_name(r.kernel, first.id)}({args})", first)
+        self._check(r, [self.var_of[id(t)] for t in r.outputs], args.split(", ") if args else [], first)
         self._free_dead(pos, r.inputs)
+
+    def _check(self, step, names, inputs, node):
+        """The backend's check of a step's outputs (`names`; its inputs `inputs`), if it asks
+        for one: `check((outputs...), (inputs...))`."""
+        check = self.backend.output_check(step)
+        if check is not None:
+            self.ns[f"q{node.id}"] = check
+            self._emit(f"q{node.id}(({''.join(v + ', ' for v in names)}), ({''.join(v + ', ' for v in inputs)}))",
+                       node)
 
     def finish(self, may_assign):
         for t in self.outputs:
@@ -321,6 +341,8 @@ class _PlanWriter:
         lineno_node = {len(head) + k: n for k, n in self.line_node.items()}
         self.ns["_lines"] = lineno_node
         self.ns["_var_names"] = self.var_of   # id(tensor) -> its name, for error messages
+        self.ns["_generated"] = run.__code__  # its lines are the source's (the user's replace them)
+        run.__code__ = _user_lines(run.__code__, lineno_node, source.count("\n") + 1)
         self.ns["_code"] = run.__code__
         plan = Plan()
         plan.run, plan.source, plan.graph, plan.backend = run, source, self.graph, self.backend.name
@@ -346,15 +368,67 @@ def _reusable_input(inputs, out, pos, reusable, last_use):
     return None
 
 
+def _user_lines(code, lineno_node, n_lines):
+    """`code` (a plan, compiled from its generated source) reporting the user's lines: each
+    line of a node the line of its site, in the file most of the plan's sites are in; other
+    lines (and nodes of other files) the line of the node before them. The bytecode is the
+    same; only the location table (Python 3.11's format) and the file name change."""
+    if sys.version_info < (3, 11):
+        return code
+    files = collections.Counter(n.site[0] for n in lineno_node.values() if n.site)
+    if not files:
+        return code
+    filename = files.most_common(1)[0][0]
+    mapped = {g: n.site[1] for g, n in lineno_node.items() if n.site and n.site[0] == filename}
+    last = mapped[min(mapped)]
+    line_of = {}
+    for g in range(code.co_firstlineno, n_lines + 1):
+        last = line_of[g] = mapped.get(g, last)
+    table = bytearray()
+    first = prev = line_of[code.co_firstlineno]
+    for start, end, line in code.co_lines():
+        units = (end - start) // 2
+        new = None if line is None else line_of.get(line, last)
+        while units > 0:
+            n = min(units, 8)
+            units -= n
+            if new is None:
+                table.append(0x80 | (15 << 3) | (n - 1))        # no location
+            else:
+                table.append(0x80 | (13 << 3) | (n - 1))        # a line, no columns
+                _signed_varint(table, new - prev)
+                prev = new
+    return code.replace(co_filename=filename, co_firstlineno=first, co_linetable=bytes(table))
+
+
+def _signed_varint(out, v):
+    v = ((-v) << 1) | 1 if v < 0 else v << 1
+    while v >= 64:
+        out.append(0x40 | (v & 63))
+        v >>= 6
+    out.append(v)
+
+
+def _generated_line(code, offset):
+    """The generated source's line of the instruction at byte `offset` of plan `code`."""
+    for start, end, line in code.co_lines():
+        if start <= offset < end:
+            return line
+    return None
+
+
 def _fail(exc):
-    """Re-raise a kernel failure naming the node that was executing."""
+    """Re-raise a kernel failure naming the node that was executing (an error that already
+    names it, as check numerics' do, is raised as it is)."""
+    if getattr(exc, "attributed", False):
+        raise exc
     tb = exc.__traceback__
     frame_globals = sys._getframe(1).f_globals
     code = frame_globals["_code"]
     node = frame = None
     while tb is not None:
         if tb.tb_frame.f_code is code:
-            node = frame_globals["_lines"].get(tb.tb_lineno)
+            node = frame_globals["_lines"].get(_generated_line(frame_globals["_generated"], tb.tb_lasti))
             frame = tb.tb_frame
         tb = tb.tb_next
     if node is None:
@@ -370,5 +444,6 @@ def _fail(exc):
     if isinstance(exc, MemoryError):
         raise errors.out_of_memory(f"while executing {format_node(node)}{given}{where}", exc) from exc
     msg = f"while executing {format_node(node)}{given}{where}: {exc}"
-    cls = type(exc) if isinstance(exc, errors.DefunError) else errors.InvalidArgumentError
+    # a warning turned error (-W error) stays that warning
+    cls = type(exc) if isinstance(exc, (errors.DefunError, Warning)) else errors.InvalidArgumentError
     raise cls(msg) from exc

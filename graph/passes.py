@@ -16,7 +16,7 @@ or reordered, and keep their control edges; no pass reorders any node.
 """
 import numpy as np
 
-from defun.runtime import registry
+from defun.runtime import dtypes, registry
 from defun.graph.analysis import live_node_ids
 from defun.runtime.collector import paused_gc
 from defun.graph.ir import Graph
@@ -37,6 +37,8 @@ _CSE_MAX_CONST_BYTES = 1 << 20
 
 _IDENTITY = registry.get("identity")
 _STOP_GRADIENT = registry.get("stop_gradient")
+_BROADCAST_TO = registry.get("broadcast_to")
+_REDUCE_SUM = registry.get("reduce_sum")
 
 
 # ---------------------------------------------------------------------------------------
@@ -322,7 +324,40 @@ def _rule_transpose(cp, node, x):
     return None
 
 
+def _known(shape):
+    return shape is not None and None not in shape
+
+
+def _rule_like(cp, node, x, like):
+    """sum_to_like / broadcast_like: x itself when x already has like's (known) shape; a
+    broadcast to that shape, once known (which folds when x is constant); a sum over the
+    leading axes alone (what a gradient makes of a broadcast bias) as reduce_sum."""
+    out = node.outputs[0]
+    shape = tuple(out.shape)
+    if not _known(shape):
+        return None
+    if tuple(x.shape) == shape:
+        return [x]
+    if node.op.name == "broadcast_like":
+        return cp.emit(_BROADCAST_TO, (x,), {"shape": shape}, [(shape, out.dtype)], node.site).outputs
+    lead = len(x.shape) - len(shape)
+    if _known(x.shape) and lead > 0 and tuple(x.shape[lead:]) == shape:
+        attrs = {"axis": tuple(range(lead)), "keepdims": False}
+        return cp.emit(_REDUCE_SUM, (x,), attrs, [(shape, out.dtype)], node.site).outputs
+    return None
+
+
+def _rule_size(cp, node, x):
+    """size / shape of a tensor whose shape is known: a constant."""
+    if not _known(x.shape):
+        return None
+    out = node.outputs[0]
+    value = num_elements(x.shape) if node.op.name == "size" else tuple(x.shape)
+    return [cp.emit_const(np.array(value, dtype=out.dtype.np), node.site)]
+
+
 _RULES = {
+    "sum_to_like": _rule_like, "broadcast_like": _rule_like, "size": _rule_size, "shape": _rule_size,
     "multiply": _rule_multiply, "add": _rule_add, "subtract": _rule_subtract,
     "divide": _rule_divide, "identity": _rule_identity, "stop_gradient": _rule_stop_gradient,
     "cast": _rule_same_type, "reshape": _rule_same_type, "broadcast_to": _rule_same_type,
@@ -347,7 +382,11 @@ def simplify_algebra(graph):
     identity(x) -> x; stop_gradient(stop_gradient(x)) -> stop_gradient(x) (one is kept);
     cast to the same dtype, reshape/broadcast_to to the same known shape -> x;
     transpose(transpose(x, p), q) -> x when the composed permutation is the identity,
-    else one transpose. Nodes with control inputs and stateful nodes are kept.
+    else one transpose; sum_to_like/broadcast_like(x, like) -> x when x already has like's
+    known shape, broadcast_like to a known shape -> broadcast_to (folded when x is
+    constant); size/shape of a known shape -> a constant (what a relaxed trace made static
+    by graph/specialize.py leaves to fold). Nodes with control inputs and stateful nodes
+    are kept.
     Unused constants are left for dead code elimination.
     """
     cp = GraphCopy(graph)
@@ -386,6 +425,11 @@ class _Probe:
         __slots__ = ("outputs",)
 
     @classmethod
+    def emit_const(cls, value, site=None, node_id=None):
+        arr = np.asarray(value)
+        return cls.emit(CONST, (), {}, [(arr.shape, _probe_dtype(arr))]).outputs[0]
+
+    @classmethod
     def emit(cls, op, inputs, attrs, out_types, site=None, control_inputs=(), node_id=None):
         node = cls._Node()
         node.outputs = []
@@ -394,6 +438,10 @@ class _Probe:
             t.shape, t.dtype = shape, dtype
             node.outputs.append(t)
         return node
+
+
+def _probe_dtype(arr):
+    return dtypes.from_numpy(arr.dtype)
 
 
 def _simplify_applies(graph):

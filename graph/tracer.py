@@ -7,7 +7,7 @@ inherits it: the graph itself is the builder the runtime calls.
 """
 import numpy as np
 
-from defun.runtime import dtypes, errors, sites
+from defun.runtime import dtypes, errors, numerics, sites
 from defun.runtime.context import state
 from defun.runtime.convert import convert_operands
 from defun.runtime.execute import same_dtype_inputs
@@ -115,6 +115,8 @@ class Tracing:
             raise errors.InvalidArgumentError(
                 f"{op.name}: inference gave {len(out_types)} outputs, expected {n}")
         node = self._new_node(op, inputs, dict(attrs), out_types, site)
+        if state.grad_of is not None:     # a gradient: which forward op's (runtime/numerics.py)
+            numerics.note_backward(self.name, node.id)
         return inputs, node.outputs
 
     def _convert_inputs(self, op, inputs, site):

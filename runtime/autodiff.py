@@ -5,7 +5,8 @@ them in reverse recording order (a topological order), sums incoming gradients a
 zero-fills missing ones. Cost is linear in the tape's length. Eager tapes and backward
 graphs (graph/gradients.py) both run it.
 """
-from defun.runtime import dtypes, errors
+from defun.runtime import dtypes, errors, numerics
+from defun.runtime.context import state
 from defun.runtime.indexed_slices import IndexedSlices
 from defun.runtime.ops.array_ops import concat
 from defun.runtime.ops.base_ops import cast, ones_like, zeros_like
@@ -152,9 +153,24 @@ def _walk_back(relevant, gmap, flows, source_ids):
 
     A source's gradient stays in the map (it is read at the end); every other tensor's is
     taken out when its producer is reached. One loop, written flat: it runs per entry.
+    While tracing, or checking numerics, `state.grad_of` names the entry whose gradient
+    function runs (runtime/numerics.py: a backward op's error names its forward op's line).
     """
+    st = state
+    noting = st.graph is not None or numerics.ON
+    outer = st.grad_of
+    try:
+        _walk_entries(relevant, gmap, flows, source_ids, st if noting else None)
+    finally:
+        if noting:
+            st.grad_of = outer
+
+
+def _walk_entries(relevant, gmap, flows, source_ids, st):
     for entry, skip in reversed(relevant):
         op_type, input_ids, outputs, backward, none_grads, view = expand_entry(entry, skip)
+        if st is not None and outputs:
+            st.grad_of = (op_type, outputs[0])
         if len(outputs) == 1:  # the common case, called without building a list of grads
             oid = outputs[0]._id
             g = gmap.get(oid) if oid in source_ids else gmap.pop(oid, None)

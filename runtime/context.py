@@ -35,6 +35,10 @@ class _ThreadState(threading.local):
     replaced by a new list, never changed in place.
     """
 
+    # (forward op name, its first output) while the reverse walk runs that op's gradient
+    # function, if noted (runtime/numerics.py); None otherwise
+    grad_of = None
+
     def __init__(self):
         self._graph = None     # innermost graph builder; None means execute eagerly
         self._tapes = []       # active GradientTape internals, innermost last

@@ -15,7 +15,9 @@ _OWN_FILES = {}
 def _is_own(filename):
     own = _OWN_FILES.get(filename)
     if own is None:
-        own = _OWN_FILES[filename] = os.path.abspath(filename).startswith(_OWN)
+        # code defun generates (`<defun call f>`, `<defun plan f>`) is its own too
+        own = _OWN_FILES[filename] = filename.startswith("<defun ") or \
+            os.path.abspath(filename).startswith(_OWN)
     return own
 
 
@@ -28,6 +30,18 @@ def user_site(depth=1):
             return fn, f.f_lineno
         f = f.f_back
     return None
+
+
+def traceback_site(tb):
+    """`(filename, lineno)` of the innermost frame of traceback `tb` outside
+    runtime/graph/defun (where in the user's code an exception was raised), or None."""
+    site = None
+    while tb is not None:
+        fn = tb.tb_frame.f_code.co_filename
+        if not _is_own(fn):
+            site = fn, tb.tb_lineno
+        tb = tb.tb_next
+    return site
 
 
 def format_site(site):

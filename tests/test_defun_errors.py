@@ -140,8 +140,9 @@ def test_threads_calling_one_defun_with_different_shapes():
         t.join()
     assert errors_seen == []
     assert len(results) == 8
-    assert f.trace_count == len(shapes)
-    assert sorted(calls) == sorted(shapes)
+    # rank 1: the first shape exactly, then one relaxed trace for any size; rank 2: one
+    assert f.trace_count == 3
+    assert len(calls) == 3 and (None,) in calls and (2, 2) in calls
 
 
 def test_threads_with_gradients_through_one_defun():

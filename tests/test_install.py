@@ -13,7 +13,8 @@ import types
 import defun as df
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-NAMESPACES = {"errors", "linalg", "math", "nn", "random", "debugging", "optimizers", "dask", "signal", "test"}
+NAMESPACES = {"errors", "linalg", "math", "nn", "random", "debugging", "optimizers", "dask", "signal", "test",
+              "config"}
 
 USER_SCRIPT = """
 import sys

@@ -478,11 +478,22 @@ def _eager_unbroadcast_attrs(gs, xs):
     return attrs
 
 
+def _sum_to_like(g, like):
+    # sizes unknown while tracing are often equal when the graph runs: then g is the sum
+    shape = np.shape(like)
+    return g if g.shape == shape else _sum_to(g, shape)
+
+
+def _broadcast_like(x, like):
+    shape = np.shape(like)
+    return x if np.shape(x) == shape else np.broadcast_to(x, shape)
+
+
 def _sum_to(g, shape):
     lead = g.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1)
-    r = np.sum(g, axis=axes, dtype=g.dtype) if axes else g
-    return np.reshape(r, shape)
+    r = np.add.reduce(g, axis=axes, dtype=g.dtype) if axes else g
+    return r if r.shape == shape else np.reshape(r, shape)
 
 
 def _sum_to_like_onnx(e, node, ins):
@@ -514,11 +525,11 @@ def _infer_like(name):
     return infer
 
 
-_SUM_TO_LIKE = register("sum_to_like", lambda g, like: _sum_to(g, np.shape(like)),
+_SUM_TO_LIKE = register("sum_to_like", _sum_to_like,
                         _infer_like("sum_to_like"),
                         lambda op, gg: [run_op(_BROADCAST_LIKE, (gg, op.inputs[0])), None],
                         num_inputs=2, attrs={}, defaults={}, onnx=_sum_to_like_onnx, batch=vb.sum_to_like)
-_BROADCAST_LIKE = register("broadcast_like", lambda x, like: np.broadcast_to(x, np.shape(like)),
+_BROADCAST_LIKE = register("broadcast_like", _broadcast_like,
                            _infer_like("broadcast_like"),
                            lambda op, gg: [run_op(_SUM_TO_LIKE, (gg, op.inputs[0])), None],
                            num_inputs=2, attrs={}, defaults={}, fused=Ew("{0}", shape_of=1),

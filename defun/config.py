@@ -1,0 +1,80 @@
+"""`df.config`: switches that change how every defun runs.
+
+    df.config.run_functions_eagerly(True)    # every defun runs its Python function eagerly
+    df.config.functions_run_eagerly()        # True
+
+The switch is made once, not tested per call: while on, `Function.__call__` is
+`_call_eagerly` below (and `Function._value_and_gradients` declines), and switching off
+puts the graph call back.
+"""
+import numpy as np
+
+from defun.runtime import errors
+from defun.runtime.indexed_slices import IndexedSlices
+from defun.runtime.nest import flatten, pack_as
+from defun.runtime.tensor import EagerTensor, Tensor, to_array
+from defun.runtime.variables import Variable
+from defun import function
+from defun.function import Function
+
+__all__ = ["run_functions_eagerly", "functions_run_eagerly"]
+
+
+def run_functions_eagerly(run_eagerly):
+    """While True, every defun call runs its Python function on eager tensors instead of its
+    graph (breakpoints, `print` and pdb work), with the same results and gradients; no
+    trace is made. False: calls run the traced graphs again.
+
+    >>> df.config.run_functions_eagerly(True)
+    >>> step(x, y)          # runs step's Python body, op by op
+    >>> df.config.run_functions_eagerly(False)
+    """
+    if not isinstance(run_eagerly, bool):
+        raise TypeError(f"run_functions_eagerly expects True or False, got {run_eagerly!r:.60}")
+    if run_eagerly:
+        function._RUN_EAGERLY[:] = [True]
+        Function.__call__ = _call_eagerly
+    else:
+        function._RUN_EAGERLY.clear()
+        Function.__call__ = Function._call_graph
+
+
+def functions_run_eagerly():
+    """True while `run_functions_eagerly(True)` is in effect."""
+    return bool(function._RUN_EAGERLY)
+
+
+def _call_eagerly(self, *args, **kwargs):
+    """`Function.__call__` while functions run eagerly: the Python function itself, on eager
+    tensors (numpy arrays become tensors, as a trace takes them), its numbers and arrays
+    returned as tensors (as a graph returns them)."""
+    if self._input_signature is not None:
+        self._check_signature(args, kwargs)     # the same refusals as a graph call
+    result = self.python_function(*_eager_argument(args), **_eager_argument(kwargs))
+    return pack_as(result, [_eager_output(leaf, self.name, pos) for pos, leaf in enumerate(flatten(result))])
+
+
+def _eager_argument(value):
+    """`value` with numpy arrays as eager tensors, nests walked (what a trace makes placeholders)."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        return EagerTensor(to_array(value))
+    if isinstance(value, dict):
+        return {k: _eager_argument(v) for k, v in value.items()}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return type(value)(*[_eager_argument(v) for v in value])
+    if isinstance(value, (list, tuple)):
+        return type(value)(_eager_argument(v) for v in value)
+    return value
+
+
+def _eager_output(leaf, fname, pos):
+    """An output leaf of an eager call as a graph call returns it."""
+    if leaf is None or isinstance(leaf, (Tensor, Variable)):
+        return leaf
+    if isinstance(leaf, IndexedSlices):
+        return leaf._as_tensor()
+    if isinstance(leaf, (np.ndarray, np.generic, bool, int, float)):
+        return EagerTensor(to_array(leaf))
+    raise errors.TracingError(
+        f"defun {fname!r} returned a {type(leaf).__name__} ({leaf!r:.60}) as output leaf {pos}; a "
+        f"defun may return tensors, numbers, None, and nested lists/tuples/dicts of them")

@@ -1,0 +1,273 @@
+"""Debugging a defun: df.config.run_functions_eagerly, df.debugging.enable_check_numerics
+(forward and backward, eager and graph, naming the op and the user's line), and errors and
+warnings raised while a compiled plan runs naming the user's line, never generated code."""
+import inspect
+import traceback
+import warnings
+
+import numpy as np
+import pytest
+
+import defun as df
+from defun.function import Function
+
+f32 = np.float32
+
+
+@pytest.fixture(autouse=True)
+def _switches_off():
+    yield
+    df.config.run_functions_eagerly(False)
+    df.debugging.disable_check_numerics()
+
+
+def _line(fn, marker):
+    """The line number of the line of `fn`'s source holding `marker`."""
+    lines, start = inspect.getsourcelines(fn)
+    return next(start + k for k, text in enumerate(lines) if marker in text)
+
+
+# ====================================================================== run_functions_eagerly
+def _mlp_step():
+    rng = np.random.default_rng(0)
+    w = df.Variable(rng.normal(size=(3, 4)).astype(f32))
+    b = df.Variable(rng.normal(size=(4,)).astype(f32))
+    seen = []
+
+    @df.defun
+    def step(x, y, lr=0.1):
+        seen.append(type(x).__name__)
+        with df.GradientTape() as tape:
+            h = df.tanh(x @ w + b)
+            loss = df.reduce_mean(df.square(df.reduce_sum(h, axis=1) - y))
+            loss = df.cond(loss > 100.0, lambda: loss * 0.5, lambda: loss)
+        gw, gb = tape.gradient(loss, [w, b])
+        w.assign_sub(lr * gw)
+        b.assign_sub(lr * gb)
+        return {"loss": loss, "gw": gw, "n": 3}
+
+    x = rng.normal(size=(5, 3)).astype(f32)
+    y = rng.normal(size=(5,)).astype(f32)
+    return step, w, b, seen, x, y
+
+
+def test_run_functions_eagerly_runs_the_python_body_with_the_graphs_results():
+    step, w, b, seen, x, y = _mlp_step()
+    w0, b0 = w.numpy().copy(), b.numpy().copy()
+    graph_out = step(df.constant(x), y)
+    graph_w = w.numpy().copy()
+    assert seen == ["SymbolicTensor"] and step.trace_count == 1
+    w.assign(w0)
+    b.assign(b0)
+    assert not df.config.functions_run_eagerly()
+    df.config.run_functions_eagerly(True)
+    assert df.config.functions_run_eagerly()
+    eager_out = step(df.constant(x), y)         # numpy y becomes a tensor, as a trace takes it
+    assert seen == ["SymbolicTensor", "EagerTensor"] and step.trace_count == 1
+    assert set(eager_out) == {"loss", "gw", "n"}
+    for k in ("loss", "gw"):
+        np.testing.assert_allclose(eager_out[k].numpy(), graph_out[k].numpy(), rtol=1e-5, atol=1e-7)
+    assert isinstance(eager_out["n"], df.Tensor) and eager_out["n"].numpy() == graph_out["n"].numpy()
+    np.testing.assert_allclose(w.numpy(), graph_w, rtol=1e-5, atol=1e-7)
+    df.config.run_functions_eagerly(False)
+    assert Function.__call__ is Function._call_graph      # the graph call is back, unchanged
+    step(df.constant(x), y)
+    assert seen[-1] == "EagerTensor" and len(seen) == 2 and step.trace_count == 1
+
+
+def test_run_functions_eagerly_gives_the_graphs_gradients_through_a_defun():
+    w = df.Variable(np.array([[0.5], [-1.5]], f32))
+
+    @df.defun
+    def loss(x, k):
+        return df.reduce_sum(df.sin(x @ w) * k)
+
+    x = df.constant(np.array([[1.0, 2.0], [3.0, -1.0]], f32))
+    k = df.constant(np.array([[2.0], [3.0]], f32))
+
+    def grads():
+        with df.GradientTape() as tape:
+            tape.watch(x)
+            y = loss(x, k)
+        vg = df.value_and_gradients_function(loss, [0, 1])(x, k)
+        return [y, *tape.gradient(y, [x, w]), vg[0], *vg[1]]
+
+    in_graph = grads()
+    df.config.run_functions_eagerly(True)
+    eagerly = grads()
+    for a, e in zip(in_graph, eagerly):
+        np.testing.assert_allclose(e.numpy(), a.numpy(), rtol=1e-6)
+    assert loss.trace_count == 1
+
+
+def test_run_functions_eagerly_keeps_input_signature_refusals_and_nested_defuns_run_eagerly():
+    inner_seen = []
+
+    @df.defun
+    def inner(x):
+        inner_seen.append(type(x).__name__)
+        return x * 2.0
+
+    @df.defun(input_signature=[df.TensorSpec([None], df.float32)])
+    def outer(x):
+        return inner(x) + 1.0
+
+    df.config.run_functions_eagerly(True)
+    np.testing.assert_allclose(outer(df.constant([1.0, 2.0])).numpy(), [3.0, 5.0])
+    assert inner_seen == ["EagerTensor"] and outer.trace_count == 0 and inner.trace_count == 0
+    with pytest.raises(ValueError, match="does not fit input_signature"):
+        outer(df.constant([[1.0]]))
+    with pytest.raises(TypeError, match="True or False"):
+        df.config.run_functions_eagerly("yes")
+
+
+# ====================================================================== check numerics
+def test_check_numerics_names_the_first_eager_op_and_its_line():
+    df.debugging.enable_check_numerics()
+    x = df.constant([1.0, -1.0])
+
+    def f():
+        y = df.log(x)                 # MARK-log: NaN here first
+        return df.sqrt(y)
+
+    with pytest.raises(df.errors.InvalidArgumentError) as info:
+        f()
+    msg = str(info.value)
+    assert msg.startswith("check_numerics: log produced NaN in the forward at ")
+    assert f"{__file__}:{_line(f, 'MARK-log')}" in msg
+    with pytest.raises(df.errors.InvalidArgumentError, match="produced Inf in the forward"):
+        df.constant([0.0]) ** -1.0
+    # integers are not checked; finite float16 values whose sum overflows are not NaN
+    df.constant([1, 2]) // df.constant([1, 1])
+    big = df.constant(np.full(8, 60000.0, np.float16))
+    np.testing.assert_array_equal((big * 1.0).numpy(), np.full(8, 60000.0, np.float16))
+    with pytest.raises(df.errors.InvalidArgumentError, match="produced NaN"):
+        df.constant(np.array([1 + 1j, np.nan], np.complex64)) * 1.0
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_check_numerics_in_a_graph_forward_names_the_node_and_the_users_line(backend):
+    if backend not in df.backends():
+        pytest.skip("numba is not installed")
+
+    def body(x):
+        y = df.exp(x) * 2.0
+        z = df.log(y - 2.0)           # MARK-forward
+        return df.reduce_sum(z * z)
+
+    f = df.defun(body, backend=backend)
+    x = df.constant(np.array([1.0, 0.0], f32))
+    clean = f(x)                               # a plain plan: NaN flows through, no check
+    assert np.isinf(clean.numpy()) or np.isnan(clean.numpy())
+    df.debugging.enable_check_numerics()
+    with pytest.raises(df.errors.InvalidArgumentError) as info:
+        f(x)
+    msg = str(info.value)
+    assert "produced Inf in the forward at " in msg and "log" in msg
+    assert f"{__file__}:{_line(body, 'MARK-forward')}" in msg
+    np.testing.assert_allclose(f(df.constant(np.array([1.0, 2.0], f32))).numpy(),
+                               np.sum(np.log(np.exp([1.0, 2.0]) * 2 - 2) ** 2), rtol=1e-5)
+    df.debugging.disable_check_numerics()
+    assert "q" not in "".join(line.split("=")[0] for line in f.get_concrete_function(x).plan_source().splitlines())
+
+
+def test_check_numerics_in_a_backward_names_the_forward_ops_line():
+    def body(x):
+        r = df.sqrt(x)                # MARK-sqrt: its gradient divides by 0 at x = 0
+        return df.reduce_sum(r * 3.0)
+
+    f = df.defun(body)
+    x = df.constant(np.array([4.0, 0.0], f32))
+    df.debugging.enable_check_numerics()
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y = f(x)                      # the forward is finite
+    with pytest.raises(df.errors.InvalidArgumentError) as info:
+        tape.gradient(y, x)
+    msg = str(info.value)
+    assert "produced Inf in the backward (the gradient of sqrt, the forward op at " in msg
+    assert f"{__file__}:{_line(body, 'MARK-sqrt')}" in msg
+    # the same eagerly, and in a whole step traced with its tape
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y = body(x)
+    with pytest.raises(df.errors.InvalidArgumentError, match="in the backward .the gradient of sqrt") as info:
+        tape.gradient(y, x)
+    assert f"{__file__}:{_line(body, 'MARK-sqrt')}" in str(info.value)
+
+    @df.defun
+    def step(x):
+        with df.GradientTape() as tape:
+            tape.watch(x)
+            y = body(x)
+        return tape.gradient(y, x)
+
+    with pytest.raises(df.errors.InvalidArgumentError, match="in the backward .the gradient of sqrt") as info:
+        step(x)
+    assert f"{__file__}:{_line(body, 'MARK-sqrt')}" in str(info.value)
+
+
+def test_check_numerics_reaches_into_branches_loops_and_nested_defuns():
+    inner = df.defun(lambda v: df.log(v))
+
+    def body(x):
+        y = df.cond(df.reduce_sum(x) > 0.0, lambda: inner(x), lambda: x)
+        _, z = df.while_loop(lambda i, a: i < 2, lambda i, a: (i + 1, a * 2.0), (df.constant(0), y))
+        return z
+
+    f = df.defun(body)
+    df.debugging.enable_check_numerics()
+    np.testing.assert_allclose(f(df.constant([1.0, 2.0])).numpy(), 4 * np.log([1.0, 2.0]), rtol=1e-6)
+    with pytest.raises(df.errors.InvalidArgumentError, match="log .* produced NaN in the forward"):
+        f(df.constant([3.0, -1.0]))
+
+
+# ====================================================================== plan errors and warnings
+def test_a_numpy_warning_inside_a_plan_names_the_users_line():
+    def body(x):
+        y = df.log(x)                 # MARK-warn: log(0) warns
+        return y * 2.0
+
+    f = df.defun(body)
+    x = df.constant(np.array([1.0, 0.0], f32))
+    f(df.constant(np.array([1.0, 2.0], f32)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        f(x)
+    (w,) = [w for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert (w.filename, w.lineno) == (__file__, _line(body, "MARK-warn"))
+    assert "divide by zero" in str(w.message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(RuntimeWarning) as info:
+            f(x)
+    assert f"traced at {__file__}:{_line(body, 'MARK-warn')}" in str(info.value)
+
+
+def test_an_error_inside_a_plan_names_the_users_line_and_no_generated_code():
+    def body(x, i):
+        return df.gather(x, i) * 2.0       # MARK-gather
+
+    f = df.defun(body)
+    x = df.constant([1.0, 2.0])
+    f(x, df.constant(1))
+    with pytest.raises(df.errors.InvalidArgumentError) as info:
+        f(x, df.constant(7))
+    assert f"traced at {__file__}:{_line(body, 'MARK-gather')}" in str(info.value)
+    frames = traceback.extract_tb(info.value.__traceback__) + \
+        traceback.extract_tb(info.value.__cause__.__traceback__)
+    assert not any(fr.filename.startswith("<defun plan") for fr in frames)
+    assert any((fr.filename, fr.lineno) == (__file__, _line(body, "MARK-gather")) for fr in frames)
+
+
+def test_nodes_traced_under_a_defuns_call_name_the_users_line_not_the_call_runner():
+    f = df.defun(lambda x: df.reduce_sum(df.sqrt(x)))
+    x = df.constant([4.0, 1.0])
+    f(x)        # the fast call runner (`<defun call ...>`) is made
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y = f(x)              # MARK-under-tape: the backward is built here
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), [0.25, 0.5])
+    backward = f.get_concrete_function(x).backward_function().graph
+    files = {n.site[0] for n in backward.nodes if n.site}
+    assert files == {__file__}, files
