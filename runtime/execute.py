@@ -145,7 +145,10 @@ def promote_or_raise(op, inputs):
     Only reached on a mismatch, so the usual call pays nothing; eager and traced alike."""
     same = op.same_dtype
     dts = [inputs[i].dtype for i in same]
-    target = dtypes.promoted(*dts)
+    if all(d is dts[0] for d in dts):      # one dtype, arrays in another byte order
+        target = dts[0]
+    else:
+        target = dtypes.promoted(*dts)
     if target is None:
         _raise_dtype_mismatch(op, [inputs[j] for j in same])
     if target.is_floating and op.name in _EXACT_COMPARISONS and dtypes.int64 in dts:

@@ -14,9 +14,14 @@ LGAMMA = [-4.5, -2.7, -0.3, 0.05, 0.2, 0.99, 1.0, 1.01, 1.7, 2.0, 2.4, 3.9, 12.0
 EDGES = [V([A(value=[-2.5, 1e-6, 1e-300, 1e15])], grad=False)]
 
 
+def _like_x(value, x):
+    """A float64 constant cast to x's dtype (to a bool too: the op itself then refuses it)."""
+    return df.cast(df.constant(value, dtype=df.float64), x.dtype)
+
+
 def _pair(fn, ref):
     """A row function of x with its first operand a constant `a` of x's dtype."""
-    run = lambda x, a: fn(df.constant(a, dtype=x.dtype), x)  # noqa: E731
+    run = lambda x, a: fn(_like_x(a, x), x)  # noqa: E731
     check = lambda x, a: np.asarray(ref(a, x.astype(np.float64))).astype(x.dtype)  # noqa: E731
     return run, check
 
@@ -27,7 +32,7 @@ _IGAMMAC = _pair(df.math.igammac, sp.gammaincc)
 
 
 def _betainc(x, a, b):
-    return df.math.betainc(df.constant(a, dtype=x.dtype), df.constant(b, dtype=x.dtype), x)
+    return df.math.betainc(_like_x(a, x), _like_x(b, x), x)
 
 
 def _betainc_ref(x, a, b):

@@ -202,7 +202,7 @@ def test_the_table_covers_every_public_function_with_a_tf_counterpart():
         "executing_eagerly", "active_trace", "backends", "add_execution_callback", "remove_execution_callback",
         "gradients_function", "value_and_gradients_function", "implicit_gradients",
         "implicit_value_and_gradients", "record_operation", "tensor_id", "unbroadcast", "as_dtype",
-        "save_variables", "restore_variables", "profile", "register_backend",
+        "save_variables", "restore_variables", "profile", "register_backend", "view",
         "vmap",                                  # jax's (fn, in_axes, out_axes); TF's is vectorized_map
     }
     public = [n for n in df.__all__ if callable(getattr(df, n)) and not isinstance(getattr(df, n), type)
