@@ -47,8 +47,9 @@ _LinAlgError = np.linalg.LinAlgError
 # ---------------------------------------------------------------------------------------
 # Shape and dtype checks shared by inference (static shapes, None = unknown) and kernels
 
-# inv, solve and det also take complex matrices (issue 22); the factorizations do not
-_COMPLEX_OK = frozenset(("inv", "solve", "det"))
+# inv, solve and det also take complex matrices (issue 22), and so does adjugate (det's
+# gradient); the factorizations do not
+_COMPLEX_OK = frozenset(("inv", "solve", "det", "adjugate"))
 
 
 def _check_dtype(op_name, dt):
