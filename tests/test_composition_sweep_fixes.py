@@ -1,0 +1,41 @@
+"""Regression tests of the bugs the composition sweep (tests/test_composition_sweep.py) found
+and that were fixed where they were: each fails without its fix."""
+import numpy as np
+
+import defun as df
+
+# A complex 2x2 matrix and the loss Re det + 2 Im det, whose gradient (TF's convention: jax's
+# conjugated), as jax gives it:
+_A = np.array([[2.0 + 0.5j, 0.3 - 0.2j], [-0.4 + 0.1j, 1.5 + 0.7j]])
+_JAX_GRAD = np.array([[2.9 + 2.3j, 0.2 + 0.9j], [0.1 - 0.8j, 3.0 + 3.5j]])    # conj(jax.grad)
+
+
+def _det_loss_gradient(x):
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        d = df.linalg.det(x)
+        value = df.reduce_sum(df.real(d) + df.imag(d) * 2.0)
+    return tape.gradient(value, x)
+
+
+def test_complex_det_gradient_in_a_defun_and_its_second_order():
+    """det's gradient runs the internal op `adjugate`, whose kernel takes complex matrices
+    but whose inference refused them, so the gradient of a complex det failed in a defun
+    (InvalidArgumentError: adjugate: unsupported input dtype complex128) while eager worked."""
+    x = df.constant(_A)
+    np.testing.assert_allclose(_det_loss_gradient(x).numpy(), _JAX_GRAD, rtol=1e-12)
+    np.testing.assert_allclose(df.defun(_det_loss_gradient)(x).numpy(), _JAX_GRAD, rtol=1e-12)
+    # the second order (adjugate's own gradient), forward over reverse, against jax's
+    import jax      # the reference, imported by the one test that uses it
+    import jax.numpy as jnp     # the same
+    t = np.array([[0.3 - 1.0j, 0.5 + 0.2j], [-0.7 + 0.4j, 1.1 - 0.3j]])
+
+    def jvp_of_gradient(x):
+        with df.ForwardAccumulator([x], [df.constant(t)]) as acc:
+            g = _det_loss_gradient(x)
+        return acc.jvp(g)
+    with jax.enable_x64(True):
+        jgrad = jax.grad(lambda a: jnp.real(jnp.linalg.det(a)) + 2 * jnp.imag(jnp.linalg.det(a)))
+        want = np.conj(np.asarray(jax.jvp(jgrad, (jnp.asarray(_A),), (jnp.asarray(t),))[1]))
+    np.testing.assert_allclose(jvp_of_gradient(x).numpy(), want, rtol=1e-10)
+    np.testing.assert_allclose(df.defun(jvp_of_gradient)(x).numpy(), want, rtol=1e-10)
