@@ -16,7 +16,7 @@ from defun.runtime.context import state
 from defun.runtime.nest import flatten, pack_as, sorted_keys
 from defun.runtime.ops._args import bool_arg, error
 from defun.runtime.ops.array_ops import concat, expand_dims, identity, stack, zeros
-from defun.runtime.shapes import shape_str, shapes_compatible
+from defun.runtime.shapes import merge_shapes, shape_str, shapes_compatible
 from defun.runtime.tensor import EagerTensor, Tensor, convert_to_tensor
 from defun.runtime.variables import Variable
 from defun.graph.control_flow import cond_node, while_node
@@ -197,18 +197,32 @@ def while_loop(cond, body, loop_vars, maximum_iterations=None, name=None):
     init = [convert_to_tensor(x.read_value() if isinstance(x, Variable) else x) for x in flatten(vars_in)]
     # an outer eager tensor among them enters as a capture of the graph being traced
     init = [outer.capture(t) if isinstance(t, EagerTensor) else t for t in init]
-    cond_g = _trace_cond(cond, vars_in, init, outer)
-    body_g = _trace_body(call_body, vars_in, init, outer)
+    body_g, shapes = _relaxed_body(call_body, vars_in, init, outer)
+    cond_g = _trace_cond(cond, vars_in, init, outer, shapes)
     out = while_node(cond_g, body_g, init, max_iter, name)
     result = pack_as(vars_in, out)
     return result[0] if single else result
 
 
-def _trace_cond(cond, vars_in, init, outer):
-    """The finalized graph of a while loop's `cond` on placeholders like `init`."""
+def _relaxed_body(call_body, vars_in, init, outer):
+    """(the finalized body graph, the loop variables' shapes in it): a loop variable whose
+    size the body changes (or makes unknown) is unknown there, so nothing inside the body
+    folds the size it had on entry (no shape_invariants needed). Traced again until no
+    size changes; each trace can only turn sizes into None, so at most rank + 1 traces."""
+    shapes = [tuple(t.shape) for t in init]
+    while True:
+        body_g = _trace_body(call_body, vars_in, init, outer, shapes)
+        relaxed = [merge_shapes(s, r.shape) for s, r in zip(shapes, body_g.outputs)]
+        if relaxed == shapes:
+            return body_g, shapes
+        shapes = relaxed
+
+
+def _trace_cond(cond, vars_in, init, outer, shapes):
+    """The finalized graph of a while loop's `cond` on placeholders of `init`'s dtypes, of `shapes`."""
     cond_g = Graph(unique_name("while_cond"), outer=outer, base_name="while_cond")
     with cond_g.building():
-        ph = [cond_g.placeholder(t.shape, t.dtype, t.handle_data) for t in init]
+        ph = [cond_g.placeholder(s, t.dtype, t.handle_data) for s, t in zip(shapes, init)]
         c = cond(*pack_as(vars_in, ph))
         if isinstance(c, Variable):
             c = c.read_value()
@@ -222,12 +236,12 @@ def _trace_cond(cond, vars_in, init, outer):
     return cond_g
 
 
-def _trace_body(call_body, vars_in, init, outer):
-    """The finalized graph of a while loop's body on placeholders like `init`, each result
-    keeping its loop variable's dtype and shape."""
+def _trace_body(call_body, vars_in, init, outer, shapes):
+    """The finalized graph of a while loop's body on placeholders of `init`'s dtypes, of
+    `shapes`, each result keeping its loop variable's dtype and rank."""
     body_g = Graph(unique_name("while_body"), outer=outer, base_name="while_body")
     with body_g.building():
-        ph = [body_g.placeholder(t.shape, t.dtype, t.handle_data) for t in init]
+        ph = [body_g.placeholder(s, t.dtype, t.handle_data) for s, t in zip(shapes, init)]
         new = call_body(pack_as(vars_in, ph))
         new_leaves = []
         for k, (leaf, t) in enumerate(zip(flatten(new), init)):
@@ -235,7 +249,7 @@ def _trace_body(call_body, vars_in, init, outer):
                 leaf = _weak(leaf, t)
             r = _own_tensor(body_g, leaf, f"while_loop: loop variable {k} returned by body")
             new_leaves.append(_kept_type(r, t, f"while_loop: loop variable {k}", "body",
-                                         "a loop variable must keep"))
+                                         "a loop variable must keep", sizes=False))
     body_g.finalize(new_leaves)
     return body_g
 
@@ -414,14 +428,19 @@ def _accumulator_leaf(what, k, leaf, t, graph=None):
     return _kept_type(r, t, f"{what}: accumulator leaf {k}", "fn", "an accumulator keeps")
 
 
-def _kept_type(r, t, subject, returner, rule):
+def _kept_type(r, t, subject, returner, rule, sizes=True):
     """`r`, what `returner` returns for `subject` that entered as `t`, refused unless it has
-    t's dtype and a shape compatible with t's (`rule`: '... keeps' its dtype, its shape)."""
+    t's dtype and a shape compatible with t's (`rule`: '... keeps' its dtype, its shape;
+    `sizes=False`: its rank only, the sizes may change)."""
     if r.dtype is not t.dtype:
         raise errors.InvalidArgumentError(
             f"{subject} enters as {t.dtype.name} but {returner} returns {r.dtype.name}; "
             f"{rule} its dtype (use df.cast)")
-    if not shapes_compatible(tuple(t.shape), tuple(r.shape)):
+    if not sizes and len(t.shape) != len(r.shape):
+        raise errors.InvalidArgumentError(
+            f"{subject} enters with shape {shape_str(t.shape)} but {returner} returns shape "
+            f"{shape_str(r.shape)}; {rule} its rank (its sizes may change)")
+    if sizes and not shapes_compatible(tuple(t.shape), tuple(r.shape)):
         raise errors.InvalidArgumentError(
             f"{subject} enters with shape {shape_str(t.shape)} but {returner} returns shape "
             f"{shape_str(r.shape)}; {rule} its shape")
