@@ -93,23 +93,35 @@ def cond(pred, true_fn, false_fn, name=None):
             f"cond: the predicate must be a scalar bool tensor, got {_type_text(pred)} "
             f"(at {sites.format_site(sites.user_site(2))}); use e.g. df.greater(x, 0) or df.cast")
 
+    branches, (then_res, else_res) = trace_branches(outer, true_fn, false_fn)
+    if _structure(then_res) != _structure(else_res):
+        raise errors.InvalidArgumentError(
+            f"cond: true_fn and false_fn must return the same structure; true_fn returned "
+            f"{_describe(then_res)}, false_fn returned {_describe(else_res)}")
+    then_leaves, else_leaves = flatten(then_res), flatten(else_res)
+    out = join_branches(pred, branches, then_leaves, else_leaves, name)
+    return pack_as(then_res, out) if then_leaves else then_res
+
+
+def trace_branches(outer, true_fn, false_fn):
+    """([true graph, false graph], [true_fn(), false_fn()]): each function traced into a
+    branch graph of `outer`, not yet finalized (join_branches does that)."""
     branches, results = [], []
     for which, fn in (("true", true_fn), ("false", false_fn)):
         g = Graph(unique_name(f"cond_{which}"), outer=outer, base_name=f"cond_{which}")
         with g.building():
             results.append(fn())
         branches.append(g)
-    then_res, else_res = results
-    if _structure(then_res) != _structure(else_res):
-        raise errors.InvalidArgumentError(
-            f"cond: true_fn and false_fn must return the same structure; true_fn returned "
-            f"{_describe(then_res)}, false_fn returned {_describe(else_res)}")
-    then_leaves, else_leaves = flatten(then_res), flatten(else_res)
+    return branches, results
+
+
+def join_branches(pred, branches, then_leaves, else_leaves, name=None):
+    """The outputs of one `cond` node choosing, by `pred`, between the leaves each traced
+    branch (trace_branches) returns: Python numbers take the other branch's dtype."""
     outs = _branch_outputs(branches, then_leaves, else_leaves)
     for g, o in zip(branches, outs):
         g.finalize(o)
-    out = cond_node(pred, branches[0], branches[1], name)
-    return pack_as(then_res, out) if then_leaves else then_res
+    return cond_node(pred, branches[0], branches[1], name)
 
 
 def _branch_outputs(branches, then_leaves, else_leaves):

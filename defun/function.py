@@ -29,6 +29,7 @@ from defun.cache_key import SIGNATURE_KEY, CacheKey
 from defun.concrete import MISS, ConcreteFunction, StaleCaptureWarning, _ArgVariable, _named_value, _Static
 from defun.graph_function import GraphFunction  # noqa: F401  (re-exported)
 from defun.spec import TensorSpec
+from defun import autograph
 
 __all__ = ["defun", "Function", "ConcreteFunction", "GraphFunction", "TensorSpec", "RetracingWarning",
            "RetraceReason", "StaleCaptureWarning"]
@@ -74,11 +75,12 @@ class Function:
     """
 
     def __init__(self, python_function, input_signature=None, name=None, backend=DEFAULT_BACKEND,
-                 rematerialize=False):
+                 rematerialize=False, autograph=True):
         if not callable(python_function):
             raise TypeError(f"defun expects a callable, got {type(python_function).__name__}")
         self.backend = get_backend(backend).name   # ValueError naming the installed ones
         self.rematerialize = bool(rematerialize)
+        self.autograph = bool(autograph)    # trace the function converted (defun/autograph/)
         self.python_function = python_function
         self.name = name or getattr(python_function, "__name__", "function").replace("<lambda>", "lambda")
         functools.update_wrapper(self, python_function, updated=())
@@ -348,7 +350,7 @@ class Function:
                 proxies = {}
                 b_args = _substitute(b_args, graph, proxies)
                 b_kwargs = _substitute(b_kwargs, graph, proxies)
-            result = self.python_function(*b_args, **b_kwargs)
+            result = self._traced()(*b_args, **b_kwargs)
             out_leaves = flatten(result)
             outputs, out_index = [], []
             for pos, leaf in enumerate(out_leaves):
@@ -368,6 +370,10 @@ class Function:
             concrete._watch(_named_captures(self.python_function, graph))
         return concrete
 
+    def _traced(self):
+        """What a trace calls: the Python function, converted by autograph unless it is off."""
+        return autograph.entry_point(self.python_function) if self.autograph else self.python_function
+
     def __get__(self, instance, owner):
         if instance is None:
             return self
@@ -383,7 +389,7 @@ class Function:
                             f"weak references (add '__weakref__' to __slots__)") from None
         if bound is None:
             ref = weakref.ref(instance)
-            fn = self.python_function
+            fn = self._traced()
 
             def method(*args, **kwargs):
                 return fn(ref(), *args, **kwargs)
@@ -392,7 +398,7 @@ class Function:
                 params = list(self._signature.parameters.values())[1:]
                 method.__signature__ = self._signature.replace(parameters=params)
             bound = cache[instance] = Function(method, self._input_signature, self.name, self.backend,
-                                               self.rematerialize)
+                                               self.rematerialize, self.autograph)
         return bound
 
     def __repr__(self):
@@ -508,7 +514,7 @@ def _output_tensor(leaf, graph, fname, pos):
         f"traced function may return tensors, numbers, None, and nested lists/tuples/dicts of them")
 
 
-def defun(func=None, input_signature=None, backend=DEFAULT_BACKEND, rematerialize=False):
+def defun(func=None, input_signature=None, backend=DEFAULT_BACKEND, rematerialize=False, autograph=True):
     """Compile `func` into graph functions traced per input signature.
 
     >>> @df.defun
@@ -518,8 +524,10 @@ def defun(func=None, input_signature=None, backend=DEFAULT_BACKEND, rematerializ
     `backend` names the installed backend its plans run on (`df.backends()`; "numpy").
     `rematerialize=True`: under a tape, save only the inputs and what cheap pure ops cannot
     recompute, and recompute the rest in the backward (less memory, more time).
+    `autograph=True`: Python `if`/`while`/`for` on tensors become graph control flow (guide, AutoGraph).
     """
     get_backend(backend)        # an unknown name fails here, not at the first call
     if func is None:
-        return lambda f: Function(f, input_signature, backend=backend, rematerialize=rematerialize)
-    return Function(func, input_signature, backend=backend, rematerialize=rematerialize)
+        return lambda f: Function(f, input_signature, backend=backend, rematerialize=rematerialize,
+                                  autograph=autograph)
+    return Function(func, input_signature, backend=backend, rematerialize=rematerialize, autograph=autograph)

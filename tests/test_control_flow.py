@@ -133,7 +133,7 @@ def test_cond_python_predicate_inside_defun_is_static():
 
 
 def test_if_on_tensor_inside_defun_suggests_cond():
-    @df.defun
+    @df.defun(autograph=False)      # with autograph (the default) the `if` converts
     def f(x):
         if df.reduce_sum(x) > 0.0:
             return x

@@ -1,0 +1,282 @@
+"""Which functions are converted, converting them once (cached per code object), and
+`call`, through which converted code makes every call.
+
+Converted: the user's own Python functions (plain, nested, closures, methods, lambdas
+alone on their line), not those of installed packages, the standard library or defun.
+The converted function is compiled under the original file name with the original line
+numbers, and shares the original's globals and closure cells (only `ag__` is added).
+"""
+import ast
+import builtins
+import inspect
+import os
+import sys
+import sysconfig
+import textwrap
+import threading
+import types
+import weakref
+
+from defun.runtime import errors, sites
+from defun.autograph import operators
+from defun.autograph.transformer import AG, Converter
+
+_LOCK = threading.RLock()
+_CACHE = {}                      # code object -> _Converted, _SELF, or a _Skip
+_MADE = weakref.WeakKeyDictionary()   # original function -> its converted function
+_SELF = object()                 # code that is itself converted code: called as it is
+
+
+class _Skip:
+    """Not converted, and why (`quiet`: a library's or defun's own function, nothing to say)."""
+
+    __slots__ = ("why", "quiet")
+
+    def __init__(self, why, quiet=False):
+        self.why, self.quiet = why, quiet
+
+
+class _Converted:
+    __slots__ = ("code", "source")
+
+    def __init__(self, code, source):
+        self.code, self.source = code, source
+
+
+def _library_roots():
+    paths = sysconfig.get_paths()
+    roots = {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    roots |= {p for p in sys.path if p and ("site-packages" in p or "dist-packages" in p)}
+    roots.add(os.path.dirname(os.__file__))
+    return tuple(os.path.abspath(r) + os.sep for r in roots if r)
+
+
+_LIBRARY = _library_roots()
+
+
+def _why_not(f):
+    """A _Skip for function `f` that is not converted, or None."""
+    code = f.__code__
+    file = code.co_filename
+    if sites._is_own(file):
+        return _Skip("it is part of defun", True)
+    if file.startswith("<"):
+        return _Skip(f"its source cannot be read: it was defined in {file} (a REPL, exec or eval)")
+    if os.path.abspath(file).startswith(_LIBRARY):
+        return _Skip("it belongs to an installed package or the standard library", True)
+    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+        return _Skip("it is a generator or coroutine, which autograph does not convert")
+    return None
+
+
+def converted(f):
+    """The converted version of plain function `f`, or `f` itself when it is not converted."""
+    made = _MADE.get(f)
+    if made is not None:
+        return made
+    entry = _entry(f)
+    if not isinstance(entry, _Converted):
+        return f
+    closure = tuple(types.CellType(_NAMESPACE) if name == AG else _cell(f, name)
+                    for name in entry.code.co_freevars)
+    g = types.FunctionType(entry.code, f.__globals__, f.__name__, f.__defaults__, closure)
+    g.__kwdefaults__ = f.__kwdefaults__
+    g.__qualname__, g.__module__, g.__doc__ = f.__qualname__, f.__module__, f.__doc__
+    g.__dict__.update(f.__dict__)
+    g.__wrapped__ = f
+    _MADE[f] = g
+    return g
+
+
+def _cell(f, name):
+    return f.__closure__[f.__code__.co_freevars.index(name)]
+
+
+def _entry(f):
+    code = f.__code__
+    entry = _CACHE.get(code)
+    if entry is None:
+        with _LOCK:
+            entry = _CACHE.get(code)
+            if entry is None:
+                entry = _why_not(f) or _convert(f)
+                _CACHE[code] = entry
+    return entry
+
+
+def reason_not_converted(f):
+    """Why `f` is not converted (None when it is, or when nothing needs saying)."""
+    f = inspect.unwrap(f) if not isinstance(f, types.FunctionType) else f
+    if not isinstance(f, types.FunctionType):
+        return f"it is a {type(f).__name__}, not a Python function with source"
+    entry = _entry(f)
+    return entry.why if isinstance(entry, _Skip) and not entry.quiet else None
+
+
+def _convert(f):
+    """A _Converted for function `f` (or a _Skip saying why its source cannot be converted)."""
+    code = f.__code__
+    try:
+        lines, first = inspect.findsource(code)
+    except (OSError, TypeError) as e:
+        return _Skip(f"its source cannot be read ({e})")
+    try:
+        node, indent = _parse(lines, code)
+    except _NoSource as e:
+        return _Skip(str(e))
+    conv = Converter()
+    new = conv.function(node)
+    if isinstance(new, ast.Lambda):
+        new = ast.copy_location(ast.Assign(targets=[ast.Name(id="lambda__ag", ctx=ast.Store())], value=new), node)
+    factory_args = [AG] + [n for n in code.co_freevars if n != "__class__"]
+    body = [new]
+    if "__class__" in code.co_freevars:    # zero-argument super(): keep the class cell
+        owner = f.__qualname__.rsplit(".", 2)[-2] if "." in f.__qualname__ else "C"
+        body = [ast.ClassDef(name=owner, bases=[], keywords=[], body=body, decorator_list=[])]
+        factory_args.append("__class__")
+    factory = ast.FunctionDef(name="factory__ag", args=ast.arguments(
+        posonlyargs=[], args=[ast.arg(arg=a) for a in factory_args], vararg=None, kwonlyargs=[],
+        kw_defaults=[], kwarg=None, defaults=[]), body=body, decorator_list=[], returns=None, type_comment=None)
+    if "type_params" in ast.FunctionDef._fields:
+        factory.type_params = []
+    module = ast.Module(body=[factory], type_ignores=[])
+    ast.fix_missing_locations(module)
+    try:
+        compiled = compile(module, code.co_filename, "exec", dont_inherit=True)
+    except SyntaxError as e:
+        return _Skip(f"its converted form does not compile ({e.msg} at line {e.lineno})")
+    target = _find_code(compiled, code.co_name, node.lineno)
+    if target is None:
+        return _Skip("its converted code could not be found")
+    _mark_converted(target)
+    return _Converted(target, ast.unparse(new))
+
+
+class _NoSource(Exception):
+    pass
+
+
+def _parse(lines, code):
+    """(FunctionDef or Lambda node of `code`, with the file's line numbers and columns)."""
+    start = code.co_firstlineno - 1
+    block = inspect.getblock(lines[start:])
+    text = "".join(block)
+    indent = len(block[0]) - len(block[0].lstrip()) if block else 0
+    try:
+        tree = ast.parse(textwrap.dedent(text))
+    except SyntaxError:
+        tree = None
+    if code.co_name == "<lambda>":
+        tree = tree or _lambda_line(lines[start])
+        found = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda) and n.lineno == 1] if tree else []
+        if len(found) != 1:
+            raise _NoSource("it is a lambda whose line does not hold it alone (several lambdas, or "
+                            "a line that does not parse by itself)")
+        node = found[0]
+    else:
+        if tree is None or not tree.body or not isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                or tree.body[0].name != code.co_name:
+            raise _NoSource("its source could not be found as written (was the file changed?)")
+        node = tree.body[0]
+    ast.increment_lineno(tree, start)
+    for n in ast.walk(tree):
+        if "col_offset" in n._attributes and hasattr(n, "col_offset"):
+            n.col_offset += indent
+            if getattr(n, "end_col_offset", None) is not None:
+                n.end_col_offset += indent
+    return node, indent
+
+
+def _lambda_line(line):
+    text = line.strip()
+    for candidate in (text, text.rstrip(",;"), "(" + text.rstrip(",;") + ")", text.split("=", 1)[-1]):
+        try:
+            return ast.parse(candidate)
+        except SyntaxError:
+            continue
+    return None
+
+
+def _find_code(code, name, lineno):
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            if c.co_name == name and c.co_firstlineno == lineno:
+                return c
+            found = _find_code(c, name, lineno)
+            if found is not None:
+                return found
+    return None
+
+
+def _mark_converted(code):
+    _CACHE[code] = _SELF
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            _mark_converted(c)
+
+
+def to_code(f):
+    """The converted source of `f` (a function or df.defun) as a string."""
+    fn = getattr(f, "python_function", f)
+    fn = getattr(fn, "__func__", fn)
+    if not isinstance(fn, types.FunctionType):
+        raise TypeError(f"to_code expects a Python function, got {type(f).__name__}")
+    entry = _entry(fn)
+    if entry is _SELF:
+        raise ValueError(f"{fn.__qualname__} is already converted code")
+    if isinstance(entry, _Skip):
+        raise errors.TracingError(f"{fn.__qualname__} is not converted: {entry.why}")
+    return entry.source + "\n"
+
+
+def call(f, *args, **kwargs):
+    """`f(*args, **kwargs)` from converted code: the user's functions converted first."""
+    t = type(f)
+    if t is types.FunctionType:
+        g = _MADE.get(f) or converted(f)
+        if g is f:
+            entry = _CACHE.get(f.__code__)
+            if isinstance(entry, _Skip) and not entry.quiet:
+                return _annotated(f, entry.why, args, kwargs)
+        return g(*args, **kwargs)
+    if t is types.MethodType and type(f.__func__) is types.FunctionType:
+        g = converted(f.__func__)
+        return f(*args, **kwargs) if g is f.__func__ else g(f.__self__, *args, **kwargs)
+    try:
+        special = _SPECIAL.get(f)
+    except TypeError:
+        special = None
+    if special is not None:
+        return special(*args, **kwargs)
+    return f(*args, **kwargs)
+
+
+def _annotated(f, why, args, kwargs):
+    """Call unconverted `f`; a TracingError from it also says why it was not converted."""
+    try:
+        return f(*args, **kwargs)
+    except errors.TracingError as e:
+        note = f" ({f.__qualname__} was not converted by autograph: {why})"
+        if e.args and isinstance(e.args[0], str) and "not converted by autograph" not in e.args[0]:
+            e.args = (e.args[0] + note,) + e.args[1:]
+        raise
+
+
+def entry_point(f):
+    """What df.defun traces for `f` with autograph on."""
+    fn = f
+    if isinstance(f, types.FunctionType):
+        g = converted(f)
+        if g is not f:
+            return g
+    why = reason_not_converted(fn) if isinstance(fn, types.FunctionType) else None
+    if why is None:
+        return f
+
+    def traced_as_written(*args, **kwargs):
+        return _annotated(fn, why, args, kwargs)
+    return traced_as_written
+
+
+_SPECIAL = {builtins.print: operators.print_, builtins.range: operators.range_, builtins.len: operators.len_}
+_NAMESPACE = types.SimpleNamespace(**{n: getattr(operators, n) for n in operators.__all__}, call=call)
