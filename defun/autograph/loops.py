@@ -15,7 +15,7 @@ from defun.runtime.tensor import Tensor, convert_to_tensor
 from defun.runtime.variables import Variable
 from defun.graph.ir import Graph, unique_name
 from defun import control_flow as cf
-from defun.autograph.values import (Undefined, TensorList, ProbeList, condition, dynamic, dtype_of, describe,
+from defun.autograph.values import (RETVAL, Undefined, TensorList, ProbeList, condition, dynamic, dtype_of, describe,
                                     site, where_text)
 
 
@@ -86,35 +86,75 @@ class _Carry:
         self.appends = set(info[2]) if len(info) > 2 else set()
         self.entry = list(entry)
         self.kinds = []          # per variable: "local", "list", "probe" or a list of per-leaf flags
-        self.init = []           # the carried leaves' initial values
         self.retyped = {}
         for name, v in zip(names, self.entry):
             if isinstance(v, Undefined):
-                self.kinds.append("local")
+                self.kinds.append("probe" if name == RETVAL else "local")
             elif type(v) is list and name in self.appends and (not v or all(dynamic(x) for x in v)):
                 self.kinds.append("list" if v else "probe")
-                if v:
-                    self.init.append(stack_rows(v))
             else:
-                leaves = flatten(v)
+                self.kinds.append([dynamic(x) and not isinstance(x, Variable) for x in flatten(v)])
+
+    def settle(self, probed):
+        """Take what the probe found: a return value's type (zeros stand in on entry)."""
+        for j, (name, kind) in enumerate(zip(self.names, self.kinds)):
+            if kind == "probe" and name == RETVAL:
+                if j not in probed or isinstance(probed[j], Undefined):
+                    self.kinds[j] = "local"
+                    probed.pop(j, None)
+                    continue
+                value = probed.pop(j)
+                leaves = flatten(value)
                 flags = [dynamic(x) and not isinstance(x, Variable) for x in leaves]
-                self.kinds.append(flags)
-                self.init += [x for x, f in zip(leaves, flags) if f]
+                self.entry[j] = pack_as(value, [_zeros_of(x) if f else x for x, f in zip(leaves, flags)]) \
+                    if isinstance(value, (list, tuple, dict)) else (_zeros_of(value) if flags[0] else value)
+                self.kinds[j] = flags
 
     def start(self, probed):
         """The carried leaves' initial tensors (`probed`: an empty appended list's (shape, dtype))."""
-        out, k = [], 0
-        for j, kind in enumerate(self.kinds):
+        out = []
+        for j, (kind, v) in enumerate(zip(self.kinds, self.entry)):
             if kind == "probe" and j in probed:
                 shape, dt = probed[j]
                 out.append(zeros((0,) + tuple(d or 0 for d in shape), dt))
-            elif kind == "list" or isinstance(kind, list):
-                n = 1 if kind == "list" else sum(kind)
-                for x in self.init[k:k + n]:
-                    dt = self.retyped.get(len(out))
-                    out.append(x if dt is None else convert_to_tensor(x, dt))
-                k += n
+            elif kind == "list":
+                out.append(stack_rows(v))
+            elif isinstance(kind, list):
+                for i, (x, f) in enumerate(zip(flatten(v), kind)):
+                    if f:
+                        dt = self.retyped.get((j, i))
+                        out.append(x if dt is None else convert_to_tensor(x, dt))
         return out
+
+    def with_weak(self, leaves, weak):
+        """The carried `leaves` (as start() orders them) with the Python numbers put back."""
+        out, k = list(leaves), 0
+        for j, (kind, v) in enumerate(zip(self.kinds, self.entry)):
+            if kind == "list":
+                k += 1
+            elif isinstance(kind, list):
+                for i, f in enumerate(kind):
+                    if f:
+                        if (j, i) in weak:
+                            out[k] = weak[(j, i)]
+                        k += 1
+        return out
+
+    def weak(self):
+        """{(variable, leaf): value} for the Python numbers entering as loop variables."""
+        return {(j, i): x for j, (kind, v) in enumerate(zip(self.kinds, self.entry)) if isinstance(kind, list)
+                for i, (x, f) in enumerate(zip(flatten(v), kind)) if f and isinstance(x, (bool, int, float))}
+
+    def learn_types(self, weak, after):
+        """Give each Python number entering the loop the dtype the body makes of it."""
+        for (j, i), x in weak.items():
+            y = flatten(after[j])[i] if not isinstance(after[j], Undefined) else None
+            if isinstance(y, Variable):
+                y = y.read_value()
+            if isinstance(y, Tensor) and y.dtype is not convert_to_tensor(x).dtype:
+                self.retyped[(j, i)] = y.dtype
+            elif isinstance(y, float) and not isinstance(x, float):
+                self.retyped[(j, i)] = dtypes.float32
 
     def state(self, leaves, probed, probing=False):
         """The variables' values in an iteration whose carried leaves are `leaves`."""
@@ -123,7 +163,8 @@ class _Carry:
             if kind == "local":
                 values.append(Undefined(name, self._local_why(name)))
             elif kind == "probe":
-                values.append(TensorList(next(it)) if j in probed else ProbeList() if probing else v)
+                values.append(TensorList(next(it)) if j in probed else ProbeList() if probing and name != RETVAL
+                              else v)
             elif kind == "list":
                 values.append(TensorList(next(it)))
             else:
@@ -150,13 +191,13 @@ class _Carry:
                 continue
             if cf._structure(v) != cf._structure(w):
                 raise self._error(name, f"{cf._describe(v)} on entry but {cf._describe(w)} after an iteration")
-            for x, y, f in zip(flatten(v), flatten(w), kind):
+            for i, (x, y, f) in enumerate(zip(flatten(v), flatten(w), kind)):
                 if not f:
                     if x is not y:
                         raise self._error(name, f"{describe(x)} on entry but {describe(y)} after an iteration; "
                                                 f"a tensor loop can only carry tensors (or numbers)")
                     continue
-                out.append(self._checked(name, x, y, len(out)))
+                out.append(self._checked(name, x, y, (j, i)))
         return out
 
     def _checked(self, name, x, y, position):
@@ -168,7 +209,7 @@ class _Carry:
         if dy is not None and dx is not None and dx is not dy:
             raise self._error(name, f"{dx.name} on entry but {dy.name} after an iteration", "the same dtype "
                                     "(use df.cast)")
-        if dx is None and dy is not None and position not in self.retyped:
+        if dx is None and dy is not None and position not in self.retyped and dy is not convert_to_tensor(x).dtype:
             raise _Retype(position, dy)
         rx, ry = getattr(x, "shape", None), getattr(y, "shape", None)
         if rx is not None and ry is not None and len(rx) != len(ry):
@@ -225,8 +266,9 @@ def tensor_loop(test, body, get_state, set_state, names, info, iterable, stack):
         return ([walk.step(vals[0])] if walk else []) + carry.leaves(new, probed)
 
     probed = {}
-    if "probe" in carry.kinds:
-        probed = _probe(carry, loop_body, walk, probed, set_state, get_state)
+    if "probe" in carry.kinds or carry.weak():
+        probed = _probe(carry, loop_body, walk, probed, get_state)
+        carry.settle(probed)
     while True:
         init = ([walk.start()] if walk else []) + carry.start(probed)
         try:
@@ -237,13 +279,17 @@ def tensor_loop(test, body, get_state, set_state, names, info, iterable, stack):
     set_state(carry.final(list(out)[k0:], probed))
 
 
-def _probe(carry, loop_body, walk, probed, set_state, get_state):
-    """{variable position: (shape, dtype) of a row} for each empty list the body appends
-    to: the body traced once into a graph that is then dropped."""
+def _probe(carry, loop_body, walk, probed, get_state):
+    """The body traced once into a graph that is then dropped, to learn what the loop
+    carries: {variable: (shape, dtype) of a row} for each empty list the body appends to,
+    {variable: its value} for a return value; the dtype the body makes of each Python
+    number entering (carry.learn_types). Python numbers enter this trace as themselves."""
+    weak = carry.weak()
     g = Graph(unique_name("autograph_probe"), outer=state.graph, base_name="autograph_probe")
     with g.building():
         init = ([walk.start()] if walk else []) + carry.start(probed)
         ph = [g.placeholder(t.shape, t.dtype) for t in (convert_to_tensor(x) for x in init)]
+        ph = ph[:1] + carry.with_weak(ph[1:], weak) if walk else carry.with_weak(ph, weak)
         lists = {}
         original = carry.state
 
@@ -256,7 +302,20 @@ def _probe(carry, loop_body, walk, probed, set_state, get_state):
         carry.state = state_with_probes
         try:
             loop_body(*ph, probing=True)
+            after = get_state()
         finally:
             carry.state = original
-    return {j: p.spec for j, p in lists.items() if p.spec is not None}
+    carry.learn_types(weak, after)
+    found = {j: p.spec for j, p in lists.items() if p.spec is not None}
+    for j, name in enumerate(carry.names):
+        if carry.kinds[j] == "probe" and name == RETVAL:
+            found[j] = after[j]
+    return found
+
+
+def _zeros_of(x):
+    """A stand-in for a return value before the loop returns it (never read)."""
+    if isinstance(x, (Tensor, Variable)):
+        return zeros(tuple(d or 0 for d in x.shape), x.dtype)
+    return x
 

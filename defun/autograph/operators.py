@@ -26,7 +26,7 @@ from defun.runtime.variables import Variable
 from defun.graph.nodes import SymbolicTensor
 from defun import control_flow as cf
 from defun.autograph import loops
-from defun.autograph.values import Undefined, TensorList, ProbeList, condition, merge_branches, where_text
+from defun.autograph.values import RETVAL, Undefined, TensorList, ProbeList, condition, merge_branches, where_text
 
 __all__ = ["if_stmt", "while_stmt", "for_stmt", "if_exp", "and_", "or_", "not_", "eq", "ne",
            "assert_stmt", "print_", "list_append", "check_mutation", "ld", "range_", "len_",
@@ -44,8 +44,17 @@ def ld(read, name):
 
 
 def retval(value):
-    """What a function whose returns were rewritten returns (None when none ran)."""
-    return None if isinstance(value, Undefined) else value
+    """What a converted function returns: None when no rewritten return ran; a variable
+    with no value (Undefined) in it is an error saying why it has none."""
+    if isinstance(value, Undefined):
+        if value.name == RETVAL:
+            return None
+        value.fail()
+    if isinstance(value, (list, tuple, dict)):
+        for leaf in flatten(value):
+            if isinstance(leaf, Undefined):
+                leaf.fail()
+    return value
 
 
 # ---------------------------------------------------------------------------------------

@@ -174,7 +174,7 @@ class Converter:
         ctx = _Ctx(globals_, nonlocals, None, returns)
         params = [a.arg for a in fdef.args.posonlyargs + fdef.args.args + fdef.args.kwonlyargs]
         params += [a.arg for a in (fdef.args.vararg, fdef.args.kwarg) if a is not None]
-        defined = set(params) | globals_ | nonlocals
+        defined = set(params) | globals_ | nonlocals | ({RETURN_FLAG, RETVAL} if returns else set())
         src = list(fdef.body)
         if returns and not isinstance(src[-1], ast.Return):
             src.append(_located([ast.Return(value=None)], src[-1])[0])
@@ -207,6 +207,9 @@ class Converter:
             if isinstance(s, (ast.Break, ast.Continue)) and ctx.loop is not None:
                 flag = ctx.loop.brk if isinstance(s, ast.Break) else ctx.loop.cnt
                 out += _located([_assign(flag, _const(True))], s)
+                return out
+            if isinstance(s, ast.Return) and s.value is not None:
+                out += _located([ast.Return(value=_call(_ag("retval"), self.expr(s.value)))], s)
                 return out
             out += self.stmt(s, ctx, defined)
             flags = self.flags(s, ctx)

@@ -39,7 +39,9 @@ class Undefined:
 
     def message(self):
         why = self.why or "it is used before it is assigned"
-        return f"{self.name!r} has no value here: {why}"
+        here = sites.user_site(2)
+        at = f" (used at {here[0]}:{here[1]})" if here else ""
+        return f"{self.name!r} has no value here{at}: {why}"
 
     def fail(self, *args, **kwargs):
         raise errors.TracingError(self.message())
