@@ -19,7 +19,7 @@ import weakref
 
 from defun.runtime import errors, sites
 from defun.autograph import operators
-from defun.autograph.transformer import AG, Converter
+from defun.autograph.transformer import AG, GEN, Converter
 
 _LOCK = threading.RLock()
 _CACHE = {}                      # code object -> _Converted, _SELF, or a _Skip
@@ -145,7 +145,7 @@ def _convert(f):
         compiled = compile(module, code.co_filename, "exec", dont_inherit=True)
     except SyntaxError as e:
         return _Skip(f"its converted form does not compile ({e.msg} at line {e.lineno})")
-    target = _find_code(compiled, code.co_name, node.lineno)
+    target = _find_code(_named(compiled, None), code.co_name, node.lineno)
     if target is None:
         return _Skip("its converted code could not be found")
     _mark_converted(target)
@@ -195,6 +195,18 @@ def _lambda_line(line):
         except SyntaxError:
             continue
     return None
+
+
+def _named(code, owner):
+    """`code` with the functions the rewrite added named as the user's function they are
+    part of (`owner`), so that a traceback through them reads like the user's code."""
+    gen = GEN in code.co_name
+    name = owner if gen and owner else code.co_name
+    inner = name if code.co_name != "factory__ag" else None
+    consts = tuple(_named(c, inner) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    if not gen:
+        return code.replace(co_consts=consts)
+    return code.replace(co_consts=consts, co_name=name, co_qualname=f"{code.co_qualname.split('.<locals>')[0]}")
 
 
 def _find_code(code, name, lineno):

@@ -56,13 +56,24 @@ def _assign(name, value):
     return ast.Assign(targets=[_name(name, True)], value=value)
 
 
+def _head(src):
+    """(line, first column, last column) of statement `src`'s first line (a compound
+    statement's header: its test or iterable when they end on that line)."""
+    end = src.end_col_offset if src.end_lineno == src.lineno else None
+    for field in ("test", "iter", "value"):
+        e = getattr(src, field, None)
+        if isinstance(e, ast.AST) and getattr(e, "end_lineno", None) == src.lineno:
+            end = e.end_col_offset
+    return src.lineno, src.col_offset, end if end is not None else src.col_offset + 1
+
+
 def _located(nodes, src):
-    """`nodes` with `src`'s location on every node that has none."""
+    """`nodes` with the location of `src`'s first line on every node that has none."""
+    line, col, end = _head(src)
     for n in nodes:
         for sub in ast.walk(n):
             if "lineno" in sub._attributes and not hasattr(sub, "lineno"):
-                sub.lineno, sub.col_offset = src.lineno, src.col_offset
-                sub.end_lineno, sub.end_col_offset = src.end_lineno or src.lineno, src.end_col_offset or 0
+                sub.lineno, sub.col_offset, sub.end_lineno, sub.end_col_offset = line, col, line, end
     return nodes
 
 
