@@ -69,6 +69,19 @@ class _Iteration:
         return i + (self.rng.delta if self.rng else 1)
 
 
+class _Count(_Iteration):
+    """The iterations of a `while` that carries no variable (a counter for the node to carry)."""
+
+    def __init__(self):
+        self.rng = self.rows = None
+
+    def more(self, i):
+        return None
+
+    def step(self, i):
+        return i + 1
+
+
 class _Retype(Exception):
     """A Python number entering a loop becomes a tensor of another dtype in the body."""
 
@@ -202,6 +215,8 @@ class _Carry:
 
     def _checked(self, name, x, y, position):
         if isinstance(y, Undefined):
+            if y.whole:
+                y.fail()
             raise self._error(name, "defined on entry but not after an iteration")
         if not dynamic(y) and not isinstance(y, Variable):
             raise self._error(name, f"{describe(x)} on entry but {describe(y)} after an iteration")
@@ -254,7 +269,7 @@ def tensor_loop(test, body, get_state, set_state, names, info, iterable, stack):
         stack.append(True)
         try:
             set_state(carry.state(vals[k0:], probed, probing))
-            if walk:
+            if walk and not isinstance(walk, _Count):
                 body(walk.item(vals[0]))
             else:
                 body()
@@ -271,6 +286,10 @@ def tensor_loop(test, body, get_state, set_state, names, info, iterable, stack):
         carry.settle(probed)
     while True:
         init = ([walk.start()] if walk else []) + carry.start(probed)
+        if not init:        # a loop whose only effects are ops (variable updates): count
+            walk = _Count()
+            k0 = 1
+            init = [walk.start()]
         try:
             out = cf.while_loop(loop_cond, loop_body, init)
             break

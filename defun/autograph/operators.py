@@ -47,7 +47,7 @@ def retval(value):
     """What a converted function returns: None when no rewritten return ran; a variable
     with no value (Undefined) in it is an error saying why it has none."""
     if isinstance(value, Undefined):
-        if value.name == RETVAL:
+        if value.name == RETVAL and not value.whole:
             return None
         value.fail()
     if isinstance(value, (list, tuple, dict)):
@@ -141,7 +141,7 @@ def if_stmt(c, body, orelse, get_state, set_state, names, info):
         return branch
     graphs, (a, b) = cf.trace_branches(state.graph, run(body), run(orelse))
     then_leaves, else_leaves, rebuild = merge_branches(a, b, entry, names, info, file)
-    out = cf.join_branches(c, graphs, then_leaves, else_leaves) if then_leaves else []
+    out = cf.join_branches(c, graphs, then_leaves, else_leaves)    # also with no outputs: effects
     set_state(rebuild(out))
 
 

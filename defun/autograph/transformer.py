@@ -157,6 +157,21 @@ def _jumps(nodes, kind):
     return False
 
 
+def always_returns(stmts):
+    """True if running statements `stmts` always ends in a `return` (or a raise)."""
+    for s in stmts:
+        if isinstance(s, (ast.Return, ast.Raise)):
+            return True
+        if isinstance(s, ast.If) and s.orelse and always_returns(s.body) and always_returns(s.orelse):
+            return True
+        if isinstance(s, ast.With) and always_returns(s.body):
+            return True
+        if isinstance(s, ast.Try) and (always_returns(s.finalbody) or always_returns(s.body + s.orelse) and
+                                       all(always_returns(h.body) for h in s.handlers)):
+            return True
+    return False
+
+
 def _returns(nodes):
     return any(isinstance(n, ast.Return) for n in walk_scope(nodes))
 
@@ -187,7 +202,7 @@ class Converter:
         params += [a.arg for a in (fdef.args.vararg, fdef.args.kwarg) if a is not None]
         defined = set(params) | globals_ | nonlocals | ({RETURN_FLAG, RETVAL} if returns else set())
         src = list(fdef.body)
-        if returns and not isinstance(src[-1], ast.Return):
+        if returns and not always_returns(src):
             src.append(_located([ast.Return(value=None)], src[-1])[0])
         body = self.block(src, ctx, defined)
         if returns:
@@ -223,6 +238,8 @@ class Converter:
                 out += _located([ast.Return(value=_call(_ag("retval"), self.expr(s.value)))], s)
                 return out
             out += self.stmt(s, ctx, defined)
+            if ctx.returns and always_returns([s]):
+                return out          # what follows is never reached
             flags = self.flags(s, ctx)
             rest = stmts[i + 1:]
             if flags and rest:

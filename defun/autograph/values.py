@@ -32,16 +32,16 @@ def site(file, line):
 class Undefined:
     """The value of a variable that has none on the path taken; any use is a TracingError."""
 
-    __slots__ = ("name", "why")
+    __slots__ = ("name", "why", "whole")
 
-    def __init__(self, name, why=None):
-        self.name, self.why = name, why
+    def __init__(self, name, why=None, whole=False):
+        self.name, self.why, self.whole = name, why, whole     # whole: `why` is the whole message
 
     def message(self):
         why = self.why or "it is used before it is assigned"
         here = sites.user_site(2)
-        at = f" (used at {here[0]}:{here[1]})" if here else ""
-        return f"{self.name!r} has no value here{at}: {why}"
+        at = f"(used at {here[0]}:{here[1]})" if here else ""
+        return f"{why} {at}" if self.whole else f"{self.name!r} has no value here {at}: {why}"
 
     def fail(self, *args, **kwargs):
         raise errors.TracingError(self.message())
@@ -54,11 +54,13 @@ class Undefined:
     def __repr__(self):
         return f"<undefined {self.name!r}: {self.why or 'not assigned yet'}>"
 
+    __hash__ = object.__hash__
+
 
 for _name in ("__bool__", "__call__", "__iter__", "__len__", "__getitem__", "__setitem__", "__add__",
               "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
               "__matmul__", "__rmatmul__", "__neg__", "__pow__", "__lt__", "__le__", "__gt__", "__ge__",
-              "__float__", "__int__", "__index__", "__array__", "__floordiv__", "__mod__"):
+              "__float__", "__int__", "__index__", "__array__", "__floordiv__", "__mod__", "__eq__", "__ne__"):
     setattr(Undefined, _name, Undefined.fail)
 
 
@@ -160,26 +162,14 @@ def merge_branches(a, b, entry, names, info, file):
     then_leaves, else_leaves, plan = [], [], []
     for k, name in enumerate(names):
         va, vb = a[k], b[k]
-        if isinstance(va, Undefined) or isinstance(vb, Undefined):
-            if isinstance(va, Undefined) and isinstance(vb, Undefined):
-                plan.append(("value", va))
-                continue
-            if name != RETVAL:
-                raise _one_path(name, isinstance(va, Undefined), lines, file, line)
-            va, vb = (_zeros_like(vb), vb) if isinstance(va, Undefined) else (va, _zeros_like(va))
-        if cf._structure(va) != cf._structure(vb):
-            raise _differs(name, f"{cf._describe(va)} when true but {cf._describe(vb)} when false", lines,
-                           file, line, "the same structure")
-        kinds = []
-        for x, y in zip(flatten(va), flatten(vb)):
-            if same_static(x, y):
-                kinds.append(None)
-                continue
-            _check_pair(name, x, y, lines, file, line)
-            then_leaves.append(x.buffer if isinstance(x, TensorList) else x)
-            else_leaves.append(y.buffer if isinstance(y, TensorList) else y)
-            kinds.append(isinstance(x, TensorList))
-        plan.append(("nest", va, kinds))
+        try:
+            kinds, ta, tb, va = _join(name, va, vb, lines, file, line)
+        except errors.TracingError as e:      # an error only if the variable is used after the if
+            plan.append(("value", Undefined(name, str(e), whole=True)))
+            continue
+        then_leaves += ta
+        else_leaves += tb
+        plan.append(("nest", va, kinds) if kinds is not None else ("value", va))
 
     def rebuild(out):
         it, values = iter(out), []
@@ -192,6 +182,31 @@ def merge_branches(a, b, entry, names, info, file):
             values.append(pack_as(p[1], leaves) if isinstance(p[1], (list, tuple, dict)) else leaves[0])
         return tuple(values)
     return then_leaves, else_leaves, rebuild
+
+
+def _join(name, va, vb, lines, file, line):
+    """(per leaf: None (the same Python value) or whether it is a TensorList; the true and
+    the false leaves one cond returns; the structure) for variable `name` after an if
+    whose branches leave it `va` and `vb`; TracingError if they cannot join."""
+    if isinstance(va, Undefined) or isinstance(vb, Undefined):
+        if isinstance(va, Undefined) and isinstance(vb, Undefined):
+            return None, [], [], va
+        if name != RETVAL:
+            raise _one_path(name, isinstance(va, Undefined), lines, file, line)
+        va, vb = (_zeros_like(vb), vb) if isinstance(va, Undefined) else (va, _zeros_like(va))
+    if cf._structure(va) != cf._structure(vb):
+        raise _differs(name, f"{cf._describe(va)} when true but {cf._describe(vb)} when false", lines,
+                       file, line, "the same structure")
+    kinds, ta, tb = [], [], []
+    for x, y in zip(flatten(va), flatten(vb)):
+        if same_static(x, y):
+            kinds.append(None)
+            continue
+        _check_pair(name, x, y, lines, file, line)
+        ta.append(x.buffer if isinstance(x, TensorList) else x)
+        tb.append(y.buffer if isinstance(y, TensorList) else y)
+        kinds.append(isinstance(x, TensorList))
+    return kinds, ta, tb, va
 
 
 def _check_pair(name, x, y, lines, file, line):
