@@ -8,7 +8,9 @@ numbers, and shares the original's globals and closure cells (only `ag__` is add
 """
 import ast
 import builtins
+import copy
 import inspect
+import linecache
 import os
 import sys
 import sysconfig
@@ -19,28 +21,33 @@ import weakref
 
 from defun.runtime import errors, sites
 from defun.autograph import operators
-from defun.autograph.transformer import AG, GEN, Converter
+from defun.autograph.transformer import AG, GEN, Converter, _located
 
 _LOCK = threading.RLock()
-_CACHE = {}                      # code object -> _Converted, _SELF, or a _Skip
+_CACHE = {}                      # code object -> _Converted or a _Skip (_Self: converted code itself)
 _MADE = weakref.WeakKeyDictionary()   # original function -> its converted function
-_SELF = object()                 # code that is itself converted code: called as it is
 
 
 class _Skip:
     """Not converted, and why (`quiet`: a library's or defun's own function, nothing to say)."""
 
-    __slots__ = ("why", "quiet")
+    __slots__ = ("why", "quiet", "file")
 
-    def __init__(self, why, quiet=False):
-        self.why, self.quiet = why, quiet
+    def __init__(self, why, quiet=False, file=None):
+        self.why, self.quiet, self.file = why, quiet, file
+
+
+class _Self(_Skip):
+    """Code that is itself converted code: called as it is."""
+
+    __slots__ = ()
 
 
 class _Converted:
-    __slots__ = ("code", "source")
+    __slots__ = ("code", "source", "file")
 
-    def __init__(self, code, source):
-        self.code, self.source = code, source
+    def __init__(self, code, source):    # source: the converted syntax tree (to_code unparses it)
+        self.code, self.source, self.file = code, source, None
 
 
 def _library_roots():
@@ -95,12 +102,11 @@ def _cell(f, name):
 def _entry(f):
     code = f.__code__
     entry = _CACHE.get(code)
-    if entry is None:
-        with _LOCK:
-            entry = _CACHE.get(code)
-            if entry is None:
-                entry = _why_not(f) or _convert(f)
-                _CACHE[code] = entry
+    if entry is None or entry.file is not code.co_filename and entry.file != code.co_filename:
+        with _LOCK:     # (equal code objects from two files: each file's own conversion)
+            entry = _why_not(f) or _convert(f)
+            entry.file = code.co_filename
+            _CACHE[code] = entry
     return entry
 
 
@@ -116,18 +122,17 @@ def reason_not_converted(f):
 def _convert(f):
     """A _Converted for function `f` (or a _Skip saying why its source cannot be converted)."""
     code = f.__code__
+    lines = linecache.getlines(code.co_filename, f.__globals__)
+    if len(lines) < code.co_firstlineno:
+        return _Skip(f"its source cannot be read ({code.co_filename} has no line {code.co_firstlineno})")
     try:
-        lines, first = inspect.findsource(code)
-    except (OSError, TypeError) as e:
-        return _Skip(f"its source cannot be read ({e})")
-    try:
-        node, indent = _parse(lines, code)
+        node = _parse(lines, code)
     except _NoSource as e:
         return _Skip(str(e))
     conv = Converter()
     new = conv.function(node)
     if isinstance(new, ast.Lambda):
-        new = ast.copy_location(ast.Assign(targets=[ast.Name(id="lambda__ag", ctx=ast.Store())], value=new), node)
+        new = ast.Assign(targets=[ast.Name(id="lambda__ag", ctx=ast.Store())], value=new)
     factory_args = [AG] + [n for n in code.co_freevars if n != "__class__"]
     body = [new]
     if "__class__" in code.co_freevars:    # zero-argument super(): keep the class cell
@@ -139,8 +144,7 @@ def _convert(f):
         kw_defaults=[], kwarg=None, defaults=[]), body=body, decorator_list=[], returns=None, type_comment=None)
     if "type_params" in ast.FunctionDef._fields:
         factory.type_params = []
-    module = ast.Module(body=[factory], type_ignores=[])
-    ast.fix_missing_locations(module)
+    module = ast.Module(body=_located([factory], node), type_ignores=[])
     try:
         compiled = compile(module, code.co_filename, "exec", dont_inherit=True)
     except SyntaxError as e:
@@ -149,52 +153,57 @@ def _convert(f):
     if target is None:
         return _Skip("its converted code could not be found")
     _mark_converted(target)
-    return _Converted(target, ast.unparse(new))
+    return _Converted(target, new)
 
 
 class _NoSource(Exception):
     pass
 
 
-def _parse(lines, code):
-    """(FunctionDef or Lambda node of `code`, with the file's line numbers and columns)."""
-    start = code.co_firstlineno - 1
-    block = inspect.getblock(lines[start:])
-    text = "".join(block)
-    indent = len(block[0]) - len(block[0].lstrip()) if block else 0
+_FILES = {}      # file name -> (its lines as linecache gave them, {first line: [def/lambda nodes]})
+
+
+def _index(filename, lines):
+    """{first line (a decorator's, for a decorated def): [FunctionDef/Lambda nodes]} of a file."""
+    got = _FILES.get(filename)
+    if got is not None and got[0] is lines:
+        return got[1]
     try:
-        tree = ast.parse(textwrap.dedent(text))
-    except SyntaxError:
-        tree = None
+        tree = ast.parse("".join(lines))
+    except (SyntaxError, ValueError):
+        tree = ast.Module(body=[], type_ignores=[])
+    index = {}
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            first = min([n.lineno] + [d.lineno for d in getattr(n, "decorator_list", [])])
+            index.setdefault(first, []).append(n)
+    _FILES[filename] = (lines, index)
+    return index
+
+
+def _parse(lines, code):
+    """A fresh FunctionDef or Lambda node of `code`, with the file's line numbers and columns."""
+    found = _index(code.co_filename, lines).get(code.co_firstlineno, [])
     if code.co_name == "<lambda>":
-        tree = tree or _lambda_line(lines[start])
-        found = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda) and n.lineno == 1] if tree else []
+        found = [n for n in found if isinstance(n, ast.Lambda)]
         if len(found) != 1:
-            raise _NoSource("it is a lambda whose line does not hold it alone (several lambdas, or "
-                            "a line that does not parse by itself)")
-        node = found[0]
-    else:
-        if tree is None or not tree.body or not isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)) \
-                or tree.body[0].name != code.co_name:
-            raise _NoSource("its source could not be found as written (was the file changed?)")
-        node = tree.body[0]
-    ast.increment_lineno(tree, start)
+            raise _NoSource("it is a lambda whose line does not hold it alone (several lambdas on it)")
+        return copy.deepcopy(found[0])
+    found = [n for n in found if not isinstance(n, ast.Lambda) and n.name == code.co_name]
+    if len(found) != 1:
+        raise _NoSource("its source could not be found as written (was the file changed?)")
+    node = found[0]
+    first = node.lineno - 1
+    text = "".join(lines[first:node.end_lineno])
+    indent = len(text) - len(text.lstrip(" \t"))
+    tree = ast.parse(textwrap.dedent(text))
+    ast.increment_lineno(tree, first)
     for n in ast.walk(tree):
         if "col_offset" in n._attributes and hasattr(n, "col_offset"):
             n.col_offset += indent
             if getattr(n, "end_col_offset", None) is not None:
                 n.end_col_offset += indent
-    return node, indent
-
-
-def _lambda_line(line):
-    text = line.strip()
-    for candidate in (text, text.rstrip(",;"), "(" + text.rstrip(",;") + ")", text.split("=", 1)[-1]):
-        try:
-            return ast.parse(candidate)
-        except SyntaxError:
-            continue
-    return None
+    return tree.body[0]
 
 
 def _named(code, owner):
@@ -221,7 +230,7 @@ def _find_code(code, name, lineno):
 
 
 def _mark_converted(code):
-    _CACHE[code] = _SELF
+    _CACHE[code] = _Self("it is converted code", True, code.co_filename)
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
             _mark_converted(c)
@@ -234,23 +243,23 @@ def to_code(f):
     if not isinstance(fn, types.FunctionType):
         raise TypeError(f"to_code expects a Python function, got {type(f).__name__}")
     entry = _entry(fn)
-    if entry is _SELF:
+    if isinstance(entry, _Self):
         raise ValueError(f"{fn.__qualname__} is already converted code")
     if isinstance(entry, _Skip):
         raise errors.TracingError(f"{fn.__qualname__} is not converted: {entry.why}")
-    return entry.source + "\n"
+    return ast.unparse(entry.source) + "\n"
 
 
 def call(f, *args, **kwargs):
     """`f(*args, **kwargs)` from converted code: the user's functions converted first."""
     t = type(f)
     if t is types.FunctionType:
-        g = _MADE.get(f) or converted(f)
-        if g is f:
-            entry = _CACHE.get(f.__code__)
-            if isinstance(entry, _Skip) and not entry.quiet:
-                return _annotated(f, entry.why, args, kwargs)
-        return g(*args, **kwargs)
+        entry = _CACHE.get(f.__code__) or _entry(f)
+        if entry.__class__ is _Converted:
+            return (_MADE.get(f) or converted(f))(*args, **kwargs)
+        if entry.quiet:
+            return f(*args, **kwargs)
+        return _annotated(f, entry.why, args, kwargs)
     if t is types.MethodType and type(f.__func__) is types.FunctionType:
         g = converted(f.__func__)
         return f(*args, **kwargs) if g is f.__func__ else g(f.__self__, *args, **kwargs)

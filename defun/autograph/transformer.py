@@ -68,12 +68,17 @@ def _head(src):
 
 
 def _located(nodes, src):
-    """`nodes` with the location of `src`'s first line on every node that has none."""
+    """`nodes` with the location of `src`'s first line on every new node that has none (a
+    node that has one is the user's, or was located before: not entered)."""
     line, col, end = _head(src)
-    for n in nodes:
-        for sub in ast.walk(n):
-            if "lineno" in sub._attributes and not hasattr(sub, "lineno"):
-                sub.lineno, sub.col_offset, sub.end_lineno, sub.end_col_offset = line, col, line, end
+    todo = list(nodes)
+    while todo:
+        sub = todo.pop()
+        if "lineno" in sub._attributes:
+            if hasattr(sub, "lineno"):
+                continue
+            sub.lineno, sub.col_offset, sub.end_lineno, sub.end_col_offset = line, col, line, end
+        todo.extend(ast.iter_child_nodes(sub))
     return nodes
 
 
@@ -142,19 +147,43 @@ class _Ctx:
         return _Ctx(self.globals, self.nonlocals, loop, self.returns)
 
 
+_FACTS = {}      # id(node) -> (holds a return, a break of its loop, a continue of its loop)
+
+
+def _facts(node):
+    """(return, break, continue) found in `node`, not entering nested scopes; a break or
+    continue inside a nested loop belongs to that loop. Kept per node while converting."""
+    got = _FACTS.get(id(node))
+    if got is not None and got[0] is node:
+        return got[1]
+    if isinstance(node, ast.Return):
+        out = (True, False, False)
+    elif isinstance(node, ast.Break):
+        out = (False, True, False)
+    elif isinstance(node, ast.Continue):
+        out = (False, False, True)
+    elif _skip_scope(node):
+        out = (False, False, False)
+    else:
+        ret = brk = cnt = False
+        loop = isinstance(node, (ast.For, ast.While, ast.AsyncFor))
+        for field, value in ast.iter_fields(node):
+            for child in value if isinstance(value, list) else [value]:
+                if isinstance(child, ast.AST):
+                    r, b, c = _facts(child)
+                    ret |= r
+                    if not (loop and field == "body"):
+                        brk, cnt = brk | b, cnt | c
+        out = (ret, brk, cnt)
+    _FACTS[id(node)] = (node, out)
+    return out
+
+
 def _jumps(nodes, kind):
     """True if `kind` (ast.Break/Continue) occurs in `nodes` for the loop they are in (not
     in a nested loop)."""
-    todo = list(nodes)
-    while todo:
-        n = todo.pop()
-        if isinstance(n, kind):
-            return True
-        if not _skip_scope(n) and not isinstance(n, (ast.For, ast.While, ast.AsyncFor)):
-            todo.extend(ast.iter_child_nodes(n))
-        elif isinstance(n, (ast.For, ast.While)):
-            todo.extend(n.orelse)
-    return False
+    k = 1 if kind is ast.Break else 2
+    return any(_facts(n)[k] for n in nodes)
 
 
 def always_returns(stmts):
@@ -173,7 +202,7 @@ def always_returns(stmts):
 
 
 def _returns(nodes):
-    return any(isinstance(n, ast.Return) for n in walk_scope(nodes))
+    return any(_facts(n)[0] for n in nodes)
 
 
 class Converter:
@@ -189,14 +218,18 @@ class Converter:
     # ------------------------------------------------------------------ functions
     def function(self, fdef):
         """`fdef` (FunctionDef or Lambda) rewritten, a new node."""
+        try:
+            return self._function(fdef)
+        finally:
+            _FACTS.clear()
+
+    def _function(self, fdef):
         if isinstance(fdef, ast.Lambda):
             return ast.Lambda(args=self.arguments(fdef.args), body=self.expr(fdef.body))
         decl = [n for n in walk_scope(fdef.body) if isinstance(n, (ast.Global, ast.Nonlocal))]
         globals_ = {i for d in decl if isinstance(d, ast.Global) for i in d.names}
         nonlocals = {i for d in decl if isinstance(d, ast.Nonlocal) for i in d.names}
-        compound = [s for s in walk_scope(fdef.body) if isinstance(s, (ast.If, ast.While, ast.For, ast.With, ast.Try))]
-        returns = any(_returns(s.body + getattr(s, "orelse", []) + getattr(s, "finalbody", []) +
-                               [h for h in getattr(s, "handlers", [])]) for s in compound)
+        returns = any(_facts(s)[0] for s in fdef.body if not isinstance(s, ast.Return))   # inside a statement
         ctx = _Ctx(globals_, nonlocals, None, returns)
         params = [a.arg for a in fdef.args.posonlyargs + fdef.args.args + fdef.args.kwonlyargs]
         params += [a.arg for a in (fdef.args.vararg, fdef.args.kwarg) if a is not None]
@@ -273,7 +306,7 @@ class Converter:
         if isinstance(s, ast.For):
             return self.for_(s, ctx, defined)
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            new = self.function(s) if isinstance(s, ast.FunctionDef) else s
+            new = self._function(s) if isinstance(s, ast.FunctionDef) else s
             new.decorator_list = [self.expr(d) for d in s.decorator_list]
             defined.add(s.name)
             return [new]
@@ -474,8 +507,8 @@ class _Conditions(ast.NodeTransformer):
     def visit_Compare(self, node):
         if len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
             fn = "eq" if isinstance(node.ops[0], ast.Eq) else "ne"
-            return ast.copy_location(ast.Call(func=_ag(fn), args=[node.left, node.comparators[0],
-                                                                  _const(node.lineno)], keywords=[]), node)
+            return _located([ast.Call(func=_ag(fn), args=[node.left, node.comparators[0], _const(node.lineno)],
+                                      keywords=[])], node)[0]
         return node
 
     def generic_visit(self, node):
@@ -516,10 +549,10 @@ class _Expressions(ast.NodeTransformer):
             return node
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == AG:
             return node
-        return ast.copy_location(ast.Call(func=_ag("call"), args=[f] + node.args, keywords=node.keywords), node)
+        return _located([ast.Call(func=_ag("call"), args=[f] + node.args, keywords=node.keywords)], node)[0]
 
     def visit_Lambda(self, node):
-        return ast.copy_location(ast.Lambda(args=self.conv.arguments(node.args), body=self.visit(node.body)), node)
+        return _located([ast.Lambda(args=self.conv.arguments(node.args), body=self.visit(node.body))], node)[0]
 
     def visit_FunctionDef(self, node):
         return node
