@@ -216,14 +216,14 @@ def while_loop(cond, body, loop_vars, maximum_iterations=None, name=None):
     return result[0] if single else result
 
 
-def _relaxed_body(call_body, vars_in, init, outer):
+def _relaxed_body(call_body, vars_in, init, outer, collect=0):
     """(the finalized body graph, the loop variables' shapes in it): a loop variable whose
     size the body changes (or makes unknown) is unknown there, so nothing inside the body
     folds the size it had on entry (no shape_invariants needed). Traced again until no
     size changes; each trace can only turn sizes into None, so at most rank + 1 traces."""
     shapes = [tuple(t.shape) for t in init]
     while True:
-        body_g = _trace_body(call_body, vars_in, init, outer, shapes)
+        body_g = _trace_body(call_body, vars_in, init, outer, shapes, collect)
         relaxed = [merge_shapes(s, r.shape) for s, r in zip(shapes, body_g.outputs)]
         if relaxed == shapes:
             return body_g, shapes
@@ -248,9 +248,10 @@ def _trace_cond(cond, vars_in, init, outer, shapes):
     return cond_g
 
 
-def _trace_body(call_body, vars_in, init, outer, shapes):
+def _trace_body(call_body, vars_in, init, outer, shapes, collect=0):
     """The finalized graph of a while loop's body on placeholders of `init`'s dtypes, of
-    `shapes`, each result keeping its loop variable's dtype and rank."""
+    `shapes`, each result keeping its loop variable's dtype and rank (then `collect`
+    values it gives per iteration, see collecting_while_loop)."""
     body_g = Graph(unique_name("while_body"), outer=outer, base_name="while_body")
     with body_g.building():
         ph = [body_g.placeholder(s, t.dtype, t.handle_data) for s, t in zip(shapes, init)]
@@ -262,8 +263,26 @@ def _trace_body(call_body, vars_in, init, outer, shapes):
             r = _own_tensor(body_g, leaf, f"while_loop: loop variable {k} returned by body")
             new_leaves.append(_kept_type(r, t, f"while_loop: loop variable {k}", "body",
                                          "a loop variable must keep", sizes=False))
+        extra = flatten(new)[len(init):len(init) + collect]
+        new_leaves += [_own_tensor(body_g, leaf, f"while_loop: collected value {k}") for k, leaf in enumerate(extra)]
     body_g.finalize(new_leaves)
     return body_g
+
+
+def collecting_while_loop(cond, body, loop_vars, collect):
+    """While tracing: one while node running `body(*loop_vars)` while `cond(*loop_vars)`,
+    where `body` returns the new loop variables (a flat list) and then `collect` values of
+    the iteration. ([final loop variables], [each collected value stacked: iterations
+    first]); the stacks are differentiable like the loop variables (the node keeps them
+    per iteration, as it does for its gradient)."""
+    outer = state.graph
+    init = [convert_to_tensor(x.read_value() if isinstance(x, Variable) else x) for x in loop_vars]
+    init = [outer.capture(t) if isinstance(t, EagerTensor) else t for t in init]
+    vars_in = list(init)
+    body_g, shapes = _relaxed_body(lambda vs: list(body(*vs)), vars_in, init, outer, collect)
+    cond_g = _trace_cond(cond, vars_in, init, outer, shapes)
+    out = while_node(cond_g, body_g, init, None, None, saves=collect)
+    return out[:len(init)], out[len(init) + 1:]
 
 
 def _max_iterations(m):

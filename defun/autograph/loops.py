@@ -8,15 +8,15 @@ from defun.runtime import dtypes, errors
 from defun.runtime.context import state
 from defun.runtime.nest import flatten, pack_as
 from defun.runtime.ops import math_ops
-from defun.runtime.ops.array_ops import stack as stack_rows, zeros
+from defun.runtime.ops.array_ops import concat, stack as stack_rows, zeros
 from defun.runtime.ops.base_ops import cast, shape as shape_of
 from defun.runtime.ops.index_ops import gather
 from defun.runtime.tensor import Tensor, convert_to_tensor
 from defun.runtime.variables import Variable
 from defun.graph.ir import Graph, unique_name
 from defun import control_flow as cf
-from defun.autograph.values import (RETVAL, Undefined, TensorList, ProbeList, condition, dynamic, dtype_of, describe,
-                                    site, where_text)
+from defun.autograph.values import (RETVAL, CollectFallback, Undefined, TensorList, ProbeList, SlotList, condition,
+                                    dynamic, dtype_of, describe, site, where_text)
 
 
 class TensorRange:
@@ -93,8 +93,8 @@ class _Retype(Exception):
 class _Carry:
     """Per variable the loop may assign: what the while node carries for it."""
 
-    def __init__(self, entry, names, info, file):
-        self.names, self.line, self.file = names, info[0], file
+    def __init__(self, entry, names, info, file, slots=False):
+        self.names, self.line, self.file, self.slots = names, info[0], file, slots
         self.lines = dict(info[1])
         self.appends = set(info[2]) if len(info) > 2 else set()
         self.entry = list(entry)
@@ -127,6 +127,8 @@ class _Carry:
         """The carried leaves' initial tensors (`probed`: an empty appended list's (shape, dtype))."""
         out = []
         for j, (kind, v) in enumerate(zip(self.kinds, self.entry)):
+            if kind in ("list", "probe") and self.slots:
+                continue        # collected by the node, one value per iteration
             if kind == "probe" and j in probed:
                 shape, dt = probed[j]
                 out.append(zeros((0,) + tuple(d or 0 for d in shape), dt))
@@ -175,6 +177,8 @@ class _Carry:
         for j, (name, kind, v) in enumerate(zip(self.names, self.kinds, self.entry)):
             if kind == "local":
                 values.append(Undefined(name, self._local_why(name)))
+            elif kind in ("list", "probe") and self.slots:
+                values.append(SlotList())
             elif kind == "probe":
                 values.append(TensorList(next(it)) if j in probed else ProbeList() if probing and name != RETVAL
                               else v)
@@ -193,8 +197,13 @@ class _Carry:
 
     def leaves(self, new, probed):
         """The carried leaves of the state `new` after one iteration, checked against entry."""
-        out = []
+        out, collected = [], []
         for j, (name, kind, v, w) in enumerate(zip(self.names, self.kinds, self.entry, new)):
+            if kind in ("list", "probe") and self.slots:
+                if not isinstance(w, SlotList) or w.value is None:
+                    raise CollectFallback()
+                collected.append(w.value)
+                continue
             if kind == "local" or (kind == "probe" and j not in probed):
                 continue
             if kind in ("list", "probe"):
@@ -211,7 +220,10 @@ class _Carry:
                                                 f"a tensor loop can only carry tensors (or numbers)")
                     continue
                 out.append(self._checked(name, x, y, (j, i)))
-        return out
+        return out + collected
+
+    def collected(self):
+        return sum(1 for kind in self.kinds if kind in ("list", "probe")) if self.slots else 0
 
     def _checked(self, name, x, y, position):
         if isinstance(y, Undefined):
@@ -232,12 +244,16 @@ class _Carry:
                               "the same rank")
         return y
 
-    def final(self, out, probed):
-        """The variables after the loop, from the while node's outputs."""
-        values = list(self.state(out, probed))
+    def final(self, out, probed, stacks=()):
+        """The variables after the loop, from the while node's outputs (`stacks`: the
+        values each collecting list stacked, one row per iteration)."""
+        values, stacks = list(self.state(out, probed)), iter(stacks)
         for j, v in enumerate(values):
             if isinstance(v, TensorList):
                 values[j] = v.buffer
+            elif isinstance(v, SlotList):
+                rows = next(stacks)
+                values[j] = concat([stack_rows(self.entry[j]), rows], 0) if self.entry[j] else rows
         return tuple(values)
 
     def _error(self, name, how, need="the same structure and kind"):
@@ -249,10 +265,20 @@ class _Carry:
 
 def tensor_loop(test, body, get_state, set_state, names, info, iterable, stack):
     """One while node for a converted loop (`iterable`: None for a `while`, else a symbolic
-    tensor or TensorRange); the variables take their values after it."""
+    tensor or TensorRange); the variables take their values after it. A `for` stacks what
+    its lists are appended once per iteration; other appends grow a tensor."""
     file = where_text(info[0]).rsplit(":", 1)[0]
-    carry = _Carry(get_state(), names, info, file)
+    entry = get_state()
     walk = _Iteration(iterable) if iterable is not None else None
+    if walk is not None:
+        try:
+            return _loop(test, body, set_state, get_state, info, walk, stack, _Carry(entry, names, info, file, True))
+        except CollectFallback:
+            set_state(entry)
+    return _loop(test, body, set_state, get_state, info, walk, stack, _Carry(entry, names, info, file))
+
+
+def _loop(test, body, set_state, get_state, info, walk, stack, carry):
     k0 = 1 if walk else 0
 
     def loop_cond(*vals):
@@ -287,15 +313,13 @@ def tensor_loop(test, body, get_state, set_state, names, info, iterable, stack):
     while True:
         init = ([walk.start()] if walk else []) + carry.start(probed)
         if not init:        # a loop whose only effects are ops (variable updates): count
-            walk = _Count()
-            k0 = 1
-            init = [walk.start()]
+            walk, k0, init = _Count(), 1, [convert_to_tensor(0)]
         try:
-            out = cf.while_loop(loop_cond, loop_body, init)
+            out, stacks = cf.collecting_while_loop(loop_cond, loop_body, init, carry.collected())
             break
         except _Retype as r:
             carry.retyped[r.leaf] = r.dtype
-    set_state(carry.final(list(out)[k0:], probed))
+    set_state(carry.final(list(out)[k0:], probed, stacks))
 
 
 def _probe(carry, loop_body, walk, probed, get_state):

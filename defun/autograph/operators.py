@@ -21,15 +21,16 @@ from defun.runtime.ops import math_ops
 from defun.runtime.ops.array_ops import concat
 from defun.runtime.ops.base_ops import cast, expand_dims, shape as shape_of
 from defun.runtime.ops.debug_ops import print as df_print
+from defun.runtime.ops.index_ops import gather
 from defun.runtime.tensor import Tensor, convert_to_tensor
 from defun.runtime.variables import Variable
 from defun.graph.nodes import SymbolicTensor
 from defun import control_flow as cf
 from defun.autograph import loops
-from defun.autograph.values import RETVAL, Undefined, TensorList, ProbeList, condition, merge_branches, where_text
+from defun.autograph.values import RETVAL, Undefined, TensorList, ProbeList, SlotList, condition, merge_branches, where_text
 
 __all__ = ["if_stmt", "while_stmt", "for_stmt", "if_exp", "and_", "or_", "not_", "eq", "ne",
-           "assert_stmt", "print_", "list_append", "check_mutation", "ld", "range_", "len_",
+           "assert_stmt", "print_", "list_append", "check_mutation", "ld", "range_", "len_", "getitem",
            "Undefined", "retval"]
 
 _local = threading.local()
@@ -227,10 +228,18 @@ def check_mutation(name, line):
 
 def list_append(lst, value):
     """`lst.append(value)`: in a tensor loop, one row more of the list's tensor."""
-    if isinstance(lst, (TensorList, ProbeList)):
+    if isinstance(lst, (TensorList, ProbeList, SlotList)):
         return lst.append(value)
     lst.append(value)
     return lst
+
+
+def getitem(x, index):
+    """`x[index]`; a scalar integer tensor index of a tensor `x` gathers its row."""
+    if isinstance(index, SymbolicTensor) and isinstance(x, (Tensor, Variable)) and index.shape == () \
+            and index.dtype.is_integer:
+        return gather(x.read_value() if isinstance(x, Variable) else x, index)
+    return x[index]
 
 
 def range_(*args):

@@ -270,6 +270,13 @@ class Converter:
             if isinstance(s, ast.Return) and s.value is not None:
                 out += _located([ast.Return(value=_call(_ag("retval"), self.expr(s.value)))], s)
                 return out
+            rest = stmts[i + 1:]
+            if ctx.returns and rest and isinstance(s, ast.If) and always_returns(s.body) != always_returns(s.orelse):
+                # `if c: ... return a` then more: the more is the other branch (one cond, not two)
+                joined = (s.body, s.orelse + rest) if always_returns(s.body) else (s.body + rest, s.orelse)
+                s = ast.copy_location(ast.If(test=s.test, body=joined[0], orelse=joined[1]), s)
+                out += self.stmt(s, ctx, defined)
+                return out
             out += self.stmt(s, ctx, defined)
             if ctx.returns and always_returns([s]):
                 return out          # what follows is never reached
@@ -550,6 +557,13 @@ class _Expressions(ast.NodeTransformer):
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == AG:
             return node
         return _located([ast.Call(func=_ag("call"), args=[f] + node.args, keywords=node.keywords)], node)[0]
+
+    def visit_Subscript(self, node):
+        """`t[i]` (a single index, read): ag__.getitem, which also takes a tensor index."""
+        node = self.generic_visit(node)
+        if not isinstance(node.ctx, ast.Load) or isinstance(node.slice, (ast.Slice, ast.Tuple, ast.Constant)):
+            return node
+        return _located([_call(_ag("getitem"), node.value, node.slice)], node)[0]
 
     def visit_Lambda(self, node):
         return _located([ast.Lambda(args=self.conv.arguments(node.args), body=self.visit(node.body))], node)[0]

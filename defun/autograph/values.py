@@ -82,6 +82,30 @@ class TensorList:
         return f"<list appended to in a tensor loop: {self.buffer!r}>"
 
 
+class CollectFallback(Exception):
+    """A list in a tensor `for` is not appended to exactly once per iteration (or its
+    value is read): the loop collects it by growing a tensor instead (see loops)."""
+
+
+class SlotList:
+    """A list appended to in a tensor `for` that stacks one value per iteration: the value
+    this iteration appended (None before the append)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value=None):
+        self.value = value
+
+    def append(self, value):
+        if self.value is not None:
+            raise CollectFallback()
+        from defun.runtime.tensor import convert_to_tensor    # noqa: E402 - values imports it lazily
+        return SlotList(value.read_value() if isinstance(value, Variable) else convert_to_tensor(value))
+
+    def __getitem__(self, index):
+        raise CollectFallback()
+
+
 class ProbeList:
     """An empty list a tensor loop body appends to, traced once to learn what it appends."""
 
@@ -177,8 +201,8 @@ def merge_branches(a, b, entry, names, info, file):
             if p[0] == "value":
                 values.append(p[1])
                 continue
-            leaves = [x if kind is None else (TensorList(next(it)) if kind else next(it))
-                      for x, kind in zip(flatten(p[1]), p[2])]
+            leaves = [x if kind is None else SlotList(next(it)) if kind == "slot" else
+                      (TensorList(next(it)) if kind else next(it)) for x, kind in zip(flatten(p[1]), p[2])]
             values.append(pack_as(p[1], leaves) if isinstance(p[1], (list, tuple, dict)) else leaves[0])
         return tuple(values)
     return then_leaves, else_leaves, rebuild
@@ -188,6 +212,13 @@ def _join(name, va, vb, lines, file, line):
     """(per leaf: None (the same Python value) or whether it is a TensorList; the true and
     the false leaves one cond returns; the structure) for variable `name` after an if
     whose branches leave it `va` and `vb`; TracingError if they cannot join."""
+    for v in (va, vb):
+        if isinstance(v, Undefined) and v.whole:     # a join that failed before: its reason stands
+            raise errors.TracingError(v.why)
+    if isinstance(va, SlotList) or isinstance(vb, SlotList):    # appended on one path only: grow
+        if not (isinstance(va, SlotList) and isinstance(vb, SlotList)) or (va.value is None) != (vb.value is None):
+            raise CollectFallback()
+        return (None, [], [], va) if va.value is None else (["slot"], [va.value], [vb.value], va)
     if isinstance(va, Undefined) or isinstance(vb, Undefined):
         if isinstance(va, Undefined) and isinstance(vb, Undefined):
             return None, [], [], va
