@@ -129,3 +129,36 @@ def test_onnx_if_and_loop():
     for w in (w32, -w32):
         out = sess.run(None, {i.name: v for i, v in zip(sess.get_inputs(), (x32, w))})[0]
         np.testing.assert_allclose(out, model(df.constant(x32), df.constant(w)).numpy(), rtol=1e-5)
+
+
+def collect(x, w):
+    """A list appended to once per row (on either branch), stacked after the loop."""
+    out = []
+    for row in x:
+        if df.reduce_sum(row * w) > 0:
+            out.append(row * w)
+        else:
+            out.append(-row)
+    return df.reduce_sum(df.stack(out) * df.stack(out))
+
+
+def test_a_collected_list_is_one_loop_node_and_differentiable():
+    cf = df.defun(collect).get_concrete_function(f64(X), f64(W))
+    assert [n.op.name for n in cf.graph.nodes].count("while") == 1
+    for got, want in zip(tape_grads(df.defun(collect), X, W), tape_grads(collect, X, W)):
+        np.testing.assert_allclose(got, want, rtol=1e-10)
+
+
+def test_a_collected_list_in_every_export_and_vmap():
+    want = [collect(f64(X), f64(w)).numpy() for w in (W, -W)]
+    cf = df.defun(collect).get_concrete_function(f64(X), f64(W))
+    loaded = df.load_json(json.loads(json.dumps(df.export_json(cf))))
+    ns = {}
+    exec(compile(df.export_numpy_source(cf), "<collect>", "exec"), ns)
+    for w, expected in zip((W, -W), want):
+        np.testing.assert_allclose(np.asarray(loaded(X, w)), expected, rtol=1e-12)
+        np.testing.assert_allclose(ns["forward"](X, w)[0], expected, rtol=1e-12)
+    got = df.vmap(df.defun(collect), in_axes=(None, 0))(f64(X), f64(np.stack([W, -W]))).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    if pytest.importorskip("numba"):
+        np.testing.assert_allclose(df.defun(collect, backend="numba")(f64(X), f64(W)).numpy(), want[0], rtol=1e-12)
