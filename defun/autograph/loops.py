@@ -286,7 +286,7 @@ def _loop(test, body, set_state, get_state, info, walk, stack, carry):
         more = walk.more(vals[0]) if walk else None
         if test is None:
             return more
-        c = condition(test(), "while" if walk is None else "for", info[0], 1)
+        c = condition(test(), "while" if walk is None else "for", info[0])
         if more is None:
             return c
         return more if c is True else math_ops.logical_and(more, c if isinstance(c, Tensor) else bool(c))

@@ -12,14 +12,12 @@ import builtins
 import sys
 import threading
 
-import numpy as np
 
 from defun.runtime import errors
 from defun.runtime.context import state
 from defun.runtime.nest import flatten
 from defun.runtime.ops import math_ops
-from defun.runtime.ops.array_ops import concat
-from defun.runtime.ops.base_ops import cast, expand_dims, shape as shape_of
+from defun.runtime.ops.base_ops import cast, shape as shape_of
 from defun.runtime.ops.debug_ops import print as df_print
 from defun.runtime.ops.index_ops import gather
 from defun.runtime.tensor import Tensor, convert_to_tensor
@@ -74,7 +72,7 @@ def ne(a, b, line):
 def _no_identity(a, b, op, fix, line):
     if isinstance(a, (Tensor, Variable)) or isinstance(b, (Tensor, Variable)):
         raise errors.TracingError(
-            f"`{op}` on a tensor in the condition at {where_text(line, 3)}: on tensors `{op}` "
+            f"`{op}` on a tensor in the condition at {where_text(line)}: on tensors `{op}` "
             f"compares identity, not values; use {fix}(a, b)")
 
 
@@ -182,7 +180,7 @@ def for_stmt(iterable, extra_test, body, get_state, set_state, names, info):
     if isinstance(iterable, (SymbolicTensor, loops.TensorRange)):
         return loops.tensor_loop(extra_test, body, get_state, set_state, names, info, iterable, stack)
     if isinstance(iterable, Tensor) and not iterable.shape:
-        raise errors.TracingError(f"the for at {where_text(info[0], 2)} iterates a scalar tensor")
+        raise errors.TracingError(f"the for at {where_text(info[0])} iterates a scalar tensor")
     for item in iterable:
         if extra_test is not None:
             c = condition(extra_test(), "for", info[0])
@@ -221,7 +219,7 @@ def check_mutation(name, line):
     if stack and stack[-1]:
         raise errors.TracingError(
             f"{name!r} is a Python object made before a tensor loop and changed inside it (at "
-            f"{where_text(line, 2)}); a tensor loop is traced once, so the change would happen "
+            f"{where_text(line)}); a tensor loop is traced once, so the change would happen "
             f"once, not per iteration. Carry tensors as loop variables instead (or "
             f"`lst.append(y)` on a list variable, which collects one value per iteration)")
 
@@ -275,5 +273,5 @@ def assert_stmt(c, message_fn, line):
         return
     from defun.runtime.ops.debug_ops import check_true    # noqa: E402 - the graph's check op
     message = "" if message_fn is None else message_fn()
-    where = where_text(line, 2)
+    where = where_text(line)
     check_true(c, f"assertion failed at {where}" + (f": {message}" if message != "" else ""))

@@ -19,7 +19,7 @@ from defun import control_flow as cf
 RETVAL = "retval__"      # the converter's name for a function's return value
 
 
-def where_text(line, depth=None):
+def where_text(line):
     """'file.py:12': the user's file (the innermost frame outside defun) at `line`."""
     here = sites.user_site(2)
     return f"{here[0] if here else '<unknown>'}:{line}"
@@ -121,7 +121,7 @@ class ProbeList:
         return self
 
 
-def condition(c, what, line, depth=2):
+def condition(c, what, line):
     """A condition as a Python bool, or a scalar bool symbolic tensor."""
     if isinstance(c, Variable):
         c = c.read_value()
@@ -133,7 +133,7 @@ def condition(c, what, line, depth=2):
         return c
     if c.shape != ():
         raise errors.TracingError(
-            f"the condition of the {what} at {where_text(line, depth + 1)} is a {c.dtype.name}"
+            f"the condition of the {what} at {where_text(line)} is a {c.dtype.name}"
             f"{list(c.shape)} tensor, not a scalar; reduce it first (df.reduce_any / df.reduce_all)")
     if c.dtype.name != "bool":
         c = math_ops.not_equal(c, cast(0, c.dtype))
