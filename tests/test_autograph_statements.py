@@ -216,3 +216,34 @@ def test_nested_functions_and_decorators_keeping_wrapped():
             return y
         return inner(g(x))
     check(f, df.constant([1.0, 0.5]))
+
+
+class _Gain:
+    def __init__(self, k):
+        self.k = k
+
+    def __call__(self, x):
+        if df.reduce_sum(x) > 0:
+            return x * self.k
+        return x
+
+
+class _ShiftedGain(_Gain):
+    def __call__(self, x):
+        return super().__call__(x) + 1.0      # zero-argument super() in converted code
+
+
+def test_callable_objects_super_and_nonlocal_are_converted():
+    gain = _ShiftedGain(2.0)
+
+    def f(x):
+        total = x
+
+        def add(y):
+            nonlocal total
+            if df.reduce_sum(y) > 0:
+                total = total + y
+        add(x)
+        return gain(total)
+    check(f, df.constant([1.0, 2.0]))
+    check(f, df.constant([-1.0, -2.0]))

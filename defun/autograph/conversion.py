@@ -269,6 +269,11 @@ def call(f, *args, **kwargs):
         special = None
     if special is not None:
         return special(*args, **kwargs)
+    method = getattr(t, "__call__", None)
+    if type(method) is types.FunctionType:      # an object of the user's class with __call__
+        g = converted(method)
+        if g is not method:
+            return g(f, *args, **kwargs)
     return f(*args, **kwargs)
 
 
