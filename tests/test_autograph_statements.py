@@ -247,3 +247,15 @@ def test_callable_objects_super_and_nonlocal_are_converted():
         return gain(total)
     check(f, df.constant([1.0, 2.0]))
     check(f, df.constant([-1.0, -2.0]))
+
+
+def test_a_walrus_in_a_branch_assigns_the_functions_variable():
+    def f(x):
+        y = x
+        if df.reduce_sum(x) > 0:
+            z = (y := x * 3.0) + 1.0
+        else:
+            z = y - 1.0
+        return y + z
+    check(f, df.constant([1.0, 2.0]))
+    check(f, df.constant([-1.0, -2.0]))

@@ -98,35 +98,72 @@ def walk_scope(nodes):
             todo.extend(ast.iter_child_nodes(n))
 
 
+_TARGETS = {ast.Assign: ("targets",), ast.AugAssign: ("target",), ast.AnnAssign: ("target",),
+            ast.For: ("target",), ast.AsyncFor: ("target",), ast.Delete: ()}
+_BLOCKS = ("body", "orelse", "finalbody", "handlers")
+
+
+def _stores(stmts):
+    """(name, line) for each name statements `stmts` bind, in order, walking statements and
+    their targets only (not other expressions; a walrus is found where the function has one,
+    see _facts), nor nested scopes; a function the rewrite added gives its nonlocal list."""
+    for s in stmts:
+        fields = _TARGETS.get(type(s))
+        if fields is not None:
+            for f in fields:
+                for t in (getattr(s, f) if isinstance(getattr(s, f), list) else [getattr(s, f)]):
+                    yield from ((n.id, n.lineno) for n in ast.walk(t) if isinstance(n, ast.Name)
+                                and isinstance(n.ctx, ast.Store))
+        elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if GEN not in s.name:
+                yield s.name, s.lineno
+                continue
+            for d in s.body[:2]:
+                if isinstance(d, (ast.Nonlocal, ast.Global)):
+                    yield from ((i, s.lineno) for i in d.names)
+            continue
+        elif isinstance(s, (ast.Import, ast.ImportFrom)):
+            yield from (((a.asname or a.name).split(".")[0], s.lineno) for a in s.names)
+        elif isinstance(s, (ast.With, ast.AsyncWith)):
+            for item in s.items:
+                if item.optional_vars is not None:
+                    yield from ((n.id, n.lineno) for n in ast.walk(item.optional_vars) if isinstance(n, ast.Name))
+        elif isinstance(s, ast.ExceptHandler) and s.name:
+            yield s.name, s.lineno
+        if _WALRUS:
+            yield from ((n.target.id, n.lineno) for n in walk_scope([s]) if isinstance(n, ast.NamedExpr)
+                        and not isinstance(n, ast.stmt))
+        for field in _BLOCKS:
+            inner = getattr(s, field, None)
+            if inner:
+                yield from _stores(inner)
+
+
+def _statements(stmts):
+    """Statements `stmts` and those inside them (not inside nested functions or classes)."""
+    for s in stmts:
+        yield s
+        if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for field in _BLOCKS:
+                inner = getattr(s, field, None)
+                if inner:
+                    yield from _statements(inner)
+
+
 def assigned(nodes):
     """Names the (rewritten) statements bind, in first-seen order: stores, defs, imports,
     and the `nonlocal`/`global` lists of the functions the rewrite added."""
     names = {}
-    for n in walk_scope(nodes):
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-            names.setdefault(n.id, None)
-        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            if GEN in n.name:
-                for d in n.body[:2]:
-                    if isinstance(d, (ast.Nonlocal, ast.Global)):
-                        for i in d.names:
-                            names.setdefault(i, None)
-            else:
-                names.setdefault(n.name, None)
-        elif isinstance(n, (ast.Import, ast.ImportFrom)):
-            for a in n.names:
-                names.setdefault((a.asname or a.name).split(".")[0], None)
-        elif isinstance(n, ast.ExceptHandler) and n.name:
-            names.setdefault(n.name, None)
+    for name, _ in _stores(nodes):
+        names.setdefault(name, None)
     return [i for i in names if GEN not in i]
 
 
 def first_lines(nodes):
     """((name, line of its first assignment), ...) in the original statements `nodes`."""
     lines = {}
-    for n in sorted((n for n in walk_scope(nodes) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)),
-                    key=lambda n: n.lineno):
-        lines.setdefault(n.id, n.lineno)
+    for name, line in sorted(_stores(nodes), key=lambda p: p[1]):
+        lines.setdefault(name, line)
     return tuple(lines.items())
 
 
@@ -148,6 +185,7 @@ class _Ctx:
 
 
 _FACTS = {}      # id(node) -> (holds a return, a break of its loop, a continue of its loop)
+_WALRUS = []     # non-empty while converting a function that holds a walrus (:=)
 
 
 def _facts(node):
@@ -164,6 +202,9 @@ def _facts(node):
         out = (False, False, True)
     elif _skip_scope(node):
         out = (False, False, False)
+    elif isinstance(node, ast.NamedExpr):
+        _WALRUS.append(True)
+        out = _facts(node.value)
     else:
         ret = brk = cnt = False
         loop = isinstance(node, (ast.For, ast.While, ast.AsyncFor))
@@ -219,14 +260,17 @@ class Converter:
     def function(self, fdef):
         """`fdef` (FunctionDef or Lambda) rewritten, a new node."""
         try:
+            for s in fdef.body if isinstance(fdef.body, list) else []:
+                _facts(s)           # (also notes a walrus)
             return self._function(fdef)
         finally:
             _FACTS.clear()
+            _WALRUS.clear()
 
     def _function(self, fdef):
         if isinstance(fdef, ast.Lambda):
             return ast.Lambda(args=self.arguments(fdef.args), body=self.expr(fdef.body))
-        decl = [n for n in walk_scope(fdef.body) if isinstance(n, (ast.Global, ast.Nonlocal))]
+        decl = [n for n in _statements(fdef.body) if isinstance(n, (ast.Global, ast.Nonlocal))]
         globals_ = {i for d in decl if isinstance(d, ast.Global) for i in d.names}
         nonlocals = {i for d in decl if isinstance(d, ast.Nonlocal) for i in d.names}
         returns = any(_facts(s)[0] for s in fdef.body if not isinstance(s, ast.Return))   # inside a statement
@@ -436,8 +480,7 @@ class Converter:
         n = self.fresh()
         brk = f"brk__{n}" if _jumps(s.body, ast.Break) else None
         cnt = f"cnt__{n}" if _jumps(s.body, ast.Continue) else None
-        loop = _Loop(brk, cnt, [x.id for x in walk_scope(s.body + ([s.target] if isinstance(s, ast.For) else []))
-                                if isinstance(x, ast.Name) and isinstance(x.ctx, ast.Store)])
+        loop = _Loop(brk, cnt, [name for name, _ in _stores([s])])
         pre = _located([_assign(brk, _const(False))], s) if brk else []
         if brk:
             defined.add(brk)
