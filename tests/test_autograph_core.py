@@ -129,3 +129,24 @@ def test_to_code_shows_the_converted_source():
     code = df.autograph.to_code(sign_step)
     assert "ag__.if_stmt" in code and "def sign_step(x):" in code
     assert df.autograph.to_code(df.defun(sign_step)) == code
+
+
+def test_enumerate_and_zip_over_tensors_are_one_loop_node():
+    def f(x, y):
+        s = 0.0
+        for i, row in enumerate(x):
+            s = s + df.cast(i, df.float32) * df.reduce_sum(row)
+        for a, b in zip(x, y):
+            s = s + df.reduce_sum(a * b)
+        return s
+    x = df.constant(np.arange(12.0, dtype=np.float32).reshape(4, 3))
+    y = df.constant(np.ones([3, 3], np.float32))       # zip stops at the shorter
+    check(f, x, y)
+    assert ops_of(df.defun(f), x, y).count("while") == 2
+
+    def g(x):
+        total = 0
+        for i, _ in enumerate(x, 5):
+            total = total + i
+        return total
+    check(g, x)

@@ -304,5 +304,6 @@ def entry_point(f):
     return traced_as_written
 
 
-_SPECIAL = {builtins.print: operators.print_, builtins.range: operators.range_, builtins.len: operators.len_}
+_SPECIAL = {builtins.print: operators.print_, builtins.range: operators.range_, builtins.len: operators.len_,
+            builtins.enumerate: operators.enumerate_, builtins.zip: operators.zip_}
 _NAMESPACE = types.SimpleNamespace(**{n: getattr(operators, n) for n in operators.__all__}, call=call)

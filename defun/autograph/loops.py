@@ -10,6 +10,7 @@ from defun.runtime.nest import flatten, pack_as
 from defun.runtime.ops import math_ops
 from defun.runtime.ops.array_ops import concat, stack as stack_rows, zeros
 from defun.runtime.ops.base_ops import cast, shape as shape_of
+from defun.runtime.ops.math_ops import reduce_min
 from defun.runtime.ops.index_ops import gather
 from defun.runtime.tensor import Tensor, convert_to_tensor
 from defun.runtime.variables import Variable
@@ -41,6 +42,24 @@ class TensorRange:
                                   "code (one loop node); use df.range(n) for a tensor of the numbers")
 
 
+class TensorRows:
+    """`enumerate(t)` or `zip(t, u, ...)` with symbolic tensors: the rows of each tensor at
+    one index (after the index itself, for enumerate), as long as the shortest."""
+
+    __slots__ = ("tensors", "offset")
+
+    def __init__(self, tensors, offset=None):
+        self.tensors = [t.read_value() if isinstance(t, Variable) else convert_to_tensor(t) for t in tensors]
+        self.offset = offset        # enumerate's start (None: a zip)
+        for t in self.tensors:
+            if not t.shape:
+                raise errors.TracingError(f"a for over rows was given a scalar ({t.dtype.name}[]) tensor")
+
+    def __iter__(self):
+        raise errors.TracingError("enumerate()/zip() of a symbolic tensor can only drive a `for` statement "
+                                  "of converted code (one loop node)")
+
+
 class _Iteration:
     """How a tensor `for` walks: its index's start, the test and step, the item per index."""
 
@@ -52,6 +71,10 @@ class _Iteration:
         return self.rng.start if self.rng else convert_to_tensor(0)
 
     def more(self, i):
+        if isinstance(self.rows, TensorRows):
+            sizes = [shape_of(t)[0] for t in self.rows.tensors]
+            return math_ops.less(i, sizes[0] if len(sizes) == 1 else math_ops.minimum(*sizes[:2]) if
+                                 len(sizes) == 2 else reduce_min(stack_rows(sizes)))
         if not self.rng:
             return math_ops.less(i, shape_of(self.rows)[0])
         r = self.rng
@@ -63,6 +86,9 @@ class _Iteration:
                                    math_ops.logical_and(math_ops.less(r.delta, 0), down))
 
     def item(self, i):
+        if isinstance(self.rows, TensorRows):
+            items = tuple(gather(t, i) for t in self.rows.tensors)
+            return items if self.rows.offset is None else (i + self.rows.offset, items[0])
         return i if self.rng else gather(self.rows, i)
 
     def step(self, i):

@@ -28,7 +28,7 @@ from defun.autograph import loops
 from defun.autograph.values import RETVAL, Undefined, TensorList, ProbeList, SlotList, condition, merge_branches, where_text
 
 __all__ = ["if_stmt", "while_stmt", "for_stmt", "if_exp", "and_", "or_", "not_", "eq", "ne",
-           "assert_stmt", "print_", "list_append", "check_mutation", "ld", "range_", "len_", "getitem",
+           "assert_stmt", "print_", "list_append", "check_mutation", "ld", "range_", "len_", "getitem", "enumerate_", "zip_",
            "Undefined", "retval"]
 
 _local = threading.local()
@@ -177,7 +177,7 @@ def for_stmt(iterable, extra_test, body, get_state, set_state, names, info):
     if isinstance(iterable, Variable):
         iterable = iterable.read_value()
     stack = _loops()
-    if isinstance(iterable, (SymbolicTensor, loops.TensorRange)):
+    if isinstance(iterable, (SymbolicTensor, loops.TensorRange, loops.TensorRows)):
         return loops.tensor_loop(extra_test, body, get_state, set_state, names, info, iterable, stack)
     if isinstance(iterable, Tensor) and not iterable.shape:
         raise errors.TracingError(f"the for at {where_text(info[0])} iterates a scalar tensor")
@@ -238,6 +238,21 @@ def getitem(x, index):
             and index.dtype.is_integer:
         return gather(x.read_value() if isinstance(x, Variable) else x, index)
     return x[index]
+
+
+def enumerate_(iterable, start=0):
+    """`enumerate(...)`: of a symbolic tensor, its rows with their index, for one loop node."""
+    if isinstance(iterable, (SymbolicTensor, Variable)):
+        return loops.TensorRows([iterable], start)
+    return builtins.enumerate(iterable, start)
+
+
+def zip_(*iterables):
+    """`zip(...)`: of tensors (one of them symbolic), their rows together, for one loop node."""
+    if iterables and all(isinstance(t, (Tensor, Variable)) for t in iterables) and \
+            any(isinstance(t, (SymbolicTensor, Variable)) for t in iterables):
+        return loops.TensorRows(iterables)
+    return builtins.zip(*iterables)
 
 
 def range_(*args):
