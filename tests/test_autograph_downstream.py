@@ -162,3 +162,23 @@ def test_a_collected_list_in_every_export_and_vmap():
     np.testing.assert_allclose(got, want, rtol=1e-12)
     if pytest.importorskip("numba"):
         np.testing.assert_allclose(df.defun(collect, backend="numba")(f64(X), f64(W)).numpy(), want[0], rtol=1e-12)
+
+
+def test_a_list_collected_in_a_while_is_differentiable():
+    def f(x, n):
+        out = []
+        i = 0
+        while i < n:
+            out.append(x * df.cast(i, x.dtype))
+            i += 1
+        return df.reduce_sum(df.stack(out) ** 2)
+    x, n = f64([1.0, 2.0]), df.constant(4)
+
+    def grad(fn):
+        with df.GradientTape() as tape:
+            tape.watch(x)
+            y = fn(x, n)
+        return y.numpy(), tape.gradient(y, x).numpy()
+    (got_y, got_g), (want_y, want_g) = grad(df.defun(f)), grad(f)
+    np.testing.assert_allclose(got_y, want_y, rtol=1e-12)
+    np.testing.assert_allclose(got_g, want_g, rtol=1e-12)

@@ -291,12 +291,12 @@ class _Carry:
 
 def tensor_loop(test, body, get_state, set_state, names, info, iterable, stack):
     """One while node for a converted loop (`iterable`: None for a `while`, else a symbolic
-    tensor or TensorRange); the variables take their values after it. A `for` stacks what
-    its lists are appended once per iteration; other appends grow a tensor."""
+    tensor, TensorRange or TensorRows); the variables take their values after it. A list
+    appended to once per iteration is stacked by the node; other appends grow a tensor."""
     file = where_text(info[0]).rsplit(":", 1)[0]
     entry = get_state()
     walk = _Iteration(iterable) if iterable is not None else None
-    if walk is not None:
+    if info[2:] and info[2]:        # lists appended to: try stacking one value per iteration
         try:
             return _loop(test, body, set_state, get_state, info, walk, stack, _Carry(entry, names, info, file, True))
         except CollectFallback:
