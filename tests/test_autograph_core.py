@@ -150,3 +150,20 @@ def test_enumerate_and_zip_over_tensors_are_one_loop_node():
             total = total + i
         return total
     check(g, x)
+
+
+class _Model:
+    def __init__(self):
+        self.w = df.Variable([2.0, 3.0])
+
+    @df.defun
+    def step(self, x):
+        if df.reduce_sum(x) > 0:
+            return x * self.w
+        return x - self.w
+
+
+def test_a_defun_method_converts():
+    m = _Model()
+    np.testing.assert_allclose(m.step(df.constant([1.0, 1.0])).numpy(), [2.0, 3.0])
+    np.testing.assert_allclose(m.step(df.constant([-1.0, -1.0])).numpy(), [-3.0, -4.0])
