@@ -24,17 +24,18 @@ from defun.autograph import operators
 from defun.autograph.transformer import AG, GEN, Converter, _located
 
 _LOCK = threading.RLock()
-_CACHE = {}                      # code object -> _Converted or a _Skip (_Self: converted code itself)
+_CACHE = {}     # id(code object) -> _Converted or a _Skip (_Self: converted code itself), holding that code
+# (by id: hashing a code object hashes its contents, and equal code from two files must stay apart)
 _MADE = weakref.WeakKeyDictionary()   # original function -> its converted function
 
 
 class _Skip:
     """Not converted, and why (`quiet`: a library's or defun's own function, nothing to say)."""
 
-    __slots__ = ("why", "quiet", "file")
+    __slots__ = ("why", "quiet", "of")
 
-    def __init__(self, why, quiet=False, file=None):
-        self.why, self.quiet, self.file = why, quiet, file
+    def __init__(self, why, quiet=False, of=None):
+        self.why, self.quiet, self.of = why, quiet, of
 
 
 class _Self(_Skip):
@@ -44,10 +45,10 @@ class _Self(_Skip):
 
 
 class _Converted:
-    __slots__ = ("code", "source", "file")
+    __slots__ = ("code", "source", "of")
 
     def __init__(self, code, source):    # source: the converted syntax tree (to_code unparses it)
-        self.code, self.source, self.file = code, source, None
+        self.code, self.source, self.of = code, source, None
 
 
 def _library_roots():
@@ -101,12 +102,14 @@ def _cell(f, name):
 
 def _entry(f):
     code = f.__code__
-    entry = _CACHE.get(code)
-    if entry is None or entry.file is not code.co_filename and entry.file != code.co_filename:
-        with _LOCK:     # (equal code objects from two files: each file's own conversion)
-            entry = _why_not(f) or _convert(f)
-            entry.file = code.co_filename
-            _CACHE[code] = entry
+    entry = _CACHE.get(id(code))
+    if entry is None or entry.of is not code:
+        with _LOCK:
+            entry = _CACHE.get(id(code))
+            if entry is None or entry.of is not code:
+                entry = _why_not(f) or _convert(f)
+                entry.of = code
+                _CACHE[id(code)] = entry
     return entry
 
 
@@ -230,7 +233,7 @@ def _find_code(code, name, lineno):
 
 
 def _mark_converted(code):
-    _CACHE[code] = _Self("it is converted code", True, code.co_filename)
+    _CACHE[id(code)] = _Self("it is converted code", True, code)
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
             _mark_converted(c)
@@ -254,7 +257,10 @@ def call(f, *args, **kwargs):
     """`f(*args, **kwargs)` from converted code: the user's functions converted first."""
     t = type(f)
     if t is types.FunctionType:
-        entry = _CACHE.get(f.__code__) or _entry(f)
+        code = f.__code__
+        entry = _CACHE.get(id(code))
+        if entry is None or entry.of is not code:
+            entry = _entry(f)
         if entry.__class__ is _Converted:
             return (_MADE.get(f) or converted(f))(*args, **kwargs)
         if entry.quiet:
