@@ -567,9 +567,32 @@ class _Conditions(ast.NodeTransformer):
         return node
 
 
+_LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.cmpop, ast.unaryop, ast.boolop)
+
+
 class _Expressions(ast.NodeTransformer):
+    """The expressions of a statement rewritten (calls, conditional expressions, and/or/not,
+    subscripts); a faster walk than NodeTransformer's (conversion cost, benchmarks/autograph.py)."""
+
     def __init__(self, conv):
         self.conv = conv
+
+    def visit(self, node):
+        if isinstance(node, _LEAVES):
+            return node
+        method = _VISITORS.get(type(node))
+        return method(self, node) if method is not None else self.generic_visit(node)
+
+    def generic_visit(self, node):
+        for field in node._fields:
+            old = getattr(node, field, None)
+            if type(old) is list:
+                if old and isinstance(old[0], ast.AST) or len(old) > 1:
+                    new = [self.visit(v) if isinstance(v, ast.AST) else v for v in old]
+                    old[:] = [v for v in new if v is not None]
+            elif isinstance(old, ast.AST) and not isinstance(old, _LEAVES):
+                setattr(node, field, self.visit(old))
+        return node
 
     def visit_IfExp(self, node):
         node = self.generic_visit(node)
@@ -615,3 +638,7 @@ class _Expressions(ast.NodeTransformer):
         return node
 
     visit_ClassDef = visit_AsyncFunctionDef = visit_FunctionDef
+
+
+_VISITORS = {getattr(ast, name[6:]): fn for name, fn in vars(_Expressions).items()
+             if name.startswith("visit_") and hasattr(ast, name[6:])}
