@@ -8,6 +8,9 @@ A statement's branches and loop bodies become nested functions that reach the co
 function's variables by `nonlocal`; `get_state`/`set_state` beside them read and write
 the variables they assign. `break`/`continue`/`return` set flags (`brk__N`, `cnt__N`,
 `do_return__`) that guard the statements after them and end the loop.
+
+This module is long because the rewrite of each kind of statement and expression stays
+whole beside the few analyses they share (names bound, jumps and returns found, locations).
 """
 import ast
 
