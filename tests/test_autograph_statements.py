@@ -259,3 +259,15 @@ def test_a_walrus_in_a_branch_assigns_the_functions_variable():
         return y + z
     check(f, df.constant([1.0, 2.0]))
     check(f, df.constant([-1.0, -2.0]))
+
+
+def _row_sign(row):
+    if df.reduce_sum(row) > 0:
+        return row
+    return -row
+
+
+def test_functions_given_to_df_control_flow_are_converted():
+    def f(x):
+        return df.map_fn(_row_sign, x), df.cond(df.reduce_sum(x) > 0, lambda: _row_sign(x[0]), lambda: x[1])
+    check(f, df.constant([[1.0, 2.0], [-3.0, 1.0]]))

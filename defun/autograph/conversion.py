@@ -20,6 +20,7 @@ import types
 import weakref
 
 from defun.runtime import errors, sites
+from defun import control_flow as cf
 from defun.autograph import operators
 from defun.autograph.transformer import AG, GEN, Converter, _located
 
@@ -264,6 +265,9 @@ def call(f, *args, **kwargs):
         if entry.__class__ is _Converted:
             return (_MADE.get(f) or converted(f))(*args, **kwargs)
         if entry.quiet:
+            if f in _TAKES_FUNCTIONS:     # df.cond(p, true_fn, false_fn), df.map_fn(fn, xs): the user's fns convert
+                args = [converted(a) if type(a) is types.FunctionType else a for a in args]
+                kwargs = {k: converted(a) if type(a) is types.FunctionType else a for k, a in kwargs.items()}
             return f(*args, **kwargs)
         return _annotated(f, entry.why, args, kwargs)
     if t is types.MethodType and type(f.__func__) is types.FunctionType:
@@ -310,6 +314,7 @@ def entry_point(f):
     return traced_as_written
 
 
+_TAKES_FUNCTIONS = frozenset([cf.cond, cf.while_loop, cf.scan, cf.map_fn, cf.foldl])
 _SPECIAL = {builtins.print: operators.print_, builtins.range: operators.range_, builtins.len: operators.len_,
             builtins.enumerate: operators.enumerate_, builtins.zip: operators.zip_}
 _NAMESPACE = types.SimpleNamespace(**{n: getattr(operators, n) for n in operators.__all__}, call=call)
