@@ -182,3 +182,17 @@ def test_a_list_collected_in_a_while_is_differentiable():
     (got_y, got_g), (want_y, want_g) = grad(df.defun(f)), grad(f)
     np.testing.assert_allclose(got_y, want_y, rtol=1e-12)
     np.testing.assert_allclose(got_g, want_g, rtol=1e-12)
+
+
+def test_vmap_over_the_rows_a_loop_walks():
+    def f(x):
+        s = df.zeros([], x.dtype)
+        for row in x:
+            if df.reduce_sum(row) > 0:          # differs per example and per row
+                s = s + df.reduce_sum(row * row)
+        while s > 5.0:                           # a trip count per example
+            s = s * 0.5
+        return s
+    xs = np.random.default_rng(0).standard_normal((5, 4, 2))
+    got = df.vmap(df.defun(f))(f64(xs)).numpy()
+    np.testing.assert_allclose(got, [f(f64(x)).numpy() for x in xs], rtol=1e-12)
