@@ -196,3 +196,23 @@ def test_vmap_over_the_rows_a_loop_walks():
     xs = np.random.default_rng(0).standard_normal((5, 4, 2))
     got = df.vmap(df.defun(f))(f64(xs)).numpy()
     np.testing.assert_allclose(got, [f(f64(x)).numpy() for x in xs], rtol=1e-12)
+
+
+def checked(x):
+    assert df.reduce_sum(x) > 0, "needs a positive sum"
+    return x * 2.0
+
+
+def test_a_converted_assert_checks_on_every_backend_and_export():
+    cf = df.defun(checked).get_concrete_function(f64([1.0]))
+    loaded = df.load_json(json.loads(json.dumps(df.export_json(cf))))
+    ns = {}
+    exec(compile(df.export_numpy_source(cf), "<checked>", "exec"), ns)
+    runs = [lambda v: df.defun(checked)(f64(v)), lambda v: loaded(np.asarray(v)),
+            lambda v: ns["forward"](np.asarray(v))[0]]
+    if pytest.importorskip("numba"):
+        runs.append(lambda v: df.defun(checked, backend="numba")(f64(v)))
+    for run in runs:
+        np.testing.assert_allclose(np.asarray(run([1.5])), [3.0])
+        with pytest.raises(df.errors.InvalidArgumentError, match="needs a positive sum"):
+            run([-1.5])
