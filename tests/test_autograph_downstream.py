@@ -214,5 +214,6 @@ def test_a_converted_assert_checks_on_every_backend_and_export():
         runs.append(lambda v: df.defun(checked, backend="numba")(f64(v)))
     for run in runs:
         np.testing.assert_allclose(np.asarray(run([1.5])), [3.0])
-        with pytest.raises(df.errors.InvalidArgumentError, match="needs a positive sum"):
+        with pytest.raises(Exception, match="needs a positive sum") as info:   # numpy source: its own class
             run([-1.5])
+        assert type(info.value).__name__ == "InvalidArgumentError"
