@@ -29,7 +29,7 @@ from defun.cache_key import SIGNATURE_KEY, CacheKey
 from defun.concrete import MISS, ConcreteFunction, StaleCaptureWarning, _ArgVariable, _named_value, _Static
 from defun.graph_function import GraphFunction  # noqa: F401  (re-exported)
 from defun.spec import TensorSpec
-from defun import autograph
+from defun import autograph as _autograph   # (the parameter `autograph` below is a flag)
 
 __all__ = ["defun", "Function", "ConcreteFunction", "GraphFunction", "TensorSpec", "RetracingWarning",
            "RetraceReason", "StaleCaptureWarning"]
@@ -372,7 +372,7 @@ class Function:
 
     def _traced(self):
         """What a trace calls: the Python function, converted by autograph unless it is off."""
-        return autograph.entry_point(self.python_function) if self.autograph else self.python_function
+        return _autograph.entry_point(self.python_function) if self.autograph else self.python_function
 
     def __get__(self, instance, owner):
         if instance is None:
