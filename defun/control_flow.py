@@ -281,7 +281,7 @@ def collecting_while_loop(cond, body, loop_vars, collect):
     vars_in = list(init)
     body_g, shapes = _relaxed_body(lambda vs: list(body(*vs)), vars_in, init, outer, collect)
     cond_g = _trace_cond(cond, vars_in, init, outer, shapes)
-    out = while_node(cond_g, body_g, init, None, None, saves=collect)
+    out = while_node(cond_g, body_g, init, None, None, saves=collect or None)    # none: a plain while node
     return out[:len(init)], out[len(init) + 1:]
 
 
