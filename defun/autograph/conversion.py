@@ -200,9 +200,8 @@ def _parse(lines, code):
     first = node.lineno - 1
     text = "".join(lines[first:node.end_lineno])
     indent = len(text) - len(text.lstrip(" \t"))
-    tree = ast.parse(textwrap.dedent(text))
-    ast.increment_lineno(tree, first)
-    for n in ast.walk(tree):
+    tree = ast.parse("\n" * first + (textwrap.dedent(text) if indent else text))   # the file's line numbers
+    for n in ast.walk(tree) if indent else ():      # and its columns
         if "col_offset" in n._attributes and hasattr(n, "col_offset"):
             n.col_offset += indent
             if getattr(n, "end_col_offset", None) is not None:

@@ -115,6 +115,9 @@ def _stores(stmts):
         if fields is not None:
             for f in fields:
                 for t in (getattr(s, f) if isinstance(getattr(s, f), list) else [getattr(s, f)]):
+                    if type(t) is ast.Name:
+                        yield t.id, t.lineno
+                        continue
                     yield from ((n.id, n.lineno) for n in ast.walk(t) if isinstance(n, ast.Name)
                                 and isinstance(n.ctx, ast.Store))
         elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
