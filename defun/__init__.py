@@ -65,7 +65,7 @@ _LAZY = {"export_numpy_source": "defun.numpy_export", "export_onnx": "defun.onnx
 # The public names: what `dir(df)` shows and `from defun import *` takes. Submodules
 # (`defun.function`, `defun.graph`, ...) stay importable by their full names but are not API.
 _NAMESPACES = ("errors", "linalg", "math", "nn", "random", "debugging", "optimizers", "dask", "test", "signal",
-               "config")
+               "config", "autograph")
 __all__ = sorted({n for n, v in globals().items()
                   if not n.startswith("_") and not isinstance(v, type(_os))
                   } | set(_NAMESPACES) | set(_LAZY))

@@ -16,7 +16,7 @@ from defun.runtime.context import state
 from defun.runtime.nest import flatten, pack_as, sorted_keys
 from defun.runtime.ops._args import bool_arg, count_arg, error
 from defun.runtime.ops.array_ops import concat, expand_dims, identity, stack, zeros
-from defun.runtime.shapes import shape_str, shapes_compatible
+from defun.runtime.shapes import merge_shapes, shape_str, shapes_compatible
 from defun.runtime.tensor import EagerTensor, Tensor, convert_to_tensor
 from defun.runtime.variables import Variable
 from defun.graph.control_flow import cond_node, while_node
@@ -93,23 +93,35 @@ def cond(pred, true_fn, false_fn, name=None):
             f"cond: the predicate must be a scalar bool tensor, got {_type_text(pred)} "
             f"(at {sites.format_site(sites.user_site(2))}); use e.g. df.greater(x, 0) or df.cast")
 
+    branches, (then_res, else_res) = trace_branches(outer, true_fn, false_fn)
+    if _structure(then_res) != _structure(else_res):
+        raise errors.InvalidArgumentError(
+            f"cond: true_fn and false_fn must return the same structure; true_fn returned "
+            f"{_describe(then_res)}, false_fn returned {_describe(else_res)}")
+    then_leaves, else_leaves = flatten(then_res), flatten(else_res)
+    out = join_branches(pred, branches, then_leaves, else_leaves, name)
+    return pack_as(then_res, out) if then_leaves else then_res
+
+
+def trace_branches(outer, true_fn, false_fn):
+    """([true graph, false graph], [true_fn(), false_fn()]): each function traced into a
+    branch graph of `outer`, not yet finalized (join_branches does that)."""
     branches, results = [], []
     for which, fn in (("true", true_fn), ("false", false_fn)):
         g = Graph(unique_name(f"cond_{which}"), outer=outer, base_name=f"cond_{which}")
         with g.building():
             results.append(fn())
         branches.append(g)
-    then_res, else_res = results
-    if _structure(then_res) != _structure(else_res):
-        raise errors.InvalidArgumentError(
-            f"cond: true_fn and false_fn must return the same structure; true_fn returned "
-            f"{_describe(then_res)}, false_fn returned {_describe(else_res)}")
-    then_leaves, else_leaves = flatten(then_res), flatten(else_res)
+    return branches, results
+
+
+def join_branches(pred, branches, then_leaves, else_leaves, name=None):
+    """The outputs of one `cond` node choosing, by `pred`, between the leaves each traced
+    branch (trace_branches) returns: Python numbers take the other branch's dtype."""
     outs = _branch_outputs(branches, then_leaves, else_leaves)
     for g, o in zip(branches, outs):
         g.finalize(o)
-    out = cond_node(pred, branches[0], branches[1], name)
-    return pack_as(then_res, out) if then_leaves else then_res
+    return cond_node(pred, branches[0], branches[1], name)
 
 
 def _branch_outputs(branches, then_leaves, else_leaves):
@@ -197,18 +209,32 @@ def while_loop(cond, body, loop_vars, maximum_iterations=None, name=None):
     init = [convert_to_tensor(x.read_value() if isinstance(x, Variable) else x) for x in flatten(vars_in)]
     # an outer eager tensor among them enters as a capture of the graph being traced
     init = [outer.capture(t) if isinstance(t, EagerTensor) else t for t in init]
-    cond_g = _trace_cond(cond, vars_in, init, outer)
-    body_g = _trace_body(call_body, vars_in, init, outer)
+    body_g, shapes = _relaxed_body(call_body, vars_in, init, outer)
+    cond_g = _trace_cond(cond, vars_in, init, outer, shapes)
     out = while_node(cond_g, body_g, init, max_iter, name)
     result = pack_as(vars_in, out)
     return result[0] if single else result
 
 
-def _trace_cond(cond, vars_in, init, outer):
-    """The finalized graph of a while loop's `cond` on placeholders like `init`."""
+def _relaxed_body(call_body, vars_in, init, outer, collect=0):
+    """(the finalized body graph, the loop variables' shapes in it): a loop variable whose
+    size the body changes (or makes unknown) is unknown there, so nothing inside the body
+    folds the size it had on entry (no shape_invariants needed). Traced again until no
+    size changes; each trace can only turn sizes into None, so at most rank + 1 traces."""
+    shapes = [tuple(t.shape) for t in init]
+    while True:
+        body_g = _trace_body(call_body, vars_in, init, outer, shapes, collect)
+        relaxed = [merge_shapes(s, r.shape) for s, r in zip(shapes, body_g.outputs)]
+        if relaxed == shapes:
+            return body_g, shapes
+        shapes = relaxed
+
+
+def _trace_cond(cond, vars_in, init, outer, shapes):
+    """The finalized graph of a while loop's `cond` on placeholders of `init`'s dtypes, of `shapes`."""
     cond_g = Graph(unique_name("while_cond"), outer=outer, base_name="while_cond")
     with cond_g.building():
-        ph = [cond_g.placeholder(t.shape, t.dtype, t.handle_data) for t in init]
+        ph = [cond_g.placeholder(s, t.dtype, t.handle_data) for s, t in zip(shapes, init)]
         c = cond(*pack_as(vars_in, ph))
         if isinstance(c, Variable):
             c = c.read_value()
@@ -222,12 +248,13 @@ def _trace_cond(cond, vars_in, init, outer):
     return cond_g
 
 
-def _trace_body(call_body, vars_in, init, outer):
-    """The finalized graph of a while loop's body on placeholders like `init`, each result
-    keeping its loop variable's dtype and shape."""
+def _trace_body(call_body, vars_in, init, outer, shapes, collect=0):
+    """The finalized graph of a while loop's body on placeholders of `init`'s dtypes, of
+    `shapes`, each result keeping its loop variable's dtype and rank (then `collect`
+    values it gives per iteration, see collecting_while_loop)."""
     body_g = Graph(unique_name("while_body"), outer=outer, base_name="while_body")
     with body_g.building():
-        ph = [body_g.placeholder(t.shape, t.dtype, t.handle_data) for t in init]
+        ph = [body_g.placeholder(s, t.dtype, t.handle_data) for s, t in zip(shapes, init)]
         new = call_body(pack_as(vars_in, ph))
         new_leaves = []
         for k, (leaf, t) in enumerate(zip(flatten(new), init)):
@@ -235,9 +262,27 @@ def _trace_body(call_body, vars_in, init, outer):
                 leaf = _weak(leaf, t)
             r = _own_tensor(body_g, leaf, f"while_loop: loop variable {k} returned by body")
             new_leaves.append(_kept_type(r, t, f"while_loop: loop variable {k}", "body",
-                                         "a loop variable must keep"))
+                                         "a loop variable must keep", sizes=False))
+        extra = flatten(new)[len(init):len(init) + collect]
+        new_leaves += [_own_tensor(body_g, leaf, f"while_loop: collected value {k}") for k, leaf in enumerate(extra)]
     body_g.finalize(new_leaves)
     return body_g
+
+
+def collecting_while_loop(cond, body, loop_vars, collect):
+    """While tracing: one while node running `body(*loop_vars)` while `cond(*loop_vars)`,
+    where `body` returns the new loop variables (a flat list) and then `collect` values of
+    the iteration. ([final loop variables], [each collected value stacked: iterations
+    first]); the stacks are differentiable like the loop variables (the node keeps them
+    per iteration, as it does for its gradient)."""
+    outer = state.graph
+    init = [convert_to_tensor(x.read_value() if isinstance(x, Variable) else x) for x in loop_vars]
+    init = [outer.capture(t) if isinstance(t, EagerTensor) else t for t in init]
+    vars_in = list(init)
+    body_g, shapes = _relaxed_body(lambda vs: list(body(*vs)), vars_in, init, outer, collect)
+    cond_g = _trace_cond(cond, vars_in, init, outer, shapes)
+    out = while_node(cond_g, body_g, init, None, None, saves=collect or None)    # none: a plain while node
+    return out[:len(init)], out[len(init) + 1:]
 
 
 def _max_iterations(m):
@@ -410,14 +455,19 @@ def _accumulator_leaf(what, k, leaf, t, graph=None):
     return _kept_type(r, t, f"{what}: accumulator leaf {k}", "fn", "an accumulator keeps")
 
 
-def _kept_type(r, t, subject, returner, rule):
+def _kept_type(r, t, subject, returner, rule, sizes=True):
     """`r`, what `returner` returns for `subject` that entered as `t`, refused unless it has
-    t's dtype and a shape compatible with t's (`rule`: '... keeps' its dtype, its shape)."""
+    t's dtype and a shape compatible with t's (`rule`: '... keeps' its dtype, its shape;
+    `sizes=False`: its rank only, the sizes may change)."""
     if r.dtype is not t.dtype:
         raise errors.InvalidArgumentError(
             f"{subject} enters as {t.dtype.name} but {returner} returns {r.dtype.name}; "
             f"{rule} its dtype (use df.cast)")
-    if not shapes_compatible(tuple(t.shape), tuple(r.shape)):
+    if not sizes and len(t.shape) != len(r.shape):
+        raise errors.InvalidArgumentError(
+            f"{subject} enters with shape {shape_str(t.shape)} but {returner} returns shape "
+            f"{shape_str(r.shape)}; {rule} its rank (its sizes may change)")
+    if sizes and not shapes_compatible(tuple(t.shape), tuple(r.shape)):
         raise errors.InvalidArgumentError(
             f"{subject} enters with shape {shape_str(t.shape)} but {returner} returns shape "
             f"{shape_str(r.shape)}; {rule} its shape")

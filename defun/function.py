@@ -37,6 +37,7 @@ from defun.cache_key import SIGNATURE_KEY, CacheKey, relaxed_arguments
 from defun.concrete import MISS, ConcreteFunction, StaleCaptureWarning, _ArgVariable, _named_value, _Static
 from defun.graph_function import GraphFunction  # noqa: F401  (re-exported)
 from defun.spec import TensorSpec
+from defun import autograph as _autograph   # (the parameter `autograph` below is a flag)
 
 __all__ = ["defun", "Function", "ConcreteFunction", "GraphFunction", "TensorSpec", "RetracingWarning",
            "RetraceReason", "StaleCaptureWarning"]
@@ -96,12 +97,13 @@ class Function:
     """
 
     def __init__(self, python_function, input_signature=None, name=None, backend=DEFAULT_BACKEND,
-                 rematerialize=False, reduce_retracing=True):
+                 rematerialize=False, reduce_retracing=True, autograph=True):
         if not callable(python_function):
             raise TypeError(f"defun expects a callable, got {type(python_function).__name__}")
         self.backend = get_backend(backend).name   # ValueError naming the installed ones
         self.rematerialize = bool(rematerialize)
         self.reduce_retracing = bool(reduce_retracing)
+        self.autograph = bool(autograph)    # trace the function converted (defun/autograph/)
         self.python_function = python_function
         self.name = name or getattr(python_function, "__name__", "function").replace("<lambda>", "lambda")
         functools.update_wrapper(self, python_function, updated=())
@@ -435,7 +437,7 @@ class Function:
                 proxies = {}
                 b_args = _substitute(b_args, graph, proxies)
                 b_kwargs = _substitute(b_kwargs, graph, proxies)
-            result = self.python_function(*b_args, **b_kwargs)
+            result = self._traced()(*b_args, **b_kwargs)
             out_leaves = flatten(result)
             outputs, out_index = [], []
             for pos, leaf in enumerate(out_leaves):
@@ -455,6 +457,10 @@ class Function:
             concrete._watch(_named_captures(self.python_function, graph))
         return concrete
 
+    def _traced(self):
+        """What a trace calls: the Python function, converted by autograph unless it is off."""
+        return _autograph.entry_point(self.python_function) if self.autograph else self.python_function
+
     def __get__(self, instance, owner):
         if instance is None:
             return self
@@ -470,7 +476,7 @@ class Function:
                             f"weak references (add '__weakref__' to __slots__)") from None
         if bound is None:
             ref = weakref.ref(instance)
-            fn = self.python_function
+            fn = self._traced()
 
             def method(*args, **kwargs):
                 return fn(ref(), *args, **kwargs)
@@ -479,7 +485,7 @@ class Function:
                 params = list(self._signature.parameters.values())[1:]
                 method.__signature__ = self._signature.replace(parameters=params)
             bound = cache[instance] = Function(method, self._input_signature, self.name, self.backend,
-                                               self.rematerialize, self.reduce_retracing)
+                                               self.rematerialize, self.reduce_retracing, self.autograph)
         return bound
 
     def __repr__(self):
@@ -609,7 +615,7 @@ def _output_tensor(leaf, graph, fname, pos):
 
 
 def defun(func=None, input_signature=None, backend=DEFAULT_BACKEND, rematerialize=False,
-          reduce_retracing=True):
+          reduce_retracing=True, autograph=True):
     """Compile `func` into graph functions traced per input signature.
 
     >>> @df.defun
@@ -622,9 +628,11 @@ def defun(func=None, input_signature=None, backend=DEFAULT_BACKEND, rematerializ
     `reduce_retracing=True`: a call whose tensors differ from an earlier trace's in sizes
     only traces once more with those sizes unknown, for every later such call; False: one
     trace per shape. An `input_signature` decides alone.
+    `autograph=True`: Python `if`/`while`/`for` on tensors become graph control flow (guide, AutoGraph).
     """
     get_backend(backend)        # an unknown name fails here, not at the first call
-    options = dict(backend=backend, rematerialize=rematerialize, reduce_retracing=reduce_retracing)
+    options = dict(backend=backend, rematerialize=rematerialize, reduce_retracing=reduce_retracing,
+                   autograph=autograph)
     if func is None:
         return lambda f: Function(f, input_signature, **options)
     return Function(func, input_signature, **options)

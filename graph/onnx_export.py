@@ -44,6 +44,7 @@ NO_FORM = {
     "scatter_update_variable": "assigns a variable: an ONNX graph has no mutable state",
     "print": "writes to a stream: ONNX has no output side effects",
     "check_numerics": "raises an error on nan/inf: ONNX cannot raise",
+    "assert": "raises an error when its condition is false: ONNX cannot raise",
     "stateless_random_normal": "ONNX's random ops are not seed-compatible with df's counter-based generator",
     "stateless_random_uniform": "ONNX's random ops are not seed-compatible with df's counter-based generator",
     "dropout": "draws its mask from df's counter-based generator (no seed-compatible ONNX op)",

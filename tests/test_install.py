@@ -14,7 +14,7 @@ import defun as df
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 NAMESPACES = {"errors", "linalg", "math", "nn", "random", "debugging", "optimizers", "dask", "signal", "test",
-              "config"}
+              "config", "autograph"}
 
 USER_SCRIPT = """
 import sys

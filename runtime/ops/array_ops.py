@@ -221,7 +221,12 @@ _STACK = register("stack", _stack_kernel, _stack_infer,
 
 
 def stack(values, axis=0, name=None):
-    """Join same-shaped tensors along a new `axis`: `df.stack([a, b])` has shape (2,) + a.shape."""
+    """Join same-shaped tensors along a new `axis`: `df.stack([a, b])` has shape (2,) + a.shape.
+    A tensor stands for its rows (a list appended to in a converted tensor loop is one)."""
+    if isinstance(values, Tensor) and len(values.shape) and values.shape[0] is None:
+        rank = len(values.shape)
+        axis = _args.axis_arg("stack", axis, rank)
+        return transpose(values, list(_pyrange(1, axis + 1)) + [0] + list(_pyrange(axis + 1, rank)), name)
     values = _values_list("stack", values)
     axis = _args.axis_arg("stack", axis, _rank(values[0]) + 1)
     return run_op(_STACK, values, {"axis": axis}, name)

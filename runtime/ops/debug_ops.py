@@ -204,3 +204,28 @@ def check_numerics(tensor, message, name=None):
     if not isinstance(message, str):
         raise _args.error(f"check_numerics: message must be a str, got {message!r}")
     return run_op(_CHECK_NUMERICS, (tensor,), {"message": message}, name)
+
+
+# ------------------------------------------------------------------ assert (converted `assert`)
+def _assert_infer(shapes, dts, attrs):
+    if dts is not None and dts[0] is not None and dts[0].name != "bool":
+        raise errors.InvalidArgumentError(f"assert: the condition must be bool, got {dts[0].name}")
+    return []
+
+
+def _assert_kernel(condition, message):
+    if not np.all(condition):
+        raise errors.InvalidArgumentError(_visible(message))
+
+
+_ASSERT = register("assert", _assert_kernel, _assert_infer, None, num_inputs=1, num_outputs=0, stateful=True,
+                   attrs={"message": "str"}, defaults={}, batch=bt.elementwise)
+
+
+def check_true(condition, message, name=None):
+    """Raise InvalidArgumentError(`message`) when the bool tensor `condition` is false where
+    the op runs (a stateful op: kept in program order, never pruned). A converted `assert`
+    on a tensor becomes this op (defun/autograph)."""
+    if not isinstance(message, str):
+        raise _args.error(f"assert: message must be a str, got {message!r}")
+    run_op(_ASSERT, (condition,), {"message": message}, name)

@@ -1,0 +1,319 @@
+"""Which functions are converted, converting them once (cached per code object), and
+`call`, through which converted code makes every call.
+
+Converted: the user's own Python functions (plain, nested, closures, methods, lambdas
+alone on their line), not those of installed packages, the standard library or defun.
+The converted function is compiled under the original file name with the original line
+numbers, and shares the original's globals and closure cells (only `ag__` is added).
+"""
+import ast
+import builtins
+import copy
+import inspect
+import linecache
+import os
+import sys
+import sysconfig
+import textwrap
+import threading
+import types
+import weakref
+
+from defun.runtime import errors, sites
+from defun import control_flow as cf
+from defun.autograph import operators
+from defun.autograph.transformer import AG, GEN, Converter, _located
+
+_LOCK = threading.RLock()
+_CACHE = {}     # id(code object) -> _Converted or a _Skip (_Self: converted code itself), holding that code
+# (by id: hashing a code object hashes its contents, and equal code from two files must stay apart)
+_MADE = weakref.WeakKeyDictionary()   # original function -> its converted function
+
+
+class _Skip:
+    """Not converted, and why (`quiet`: a library's or defun's own function, nothing to say)."""
+
+    __slots__ = ("why", "quiet", "of")
+
+    def __init__(self, why, quiet=False, of=None):
+        self.why, self.quiet, self.of = why, quiet, of
+
+
+class _Self(_Skip):
+    """Code that is itself converted code: called as it is."""
+
+    __slots__ = ()
+
+
+class _Converted:
+    __slots__ = ("code", "source", "of")
+
+    def __init__(self, code, source):    # source: the converted syntax tree (to_code unparses it)
+        self.code, self.source, self.of = code, source, None
+
+
+def _library_roots():
+    paths = sysconfig.get_paths()
+    roots = {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    roots |= {p for p in sys.path if p and ("site-packages" in p or "dist-packages" in p)}
+    roots.add(os.path.dirname(os.__file__))
+    return tuple(os.path.abspath(r) + os.sep for r in roots if r)
+
+
+_LIBRARY = _library_roots()
+
+
+def _why_not(f):
+    """A _Skip for function `f` that is not converted, or None."""
+    code = f.__code__
+    file = code.co_filename
+    if sites._is_own(file):
+        return _Skip("it is part of defun", True)
+    if file.startswith("<"):
+        return _Skip(f"its source cannot be read: it was defined in {file} (a REPL, exec or eval)")
+    if os.path.abspath(file).startswith(_LIBRARY):
+        return _Skip("it belongs to an installed package or the standard library", True)
+    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+        return _Skip("it is a generator or coroutine, which autograph does not convert")
+    return None
+
+
+def converted(f):
+    """The converted version of plain function `f`, or `f` itself when it is not converted."""
+    made = _MADE.get(f)
+    if made is not None:
+        return made
+    entry = _entry(f)
+    if not isinstance(entry, _Converted):
+        return f
+    closure = tuple(types.CellType(_NAMESPACE) if name == AG else _cell(f, name)
+                    for name in entry.code.co_freevars)
+    g = types.FunctionType(entry.code, f.__globals__, f.__name__, f.__defaults__, closure)
+    g.__kwdefaults__ = f.__kwdefaults__
+    g.__qualname__, g.__module__, g.__doc__ = f.__qualname__, f.__module__, f.__doc__
+    g.__dict__.update(f.__dict__)
+    g.__wrapped__ = f
+    _MADE[f] = g
+    return g
+
+
+def _cell(f, name):
+    return f.__closure__[f.__code__.co_freevars.index(name)]
+
+
+def _entry(f):
+    code = f.__code__
+    entry = _CACHE.get(id(code))
+    if entry is None or entry.of is not code:
+        with _LOCK:
+            entry = _CACHE.get(id(code))
+            if entry is None or entry.of is not code:
+                entry = _why_not(f) or _convert(f)
+                entry.of = code
+                _CACHE[id(code)] = entry
+    return entry
+
+
+def reason_not_converted(f):
+    """Why `f` is not converted (None when it is, or when nothing needs saying)."""
+    f = inspect.unwrap(f) if not isinstance(f, types.FunctionType) else f
+    if not isinstance(f, types.FunctionType):
+        return f"it is a {type(f).__name__}, not a Python function with source"
+    entry = _entry(f)
+    return entry.why if isinstance(entry, _Skip) and not entry.quiet else None
+
+
+def _convert(f):
+    """A _Converted for function `f` (or a _Skip saying why its source cannot be converted)."""
+    code = f.__code__
+    lines = linecache.getlines(code.co_filename, f.__globals__)
+    if len(lines) < code.co_firstlineno:
+        return _Skip(f"its source cannot be read ({code.co_filename} has no line {code.co_firstlineno})")
+    try:
+        node = _parse(lines, code)
+    except _NoSource as e:
+        return _Skip(str(e))
+    conv = Converter()
+    new = conv.function(node)
+    if isinstance(new, ast.Lambda):
+        new = ast.Assign(targets=[ast.Name(id="lambda__ag", ctx=ast.Store())], value=new)
+    factory_args = [AG] + [n for n in code.co_freevars if n != "__class__"]
+    body = [new]
+    if "__class__" in code.co_freevars:    # zero-argument super(): keep the class cell
+        owner = f.__qualname__.rsplit(".", 2)[-2] if "." in f.__qualname__ else "C"
+        body = [ast.ClassDef(name=owner, bases=[], keywords=[], body=body, decorator_list=[])]
+        factory_args.append("__class__")
+    factory = ast.FunctionDef(name="factory__ag", args=ast.arguments(
+        posonlyargs=[], args=[ast.arg(arg=a) for a in factory_args], vararg=None, kwonlyargs=[],
+        kw_defaults=[], kwarg=None, defaults=[]), body=body, decorator_list=[], returns=None, type_comment=None)
+    if "type_params" in ast.FunctionDef._fields:
+        factory.type_params = []
+    module = ast.Module(body=_located([factory], node), type_ignores=[])
+    try:
+        compiled = compile(module, code.co_filename, "exec", dont_inherit=True)
+    except SyntaxError as e:
+        return _Skip(f"its converted form does not compile ({e.msg} at line {e.lineno})")
+    target = _find_code(_named(compiled, None), code.co_name, node.lineno)
+    if target is None:
+        return _Skip("its converted code could not be found")
+    _mark_converted(target)
+    return _Converted(target, new)
+
+
+class _NoSource(Exception):
+    pass
+
+
+_FILES = {}      # file name -> (its lines as linecache gave them, {first line: [def/lambda nodes]})
+
+
+def _index(filename, lines):
+    """{first line (a decorator's, for a decorated def): [FunctionDef/Lambda nodes]} of a file."""
+    got = _FILES.get(filename)
+    if got is not None and got[0] is lines:
+        return got[1]
+    try:
+        tree = ast.parse("".join(lines))
+    except (SyntaxError, ValueError):
+        tree = ast.Module(body=[], type_ignores=[])
+    index = {}
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            first = min([n.lineno] + [d.lineno for d in getattr(n, "decorator_list", [])])
+            index.setdefault(first, []).append(n)
+    _FILES[filename] = (lines, index)
+    return index
+
+
+def _parse(lines, code):
+    """A fresh FunctionDef or Lambda node of `code`, with the file's line numbers and columns."""
+    found = _index(code.co_filename, lines).get(code.co_firstlineno, [])
+    if code.co_name == "<lambda>":
+        found = [n for n in found if isinstance(n, ast.Lambda)]
+        if len(found) != 1:
+            raise _NoSource("it is a lambda whose line does not hold it alone (several lambdas on it)")
+        return copy.deepcopy(found[0])
+    found = [n for n in found if not isinstance(n, ast.Lambda) and n.name == code.co_name]
+    if len(found) != 1:
+        raise _NoSource("its source could not be found as written (was the file changed?)")
+    node = found[0]
+    first = node.lineno - 1
+    text = "".join(lines[first:node.end_lineno])
+    indent = len(text) - len(text.lstrip(" \t"))
+    tree = ast.parse("\n" * first + (textwrap.dedent(text) if indent else text))   # the file's line numbers
+    for n in ast.walk(tree) if indent else ():      # and its columns
+        if "col_offset" in n._attributes and hasattr(n, "col_offset"):
+            n.col_offset += indent
+            if getattr(n, "end_col_offset", None) is not None:
+                n.end_col_offset += indent
+    return tree.body[0]
+
+
+def _named(code, owner):
+    """`code` with the functions the rewrite added named as the user's function they are
+    part of (`owner`), so that a traceback through them reads like the user's code."""
+    gen = GEN in code.co_name
+    name = owner if gen and owner else code.co_name
+    inner = name if code.co_name != "factory__ag" else None
+    consts = tuple(_named(c, inner) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    if not gen:
+        return code.replace(co_consts=consts)
+    return code.replace(co_consts=consts, co_name=name, co_qualname=f"{code.co_qualname.split('.<locals>')[0]}")
+
+
+def _find_code(code, name, lineno):
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            if c.co_name == name and c.co_firstlineno == lineno:
+                return c
+            found = _find_code(c, name, lineno)
+            if found is not None:
+                return found
+    return None
+
+
+def _mark_converted(code):
+    _CACHE[id(code)] = _Self("it is converted code", True, code)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            _mark_converted(c)
+
+
+def to_code(f):
+    """The converted source of `f` (a function or df.defun) as a string."""
+    fn = getattr(f, "python_function", f)
+    fn = getattr(fn, "__func__", fn)
+    if not isinstance(fn, types.FunctionType):
+        raise TypeError(f"to_code expects a Python function, got {type(f).__name__}")
+    entry = _entry(fn)
+    if isinstance(entry, _Self):
+        raise ValueError(f"{fn.__qualname__} is already converted code")
+    if isinstance(entry, _Skip):
+        raise errors.TracingError(f"{fn.__qualname__} is not converted: {entry.why}")
+    return ast.unparse(entry.source) + "\n"
+
+
+def call(f, *args, **kwargs):
+    """`f(*args, **kwargs)` from converted code: the user's functions converted first."""
+    t = type(f)
+    if t is types.FunctionType:
+        code = f.__code__
+        entry = _CACHE.get(id(code))
+        if entry is None or entry.of is not code:
+            entry = _entry(f)
+        if entry.__class__ is _Converted:
+            return (_MADE.get(f) or converted(f))(*args, **kwargs)
+        if entry.quiet:
+            if f in _TAKES_FUNCTIONS:     # df.cond(p, true_fn, false_fn), df.map_fn(fn, xs): the user's fns convert
+                args = [converted(a) if type(a) is types.FunctionType else a for a in args]
+                kwargs = {k: converted(a) if type(a) is types.FunctionType else a for k, a in kwargs.items()}
+            return f(*args, **kwargs)
+        return _annotated(f, entry.why, args, kwargs)
+    if t is types.MethodType and type(f.__func__) is types.FunctionType:
+        g = converted(f.__func__)
+        return f(*args, **kwargs) if g is f.__func__ else g(f.__self__, *args, **kwargs)
+    try:
+        special = _SPECIAL.get(f)
+    except TypeError:
+        special = None
+    if special is not None:
+        return special(*args, **kwargs)
+    method = getattr(t, "__call__", None)
+    if type(method) is types.FunctionType:      # an object of the user's class with __call__
+        g = converted(method)
+        if g is not method:
+            return g(f, *args, **kwargs)
+    return f(*args, **kwargs)
+
+
+def _annotated(f, why, args, kwargs):
+    """Call unconverted `f`; a TracingError from it also says why it was not converted."""
+    try:
+        return f(*args, **kwargs)
+    except errors.TracingError as e:
+        note = f" ({f.__qualname__} was not converted by autograph: {why})"
+        if e.args and isinstance(e.args[0], str) and "not converted by autograph" not in e.args[0]:
+            e.args = (e.args[0] + note,) + e.args[1:]
+        raise
+
+
+def entry_point(f):
+    """What df.defun traces for `f` with autograph on."""
+    fn = f
+    if isinstance(f, types.FunctionType):
+        g = converted(f)
+        if g is not f:
+            return g
+    why = reason_not_converted(fn) if isinstance(fn, types.FunctionType) else None
+    if why is None:
+        return f
+
+    def traced_as_written(*args, **kwargs):
+        return _annotated(fn, why, args, kwargs)
+    return traced_as_written
+
+
+_TAKES_FUNCTIONS = frozenset([cf.cond, cf.while_loop, cf.scan, cf.map_fn, cf.foldl])
+_SPECIAL = {builtins.print: operators.print_, builtins.range: operators.range_, builtins.len: operators.len_,
+            builtins.enumerate: operators.enumerate_, builtins.zip: operators.zip_}
+_NAMESPACE = types.SimpleNamespace(**{n: getattr(operators, n) for n in operators.__all__}, call=call)

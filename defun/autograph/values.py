@@ -1,0 +1,293 @@
+"""The values converted control flow carries, and how an `if` on a tensor joins its branches.
+
+`Undefined` stands for a variable with no value on the path taken (any use raises a
+TracingError saying why); `TensorList` is a Python list being appended to inside a tensor
+loop (its rows are one tensor); `ProbeList` records what a loop body appends.
+"""
+import numpy as np
+
+from defun.runtime import errors, sites
+from defun.runtime.nest import flatten, pack_as
+from defun.runtime.ops import math_ops
+from defun.runtime.ops.array_ops import concat
+from defun.runtime.ops.base_ops import cast, expand_dims
+from defun.runtime.tensor import Tensor, convert_to_tensor
+from defun.runtime.variables import Variable
+from defun.graph.nodes import SymbolicTensor
+from defun import control_flow as cf
+
+RETVAL = "retval__"      # the converter's name for a function's return value
+
+
+def where_text(line):
+    """'file.py:12': the user's file (the innermost frame outside defun) at `line`."""
+    here = sites.user_site(2)
+    return f"{here[0] if here else '<unknown>'}:{line}"
+
+
+def site(file, line):
+    return f"{file}:{line}"
+
+
+class Undefined:
+    """The value of a variable that has none on the path taken; any use is a TracingError."""
+
+    __slots__ = ("name", "why", "whole")
+
+    def __init__(self, name, why=None, whole=False):
+        self.name, self.why, self.whole = name, why, whole     # whole: `why` is the whole message
+
+    def message(self):
+        why = self.why or "it is used before it is assigned"
+        here = sites.user_site(2)
+        at = f"(used at {here[0]}:{here[1]})" if here else ""
+        return f"{why} {at}" if self.whole else f"{self.name!r} has no value here {at}: {why}"
+
+    def fail(self, *args, **kwargs):
+        raise errors.TracingError(self.message())
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        self.fail()
+
+    def __repr__(self):
+        return f"<undefined {self.name!r}: {self.why or 'not assigned yet'}>"
+
+    __hash__ = object.__hash__
+
+
+for _name in ("__bool__", "__call__", "__iter__", "__len__", "__getitem__", "__setitem__", "__add__",
+              "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
+              "__matmul__", "__rmatmul__", "__neg__", "__pow__", "__lt__", "__le__", "__gt__", "__ge__",
+              "__float__", "__int__", "__index__", "__array__", "__floordiv__", "__mod__", "__eq__", "__ne__"):
+    setattr(Undefined, _name, Undefined.fail)
+
+
+class TensorList:
+    """A list appended to in a tensor loop: its rows so far, one tensor `buffer`."""
+
+    __slots__ = ("buffer",)
+
+    def __init__(self, buffer):
+        self.buffer = buffer
+
+    def append(self, value):
+        return TensorList(append_rows(self.buffer, value))
+
+    def __getitem__(self, index):
+        return self.buffer[index]
+
+    def __repr__(self):
+        return f"<list appended to in a tensor loop: {self.buffer!r}>"
+
+
+class CollectFallback(Exception):
+    """A list in a tensor `for` is not appended to exactly once per iteration (or its
+    value is read): the loop collects it by growing a tensor instead (see loops)."""
+
+
+class SlotList:
+    """A list appended to in a tensor `for` that stacks one value per iteration: the value
+    this iteration appended (None before the append)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value=None):
+        self.value = value
+
+    def append(self, value):
+        if self.value is not None:
+            raise CollectFallback()
+        from defun.runtime.tensor import convert_to_tensor    # noqa: E402 - values imports it lazily
+        return SlotList(value.read_value() if isinstance(value, Variable) else convert_to_tensor(value))
+
+    def __getitem__(self, index):
+        raise CollectFallback()
+
+
+class ProbeList:
+    """An empty list a tensor loop body appends to, traced once to learn what it appends."""
+
+    __slots__ = ("spec",)
+
+    def __init__(self):
+        self.spec = None
+
+    def append(self, value):
+        from defun.runtime.tensor import convert_to_tensor    # noqa: E402 - only when probing
+        t = value.read_value() if isinstance(value, Variable) else convert_to_tensor(value)
+        self.spec = (tuple(t.shape), t.dtype)
+        return self
+
+
+def condition(c, what, line):
+    """A condition as a Python bool, or a scalar bool symbolic tensor."""
+    if isinstance(c, Variable):
+        c = c.read_value()
+    if isinstance(c, Undefined):
+        c.fail()
+    if not isinstance(c, SymbolicTensor):
+        if isinstance(c, Tensor):
+            return bool(np.asarray(c.numpy()).all()) if c.shape else bool(c.numpy())
+        return c
+    if c.shape != ():
+        raise errors.TracingError(
+            f"the condition of the {what} at {where_text(line)} is a {c.dtype.name}"
+            f"{list(c.shape)} tensor, not a scalar; reduce it first (df.reduce_any / df.reduce_all)")
+    if c.dtype.name != "bool":
+        c = math_ops.not_equal(c, cast(0, c.dtype))
+    return c
+
+
+def append_rows(buffer, value):
+    """`buffer` with `value` as one more row."""
+    value = convert_to_tensor(value, buffer.dtype) if not isinstance(value, Tensor) else value
+    return concat([buffer, expand_dims(value, 0)], 0)
+
+
+def dynamic(v):
+    """True for a value a graph can carry: a tensor, a number, a numpy array, a TensorList."""
+    return isinstance(v, (Tensor, TensorList, np.ndarray, np.generic, bool, int, float, complex))
+
+
+def dtype_of(v):
+    """The dtype of a dynamic value, or None for a Python number (weakly typed)."""
+    if isinstance(v, TensorList):
+        return v.buffer.dtype
+    return v.dtype if isinstance(v, (Tensor, Variable)) else None
+
+
+def same_static(x, y):
+    """True if `x` and `y` can stay Python values after a join (identical, or equal numbers/strings)."""
+    if x is y:
+        return True
+    if type(x) is not type(y) or isinstance(x, (Tensor, TensorList, np.ndarray)):
+        return False
+    try:
+        return bool(x == y)
+    except Exception:    # noqa: BLE001 - an object whose == is not a truth value is not static
+        return False
+
+
+def describe(v):
+    if isinstance(v, (Tensor, Variable)):
+        return f"a {v.dtype.name}{list(v.shape)} tensor"
+    if isinstance(v, TensorList):
+        return "a list appended to in a tensor loop"
+    return f"a Python {type(v).__name__} ({v!r:.40})"
+
+
+def merge_branches(a, b, entry, names, info, file):
+    """(true leaves, false leaves, rebuild): what one cond node must return so that each
+    variable in `names` (`a`: its values after the true branch, `b`: the false one) has one
+    value after the `if`; `rebuild(outputs)` gives the state after it."""
+    line, lines = info[0], (dict(info[1]), dict(info[2]))
+    then_leaves, else_leaves, plan = [], [], []
+    for k, name in enumerate(names):
+        va, vb = a[k], b[k]
+        try:
+            kinds, ta, tb, va = _join(name, va, vb, lines, file, line)
+        except errors.TracingError as e:      # an error only if the variable is used after the if
+            plan.append(("value", Undefined(name, str(e), whole=True)))
+            continue
+        then_leaves += ta
+        else_leaves += tb
+        plan.append(("nest", va, kinds) if kinds is not None else ("value", va))
+
+    def rebuild(out):
+        it, values = iter(out), []
+        for p in plan:
+            if p[0] == "value":
+                values.append(p[1])
+                continue
+            leaves = [x if kind is None else SlotList(next(it)) if kind == "slot" else
+                      (TensorList(next(it)) if kind else next(it)) for x, kind in zip(flatten(p[1]), p[2])]
+            values.append(pack_as(p[1], leaves) if isinstance(p[1], (list, tuple, dict)) else leaves[0])
+        return tuple(values)
+    return then_leaves, else_leaves, rebuild
+
+
+def _join(name, va, vb, lines, file, line):
+    """(per leaf: None (the same Python value) or whether it is a TensorList; the true and
+    the false leaves one cond returns; the structure) for variable `name` after an if
+    whose branches leave it `va` and `vb`; TracingError if they cannot join."""
+    for v in (va, vb):
+        if isinstance(v, Undefined) and v.whole:     # a join that failed before: its reason stands
+            raise errors.TracingError(v.why)
+    if isinstance(va, SlotList) or isinstance(vb, SlotList):    # appended on one path only: grow
+        if not (isinstance(va, SlotList) and isinstance(vb, SlotList)) or (va.value is None) != (vb.value is None):
+            raise CollectFallback()
+        return (None, [], [], va) if va.value is None else (["slot"], [va.value], [vb.value], va)
+    if isinstance(va, Undefined) or isinstance(vb, Undefined):
+        if isinstance(va, Undefined) and isinstance(vb, Undefined):
+            return None, [], [], va
+        if name != RETVAL:
+            raise _one_path(name, isinstance(va, Undefined), lines, file, line)
+        va, vb = (_zeros_like(vb), vb) if isinstance(va, Undefined) else (va, _zeros_like(va))
+    if cf._structure(va) != cf._structure(vb):
+        raise _differs(name, f"{cf._describe(va)} when true but {cf._describe(vb)} when false", lines,
+                       file, line, "the same structure")
+    kinds, ta, tb = [], [], []
+    for x, y in zip(flatten(va), flatten(vb)):
+        if same_static(x, y):
+            kinds.append(None)
+            continue
+        _check_pair(name, x, y, lines, file, line)
+        ta.append(x.buffer if isinstance(x, TensorList) else x)
+        tb.append(y.buffer if isinstance(y, TensorList) else y)
+        kinds.append(isinstance(x, TensorList))
+    return kinds, ta, tb, va
+
+
+def _check_pair(name, x, y, lines, file, line):
+    if not (dynamic(x) or isinstance(x, Variable)) or not (dynamic(y) or isinstance(y, Variable)):
+        raise _differs(name, f"{describe(x)} when true but {describe(y)} when false", lines, file, line,
+                       "tensors (or numbers) on both paths, or the same Python value")
+    if isinstance(x, TensorList) != isinstance(y, TensorList):
+        raise _differs(name, f"{describe(x)} when true but {describe(y)} when false", lines, file, line,
+                       "the same kind of value")
+    dx, dy = dtype_of(x), dtype_of(y)
+    if dx is not None and dy is not None and dx is not dy:
+        raise _differs(name, f"{dx.name} when true but {dy.name} when false", lines, file, line,
+                       "the same dtype (use df.cast)")
+    weak, other = (x, dy) if dx is None else (y, dx)
+    if (dx is None) != (dy is None) and isinstance(weak, float) and not other.is_floating and not other.is_complex:
+        raise _differs(name, f"a Python float on one path but {other.name} on the other", lines, file,
+                       line, "the same dtype (use df.cast)")
+    if dx is None and dy is None and type(x) is not type(y):
+        raise _differs(name, f"a Python {type(x).__name__} when true but a {type(y).__name__} when false",
+                       lines, file, line, "the same dtype")
+    rx, ry = (getattr(getattr(v, "buffer", v), "shape", None) for v in (x, y))
+    if rx is not None and ry is not None and len(rx) != len(ry):
+        raise _differs(name, f"rank {len(rx)} when true but rank {len(ry)} when false", lines, file, line,
+                       "the same rank")
+
+
+def _zeros_like(v):
+    """A stand-in for the return value on the path that has not returned (never used)."""
+    return pack_as(v, [np.zeros([d or 0 for d in x.shape], x.dtype.np) if isinstance(x, (Tensor, Variable))
+                       else x for x in flatten(v)])
+
+
+def _at(lines, which, name):
+    at = lines[which].get(name)
+    return f"line {at}" if at is not None else "unchanged from before the if"
+
+
+def _one_path(name, missing_true, lines, file, line):
+    have, lack = ("false", "true") if missing_true else ("true", "false")
+    where = _at(lines, 1 if missing_true else 0, name)
+    what = "the function returns" if name == RETVAL else f"{name!r} is assigned"
+    return errors.TracingError(
+        f"{what} only when the tensor condition of the if at {site(file, line)} is {have} "
+        f"({where}), not when it is {lack}; a tensor `if` becomes one cond node, so "
+        f"{'every path must return a value' if name == RETVAL else repr(name) + ' needs a value on both paths'}"
+        f": give it one before the if or in the other branch")
+
+
+def _differs(name, how, lines, file, line, need):
+    return errors.TracingError(
+        f"{name!r} differs between the branches of the tensor if at {site(file, line)}: {how} "
+        f"(true: {_at(lines, 0, name)}; false: {_at(lines, 1, name)}); the branches of a cond "
+        f"must give it {need}")
