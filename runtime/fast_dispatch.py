@@ -17,9 +17,9 @@ add against `run_op` doing the same call (medians of interleaved runs, load aver
   instead of 0.98;
 - a Python number beside a tensor takes the tensor's dtype from `weak_scalar_tensor`'s
   cache, tested for rather than met as an AttributeError: 0.68 us instead of 2.08;
-- under a tape: 0.96-0.99 us instead of 1.88-1.95; recording on one tape writes the
-  tape's eager entry (runtime/tape.py, "Entries") in place instead of calling
-  `record_binary`: -0.02 to -0.11 us (noisy at this load).
+- under a tape: 0.96-0.99 us instead of 1.88-1.95. The entry is written by
+  `tape.record_unary`/`record_binary` (runtime/tape.py owns the entry layout): writing it in
+  place here saved 0.02-0.11 us, too little to keep a second copy of the layout.
 """
 from defun.runtime import dtypes, errors
 from defun.runtime.context import busy_threads, execution_callbacks, state
@@ -100,14 +100,7 @@ def _unary_function(op):
                     r._value = out
                     r._id = next_id()
                     if tapes and op.grad is not None:
-                        if len(tapes) == 1:     # record_unary, written in place
-                            tt = tapes[0].tensor_tape
-                            if x._id in tt:
-                                entries = tapes[0].entries
-                                entries.append((op_name, 1, r._id, None, x._id, v, out))
-                                tt[r._id] = len(entries) - 1
-                        else:
-                            record(tapes, op_name, x, r)
+                        record(tapes, op_name, x._id, v, r._id, out)
                     return r
         return run_op(op, (x,), _EMPTY, name)
     return f
@@ -145,13 +138,6 @@ def _binary_function(op):
         r._value = out
         r._id = next_id()
         if tapes and op.grad is not None:
-            if len(tapes) == 1:     # record_binary, written in place (few locals: each costs)
-                tt = tapes[0].tensor_tape
-                if a._id in tt or b._id in tt:
-                    entries = tapes[0].entries
-                    entries.append((op_name, 2, r._id, None, a._id, b._id, va, vb, out))
-                    tt[r._id] = len(entries) - 1
-            else:
-                record(tapes, op_name, a, b, r)
+            record(tapes, op_name, a._id, b._id, va, vb, r._id, out)
         return r
     return f
