@@ -12,14 +12,14 @@ import pytest
 
 import defun as df
 from opcheck import as_list, as_numpy, configuration, make_inputs, recording
-from test_ops import ROWS, _float_inputs
+from op_table import ROWS, float_inputs
 
 f64 = df.float64
 
 
 def _rows():
     return [pytest.param(row, v, id=f"{row.op}-{k}") for row in ROWS for k, v in enumerate(row.variants)
-            if row.grad is True and v.grad and _float_inputs(v)]
+            if row.grad is True and v.grad and float_inputs(v)]
 
 
 def _float_outputs(outs):
@@ -55,7 +55,7 @@ def test_jvp_matches_finite_differences_reverse_mode_and_traced(row, v):
     differences and reverse mode, then the traced JVP against the eager one."""
     fn = lambda *ts: row.fn(*ts, **v.kw)  # noqa: E731
     xs = make_inputs(v.args, f64)
-    wrt = _float_inputs(v)
+    wrt = float_inputs(v)
     tangents = _tangents(xs, wrt)
     outs, jvps = _accumulated(fn, xs, wrt, tangents)
     with configuration(f"{row.op}{v!r} eagerly"):
