@@ -194,8 +194,9 @@ def check_gradients(f, args, order=1, modes=("rev", "fwd"), rtol=None, atol=None
 
     Order 2 checks the gradient of the gradient: the Jacobian of x -> d<f(x), v>/dx (v fixed,
     random) in each mode. Only floating-point and complex arguments are checked (a complex
-    one as its real and imaginary parts); the others are passed as they are. `rtol`/`atol` default by dtype (float16 5e-2/5e-2, float32 1e-2/1e-3,
-    float64 1e-5/1e-6); an entry fails when |theoretical - numerical| > atol + rtol*|numerical|.
+    one as its real and imaginary parts); the others are passed as they are. `rtol`/`atol`
+    default by dtype (float16 5e-2/5e-2, float32 1e-2/1e-3, float64 1e-5/1e-6); an entry fails
+    when |theoretical - numerical| > atol + rtol*|numerical|.
     """
     if isinstance(order, bool) or order not in (1, 2):
         raise ValueError(f"check_gradients: order must be 1 or 2, got {order!r}")
