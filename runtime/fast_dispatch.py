@@ -112,19 +112,19 @@ def _binary_function(op):
     ET, new, next_id, weak = EagerTensor, object.__new__, next_tensor_id, weak_scalar_tensor
 
     def f(x, y, name=None):
-        a, b = x, y
+        tx, ty = x, y
         # A Python number beside a tensor takes the tensor's dtype, from the cache of
         # weak_scalar_tensor (None for anything else: run_op converts or reports it).
-        if type(a) is not ET:
-            if type(b) is not ET or (a := weak(a, b._value.dtype)) is None:
+        if type(tx) is not ET:
+            if type(ty) is not ET or (tx := weak(tx, ty._value.dtype)) is None:
                 return run_op(op, (x, y), _EMPTY, name)
-        elif type(b) is not ET and (b := weak(b, a._value.dtype)) is None:
+        elif type(ty) is not ET and (ty := weak(ty, tx._value.dtype)) is None:
             return run_op(op, (x, y), _EMPTY, name)
         tapes = st.eager_tapes if busy else _QUIET
         if tapes is None or callbacks:
             return run_op(op, (x, y), _EMPTY, name)
-        va = a._value
-        vb = b._value
+        va = tx._value
+        vb = ty._value
         d = va.dtype
         if d is not vb.dtype or d not in ok:
             return run_op(op, (x, y), _EMPTY, name)  # mixed or unsupported dtypes: its error
@@ -138,6 +138,6 @@ def _binary_function(op):
         r._value = out
         r._id = next_id()
         if tapes and op.grad is not None:
-            record(tapes, op_name, a._id, b._id, va, vb, r._id, out)
+            record(tapes, op_name, tx._id, ty._id, va, vb, r._id, out)
         return r
     return f
