@@ -57,11 +57,12 @@ def line_of(fn, marker):
     return start + next(i for i, s in enumerate(src) if marker in s)
 
 
-def nested_gradients(f, x, combine=None, persistent=False):
+def nested_gradients(f, x, combine=None, persistent=False, jacobian=False):
     """(first, second): the gradient of `f(x)` with respect to `x`, taken on an inner tape,
     and the gradient of `combine(first)` (default: `first` itself, so its sum) taken on an
     outer tape watching the same `x` -- the nested-tape block of the second-order tests.
-    `x` is a tensor or a list of them; `persistent` makes the inner tape persistent."""
+    `x` is a tensor or a list of them; `persistent` makes the inner tape persistent;
+    `jacobian`: the second is the outer tape's jacobian of `combine(first)` (the Hessian)."""
     with df.GradientTape() as outer:
         outer.watch(x)
         with df.GradientTape(persistent=persistent) as inner:
@@ -69,4 +70,4 @@ def nested_gradients(f, x, combine=None, persistent=False):
             y = f(x)
         first = inner.gradient(y, x)
         target = first if combine is None else combine(first)
-    return first, outer.gradient(target, x)
+    return first, (outer.jacobian if jacobian else outer.gradient)(target, x)

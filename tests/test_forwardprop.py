@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import defun as df
+from defun_helpers import nested_gradients
 from opcheck import as_list, as_numpy, configuration, make_inputs, recording
 from op_table import ROWS, float_inputs
 
@@ -200,13 +201,7 @@ def test_hessian_vector_product_forward_over_reverse_equals_the_dense_hessian():
     hvp = acc.jvp(g).numpy()
     np.testing.assert_allclose(hvp, _hessian_f(X) @ V1, rtol=1e-10)
     # and against the jacobian of the gradient (reverse over reverse)
-    with df.GradientTape() as outer:
-        outer.watch(x)
-        with df.GradientTape() as inner:
-            inner.watch(x)
-            y = _f(x)
-        g = inner.gradient(y, x)
-    np.testing.assert_allclose(outer.jacobian(g, x).numpy() @ V1, hvp, rtol=1e-10)
+    np.testing.assert_allclose(nested_gradients(_f, x, jacobian=True)[1].numpy() @ V1, hvp, rtol=1e-10)
 
 
 def _smooth(x):       # no reduce_prod: its derivatives stop at the second order, and a graph's
