@@ -43,7 +43,8 @@ def _x(op):
 
 # ------------------------------------------------------------------ inverse trigonometric
 asin = _unary("asin", np.arcsin, lambda op, g: [m.divide(g, m.sqrt(m.subtract(1, m.square(_x(op)))))],
-              doc="Elementwise arcsine, in [-pi/2, pi/2]: `df.asin(1.) -> 1.5708`.", onnx=with_float64("Asin", f64.asin),
+              doc="Elementwise arcsine, in [-pi/2, pi/2]: `df.asin(1.) -> 1.5708`.",
+              onnx=with_float64("Asin", f64.asin),
               fused=Ew("np.arcsin({0})"))
 acos = _unary("acos", np.arccos, 
               lambda op, g: [m.negative(m.divide(g, m.sqrt(m.subtract(1, m.square(_x(op))))))],
@@ -79,9 +80,11 @@ atan2 = _binary("atan2", np.arctan2, _pair_grad(_atan2_partials), onnx=_atan2_on
     and numpy's arctan2: `df.atan2(y=1., x=-1.) -> 2.3562`.""")
 
 # ------------------------------------------------------------------ hyperbolic
-sinh = _unary("sinh", np.sinh, lambda op, g: [m.multiply(g, cosh(_x(op)))], doc="Elementwise sinh.", onnx=with_float64("Sinh", f64.sinh),
+sinh = _unary("sinh", np.sinh, lambda op, g: [m.multiply(g, cosh(_x(op)))], doc="Elementwise sinh.",
+              onnx=with_float64("Sinh", f64.sinh),
               fused=Ew("np.sinh({0})"))
-cosh = _unary("cosh", np.cosh, lambda op, g: [m.multiply(g, sinh(_x(op)))], doc="Elementwise cosh.", onnx=with_float64("Cosh", f64.cosh),
+cosh = _unary("cosh", np.cosh, lambda op, g: [m.multiply(g, sinh(_x(op)))], doc="Elementwise cosh.",
+              onnx=with_float64("Cosh", f64.cosh),
               fused=Ew("np.cosh({0})"))
 asinh = _unary("asinh", np.arcsinh, lambda op, g: [m.divide(g, m.sqrt(m.add(m.square(_x(op)), 1)))],
                doc="Elementwise inverse hyperbolic sine.", onnx=with_float64("Asinh", f64.asinh),
