@@ -11,6 +11,9 @@ Prints microseconds per call (median over `repeat` timeit runs) for:
                any length (its entries are not tracked by the garbage collector),
   number       df.add(x, 2.0) with no tape: a Python number operand (weakly typed, converted
                to x's dtype; the conversion is cached per value and dtype),
+  sin, sinh    df.sin(x) and df.sinh(x) with no tape: two unary ops declared in different
+               files (math_ops, elementwise_ops), both by the elementwise definer, so both
+               take the eager fast path (np.sin itself is the floor of the pair),
   assign_add   v.assign_add(x) eagerly (one variable lock),
   defun        a defun of one add, called on two tensors,
   defun+assign a defun of one assign_add, called on a tensor: a call that assigns holds
@@ -66,6 +69,10 @@ def measure(number=20000, repeat=15):
                      per_call_us(lambda: add(x, y), max(1, number // 10), repeat)))
     del tape
     rows.append(("df.add(x, 2.0) eager", per_call_us(lambda: add(x, 2.0), number, repeat)))
+    sin, sinh = df.sin, df.sinh
+    rows.append(("numpy np.sin", per_call_us(lambda: np.sin(a), number, repeat)))
+    rows.append(("df.sin eager", per_call_us(lambda: sin(x), number, repeat)))
+    rows.append(("df.sinh eager", per_call_us(lambda: sinh(x), number, repeat)))
     one = np.float32(1.0)
     rows.append(("numpy a * b + 1", per_call_us(lambda: a * b + one, number, repeat)))
     for backend in df.backends():

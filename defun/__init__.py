@@ -44,7 +44,8 @@ from defun.control_flow import cond, while_loop, scan, map_fn, foldl  # noqa: E4
 from defun.vmap import vmap, vectorized_map, VectorizationFallbackWarning  # noqa: E402,F401
 from defun.export import export_json, load_json  # noqa: E402,F401
 from defun.graph.backends import Backend, NumpyBackend, backends, register_backend  # noqa: E402,F401
-from defun.graph import numba_backend as _numba_backend  # noqa: E402,F401  (installs backend "numba" if numba is; it loads numba on first use)
+# installs backend "numba" if numba is installed; it loads numba on first use
+from defun.graph import numba_backend as _numba_backend  # noqa: E402,F401
 from defun import linalg, math, nn  # noqa: E402,F401  (TF's tf.linalg, tf.math, tf.nn names)
 from defun.runtime.forwardprop import ForwardAccumulator  # noqa: E402,F401
 from defun.runtime import optimizers  # noqa: E402,F401

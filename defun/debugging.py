@@ -20,7 +20,7 @@ from defun.runtime import dtypes, numerics, sites
 from defun.runtime.context import add_execution_callback, remove_execution_callback, state
 from defun.runtime.nest import flatten
 from defun.runtime.ops.debug_ops import check_numerics  # noqa: F401
-from defun.runtime.tape import entry_outputs, is_eager_entry
+from defun.runtime.tape import OP_TYPE, entry_outputs, is_eager_entry
 from defun.runtime.tensor import EagerTensor, Tensor
 from defun.graph import passes
 from defun.graph.executor import compile_graph
@@ -284,7 +284,7 @@ def _saved_by_recorded_call(op_name, outputs):
             if is_eager_entry(entry):    # an eager op's entry: not a call
                 continue
             recorded = entry_outputs(entry)
-            if entry[0] == op_name and len(recorded) >= len(outputs) and \
+            if entry[OP_TYPE] == op_name and len(recorded) >= len(outputs) and \
                     all(a is b for a, b in zip(recorded, outputs)):
                 return [t._value for t in recorded[len(outputs):]]
     return None

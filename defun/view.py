@@ -325,7 +325,8 @@ class _Page(Naming):
             saved = [row for t in node.outputs for row in side.get(id(t), ())]
             notes += [text for _, text, _ in saved]
             read = [reads[id(t)] for t in node.outputs if id(t) in reads]
-            rec = self.node(node, nid, gid, kind, title, notes, type=type_, out=any(id(t) in outputs for t in node.outputs),
+            out = any(id(t) in outputs for t in node.outputs)
+            rec = self.node(node, nid, gid, kind, title, notes, type=type_, out=out,
                             side=[k for k, _, _ in saved], saved_bytes=[b for _, _, b in saved], reads=read,
                             opens=None)
             if node.op.name != "placeholder" and function_bodies(node) and depth < _MAX_NESTING:

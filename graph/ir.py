@@ -172,5 +172,6 @@ class Graph(Tracing):
         return format_graph(self)
 
     def __repr__(self):
-        return f"<Graph {self.name}: {len(self.all_inputs)} inputs, {len(self.nodes)} nodes, {len(self.outputs)} outputs>"
+        return (f"<Graph {self.name}: {len(self.all_inputs)} inputs, {len(self.nodes)} nodes, "
+                f"{len(self.outputs)} outputs>")
 

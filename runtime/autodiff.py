@@ -11,7 +11,7 @@ from defun.runtime.indexed_slices import IndexedSlices
 from defun.runtime.ops.array_ops import concat
 from defun.runtime.ops.base_ops import cast, ones_like, zeros_like
 from defun.runtime.ops.math_ops import add_n
-from defun.runtime.tape import expand_entry
+from defun.runtime.tape import INPUT_IDS, NUM_INPUTS, OUTPUT_ID, expand_entry
 
 __all__ = ["imperative_grad"]
 
@@ -89,7 +89,7 @@ def _reachable_from(tape, targets):
             continue
         reachable[e] = 1
         entry = entries[e]
-        for iid in entry[4:4 + entry[1]]:    # its input ids (runtime.tape's layout)
+        for iid in entry[INPUT_IDS:INPUT_IDS + entry[NUM_INPUTS]]:
             j = tt.get(iid, -1)
             if j >= 0 and not reachable[j]:
                 stack.append(j)
@@ -121,7 +121,7 @@ def _entries_sources_flow_into(tape, reachable, sources):
         if not reachable[e]:
             continue
         entry = entries[e]
-        ids = entry[4:4 + entry[1]]
+        ids = entry[INPUT_IDS:INPUT_IDS + entry[NUM_INPUTS]]
         # unrolled for the common arities: a generator per entry costs ~0.3 us
         if len(ids) == 2:
             first, second = ids[0] in flows, ids[1] in flows
@@ -140,7 +140,7 @@ def _entries_sources_flow_into(tape, reachable, sources):
             if len(skip) == len(ids):
                 continue
         relevant.append((entry, skip))
-        out = entry[2]      # its output id, or ids (runtime.tape's layout)
+        out = entry[OUTPUT_ID]      # its output id, or ids
         if type(out) is int:
             flows.add(out)
         else:

@@ -66,13 +66,20 @@ def _grad(op, *grads):
     return [None] * n + dxs + dvars
 
 
-_OP = register("custom_gradient", _kernel, _infer, _grad,
-               num_outputs=lambda attrs, n: attrs["num_outputs"],
-               attrs={"num_outputs": "int", "num_variables": "int", "grad_fn": "transient",
-                      "variables": "transient"}, num_inputs=None,
-               defaults={"num_variables": 0},
-               # forward: the first num_outputs inputs pass through (the gradient is Python only)
-               onnx=lambda e, node, ins: [e.op("Identity", x) for x in ins[:node.attrs["num_outputs"]]], batch=vb.custom_gradient)
+_OP = register(
+    name="custom_gradient",
+    kernel=_kernel,
+    infer=_infer,
+    grad=_grad,
+    num_inputs=None,
+    attrs={"num_outputs": "int", "num_variables": "int", "grad_fn": "transient",
+        "variables": "transient"},
+    defaults={"num_variables": 0},
+    num_outputs=lambda attrs, n: attrs["num_outputs"],
+    # forward: the first num_outputs inputs pass through (the gradient is Python only)
+    onnx=lambda e, node, ins: [e.op("Identity", x) for x in ins[:node.attrs["num_outputs"]]],
+    batch=vb.custom_gradient,
+)
 
 
 def custom_gradient(f):

@@ -17,9 +17,9 @@ add against `run_op` doing the same call (medians of interleaved runs, load aver
   instead of 0.98;
 - a Python number beside a tensor takes the tensor's dtype from `weak_scalar_tensor`'s
   cache, tested for rather than met as an AttributeError: 0.68 us instead of 2.08;
-- under a tape: 0.96-0.99 us instead of 1.88-1.95; recording on one tape writes the
-  tape's eager entry (runtime/tape.py, "Entries") in place instead of calling
-  `record_binary`: -0.02 to -0.11 us (noisy at this load).
+- under a tape: 0.96-0.99 us instead of 1.88-1.95. The entry is written by
+  `tape.record_unary`/`record_binary` (runtime/tape.py owns the entry layout): writing it in
+  place here saved 0.02-0.11 us, too little to keep a second copy of the layout.
 """
 from defun.runtime import dtypes, errors
 from defun.runtime.context import busy_threads, execution_callbacks, state
@@ -100,14 +100,7 @@ def _unary_function(op):
                     r._value = out
                     r._id = next_id()
                     if tapes and op.grad is not None:
-                        if len(tapes) == 1:     # record_unary, written in place
-                            tt = tapes[0].tensor_tape
-                            if x._id in tt:
-                                entries = tapes[0].entries
-                                entries.append((op_name, 1, r._id, None, x._id, v, out))
-                                tt[r._id] = len(entries) - 1
-                        else:
-                            record(tapes, op_name, x, r)
+                        record(tapes, op_name, x._id, v, r._id, out)
                     return r
         return run_op(op, (x,), _EMPTY, name)
     return f
@@ -119,19 +112,19 @@ def _binary_function(op):
     ET, new, next_id, weak = EagerTensor, object.__new__, next_tensor_id, weak_scalar_tensor
 
     def f(x, y, name=None):
-        a, b = x, y
+        tx, ty = x, y
         # A Python number beside a tensor takes the tensor's dtype, from the cache of
         # weak_scalar_tensor (None for anything else: run_op converts or reports it).
-        if type(a) is not ET:
-            if type(b) is not ET or (a := weak(a, b._value.dtype)) is None:
+        if type(tx) is not ET:
+            if type(ty) is not ET or (tx := weak(tx, ty._value.dtype)) is None:
                 return run_op(op, (x, y), _EMPTY, name)
-        elif type(b) is not ET and (b := weak(b, a._value.dtype)) is None:
+        elif type(ty) is not ET and (ty := weak(ty, tx._value.dtype)) is None:
             return run_op(op, (x, y), _EMPTY, name)
         tapes = st.eager_tapes if busy else _QUIET
         if tapes is None or callbacks:
             return run_op(op, (x, y), _EMPTY, name)
-        va = a._value
-        vb = b._value
+        va = tx._value
+        vb = ty._value
         d = va.dtype
         if d is not vb.dtype or d not in ok:
             return run_op(op, (x, y), _EMPTY, name)  # mixed or unsupported dtypes: its error
@@ -145,13 +138,6 @@ def _binary_function(op):
         r._value = out
         r._id = next_id()
         if tapes and op.grad is not None:
-            if len(tapes) == 1:     # record_binary, written in place (few locals: each costs)
-                tt = tapes[0].tensor_tape
-                if a._id in tt or b._id in tt:
-                    entries = tapes[0].entries
-                    entries.append((op_name, 2, r._id, None, a._id, b._id, va, vb, out))
-                    tt[r._id] = len(entries) - 1
-            else:
-                record(tapes, op_name, a, b, r)
+            record(tapes, op_name, tx._id, ty._id, va, vb, r._id, out)
         return r
     return f

@@ -135,7 +135,7 @@ class ForwardAccumulator(Recording):
             return
         # an eager op's compact entry: its tensors and view rebuilt (runtime.tape)
         entry = tape_mod.expand_entry(entry)
-        outputs = entry[2]
+        _, _, outputs, _, _, view = entry
         wanted = [k for k, o in enumerate(outputs) if o.dtype.is_inexact]
         if not wanted:
             return
@@ -150,7 +150,6 @@ class ForwardAccumulator(Recording):
         for k, t in zip(wanted, result):
             if t is not None:
                 tangents[outputs[k]._id] = t
-        view = entry[5]
         if view is not None and not isinstance(view, tuple) and len(view.outputs) > len(outputs):
             # the gradient raised a function node to return side outputs (graph.functions.
             # add_side_outputs) while this accumulator stood aside: they get tangents too

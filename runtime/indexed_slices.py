@@ -43,7 +43,8 @@ class IndexedSlices:
         return np.asarray(self)
 
     def __repr__(self):
-        return (f"IndexedSlices(indices={np.asarray(self.indices).tolist() if not _symbolic(self.indices) else self.indices}, "
+        indices = self.indices if _symbolic(self.indices) else np.asarray(self.indices).tolist()
+        return (f"IndexedSlices(indices={indices}, "
                 f"dense_shape={self.dense_shape})")
 
 

@@ -12,7 +12,7 @@ from defun.runtime.tensor import EagerTensor, Tensor
 
 __all__ = ["Tape", "EntryGradient", "tape_entry", "record_op", "record_unary", "record_binary",
            "claim", "expand_entry", "is_eager_entry", "input_ids", "output_ids", "entry_outputs",
-           "record_operation",
+           "OP_TYPE", "NUM_INPUTS", "OUTPUT_ID", "HOW", "INPUT_IDS", "record_operation",
            "record_more_outputs", "more_outputs_entry", "skip_input_indices", "stop_recording",
            "push_tape", "pop_tape"]
 
@@ -104,6 +104,9 @@ def skip_input_indices(op):
 # in the young collections it triggers, more than building it: one tuple per entry, not
 # five. `expand_entry` rebuilds the tensors (same ids and values) and the op's view when a
 # gradient needs them.
+# The positions of an entry's fields, the names every reader of an entry uses (the
+# inputs' ids start at INPUT_IDS; then come the inputs, then the outputs):
+OP_TYPE, NUM_INPUTS, OUTPUT_ID, HOW, INPUT_IDS = 0, 1, 2, 3, 4
 
 _COMPACT = {}
 _EMPTY = {}
@@ -154,23 +157,23 @@ def _rebuilt(values, ids):
 
 def input_ids(entry):
     """The ids of a tape entry's inputs."""
-    return entry[4:4 + entry[1]]
+    return entry[INPUT_IDS:INPUT_IDS + entry[NUM_INPUTS]]
 
 
 def is_eager_entry(entry):
     """True for the entry of an eager op of a registered OpDef (stored as values)."""
-    return type(entry[3]) is not EntryGradient
+    return type(entry[HOW]) is not EntryGradient
 
 
 def output_ids(entry):
     """The ids of a tape entry's outputs."""
-    out = entry[2]
+    out = entry[OUTPUT_ID]
     return (out,) if type(out) is int else out
 
 
 def entry_outputs(entry):
     """The output tensors of a tape entry (an eager op's rebuilt: same ids and values)."""
-    return _rebuilt(entry[4 + 2 * entry[1]:], output_ids(entry))
+    return _rebuilt(entry[INPUT_IDS + 2 * entry[NUM_INPUTS]:], output_ids(entry))
 
 
 def expand_entry(entry, skip=()):
@@ -180,9 +183,9 @@ def expand_entry(entry, skip=()):
 
     An eager op's entry gets its tensors rebuilt (same ids and values) and its view built.
     """
-    name, n, _, how = entry[:4]
-    ids = entry[4:4 + n]
-    outputs = _rebuilt(entry[4 + 2 * n:], output_ids(entry))
+    name, n, _, how = entry[:INPUT_IDS]
+    ids = entry[INPUT_IDS:INPUT_IDS + n]
+    outputs = _rebuilt(entry[INPUT_IDS + 2 * n:], output_ids(entry))
     if type(how) is EntryGradient:
         view = how.op
         if skip and view is not None:   # a graph node or view: the same skip
@@ -190,42 +193,46 @@ def expand_entry(entry, skip=()):
         return (name, ids, outputs, how.backward, how.none_grads, view)
     op = _COMPACT[name]
     attrs = dict(how) if how is not None else _EMPTY
-    view = _tuple_new(_OpView, (name, _rebuilt(entry[4 + n:4 + 2 * n], ids), outputs, attrs, skip))
+    view = _tuple_new(_OpView, (name, _rebuilt(entry[INPUT_IDS + n:INPUT_IDS + 2 * n], ids), outputs, attrs, skip))
     return (name, ids, outputs, op.grad, op.none_grads, view)
 
 
-def record_unary(tapes, name, x, result):
+def record_unary(tapes, name, xid, x, rid, result):
     """Record claimed op `name` (one plain eager input, no attrs, one output) run eagerly:
-    `result` = op(`x`). The elementwise public functions' own recording path."""
-    xid = x._id
-    entry = None
+    the array `result` (tensor id `rid`) = op(array `x`, tensor id `xid`). The elementwise
+    public functions' own recording path: ids and arrays, not tensors (they hold both)."""
+    if len(tapes) == 1:     # the common case: no loop, and the entry only if recorded
+        tt = tapes[0].tensor_tape
+        if xid in tt:
+            entries = tapes[0].entries
+            entries.append((name, 1, rid, None, xid, x, result))
+            tt[rid] = len(entries) - 1
+        return
+    entry = (name, 1, rid, None, xid, x, result)
     for tape in tapes:
         tt = tape.tensor_tape
         if xid in tt:
-            if entry is None:
-                rid = result._id
-                entry = (name, 1, rid, None, xid, x._value, result._value)
             entries = tape.entries
-            idx = len(entries)
             entries.append(entry)
-            tt[rid] = idx
+            tt[rid] = len(entries) - 1
 
 
-def record_binary(tapes, name, x, y, result):
+def record_binary(tapes, name, xid, yid, x, y, rid, result):
     """`record_unary` of a two-input op: `result` = op(`x`, `y`)."""
-    xid = x._id
-    yid = y._id
-    entry = None
+    if len(tapes) == 1:
+        tt = tapes[0].tensor_tape
+        if xid in tt or yid in tt:
+            entries = tapes[0].entries
+            entries.append((name, 2, rid, None, xid, yid, x, y, result))
+            tt[rid] = len(entries) - 1
+        return
+    entry = (name, 2, rid, None, xid, yid, x, y, result)
     for tape in tapes:
         tt = tape.tensor_tape
         if xid in tt or yid in tt:
-            if entry is None:
-                rid = result._id
-                entry = (name, 2, rid, None, xid, yid, x._value, y._value, result._value)
             entries = tape.entries
-            idx = len(entries)
             entries.append(entry)
-            tt[rid] = idx
+            tt[rid] = len(entries) - 1
 
 
 def record_op(tapes, op, inputs, outputs, attrs, node=None):
@@ -263,14 +270,14 @@ def _entry(op, inputs, outputs, attrs, node):
             entry.append(x._value if type(x) is EagerTensor else x)
         if len(outputs) == 1:
             o = outputs[0]
-            entry[2] = o._id
+            entry[OUTPUT_ID] = o._id
             entry.append(o._value)
         else:
             ids = []
             for o in outputs:
                 ids.append(o._id)
                 entry.append(o._value)
-            entry[2] = tuple(ids)
+            entry[OUTPUT_ID] = tuple(ids)
         return tuple(entry)
     view = node if node is not None else _tuple_new(_OpView, (op.name, tuple(inputs), outputs, attrs, ()))
     return tape_entry(op.name, [x._id for x in inputs], outputs, op.grad, op.none_grads, view, inputs)

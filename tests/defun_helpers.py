@@ -51,7 +51,23 @@ def assert_close(actual, expected, rtol=1e-6, atol=1e-8, msg=""):
     np.testing.assert_allclose(val(actual), val(expected), rtol=rtol, atol=atol, err_msg=msg)
 
 
-def _line_of(fn, marker):
+def line_of(fn, marker):
     """The line number, in its file, of the first line of `fn`'s source containing `marker`."""
     src, start = inspect.getsourcelines(fn)
     return start + next(i for i, s in enumerate(src) if marker in s)
+
+
+def nested_gradients(f, x, combine=None, persistent=False, jacobian=False):
+    """(first, second): the gradient of `f(x)` with respect to `x`, taken on an inner tape,
+    and the gradient of `combine(first)` (default: `first` itself, so its sum) taken on an
+    outer tape watching the same `x` -- the nested-tape block of the second-order tests.
+    `x` is a tensor or a list of them; `persistent` makes the inner tape persistent;
+    `jacobian`: the second is the outer tape's jacobian of `combine(first)` (the Hessian)."""
+    with df.GradientTape() as outer:
+        outer.watch(x)
+        with df.GradientTape(persistent=persistent) as inner:
+            inner.watch(x)
+            y = f(x)
+        first = inner.gradient(y, x)
+        target = first if combine is None else combine(first)
+    return first, (outer.jacobian if jacobian else outer.gradient)(target, x)

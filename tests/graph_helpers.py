@@ -89,7 +89,7 @@ def op_names(g):
     return [n.op.name for n in g.nodes if n.op.name != "placeholder"]
 
 
-def _bump_function(v, shape=(2,)):
+def bump_function(v, shape=(2,)):
     h = Graph("bump")
     with h.building():
         x = h.placeholder(shape, F32)

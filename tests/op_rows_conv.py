@@ -3,15 +3,15 @@
 The references below are slow on purpose: one output pixel (or one window) at a time,
 with TensorFlow's SAME padding written out, so they are easy to check by reading. The
 convolution gradients' references visit the same taps transposed; the pooling gradients'
-are the exact adjoint of the average (`_adjoint` builds the Jacobian column by column) or
+are the exact adjoint of the average (`adjoint_of` builds the Jacobian column by column) or
 a loop routing to each window's first maximum (test_conv_ops.py checks the convolution
-loops against `_adjoint` of conv2d_ref).
+loops against `adjoint_of` of conv2d_ref).
 Comparisons with torch.nn.functional are in test_conv_ops.py.
 """
 import numpy as np
 
 import defun as df
-from opcheck import A, Row, V, _adjoint, _internal
+from opcheck import A, Row, V, adjoint_of, internal_op
 
 __all__ = ["ROWS", "conv2d_ref", "conv2d_backprop_input_ref", "conv2d_backprop_filter_ref", "max_pool2d_ref", "avg_pool2d_ref", "max_pool2d_grad_ref",
            "max_pool2d_grad_grad_ref", "same_padding", "pair"]
@@ -166,23 +166,23 @@ def _conv_out(xs, ws, strides=1, padding="VALID", dilations=1):
 
 
 def _backprop_input(like, w, dy, **kw):
-    return _internal("conv2d_backprop_input")(like, w, dy, **_conv_attrs(**kw))
+    return internal_op("conv2d_backprop_input")(like, w, dy, **_conv_attrs(**kw))
 
 
 def _backprop_filter(x, like, dy, **kw):
-    return _internal("conv2d_backprop_filter")(x, like, dy, **_conv_attrs(**kw))
+    return internal_op("conv2d_backprop_filter")(x, like, dy, **_conv_attrs(**kw))
 
 
-def _max_pool_grad(x, g, **kw):
-    return _internal("max_pool2d_grad")(x, df.max_pool2d(x, **kw), g, **_pool_attrs(**kw))
+def max_pool_grad(x, g, **kw):
+    return internal_op("max_pool2d_grad")(x, df.max_pool2d(x, **kw), g, **_pool_attrs(**kw))
 
 
-def _max_pool_grad_grad(x, gg, **kw):
-    return _internal("max_pool2d_grad_grad")(x, df.max_pool2d(x, **kw), gg, **_pool_attrs(**kw))
+def max_pool_grad_grad(x, gg, **kw):
+    return internal_op("max_pool2d_grad_grad")(x, df.max_pool2d(x, **kw), gg, **_pool_attrs(**kw))
 
 
 def _avg_pool_grad(like, g, **kw):
-    return _internal("avg_pool2d_grad")(like, g, **_pool_attrs(**kw))
+    return internal_op("avg_pool2d_grad")(like, g, **_pool_attrs(**kw))
 
 
 # ---------------------------------------------------------------------------------------
@@ -228,11 +228,11 @@ ROWS = [
     Row("max_pool2d", df.max_pool2d, max_pool2d_ref,
         [V([A(xs, "distinct")], kw) for xs, kw in POOL_CASES],
         also=("max_pool2d_grad",), second=True),
-    Row("max_pool2d_grad", _max_pool_grad,
+    Row("max_pool2d_grad", max_pool_grad,
         lambda x, g, **kw: max_pool2d_grad_ref(x, g, **kw),
         [V([A(xs, "distinct"), A(_pooled_shape(np.zeros(xs), **kw))], kw) for xs, kw in POOL_CASES[:4]],
         also=("max_pool2d", "max_pool2d_grad_grad"), second=True),
-    Row("max_pool2d_grad_grad", _max_pool_grad_grad,
+    Row("max_pool2d_grad_grad", max_pool_grad_grad,
         lambda x, gg, **kw: max_pool2d_grad_grad_ref(x, gg, **kw),
         [V([A(xs, "distinct"), A(xs)], kw) for xs, kw in POOL_CASES[1:5]],
         also=("max_pool2d", "max_pool2d_grad"), second=True),
@@ -240,7 +240,7 @@ ROWS = [
         [V([A(xs)], kw) for xs, kw in POOL_CASES],
         also=("avg_pool2d_grad",), second=True),
     Row("avg_pool2d_grad", _avg_pool_grad,
-        lambda like, g, **kw: _adjoint(lambda x: avg_pool2d_ref(x, **kw), like.shape, g),
+        lambda like, g, **kw: adjoint_of(lambda x: avg_pool2d_ref(x, **kw), like.shape, g),
         [V([A(xs), A(_pooled_shape(np.zeros(xs), **kw))], kw) for xs, kw in POOL_CASES[1:]],
         also=("avg_pool2d",), second=True),
 ]

@@ -8,7 +8,7 @@ sizes (DATA_DEPENDENT_SIZES) rather than equal them.
 import numpy as np
 
 import defun as df
-from opcheck import DATA_DEPENDENT_SIZES, NUMERIC, A, Row, V, _adjoint, _internal, idx
+from opcheck import DATA_DEPENDENT_SIZES, NUMERIC, A, Row, V, adjoint_of, internal_op, idx
 
 i64 = df.int64
 DATA_DEPENDENT_SIZES.update({"dynamic_reshape", "dynamic_broadcast_to", "dynamic_tile", "dynamic_fill",
@@ -16,12 +16,12 @@ DATA_DEPENDENT_SIZES.update({"dynamic_reshape", "dynamic_broadcast_to", "dynamic
 
 
 def _op(name):
-    call = _internal(name)
+    call = internal_op(name)
     return lambda *xs, shape: call(*xs, shape=tuple(shape))
 
 
 def _tile_reduce_ref(g, m, like, shape):
-    return _adjoint(lambda x: np.tile(x, m), like.shape, g)
+    return adjoint_of(lambda x: np.tile(x, m), like.shape, g)
 
 
 ROWS = [
@@ -45,7 +45,7 @@ ROWS = [
     Row("dynamic_fill", _op("dynamic_fill"), lambda d, v, shape: np.full(d, v, v.dtype),
         [V([idx([2, 3]), A(())], dict(shape=(2, None))), V([idx(np.zeros(0, np.int32)), A(())], dict(shape=())),
          V([idx([0, 1], i64), A(())], dict(shape=(None, 1)))], NUMERIC),
-    Row("dynamic_range", lambda s, l, d: _internal("dynamic_range")(s, l, d),
+    Row("dynamic_range", lambda s, l, d: internal_op("dynamic_range")(s, l, d),
         lambda s, l, d: np.arange(s, l, d, dtype=np.float64).astype(s.dtype),
         [V([A(value=0.), A(value=1.), A(value=0.25)]), V([A(value=2.), A(value=-1.), A(value=-0.5)]),
          V([idx(0), idx(7), idx(2)]), V([idx(5, i64), idx(1, i64), idx(-1, i64)]), V([idx(3), idx(3), idx(1)])],

@@ -3,7 +3,7 @@ einsum_expand (runtime/ops/einsum_ops.py). Gathered by test_ops.py."""
 import numpy as np
 
 import defun as df
-from opcheck import A, NUMERIC, Row, V, _internal
+from opcheck import A, NUMERIC, Row, V, internal_op
 
 EQUATIONS = [
     ("ij,jk->ik", [(2, 3), (3, 4)]),
@@ -68,7 +68,7 @@ ROWS = [
         [V([A(s) for s in shapes], dict(equation=eq)) for eq, shapes in EQUATIONS] +
         [V([A(sa), A(sb)], dict(axes=axes)) for sa, sb, axes in TENSORDOTS], NUMERIC,
         also=("einsum_expand",), second=True),
-    Row("einsum_expand", _internal("einsum_expand"), _expand_ref,
+    Row("einsum_expand", internal_op("einsum_expand"), _expand_ref,
         [V([A((3,))], dict(equation="i->ii")), V([A((2, 3))], dict(equation="ij->iji")),
          V([A((2, 3))], dict(equation="...i->...ii")), V([A((2, 3))], dict(equation="ij->ji")),
          V([A((0, 2))], dict(equation="ij->iij"))], NUMERIC, second=True),

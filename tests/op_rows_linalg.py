@@ -12,7 +12,7 @@ trace and matrix_transpose are composites of other ops: tests/test_linalg.py.
 import numpy as np
 
 import defun as df
-from opcheck import A, FLOATS, NUMERIC, Row, V, _adjoint, _internal
+from opcheck import A, FLOATS, NUMERIC, Row, V, adjoint_of, internal_op
 
 _rng = np.random.default_rng(15)
 
@@ -168,8 +168,8 @@ ROWS = [
     Row("diag_part", df.linalg.diag_part, lambda a: np.diagonal(a, axis1=-2, axis2=-1).copy(),
         [V([A((3, 3))]), V([A((2, 3, 4))]), V([A((4, 2))]), V([A((2, 1, 2, 2))])], NUMERIC,
         also=("diag_part_grad", "diag"), second=True),
-    Row("diag_part_grad", _internal("diag_part_grad"),
-        lambda g, like: _adjoint(lambda x: np.diagonal(x, axis1=-2, axis2=-1), like.shape, g),
+    Row("diag_part_grad", internal_op("diag_part_grad"),
+        lambda g, like: adjoint_of(lambda x: np.diagonal(x, axis1=-2, axis2=-1), like.shape, g),
         [V([A((3,)), A((3, 4))]), V([A((2, 2)), A((2, 2, 3))]), V([A((2,)), A((2, 2))])], NUMERIC,
         also=("diag_part",), second=True),
     Row("band_part", df.linalg.band_part, _band_ref,
@@ -179,7 +179,7 @@ ROWS = [
          V([A((3, 2), "bool")], dict(num_lower=0, num_upper=0), dtypes=(df.bool,))],
         NUMERIC, second=True),
     # det's gradient helper: the cofactors, singular matrices too (their second order needs inv)
-    Row("adjugate", _internal("adjugate"), _adjugate_ref,
+    Row("adjugate", internal_op("adjugate"), _adjugate_ref,
         [V([well_conditioned(3, 3)]), V([well_conditioned(2, 3, 3)]), V([well_conditioned(1, 1)]),
          V([A(value=[[1., 2.], [2., 4.]])], grad=False),
          V([A(value=[[1., 2., 3.], [4., 5., 6.], [7., 8., 9.]])], grad=False),

@@ -6,7 +6,7 @@ asin ... squared_difference, repeat, roll, reverse, linspace, meshgrid.
 import numpy as np
 
 import defun as df
-from opcheck import A, FLOATS, NUMERIC, Row, V, _adjoint, _internal, bin_, un
+from opcheck import A, FLOATS, NUMERIC, Row, V, adjoint_of, internal_op, bin_, un
 
 f64 = df.float64
 
@@ -23,7 +23,7 @@ def _flip_ref(x, axis):
 
 def _repeat_grad_ref(g, like, repeats, axis):
     reps = repeats[0] if len(repeats) == 1 else list(repeats)
-    return _adjoint(lambda x: np.repeat(x, reps, axis), like.shape, g)
+    return adjoint_of(lambda x: np.repeat(x, reps, axis), like.shape, g)
 
 
 def _linspace_ref(start, stop, num, axis=0):
@@ -65,7 +65,7 @@ ROWS = [
          V([A((2, 3))], dict(repeats=2)), V([A((2, 3))], dict(repeats=3, axis=-2)),
          V([A((2,))], dict(repeats=[2, 3], axis=0)), V([A(())], dict(repeats=3)),
          V([A((2, 2))], dict(repeats=[1, 2, 0, 1]))], NUMERIC, also=("repeat_grad",), second=True),
-    Row("repeat_grad", _internal("repeat_grad"), _repeat_grad_ref,
+    Row("repeat_grad", internal_op("repeat_grad"), _repeat_grad_ref,
         [V([A((6,)), A((3,))], dict(repeats=(2,), axis=0)),
          V([A((2, 3)), A((2, 2))], dict(repeats=(1, 2), axis=1)),
          V([A((8,)), A((2, 2))], dict(repeats=(2,), axis=None)),

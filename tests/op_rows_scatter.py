@@ -9,7 +9,7 @@ the graph tests make unknown; test_ops_math.py traces them with unknown leading 
 """
 import numpy as np
 
-from opcheck import DATA_DEPENDENT_SIZES, A, NUMERIC, Row, V, _adjoint, _internal, idx
+from opcheck import DATA_DEPENDENT_SIZES, A, NUMERIC, Row, V, adjoint_of, internal_op, idx
 import defun as df
 
 i32, i64 = df.int32, df.int64
@@ -69,8 +69,8 @@ ROWS = [
     Row("gather_nd", lambda p, indices: df.gather_nd(p, indices), _gather_nd_ref,
         [V([A(p)], dict(indices=ints(i, np.int64 if k == 2 else np.int32))) for k, (p, i) in enumerate(GATHER_ND)],
         NUMERIC, also=("gather_nd_grad",), second=True),
-    Row("gather_nd_grad", lambda g, p, indices: _internal("gather_nd_grad")(g, indices, p),
-        lambda g, p, indices: _adjoint(lambda x: _gather_nd_ref(x, indices), p.shape, g),
+    Row("gather_nd_grad", lambda g, p, indices: internal_op("gather_nd_grad")(g, indices, p),
+        lambda g, p, indices: adjoint_of(lambda x: _gather_nd_ref(x, indices), p.shape, g),
         [V([A((3,)), A((3, 2))], dict(indices=ints([[1, 0], [0, 1], [1, 0]]))),
          V([A((2, 2)), A((3, 2))], dict(indices=ints([[2], [2]]))),
          V([A((2, 2, 3)), A((2, 3))], dict(indices=ints(np.zeros((2, 0)))))], NUMERIC,
@@ -97,8 +97,8 @@ ROWS = [
          V([A((2, 3)), idx([[2], [0]])], dict(batch_dims=-1)), V([A((0, 3)), idx(np.zeros((0, 2), np.int32))])],
         NUMERIC, also=("batch_gather_grad",), second=True),
     Row("batch_gather_grad",
-        lambda g, i, p, axis, batch_dims: _internal("batch_gather_grad")(g, i, p, axis=axis, batch_dims=batch_dims),
-        lambda g, i, p, axis, batch_dims: _adjoint(lambda x: batch_gather_ref(x, i, axis, batch_dims), p.shape, g),
+        lambda g, i, p, axis, batch_dims: internal_op("batch_gather_grad")(g, i, p, axis=axis, batch_dims=batch_dims),
+        lambda g, i, p, axis, batch_dims: adjoint_of(lambda x: batch_gather_ref(x, i, axis, batch_dims), p.shape, g),
         [V([A((2, 2)), idx([[1, 1], [0, 2]]), A((2, 3))], dict(axis=1, batch_dims=1)),
          V([A((2, 3, 1)), idx([[1], [0]]), A((2, 3, 2))], dict(axis=2, batch_dims=1)),
          V([A((2, 2, 2)), idx([[[0, 2], [1, 1]], [[1, 0], [2, 2]]]), A((2, 2, 3))], dict(axis=2, batch_dims=2))],

@@ -3,7 +3,7 @@
 import numpy as np
 
 import defun as df
-from opcheck import A, NUMERIC, Row, V, _internal, idx
+from opcheck import A, NUMERIC, Row, V, internal_op, idx
 
 i32, i64 = df.int32, df.int64
 
@@ -60,11 +60,11 @@ ROWS = [
          V([A((2, 3, 4), "distinct")], dict(k=1)), V([A((3,), "distinct")], dict(k=0)),
          V([A(value=TIES)], dict(k=4), grad=False), V([A(value=[[1., 1., 1.]])], dict(k=2, sorted=False), grad=False),
          V([A((0, 3))], dict(k=2))], NUMERIC, also=("scatter_along_axis",), second=True),
-    Row("take_along_axis", _internal("take_along_axis"), lambda x, i, axis: np.take_along_axis(x, i, axis),
+    Row("take_along_axis", internal_op("take_along_axis"), lambda x, i, axis: np.take_along_axis(x, i, axis),
         [V([A((5,)), idx([4, 0, 4])], dict(axis=0)), V([A((2, 3)), idx([[2, 0], [1, 1]], i64)], dict(axis=1)),
          V([A((3, 2)), idx([[0, 1], [2, 2], [1, 0], [0, 0]])], dict(axis=-2))], NUMERIC,
         also=("scatter_along_axis",), second=True),
-    Row("scatter_along_axis", _internal("scatter_along_axis"), _scatter_along_ref,
+    Row("scatter_along_axis", internal_op("scatter_along_axis"), _scatter_along_ref,
         [V([A((3,)), idx([4, 0, 4]), A((5,))], dict(axis=0)),
          V([A((2, 2)), idx([[2, 0], [1, 1]], i64), A((2, 3))], dict(axis=1)),
          V([A((4, 2)), idx([[0, 1], [2, 2], [1, 0], [0, 0]]), A((3, 2))], dict(axis=-2))], NUMERIC,

@@ -4,7 +4,7 @@ import numpy as np
 import scipy.special
 
 import defun as df
-from opcheck import A, FLOATS, NUMERIC, Row, V, _internal, _like, red, un
+from opcheck import A, FLOATS, NUMERIC, Row, V, internal_op, via_float64, red, un
 
 f32, f64, i32, i64, b = df.float32, df.float64, df.int32, df.int64, df.bool
 
@@ -71,10 +71,10 @@ ROWS = [
     # ------------------------------------------------------------- elementwise
     Row("tan", df.tan, np.tan, un("unit"), second=True),
     Row("expm1", df.expm1, np.expm1, un() + [V([A(value=[1e-10, -1e-12, 0., 5e-6])])], second=True),
-    Row("erf", df.erf, _like(scipy.special.erf), un() + [V([A(value=WIDE)])], second=True),
-    Row("softplus", df.softplus, _like(lambda x: np.logaddexp(0, x)),
+    Row("erf", df.erf, via_float64(scipy.special.erf), un() + [V([A(value=WIDE)])], second=True),
+    Row("softplus", df.softplus, via_float64(lambda x: np.logaddexp(0, x)),
         un() + [V([A(value=[-1000., -30., 0., 30., 1000.])])], FLOATS + (df.float16,), second=True),
-    Row("elu", df.elu, _like(lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0)))),
+    Row("elu", df.elu, via_float64(lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0)))),
         un("nonzero") + [V([A(value=[-1000., -2., 3., 1000.])])], second=True),
     Row("leaky_relu", df.leaky_relu, lambda x, alpha=0.2: np.where(x > 0, x, x * x.dtype.type(alpha)),
         un("nonzero") + [V([A((2, 3), "nonzero")], dict(alpha=0.05))], second=True),
@@ -119,7 +119,7 @@ ROWS = [
          V([A(value=[[0., 0., 2.], [3., 0., 0.]])], dict(axis=1)),
          V([A((2, 0))], dict(axis=1)), V([A((1,))], dict(exclusive=True))], NUMERIC,
         also=("linear_scan",), second=True),
-    Row("linear_scan", _internal("linear_scan"), _linear_scan_ref,
+    Row("linear_scan", internal_op("linear_scan"), _linear_scan_ref,
         [V([A((5,)), A((5,))], dict(axis=0, reverse=False)), V([A((2, 3)), A((2, 3))], dict(axis=1, reverse=True)),
          V([A((4, 2)), A(value=[[0., 1.], [2., 0.], [-1., 3.], [0.5, 0.]])], dict(axis=0, reverse=True)),
          V([A((2, 7)), A((2, 7))], dict(axis=-1, reverse=False)),

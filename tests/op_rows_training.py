@@ -1,7 +1,7 @@
 """Op rows of the training pieces: the sparse-update helper, and the scatter variable ops."""
 import numpy as np
 
-from opcheck import A, Row, V, _internal, idx
+from opcheck import A, Row, V, internal_op, idx
 
 import defun as df
 
@@ -16,7 +16,7 @@ def _sum_duplicate_rows_ref(values, indices):
 
 
 ROWS = [
-    Row("sum_duplicate_rows", _internal("sum_duplicate_rows"), _sum_duplicate_rows_ref,
+    Row("sum_duplicate_rows", internal_op("sum_duplicate_rows"), _sum_duplicate_rows_ref,
         [V([A((4, 3)), idx([2, 0, 2, 2])]), V([A((3,)), idx([1, 1, 0], df.int64)]),
          V([A((2, 2, 2)), idx([5, 3])]), V([A((0, 2)), idx(np.zeros(0, np.int32))])],
         second=True),

@@ -480,12 +480,12 @@ class Row:
         return v.dtypes or self.dtypes
 
 
-def _like(f):
+def via_float64(f):
     """Reference computed in float64, rounded to the input dtype."""
     return lambda x, **kw: np.asarray(f(x.astype(np.float64), **kw)).astype(x.dtype)
 
 
-def _adjoint(linear_fn, in_shape, g):
+def adjoint_of(linear_fn, in_shape, g):
     """J^T g for a linear numpy function, built column by column from basis vectors."""
     n = int(np.prod(in_shape))
     cols = []
@@ -497,7 +497,7 @@ def _adjoint(linear_fn, in_shape, g):
     return (jac.T @ np.asarray(g, np.float64).reshape(-1)).reshape(in_shape).astype(g.dtype)
 
 
-def _internal(name):
+def internal_op(name):
     """A caller for an internal op: inputs positional, attrs as keywords."""
     op = registry.get(name)
 

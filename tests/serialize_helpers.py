@@ -90,18 +90,18 @@ def simple_graph():
 # ---------------------------------------------------------------------------------------
 # The leaves of a document (fuzzing)
 
-def _leaves(x):
+def leaves_of(x):
     if isinstance(x, dict):
-        return [v for item in x.values() for v in _leaves(item)]
+        return [v for item in x.values() for v in leaves_of(item)]
     if isinstance(x, (list, tuple)):
-        return [v for item in x for v in _leaves(item)]
+        return [v for item in x for v in leaves_of(item)]
     return [] if x is None else [x]
 
 
 # ---------------------------------------------------------------------------------------
 # Version 2 and version-1 documents
 
-def _stateful_control_flow_function():
+def stateful_control_flow_function():
     """A defun whose call, cond and while all run functions that read or assign `v`."""
     v = df.Variable(np.array([1.0, 2.0]), name="v")
 
@@ -119,7 +119,7 @@ def _stateful_control_flow_function():
     return f, v
 
 
-def _as_version_1(doc):
+def as_version_1(doc):
     """`doc` as a version-1 writer would have written it: twin ops, no node flag."""
     old = copy.deepcopy(doc)
     old["version"] = 1

@@ -167,3 +167,21 @@ def test_a_defun_method_converts():
     m = _Model()
     np.testing.assert_allclose(m.step(df.constant([1.0, 1.0])).numpy(), [2.0, 3.0])
     np.testing.assert_allclose(m.step(df.constant([-1.0, -1.0])).numpy(), [-3.0, -4.0])
+
+
+def _flatten_depth(xs):
+    """A recursive user function: its reference to itself is a global (the converted code
+    closes over it)."""
+    out = []
+    for x in xs:
+        if isinstance(x, (list, tuple)):
+            out.extend(_flatten_depth(x))
+        else:
+            out.append(x * 2.0)
+    return out
+
+
+def test_a_recursive_user_function_converts():
+    f = df.defun(lambda a, b: df.add_n(_flatten_depth([a, [b, [a]]])))
+    a, b = df.constant([1.0, 2.0]), df.constant([3.0, 4.0])
+    np.testing.assert_allclose(f(a, b).numpy(), 2 * (2 * a.numpy() + b.numpy()))

@@ -17,8 +17,7 @@ from defun.runtime import registry
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from opcheck import make_inputs  # noqa: E402
-from test_ops import ROWS  # noqa: E402
-from test_ops_graph import _dtype, _signature  # noqa: E402
+from op_table import ROWS, graph_dtype, input_signature_of  # noqa: E402
 
 F32, I32 = np.float32, np.int32
 MB = 1 << 20
@@ -95,8 +94,8 @@ def test_every_op_whose_size_depends_on_values_declares_it():
     for row in ROWS:
         for v in row.variants:
             try:
-                xs = make_inputs(v.args, _dtype(row, v))
-                cf = df.defun(lambda *a: row.fn(*a, **v.kw), input_signature=_signature(xs, False)
+                xs = make_inputs(v.args, graph_dtype(row, v))
+                cf = df.defun(lambda *a: row.fn(*a, **v.kw), input_signature=input_signature_of(xs, False)
                               ).get_concrete_function()
             except Exception:       # rows that refuse static tracing are covered by their own tests
                 continue

@@ -57,7 +57,7 @@ def cli(*args, cwd):
     return _Result(code, out.getvalue(), err.getvalue())
 
 
-def _ok(proc):
+def exit_ok(proc):
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return proc
 
@@ -90,7 +90,7 @@ def story(tmp_path_factory):
     proc = subprocess.run([sys.executable, os.path.join(ROOT, argv[1]), *argv[2:], "--epochs", "1",
                            "--timing-repeat", "3", "--quiet"], capture_output=True, text=True,
                           cwd=where, timeout=600)
-    _ok(proc)
+    exit_ok(proc)
     doc = where / argv[argv.index("--out") + 1]
     return where, doc, df.load_json(str(doc))
 
@@ -98,7 +98,7 @@ def story(tmp_path_factory):
 def _run_story(word, where):
     argv = _story_command(word)
     assert argv[0] == "defun"
-    return _ok(defun_cmd(*argv[1:], cwd=where))
+    return exit_ok(defun_cmd(*argv[1:], cwd=where))
 
 
 def test_story_trains_and_exports(story):
@@ -164,7 +164,7 @@ def test_story_numpy_module_predicts_the_same_without_defun(story, tmp_path):
         assert same_bits(got["outputs"][0], loaded(x)["logits"].numpy()) is None
     # and the README's one-liner, in the directory it wrote the module to
     line = next(a for a in _story_commands() if a[0] == "python" and a[1] == "-c")
-    proc = _ok(subprocess.run([sys.executable, *line[1:]], capture_output=True, text=True, cwd=where,
+    proc = exit_ok(subprocess.run([sys.executable, *line[1:]], capture_output=True, text=True, cwd=where,
                               timeout=120))
     assert proc.stdout.strip() == str(np.argmax(loaded(x)["logits"].numpy(), 1)[:10])
 
@@ -189,7 +189,7 @@ def small(tmp_path_factory):
 
 
 def test_the_installed_script_helps_and_refuses_a_bad_file(tmp_path):
-    proc = _ok(defun_cmd("--help", cwd=tmp_path))
+    proc = exit_ok(defun_cmd("--help", cwd=tmp_path))
     assert proc.stdout.startswith("usage: defun") and all(c in proc.stdout for c in COMMANDS)
     (tmp_path / "bad.json").write_text('{"format": "defun.graph", "version": 99}')
     proc = defun_cmd("show", "bad.json", cwd=tmp_path)
@@ -199,7 +199,7 @@ def test_the_installed_script_helps_and_refuses_a_bad_file(tmp_path):
 
 @pytest.mark.parametrize("command", [None] + COMMANDS)
 def test_every_command_has_help(command, tmp_path):
-    proc = _ok(cli(*([command] if command else []), "--help", cwd=tmp_path))
+    proc = exit_ok(cli(*([command] if command else []), "--help", cwd=tmp_path))
     assert proc.stdout.startswith(f"usage: defun{' ' + command if command else ''}")
     if command is None:
         for c in COMMANDS:
@@ -211,12 +211,12 @@ def test_python_dash_m_defun_is_the_same_command(small):
     by_module = subprocess.run([sys.executable, "-m", "defun", "validate", "f.json"], capture_output=True,
                                text=True, cwd=where, timeout=120)
     assert by_module.returncode == 0, by_module.stderr
-    assert by_module.stdout == _ok(defun_cmd("validate", "f.json", cwd=where)).stdout
+    assert by_module.stdout == exit_ok(defun_cmd("validate", "f.json", cwd=where)).stdout
 
 
 def test_validate_reports_the_signature(small):
     where, _ = small
-    out = _ok(cli("validate", "f.json", cwd=where)).stdout.splitlines()
+    out = exit_ok(cli("validate", "f.json", cwd=where)).stdout.splitlines()
     assert out[0] == "f.json: valid (defun.graph version 2)"
     assert out[1] == "# @f(x: float32[?, 3], scale: float32[]) -> (output_0: float32[?], output_1: float32[?, 3])"
     assert out[2] == "1 function, 7 nodes, 1 variable (24 bytes)"
@@ -224,7 +224,7 @@ def test_validate_reports_the_signature(small):
 
 def test_show_prints_the_backward_too(small):
     where, _ = small
-    out = _ok(cli("show", "f.json", "--backward", cwd=where)).stdout
+    out = exit_ok(cli("show", "f.json", "--backward", cwd=where)).stdout
     assert "func @f(" in out and "# backward: inputs are the gradients of outputs [0, 1]" in out
     assert "func @f_grad(" in out
 
@@ -232,9 +232,9 @@ def test_show_prints_the_backward_too(small):
 def test_run_prints_or_writes_the_outputs(small):
     where, loaded = small
     expected = loaded(np.load(where / "x.npy"), np.load(where / "scale.npy"))
-    out = _ok(cli("run", "f.json", "x=x.npy", "scale=scale.npy", cwd=where)).stdout
+    out = exit_ok(cli("run", "f.json", "x=x.npy", "scale=scale.npy", cwd=where)).stdout
     assert out.startswith("output_0: float32[4]\n") and "output_1: float32[4, 3]" in out
-    _ok(cli("run", "f.json", "scale=scale.npy", "x=x.npy", "-o", "out.npz", cwd=where))
+    exit_ok(cli("run", "f.json", "scale=scale.npy", "x=x.npy", "-o", "out.npz", cwd=where))
     with np.load(where / "out.npz") as got:
         assert same_bits(got["output_0"], expected[0].numpy()) is None
         assert same_bits(got["output_1"], expected[1].numpy()) is None
@@ -245,7 +245,7 @@ def test_run_takes_a_big_endian_npy(small):
     x = np.load(where / "x.npy")
     np.save(where / "xbig.npy", x.astype(">f4"))
     expected = loaded(x, np.load(where / "scale.npy"))
-    _ok(cli("run", "f.json", "x=xbig.npy", "scale=scale.npy", "-o", "big.npz", cwd=where))
+    exit_ok(cli("run", "f.json", "x=xbig.npy", "scale=scale.npy", "-o", "big.npz", cwd=where))
     with np.load(where / "big.npz") as got:
         assert same_bits(got["output_1"], expected[1].numpy()) is None
 
@@ -279,11 +279,11 @@ def test_run_names_the_bad_input(small, args, message):
 
 def test_dot_writes_svg_png_and_dot_text(small):
     where, _ = small
-    _ok(cli("dot", "f.json", "-o", "f.dot", cwd=where))
+    exit_ok(cli("dot", "f.json", "-o", "f.dot", cwd=where))
     assert (where / "f.dot").read_text().startswith('digraph "f" {')
-    _ok(cli("dot", "f.json", "-o", "f.png", "--backward", cwd=where))
+    exit_ok(cli("dot", "f.json", "-o", "f.png", "--backward", cwd=where))
     assert (where / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    _ok(cli("dot", "f.json", "-o", "f.svg", cwd=where))
+    exit_ok(cli("dot", "f.json", "-o", "f.svg", cwd=where))
     assert "captured variable w" in (where / "f.svg").read_text()
     proc = cli("dot", "f.json", "-o", "f.bmp", cwd=where)
     assert proc.returncode == 2 and "name the picture .svg, .png or .pdf" in proc.stderr
@@ -291,15 +291,15 @@ def test_dot_writes_svg_png_and_dot_text(small):
 
 def test_numpy_prints_or_writes_the_module(small):
     where, _ = small
-    text = _ok(cli("numpy", "f.json", "--backward", cwd=where)).stdout
+    text = exit_ok(cli("numpy", "f.json", "--backward", cwd=where)).stdout
     assert "def forward(*args, **kwargs):" in text and "def backward(output_gradients, side_outputs):" in text
-    _ok(cli("numpy", "f.json", "-o", "f_numpy.py", cwd=where))
+    exit_ok(cli("numpy", "f.json", "-o", "f_numpy.py", cwd=where))
     assert (where / "f_numpy.py").read_text() == df.export_numpy_source(df.load_json(str(where / "f.json")))
 
 
 def test_bench_prints_median_and_p90(small):
     where, _ = small
-    out = _ok(cli("bench", "f.json", "--size", "8", "--repeat", "5", "--warmup", "1", cwd=where)).stdout
+    out = exit_ok(cli("bench", "f.json", "--size", "8", "--repeat", "5", "--warmup", "1", cwd=where)).stdout
     assert out.splitlines()[0] == "@f on x float32[8, 3], scale float32[]"
     assert re.match(r"median [\d.]+ (us|ms|s), p90 [\d.]+ (us|ms|s), min [\d.]+ (us|ms|s) over 5 calls "
                     r"\(1 warm-up\)$", out.splitlines()[1]), out
@@ -362,31 +362,31 @@ def named(tmp_path_factory):
 def test_show_validate_and_run_name_the_outputs(named):
     where, f, x = named
     sig = "# @f(x: float32[?, 3], n: float32[]) -> (probs: float32[?, 2], total: float32[])"
-    assert _ok(cli("show", "f.json", cwd=where)).stdout.splitlines()[0] == sig
-    assert _ok(cli("validate", "f.json", cwd=where)).stdout.splitlines()[1] == sig
-    out = _ok(cli("run", "f.json", "x=inputs.npz[x]", "n=inputs.npz[n]", cwd=where)).stdout
+    assert exit_ok(cli("show", "f.json", cwd=where)).stdout.splitlines()[0] == sig
+    assert exit_ok(cli("validate", "f.json", cwd=where)).stdout.splitlines()[1] == sig
+    out = exit_ok(cli("run", "f.json", "x=inputs.npz[x]", "n=inputs.npz[n]", cwd=where)).stdout
     assert out.startswith("probs: float32[4, 2]\n") and "\ntotal: float32[]\n" in out
     expected = f(x, np.float32(2.0))
-    _ok(cli("run", "f.json", "x=one.npz", "n=inputs.npz", "-o", "out.npz", cwd=where))   # one array; the key n
+    exit_ok(cli("run", "f.json", "x=one.npz", "n=inputs.npz", "-o", "out.npz", cwd=where))   # one array; the key n
     with np.load(where / "out.npz") as got:
         assert sorted(got) == ["probs", "total"]
         assert same_bits(got["probs"], expected["probs"].numpy()) is None
         assert same_bits(got["total"], expected["total"].numpy()) is None
-    _ok(cli("run", "f.json", "x=x.npy", "n=inputs.npz[n]", "--outdir", "outs/deeper", cwd=where))
+    exit_ok(cli("run", "f.json", "x=x.npy", "n=inputs.npz[n]", "--outdir", "outs/deeper", cwd=where))
     assert sorted(os.listdir(where / "outs" / "deeper")) == ["probs.npy", "total.npy"]
     assert same_bits(np.load(where / "outs" / "deeper" / "probs.npy"), expected["probs"].numpy()) is None
 
 
 def test_run_on_random_inputs(named):
     where, f, _ = named
-    out = _ok(cli("run", "f.json", "--random", "--size", "7", "--seed", "3", "-o", "r.npz", cwd=where)).stdout
+    out = exit_ok(cli("run", "f.json", "--random", "--size", "7", "--seed", "3", "-o", "r.npz", cwd=where)).stdout
     assert out == "wrote 2 outputs to r.npz: probs float32[7, 2], total float32[]\n"
     rng = np.random.default_rng(3)
     x, n = rng.standard_normal((7, 3)).astype(np.float32), rng.standard_normal(()).astype(np.float32)
     with np.load(where / "r.npz") as got:
         assert same_bits(got["probs"], f(x, n)["probs"].numpy()) is None
     # given inputs stay as given, the rest are random
-    out = _ok(cli("run", "f.json", "x=x.npy", "--random", cwd=where)).stdout
+    out = exit_ok(cli("run", "f.json", "x=x.npy", "--random", cwd=where)).stdout
     assert out.startswith("probs: float32[4, 2]")
 
 
@@ -415,33 +415,33 @@ def test_run_budgets_and_backends(named):
     where, f, x = named
     proc = cli("run", "f.json", "--random", "--max-iterations", "0", "--max-bytes", "64", cwd=where)
     assert proc.returncode == 2 and "raise the budget with --max-bytes N" in proc.stderr
-    _ok(cli("run", "f.json", "x=x.npy", "n=inputs.npz[n]", "--max-bytes", "none", "-o", "free.npz", cwd=where))
+    exit_ok(cli("run", "f.json", "x=x.npy", "n=inputs.npz[n]", "--max-bytes", "none", "-o", "free.npz", cwd=where))
     if "numba" not in df.backends():
         return
     # numba keeps the budgets too (regions metered where they start): no `none` flags needed
     proc = cli("run", "f.json", "--random", "--backend", "numba", "--max-bytes", "64", cwd=where)
     assert proc.returncode == 2 and "raise the budget with --max-bytes N" in proc.stderr
-    _ok(cli("run", "f.json", "x=x.npy", "n=inputs.npz[n]", "--backend", "numba", "-o", "fast.npz", cwd=where))
+    exit_ok(cli("run", "f.json", "x=x.npy", "n=inputs.npz[n]", "--backend", "numba", "-o", "fast.npz", cwd=where))
     with np.load(where / "fast.npz") as fast, np.load(where / "free.npz") as free:
         np.testing.assert_allclose(fast["probs"], free["probs"], rtol=1e-6)
 
 
 def test_show_json_optimized_plan_and_variables(named):
     where, f, _ = named
-    desc = json.loads(_ok(defun_cmd("show", "f.json", "--json", cwd=where)).stdout)     # what scripts read
+    desc = json.loads(exit_ok(defun_cmd("show", "f.json", "--json", cwd=where)).stdout)     # what scripts read
     assert desc == {"function": "f", "backward_levels": 0,
                     "inputs": [{"name": "x", "dtype": "float32", "shape": [None, 3]},
                                {"name": "n", "dtype": "float32", "shape": []}],
                     "outputs": [{"name": "probs", "dtype": "float32", "shape": [None, 2]},
                                 {"name": "total", "dtype": "float32", "shape": []}],
                     "variables": [{"name": "w", "dtype": "float32", "shape": [3, 2]}]}
-    out = _ok(cli("show", "f.json", "--optimized", "--variables", cwd=where)).stdout
+    out = exit_ok(cli("show", "f.json", "--optimized", "--variables", cwd=where)).stdout
     assert "# variables (1, 24 bytes):\n#   w: float32[3, 2]\n" in out
     assert out.split("\n", 3)[3] == format_graph(f.optimized_graph()) + "\n"
-    plan = _ok(cli("show", "f.json", "--plan", cwd=where)).stdout
+    plan = exit_ok(cli("show", "f.json", "--plan", cwd=where)).stdout
     assert plan.split("\n", 1)[1] == f.plan_source("numpy") and "def plan(" in plan
     if "numba" in df.backends():
-        plan = _ok(cli("show", "f.json", "--plan", "--backend", "numba", cwd=where)).stdout
+        plan = exit_ok(cli("show", "f.json", "--plan", "--backend", "numba", cwd=where)).stdout
         assert plan.split("\n", 1)[1] == f.plan_source("numba")
     proc = cli("show", "f.json", "--plan", "--optimized", cwd=where)
     assert proc.returncode == 2 and "not allowed with argument" in proc.stderr
@@ -450,7 +450,7 @@ def test_show_json_optimized_plan_and_variables(named):
 def test_onnx_check_compares_onnxruntime_with_the_loaded_function(named):
     pytest.importorskip("onnxruntime")
     where, _, _ = named
-    proc = _ok(defun_cmd("onnx", "f.json", "-o", "f.onnx", "--check", cwd=where))
+    proc = exit_ok(defun_cmd("onnx", "f.json", "-o", "f.onnx", "--check", cwd=where))
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("wrote f.onnx (") and lines[0].endswith("; inputs x, n; outputs probs, total)")
     m = re.match(r"checked against onnxruntime \S+ on random x float32\[4, 3\], n float32\[\]: largest "
@@ -501,7 +501,7 @@ def test_the_console_script_refuses_a_bad_opset_without_a_traceback(named):
 
 def test_bench_profile_prints_the_time_per_node(named):
     where, _, _ = named
-    out = _ok(cli("bench", "f.json", "--size", "8", "--repeat", "4", "--warmup", "0", "--profile",
+    out = exit_ok(cli("bench", "f.json", "--size", "8", "--repeat", "4", "--warmup", "0", "--profile",
                   cwd=where)).stdout.splitlines()
     assert out[3].startswith("# @f: ") and " steps over 4 calls, " in out[3]
     assert out[4].split() == ["node", "op", "calls", "total", "share", "line"]

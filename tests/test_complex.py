@@ -8,6 +8,7 @@ import torch
 
 import defun as df
 from isolated import run_without_defun
+from defun_helpers import nested_gradients
 
 IAE = df.errors.InvalidArgumentError
 C64, C128 = df.complex64, df.complex128
@@ -298,14 +299,8 @@ def test_second_order_through_complex_intermediates():
             value = loss(_Df(), t)
         return tape.gradient(value, t)
     t = df.constant(x0)
-    with df.GradientTape() as outer:
-        outer.watch(t)
-        with df.GradientTape() as inner:
-            inner.watch(t)
-            value = loss(_Df(), t)
-        g = inner.gradient(value, t)
-        s = df.reduce_sum(g * df.constant(np.array([1.0, 2.0, -1.0])))
-    hv = outer.gradient(s, t).numpy()
+    hv = nested_gradients(lambda u: loss(_Df(), u), t,
+                          lambda g: df.reduce_sum(g * df.constant(np.array([1.0, 2.0, -1.0]))))[1].numpy()
     eps = 1e-6
     fd = np.array([(float(df.reduce_sum(first(x0 + eps * e) * df.constant(np.array([1.0, 2.0, -1.0]))))
                     - float(df.reduce_sum(first(x0 - eps * e) * df.constant(np.array([1.0, 2.0, -1.0]))))) / (2 * eps)
@@ -428,7 +423,7 @@ def test_the_numba_backend_runs_complex_and_small_int_nodes():
 
 def test_dot_labels_and_the_command_line_take_complex_documents(tmp_path):
     from defun.graph.printer import to_dot
-    from test_cli import _ok, cli
+    from test_cli import exit_ok, cli
     cf = df.defun(lambda z, a: (df.abs(df.signal.fft(z)), a + a)).get_concrete_function(
         df.TensorSpec([4], C64), df.TensorSpec([2], df.uint8))
     dot = to_dot(cf.graph)
@@ -437,9 +432,9 @@ def test_dot_labels_and_the_command_line_take_complex_documents(tmp_path):
     z = _z((4,), C64, 18)
     np.save(tmp_path / "z.npy", z)
     np.save(tmp_path / "a.npy", np.array([200, 3], np.uint8))
-    out = _ok(cli("run", "f.json", "z=z.npy", "a=a.npy", cwd=tmp_path)).stdout
+    out = exit_ok(cli("run", "f.json", "z=z.npy", "a=a.npy", cwd=tmp_path)).stdout
     assert "output_0: float32[4]" in out and "output_1: uint8[2]" in out
-    _ok(cli("run", "f.json", "z=z.npy", "a=a.npy", "-o", "o.npz", cwd=tmp_path))
+    exit_ok(cli("run", "f.json", "z=z.npy", "a=a.npy", "-o", "o.npz", cwd=tmp_path))
     with np.load(tmp_path / "o.npz") as got:
         np.testing.assert_allclose(got["output_0"], np.abs(np.fft.fft(z)), rtol=1e-5)
         np.testing.assert_array_equal(got["output_1"], np.array([144, 6], np.uint8))

@@ -10,8 +10,8 @@ from hypothesis import given, settings, strategies as st
 import defun as df
 from op_rows_conv import (avg_pool2d_ref, conv2d_backprop_filter_ref, conv2d_backprop_input_ref, conv2d_ref,
                           max_pool2d_grad_grad_ref, max_pool2d_grad_ref, max_pool2d_ref, pair, same_padding)
-from op_rows_conv import _max_pool_grad, _max_pool_grad_grad
-from opcheck import _adjoint
+from op_rows_conv import max_pool_grad, max_pool_grad_grad
+from opcheck import adjoint_of
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -99,9 +99,9 @@ def test_the_gradient_loop_references_are_the_adjoints_of_the_forward_loop(kw):
     x, w = rng.standard_normal((2, 6, 5, 2)), rng.standard_normal((3, 2, 2, 3))
     dy = rng.standard_normal(conv2d_ref(x, w, **kw).shape)
     np.testing.assert_allclose(conv2d_backprop_input_ref(x, w, dy, **kw),
-                               _adjoint(lambda v: conv2d_ref(v, w, **kw), x.shape, dy), rtol=1e-12, atol=1e-12)
+                               adjoint_of(lambda v: conv2d_ref(v, w, **kw), x.shape, dy), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(conv2d_backprop_filter_ref(x, w, dy, **kw),
-                               _adjoint(lambda v: conv2d_ref(x, v, **kw), w.shape, dy), rtol=1e-12, atol=1e-12)
+                               adjoint_of(lambda v: conv2d_ref(x, v, **kw), w.shape, dy), rtol=1e-12, atol=1e-12)
 
 
 # ---------------------------------------------------------------------------------------
@@ -189,8 +189,8 @@ def test_max_pool_gradients_with_ties_and_nan_match_the_first_maximum_loops(shap
     y = df.max_pool2d(x, **kw)
     g = rng.integers(-4, 5, y.shape).astype(np.float32)    # integers: sums in any order are exact
     gg = rng.integers(-4, 5, shape).astype(np.float32)
-    np.testing.assert_array_equal(_max_pool_grad(x, g, **kw).numpy(), max_pool2d_grad_ref(x, g, **kw))
-    np.testing.assert_array_equal(_max_pool_grad_grad(x, gg, **kw).numpy(), max_pool2d_grad_grad_ref(x, gg, **kw))
+    np.testing.assert_array_equal(max_pool_grad(x, g, **kw).numpy(), max_pool2d_grad_ref(x, g, **kw))
+    np.testing.assert_array_equal(max_pool_grad_grad(x, gg, **kw).numpy(), max_pool2d_grad_grad_ref(x, gg, **kw))
 
 
 @pytest.mark.parametrize("size", [4, 5])      # an exact tiling, and one with a border left over
@@ -198,7 +198,7 @@ def test_a_max_window_holding_nan_passes_no_gradient(size):
     x = np.arange(size * size, dtype=np.float32).reshape(1, size, size, 1)
     x[0, 1, 0, 0] = np.nan
     g = np.arange(1.0, 5.0, dtype=np.float32).reshape(1, 2, 2, 1)
-    dx = _max_pool_grad(x, g, ksize=2, strides=2, padding="VALID").numpy()
+    dx = max_pool_grad(x, g, ksize=2, strides=2, padding="VALID").numpy()
     assert not dx[0, :2, :2].any()
     clean = x.copy()
     clean[0, 1, 0, 0] = 0

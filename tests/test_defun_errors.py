@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import defun as df
-from defun_helpers import f64, _line_of, val
+from defun_helpers import f64, line_of, val
 
 
 # ====================================================================== errors
@@ -21,7 +21,7 @@ def test_if_on_symbolic_tensor_raises_tracing_error_naming_line_and_cond():
     assert isinstance(info.value, TypeError)
     msg = str(info.value)
     assert "cond" in msg
-    assert str(_line_of(body, "MARK-if")) in msg
+    assert str(line_of(body, "MARK-if")) in msg
 
 
 def test_bool_on_symbolic_tensor_raises_type_error():
@@ -45,7 +45,7 @@ def test_leaked_symbolic_tensor_used_later_raises_naming_creation_site():
     with pytest.raises(df.errors.TracingError) as info:
         leaked[0] + df.constant(1.0)
     msg = str(info.value)
-    assert str(_line_of(body, "MARK-leak")) in msg
+    assert str(line_of(body, "MARK-leak")) in msg
     with pytest.raises(df.errors.TracingError):
         df.exp(leaked[0])
 
@@ -90,7 +90,7 @@ def test_shape_error_while_tracing_names_op_and_user_line():
         f(df.ones([2, 3]), df.ones([4, 5]))
     msg = str(info.value)
     assert "matmul" in msg.lower() or "MatMul" in msg
-    assert str(_line_of(body, "MARK-matmul")) in msg
+    assert str(line_of(body, "MARK-matmul")) in msg
 
 
 def test_broadcast_shape_error_while_tracing_is_invalid_argument():
@@ -99,7 +99,7 @@ def test_broadcast_shape_error_while_tracing_is_invalid_argument():
 
     with pytest.raises(df.errors.InvalidArgumentError) as info:
         df.defun(body)(df.ones([2, 3]), df.ones([4]))
-    assert str(_line_of(body, "MARK-add")) in str(info.value)
+    assert str(line_of(body, "MARK-add")) in str(info.value)
 
 
 # ====================================================================== concurrency

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import defun as df
-from defun_helpers import F64, assert_close, f64, numeric_grads, val
+from defun_helpers import F64, assert_close, f64, nested_gradients, numeric_grads, val
 
 
 # ====================================================================== gradients through defun
@@ -128,14 +128,7 @@ def test_second_order_gradient_of_vector_function_matches_eager():
     x = f64([0.3, -0.2, 1.1])
 
     def hess_diag(fn):
-        with df.GradientTape() as outer:
-            outer.watch(x)
-            with df.GradientTape() as inner:
-                inner.watch(x)
-                y = fn(x)
-            dy = inner.gradient(y, x)
-            s = df.reduce_sum(dy)
-        return dy, outer.gradient(s, x)
+        return nested_gradients(fn, x, df.reduce_sum)
 
     dy_e, h_e = hess_diag(g)
     dy_d, h_d = hess_diag(df.defun(g))

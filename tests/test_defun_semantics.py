@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import defun as df
-from defun_helpers import assert_close, f64, _line_of, val
+from defun_helpers import assert_close, f64, line_of, val
 
 
 # ====================================================================== more semantics
@@ -149,7 +149,7 @@ def test_leaked_symbolic_tensor_converted_after_trace_names_creation_site(use):
     with pytest.raises(df.errors.TracingError) as info:
         convert(leaked[0])
     msg = str(info.value)
-    assert str(_line_of(body, "MARK-leak2")) in msg, msg
+    assert str(line_of(body, "MARK-leak2")) in msg, msg
     assert "while tracing" not in msg, msg   # the trace has ended
 
 

@@ -12,6 +12,7 @@ import pytest
 
 import defun as df
 from opcheck import check_gradient
+from defun_helpers import nested_gradients
 
 IAE = df.errors.InvalidArgumentError
 rng = np.random.default_rng(0)
@@ -105,13 +106,7 @@ def test_gradients_through_run_time_shapes(which):
 def test_second_order_through_a_run_time_reshape():
     @df.defun(input_signature=[df.TensorSpec([None, 2], df.float64)])
     def hessian_diag(x):
-        with df.GradientTape() as outer:
-            outer.watch(x)
-            with df.GradientTape() as inner:
-                inner.watch(x)
-                y = df.reduce_sum(df.reshape(x, [df.size(x)]) ** 3.0)
-            g = inner.gradient(y, x)
-        return outer.gradient(g, x)
+        return nested_gradients(lambda t: df.reduce_sum(df.reshape(t, [df.size(t)]) ** 3.0), x)[1]
 
     x = np.array([[1.0, 2.0], [3.0, -1.0]])
     np.testing.assert_allclose(hessian_diag(x).numpy(), 6.0 * x)

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import defun as df
-from defun_helpers import assert_close, numeric_grads, val
+from defun_helpers import assert_close, nested_gradients, numeric_grads, val
 
 needs_export = pytest.mark.skipif(not (hasattr(df, "export_json") and hasattr(df, "load_json")),
                                   reason="df.export_json / df.load_json not landed yet")
@@ -266,14 +266,7 @@ def test_second_order_eager_equals_defun(name):
     def grad_sum(wrap):
         args = _tensors(arrays)
         f = wrap(loss) if wrap else loss
-        with df.GradientTape() as outer:
-            outer.watch(args[p])
-            with df.GradientTape() as inner:
-                inner.watch(args[p])
-                y = f(*args)
-            g = inner.gradient(y, args[p])
-            s = df.reduce_sum(df.square(g))
-        return outer.gradient(s, args[p])
+        return nested_gradients(lambda _: f(*args), args[p], lambda g: df.reduce_sum(df.square(g)))[1]
 
     h_e = grad_sum(None)
     h_d = grad_sum(df.defun)

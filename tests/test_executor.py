@@ -63,7 +63,7 @@ def _chain(x):
     return df.reduce_sum(x), x
 
 
-def _rng_args(rng):
+def rng_args(rng):
     return {
         "mlp": [rng.standard_normal((5, 4)).astype(np.float32), np.array([0, 2, 1, 1, 0], np.int32),
                 rng.standard_normal((4, 8)).astype(np.float32), rng.standard_normal(8).astype(np.float32),
@@ -94,7 +94,7 @@ def test_plan_equals_eager(name):
     g = build(name, types, fn)
     plan = compile_graph(g)
     for seed in range(3):
-        args = _rng_args(np.random.default_rng(seed))[name]
+        args = rng_args(np.random.default_rng(seed))[name]
         eager = fn(*[df.constant(a) for a in args])
         eager = eager if isinstance(eager, tuple) else (eager,)
         got = plan(*args)

@@ -7,6 +7,7 @@ import torch
 
 import defun as df
 from isolated import run_without_defun
+from defun_helpers import nested_gradients
 
 IAE = df.errors.InvalidArgumentError
 S = df.signal
@@ -143,14 +144,7 @@ def test_second_order_gradients_match_differences_of_the_first(name):
         g = tape.gradient(value, t)
         return df.reduce_sum(df.real(g * df.conj(df.constant(v))))
     t = df.constant(x)
-    with df.GradientTape() as outer:
-        outer.watch(t)
-        with df.GradientTape() as inner:
-            inner.watch(t)
-            value = loss(t)
-        g = inner.gradient(value, t)
-        s = df.reduce_sum(df.real(g * df.conj(df.constant(v))))
-    hv = outer.gradient(s, t).numpy()
+    hv = nested_gradients(loss, t, lambda g: df.reduce_sum(df.real(g * df.conj(df.constant(v)))))[1].numpy()
     eps = 1e-6
     fd = np.zeros_like(x)
     for idx in np.ndindex(x.shape):

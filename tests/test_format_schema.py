@@ -11,7 +11,7 @@ import pytest
 import defun as df
 from schema_check import SCHEMA, assert_valid, schema_errors
 from test_fuzz_documents import BASES
-from serialize_helpers import _as_version_1, _stateful_control_flow_function, build_rich
+from serialize_helpers import as_version_1, stateful_control_flow_function, build_rich
 from defun.graph.serialize import to_document
 
 
@@ -30,10 +30,10 @@ def test_written_documents_validate(name):
 def test_graph_built_documents_and_version_1_documents_validate():
     g, _, _ = build_rich()
     assert_valid(json.loads(json.dumps(to_document(g))), "the rich hand-built graph")
-    f, _ = _stateful_control_flow_function()
+    f, _ = stateful_control_flow_function()
     doc = json.loads(json.dumps(df.export_json(f.get_concrete_function(df.constant([1.0, 2.0], df.float64)))))
     assert_valid(doc, "cond/while/call with effects")
-    old = _as_version_1(doc)
+    old = as_version_1(doc)
     assert {"stateful_call", "stateful_while"} <= {n["op"] for fd in old["functions"] for n in fd["nodes"]}
     assert_valid(old, "its version-1 form")
 

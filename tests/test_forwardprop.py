@@ -11,15 +11,16 @@ import numpy as np
 import pytest
 
 import defun as df
+from defun_helpers import nested_gradients
 from opcheck import as_list, as_numpy, configuration, make_inputs, recording
-from test_ops import ROWS, _float_inputs
+from op_table import ROWS, float_inputs
 
 f64 = df.float64
 
 
 def _rows():
     return [pytest.param(row, v, id=f"{row.op}-{k}") for row in ROWS for k, v in enumerate(row.variants)
-            if row.grad is True and v.grad and _float_inputs(v)]
+            if row.grad is True and v.grad and float_inputs(v)]
 
 
 def _float_outputs(outs):
@@ -55,7 +56,7 @@ def test_jvp_matches_finite_differences_reverse_mode_and_traced(row, v):
     differences and reverse mode, then the traced JVP against the eager one."""
     fn = lambda *ts: row.fn(*ts, **v.kw)  # noqa: E731
     xs = make_inputs(v.args, f64)
-    wrt = _float_inputs(v)
+    wrt = float_inputs(v)
     tangents = _tangents(xs, wrt)
     outs, jvps = _accumulated(fn, xs, wrt, tangents)
     with configuration(f"{row.op}{v!r} eagerly"):
@@ -200,13 +201,7 @@ def test_hessian_vector_product_forward_over_reverse_equals_the_dense_hessian():
     hvp = acc.jvp(g).numpy()
     np.testing.assert_allclose(hvp, _hessian_f(X) @ V1, rtol=1e-10)
     # and against the jacobian of the gradient (reverse over reverse)
-    with df.GradientTape() as outer:
-        outer.watch(x)
-        with df.GradientTape() as inner:
-            inner.watch(x)
-            y = _f(x)
-        g = inner.gradient(y, x)
-    np.testing.assert_allclose(outer.jacobian(g, x).numpy() @ V1, hvp, rtol=1e-10)
+    np.testing.assert_allclose(nested_gradients(_f, x, jacobian=True)[1].numpy() @ V1, hvp, rtol=1e-10)
 
 
 def _smooth(x):       # no reduce_prod: its derivatives stop at the second order, and a graph's

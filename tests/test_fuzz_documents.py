@@ -23,7 +23,7 @@ import numpy as np
 
 import defun as df
 from defun.graph.serialize import dumps_document, from_document
-from serialize_helpers import _leaves
+from serialize_helpers import leaves_of
 
 FUZZ_MUTATIONS = 3000
 F32 = np.float32
@@ -198,7 +198,7 @@ def run_one(doc, xs, outcomes, as_text):
     except (df.errors.InvalidArgumentError, df.errors.UnimplementedError):
         outcomes["loaded, a typed error when run"] += 1
         return
-    for t in _leaves(outs):
+    for t in leaves_of(outs):
         assert isinstance(t, df.Tensor), f"a loaded function returned {type(t).__name__}"
     text = dumps_document(loaded.to_document())      # a loaded document exports and loads again
     assert dumps_document(from_document(json.loads(text)).to_document()) == text

@@ -17,7 +17,7 @@ import pytest
 import defun as df
 from defun.runtime import registry
 from opcheck import as_list, as_numpy, make_inputs
-from test_ops import EXCLUDED, ROWS, _float_inputs
+from op_table import EXCLUDED, ROWS, float_inputs
 
 f16, f32, f64 = df.float16, df.float32, df.float64
 DTYPES = (f16, f32, f64)
@@ -27,14 +27,14 @@ _AGREE = {f16: (2e-2, 2e-2), f32: (1e-4, 1e-5), f64: (1e-10, 1e-12)}
 
 
 def _differentiable(row):
-    return row.grad is True and any(v.grad and _float_inputs(v) for v in row.variants)
+    return row.grad is True and any(v.grad and float_inputs(v) for v in row.variants)
 
 
 def _folded_variants(row):
     """One differentiable variant per distinct set of keyword arguments (the last one)."""
     by_kw = {}
     for v in row.variants:
-        if v.grad and _float_inputs(v):
+        if v.grad and float_inputs(v):
             by_kw[repr(sorted(v.kw.items()))] = v
     return list(by_kw.values())
 
@@ -112,7 +112,7 @@ def test_gradient_has_the_input_dtype_eager_traced_and_loaded(row):
             continue
         flat = [x for _, xs in cases for x in xs]
         offsets = np.cumsum([0] + [len(xs) for _, xs in cases])
-        wrt = [int(offsets[k]) + i for k, (v, _) in enumerate(cases) for i in _float_inputs(v)]
+        wrt = [int(offsets[k]) + i for k, (v, _) in enumerate(cases) for i in float_inputs(v)]
 
         def all_variants(*ts):
             outs = []

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import defun as df
+from defun_helpers import nested_gradients
 
 f64 = df.float64
 RNG = np.random.default_rng(0)
@@ -116,13 +117,7 @@ def test_non_persistent_tape_gives_one_jacobian():
 
 def test_hessian_as_the_jacobian_of_a_gradient():
     x = df.constant(X[0])
-    with df.GradientTape() as outer:
-        outer.watch(x)
-        with df.GradientTape() as inner:
-            inner.watch(x)
-            y = df.reduce_sum(df.sin(x) * x * x)
-        g = inner.gradient(y, x)
-    hess = outer.jacobian(g, x).numpy()
+    hess = nested_gradients(lambda t: df.reduce_sum(df.sin(t) * t * t), x, jacobian=True)[1].numpy()
     v = X[0]
     np.testing.assert_allclose(hess, np.diag(-np.sin(v) * v * v + 4 * np.cos(v) * v + 2 * np.sin(v)),
                                rtol=1e-10, atol=1e-12)

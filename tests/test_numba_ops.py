@@ -19,8 +19,8 @@ import defun as df  # noqa: E402
 import defun.graph.numba_backend as nb  # noqa: E402
 from defun.graph.backends import get_backend  # noqa: E402
 from opcheck import as_list, as_numpy, make_inputs, random_cotangents, tape_vjp  # noqa: E402
-from test_ops import ROWS, _float_inputs  # noqa: E402
-from test_ops_graph import _documented_refusal, _dtype, _graph_rows, _signature  # noqa: E402
+from op_table import (ROWS, documented_refusal, float_inputs, graph_dtype, graph_rows,  # noqa: E402
+                      input_signature_of)
 from defun.graph.functions import plan_of  # noqa: E402
 from defun.graph.numba_backend.plan import fused_form  # noqa: E402
 from defun.graph.passes import optimize  # noqa: E402
@@ -38,11 +38,11 @@ def _fused(name):
 def _cases(grad):
     cases, k = [], 0
     for row in ROWS:
-        if not _graph_rows(row, None) or not (EXHAUSTIVE or _fused(row.op)):
+        if not graph_rows(row, None) or not (EXHAUSTIVE or _fused(row.op)):
             continue
         every = EXHAUSTIVE or isinstance(registry.get(row.op).fused, Reduction)
         for j, v in enumerate(row.variants):
-            if (j and not every) or (grad and not (row.grad is True and v.grad and _float_inputs(v))):
+            if (j and not every) or (grad and not (row.grad is True and v.grad and float_inputs(v))):
                 continue
             for unknown in (False, True):
                 if unknown and not EXHAUSTIVE and k % 2:
@@ -74,18 +74,18 @@ def _compare(got, want, what, dtype):
 
 
 def _traced(row, v, xs, unknown, backend):
-    return df.defun(lambda *a: row.fn(*a, **v.kw), input_signature=_signature(xs, unknown), backend=backend)
+    return df.defun(lambda *a: row.fn(*a, **v.kw), input_signature=input_signature_of(xs, unknown), backend=backend)
 
 
 @pytest.mark.parametrize("row,v,unknown", _cases(grad=False))
 def test_numba_forward_equals_numpy_backend(row, v, unknown):
-    dtype = _dtype(row, v)
+    dtype = graph_dtype(row, v)
     xs = make_inputs(v.args, dtype)
     ts = [df.constant(x) for x in xs]
     try:
         want = as_list(_traced(row, v, xs, unknown, "numpy")(*ts))
     except df.errors.InvalidArgumentError as e:
-        if _documented_refusal(row, e, unknown):
+        if documented_refusal(row, e, unknown):
             return
         raise
     fallbacks = nb.stats["fallbacks"]
@@ -101,7 +101,7 @@ def test_numba_forward_equals_numpy_backend(row, v, unknown):
 @pytest.mark.parametrize("row,v,unknown", _cases(grad=True))
 def test_numba_gradient_equals_numpy_backend(row, v, unknown):
     xs = make_inputs(v.args, f64)
-    wrt = _float_inputs(v)
+    wrt = float_inputs(v)
     ws = random_cotangents(lambda *a: row.fn(*a, **v.kw), xs)
 
     def grads(fn):
@@ -109,7 +109,7 @@ def test_numba_gradient_equals_numpy_backend(row, v, unknown):
     try:
         want = grads(_traced(row, v, xs, unknown, "numpy"))
     except df.errors.InvalidArgumentError as e:
-        if _documented_refusal(row, e, unknown):
+        if documented_refusal(row, e, unknown):
             return
         raise
     fallbacks = nb.stats["fallbacks"]

@@ -7,7 +7,7 @@ import defun as df
 from defun.graph.functions import plan_of
 from isolated import one_blas_thread, run_without_defun, same_bits
 from opcheck import as_numpy, make_inputs
-from test_ops import ROWS, _float_inputs
+from op_table import ROWS, float_inputs
 
 f64 = df.float64
 
@@ -58,7 +58,7 @@ CASES = _cases()
 
 
 def _differentiable(row, v):
-    return row.grad is True and v.grad and bool(_float_inputs(v))
+    return row.grad is True and v.grad and bool(float_inputs(v))
 
 
 @pytest.fixture(scope="module")

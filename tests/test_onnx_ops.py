@@ -9,8 +9,7 @@ import pytest
 import defun as df
 from defun.runtime import registry
 from opcheck import as_numpy, make_inputs
-from test_ops import ROWS
-from test_ops_graph import _documented_refusal, _dtype, _signature
+from op_table import ROWS, documented_refusal, graph_dtype, input_signature_of
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -57,7 +56,7 @@ def _cases():
 
 @pytest.mark.parametrize("row,v", _cases())
 def test_onnx_matches_eager(row, v):
-    first = _dtype(row, v)
+    first = graph_dtype(row, v)
     for dt in dict.fromkeys([first] + list(row.dtypes_of(v))):
         _onnx_matches_eager(row, v, dt, False)
     _onnx_matches_eager(row, v, first, True)
@@ -66,11 +65,11 @@ def test_onnx_matches_eager(row, v):
 def _onnx_matches_eager(row, v, dt, unknown):
     xs = make_inputs(v.args, dt)
     eager = row.fn(*[df.constant(x) for x in xs], **v.kw)
-    traced = df.defun(lambda *a: row.fn(*a, **v.kw), input_signature=_signature(xs, unknown))
+    traced = df.defun(lambda *a: row.fn(*a, **v.kw), input_signature=input_signature_of(xs, unknown))
     try:
         cf = traced.get_concrete_function()
     except df.errors.InvalidArgumentError as e:
-        if _documented_refusal(row, e, unknown):
+        if documented_refusal(row, e, unknown):
             return  # tracing refuses (tests/test_ops_graph.py checks the message)
         raise
     sizes = "unknown sizes" if unknown else getattr(dt, "name", dt)

@@ -20,7 +20,7 @@ import pytest
 import defun as df
 from opcheck import A, make_inputs
 from defun.runtime import registry
-from test_ops import ROWS
+from op_table import ROWS
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 SIZE_KEYS = ("depth", "num", "k", "num_segments", "num_rows", "num_columns", "repeats", "num_or_size_splits")

@@ -6,43 +6,16 @@ import pytest
 
 import defun as df
 from opcheck import as_list, as_numpy, assert_same, make_inputs, random_cotangents, tape_vjp
-from test_ops import ROWS, _float_inputs
+from op_table import (ROWS, documented_refusal, float_inputs, graph_dtype, graph_rows, input_signature_of,
+                      op_cases)
 
 f64 = df.float64
-
-
-def _variants(predicate):
-    return [pytest.param(row, v, id=f"{row.op}-{k}") for row in ROWS for k, v in enumerate(row.variants)
-            if predicate(row, v)]
-
-
-def _graph_rows(row, v):
-    return row.op not in ("custom_gradient",)  # its Python gradient is tested eagerly
-
-
-def _dtype(row, v):
-    return f64 if row.grad is True and v.grad and _float_inputs(v) else row.dtypes_of(v)[0]
 
 
 def _exact(actual, expected, what):
     """Same shapes, dtypes and values (graph kernels are the eager kernels)."""
     assert_same(actual, [as_numpy(e) for e in expected] if isinstance(expected, (list, tuple))
                 else as_numpy(expected), what, tol=(1e-12, 1e-12))
-
-
-def _signature(xs, unknown):
-    return [df.TensorSpec([None] * np.ndim(x) if unknown else np.shape(x), df.as_dtype(np.asarray(x).dtype))
-            for x in xs]
-
-
-# Ops that refuse (with a message saying what to pass) when sizes they need are unknown
-# while tracing: squeeze(axis=None) cannot know the result rank, unstack needs num=.
-_REFUSES_UNKNOWN = {"squeeze", "unstack"}
-
-
-def _documented_refusal(row, exc, unknown):
-    return (unknown and row.op in _REFUSES_UNKNOWN and isinstance(exc, df.errors.InvalidArgumentError)
-            and "unknown" in str(exc) and row.op in str(exc))
 
 
 def _static_and_unknown(check, row, v):
@@ -55,27 +28,27 @@ def _static_and_unknown(check, row, v):
             raise AssertionError(f"with {'unknown' if unknown else 'static'} sizes: {e}") from e
 
 
-@pytest.mark.parametrize("row,v", _variants(_graph_rows))
+@pytest.mark.parametrize("row,v", op_cases(graph_rows))
 def test_graph_matches_eager(row, v):
     _static_and_unknown(_graph_matches_eager, row, v)
 
 
 def _graph_matches_eager(row, v, unknown):
-    xs = make_inputs(v.args, _dtype(row, v))
+    xs = make_inputs(v.args, graph_dtype(row, v))
     ts = [df.constant(x) for x in xs]
     eager = row.fn(*ts, **v.kw)
-    traced = df.defun(lambda *a: row.fn(*a, **v.kw), input_signature=_signature(xs, unknown))
+    traced = df.defun(lambda *a: row.fn(*a, **v.kw), input_signature=input_signature_of(xs, unknown))
     try:
         graph = traced(*ts)
     except df.errors.InvalidArgumentError as e:
-        if _documented_refusal(row, e, unknown):
+        if documented_refusal(row, e, unknown):
             return  # the refusal is the specified behaviour; its message is checked above
         raise
     _exact(graph, eager, f"{row.op}{v!r} graph vs eager")
 
 
-@pytest.mark.parametrize("row,v", _variants(lambda r, v: _graph_rows(r, v) and r.grad is True and v.grad
-                                            and _float_inputs(v)))
+@pytest.mark.parametrize("row,v", op_cases(lambda r, v: graph_rows(r, v) and r.grad is True and v.grad
+                                            and float_inputs(v)))
 def test_graph_gradient_matches_eager(row, v):
     # static sizes and unknown sizes in one test (the CI run's time: one pytest item, not two)
     _static_and_unknown(_graph_gradient_matches_eager, row, v)
@@ -83,18 +56,18 @@ def test_graph_gradient_matches_eager(row, v):
 
 def _graph_gradient_matches_eager(row, v, unknown):
     xs = make_inputs(v.args, f64)
-    wrt = _float_inputs(v)
+    wrt = float_inputs(v)
     ws = random_cotangents(lambda *a: row.fn(*a, **v.kw), xs)
 
     def grads(fn):
         return tape_vjp(fn, xs, ws, wrt)
 
     eager = grads(lambda *a: row.fn(*a, **v.kw))
-    traced = df.defun(lambda *a: row.fn(*a, **v.kw), input_signature=_signature(xs, unknown))
+    traced = df.defun(lambda *a: row.fn(*a, **v.kw), input_signature=input_signature_of(xs, unknown))
     try:
         graph = grads(traced)
     except df.errors.InvalidArgumentError as e:
-        if _documented_refusal(row, e, unknown):
+        if documented_refusal(row, e, unknown):
             return  # the refusal is the specified behaviour; its message is checked above
         raise
     for k, (g, e) in enumerate(zip(graph, eager)):
@@ -114,14 +87,14 @@ def _bound_calls(row, v):
         op = registry.get(op_name)
         if op.bind is not None:
             calls.append((op, dict(attrs), [t._value for t in inputs], [t._value for t in outputs]))
-    xs = make_inputs(v.args, _dtype(row, v))
+    xs = make_inputs(v.args, graph_dtype(row, v))
     ts = [df.constant(x) for x in xs]
     df.add_execution_callback(record)
     try:
         with df.GradientTape() as tape:
             tape.watch(ts)
             out = as_list(row.fn(*ts, **v.kw))
-        wrt = _float_inputs(v)
+        wrt = float_inputs(v)
         if row.grad is True and v.grad and wrt:
             tape.gradient(out, [ts[i] for i in wrt])
     finally:
@@ -129,7 +102,7 @@ def _bound_calls(row, v):
     return calls
 
 
-@pytest.mark.parametrize("row,v", _variants(_graph_rows))
+@pytest.mark.parametrize("row,v", op_cases(graph_rows))
 def test_bound_kernels_equal_eager_kernels(row, v):
     """op.bind(attrs)(*values) returns what op.kernel(*values, **attrs) returned eagerly:
     same type (array or numpy scalar), dtype, shape and bits."""
@@ -148,7 +121,7 @@ def test_bound_kernels_are_exercised():
     """The table reaches the specialized graph kernels (a row dropping them fails here)."""
     seen = set()
     for row in ROWS:
-        if _graph_rows(row, None):
+        if graph_rows(row, None):
             for v in row.variants:
                 seen |= {(op.name, tuple(sorted(attrs.items()))) for op, attrs, _, _ in _bound_calls(row, v)}
     names = {n for n, _ in seen}
@@ -163,7 +136,7 @@ def test_bound_kernels_are_exercised():
 # ---------------------------------------------------------------------------------------
 # Eager versus the exported and reloaded graph, for every row
 
-@pytest.mark.parametrize("row,v", _variants(_graph_rows))
+@pytest.mark.parametrize("row,v", op_cases(graph_rows))
 def test_json_round_trip_matches_eager(row, v):
     # static sizes and unknown sizes in one test (the CI run's time: one pytest item, not two)
     _static_and_unknown(_json_round_trip_matches_eager, row, v)
@@ -175,24 +148,24 @@ def _json_round_trip_matches_eager(row, v, unknown):
     the loaded function's gradients are the eager gradients."""
     import json
     from schema_check import assert_valid
-    xs = make_inputs(v.args, _dtype(row, v))
+    xs = make_inputs(v.args, graph_dtype(row, v))
     eager = row.fn(*[df.constant(x) for x in xs], **v.kw)
-    traced = df.defun(lambda *a: row.fn(*a, **v.kw), input_signature=_signature(xs, unknown))
+    traced = df.defun(lambda *a: row.fn(*a, **v.kw), input_signature=input_signature_of(xs, unknown))
     try:
         cf = traced.get_concrete_function()
     except df.errors.InvalidArgumentError as e:
-        if _documented_refusal(row, e, unknown):
+        if documented_refusal(row, e, unknown):
             return
         raise
     doc = json.loads(json.dumps(df.export_json(cf)))
     assert_valid(doc, f"{row.op}{v!r}")
     loaded = df.load_json(doc)
     _exact(loaded(*xs), eager, f"{row.op}{v!r} reloaded vs eager")
-    if not (row.grad is True and v.grad and _float_inputs(v)):
+    if not (row.grad is True and v.grad and float_inputs(v)):
         return
     doc = json.loads(json.dumps(df.export_json(cf, include_backward=True)))
     assert_valid(doc, f"{row.op}{v!r} with its backward")
-    wrt = _float_inputs(v)
+    wrt = float_inputs(v)
     ws = random_cotangents(lambda *a: row.fn(*a, **v.kw), xs)
 
     def grads(fn):
@@ -221,9 +194,9 @@ def _run(fn):
         return None, type(e)
 
 
-@pytest.mark.parametrize("row,v", _variants(_graph_rows))
+@pytest.mark.parametrize("row,v", op_cases(graph_rows))
 def test_graph_converts_arrays_and_python_numbers_like_eager(row, v):
-    for form, xs in _operand_forms(make_inputs(v.args, _dtype(row, v))).items():
+    for form, xs in _operand_forms(make_inputs(v.args, graph_dtype(row, v))).items():
         eager, eager_error = _run(lambda: row.fn(*xs, **v.kw))
         graph, graph_error = _run(lambda: df.defun(lambda: row.fn(*xs, **v.kw))())
         assert graph_error is eager_error, (f"{row.op}{v!r} with {form}: eagerly "

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import defun as df
-from graph_helpers import (F32, F64, I32, assert_same_results, build, _bump_function, check_pass,
+from graph_helpers import (F32, F64, I32, assert_same_results, build, bump_function, check_pass,
                            op_names, random_args, run)
 from defun.graph import passes
 from defun.graph.functions import CALL, call_graph
@@ -64,7 +64,7 @@ def test_dce_keeps_stateful_ops_and_their_inputs():
 
 def test_dce_keeps_a_call_whose_function_assigns_a_variable():
     v = df.Variable(np.zeros(2, np.float32))
-    bump = _bump_function(v)
+    bump = bump_function(v)
     pure = build("pure", [((2,), F32)], df.exp)
 
     def body(x):
@@ -81,7 +81,7 @@ def test_dce_keeps_a_call_whose_function_assigns_a_variable():
 
 def test_is_effectful_looks_into_called_functions():
     v = df.Variable(np.zeros(2, np.float32))
-    bump = _bump_function(v)
+    bump = bump_function(v)
     outer = build("outer", [((2,), F32)], lambda x: call_graph(bump, [x] + bump.captured_values))
     pure = build("pure", [((2,), F32)], df.exp)
     g = Graph("f")

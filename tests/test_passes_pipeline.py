@@ -191,12 +191,12 @@ def test_passes_keep_results_of_random_programs(seed):
 
 
 def test_optimize_keeps_results_of_the_executor_programs():
-    from test_executor import PROGRAMS, _rng_args
+    from test_executor import PROGRAMS, rng_args
     for name, (fn, types) in sorted(PROGRAMS.items()):
         g = build(name, types, fn)
         h = passes.optimize(g)
         for seed in range(2):
-            args = _rng_args(np.random.default_rng(seed))[name]
+            args = rng_args(np.random.default_rng(seed))[name]
             for a, w in zip(run(h, args), run(g, args)):
                 assert a.dtype == w.dtype
                 np.testing.assert_array_equal(a, w)

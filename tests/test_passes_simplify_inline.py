@@ -7,7 +7,7 @@ import pytest
 
 import defun as df
 from graph_helpers import (ALL_PASSES, F32, F64, I32, assert_same_convention, assert_same_results,
-                           build, _bump_function, check_pass, op_names, random_args, run)
+                           build, bump_function, check_pass, op_names, random_args, run)
 from defun.graph import passes
 from defun.graph.functions import CALL, call_graph
 from defun.graph.ir import Graph
@@ -153,7 +153,7 @@ def test_inline_nested_calls_with_captures_and_several_outputs():
 
 def test_inline_keeps_stateful_order_and_control_edges():
     v = df.Variable(np.zeros(2, np.float32))
-    bump = _bump_function(v)
+    bump = bump_function(v)
 
     def body(x):
         before = v.read_value()

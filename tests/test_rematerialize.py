@@ -12,8 +12,7 @@ import defun as df
 from defun.graph_function import GraphFunction
 from defun.runtime import tape as tape_mod
 from opcheck import make_inputs, random_cotangents, tape_vjp
-from test_ops import _float_inputs
-from test_ops_graph import _graph_rows, _variants
+from op_table import float_inputs, graph_rows, op_cases
 
 f64 = df.float64
 
@@ -22,11 +21,11 @@ def _grads(fn, xs, wrt, ws):
     return tape_vjp(fn, xs, ws, wrt)
 
 
-@pytest.mark.parametrize("row,v", _variants(lambda r, v: _graph_rows(r, v) and r.grad is True and v.grad
-                                            and _float_inputs(v)))
+@pytest.mark.parametrize("row,v", op_cases(lambda r, v: graph_rows(r, v) and r.grad is True and v.grad
+                                            and float_inputs(v)))
 def test_rematerialized_gradient_equals_the_default_mode(row, v):
     xs = make_inputs(v.args, f64)
-    wrt = _float_inputs(v)
+    wrt = float_inputs(v)
     fn = lambda *a: row.fn(*a, **v.kw)   # noqa: E731
     ws = random_cotangents(fn, xs)
     default = _grads(df.defun(fn), xs, wrt, ws)

@@ -12,7 +12,7 @@ from defun.graph.functions import call_graph
 from defun.graph.ir import Graph
 from defun.graph.serialize import dumps_document, from_document, to_document
 from defun.runtime.errors import GraphFormatError, InvalidArgumentError
-from serialize_helpers import F32, _leaves
+from serialize_helpers import F32, leaves_of
 
 
 # ---------------------------------------------------------------------------------------
@@ -130,7 +130,7 @@ def test_mutated_documents_load_and_run_cleanly_or_raise_graph_format_error(case
     except (GraphFormatError, InvalidArgumentError):
         return
     declared = {(t.dtype.np, len(t.shape)) for t in loaded.graph.outputs}
-    for o in _leaves(outs):
+    for o in leaves_of(outs):
         assert isinstance(o, df.Tensor)
         assert (o.numpy().dtype, o.numpy().ndim) in declared
     if preserving or text == FUZZ_TEXT:   # nothing that matters changed: the same results

@@ -15,8 +15,8 @@ from defun.graph.ir import Graph
 from defun.graph.serialize import describe_structure, dumps_document, from_document, to_document
 from defun.runtime import attr_types
 from defun.runtime.errors import GraphFormatError, InvalidArgumentError
-from serialize_helpers import (F32, GRAPH_ONLY_LOADER, _as_version_1, build_rich, in_memory_run,
-                               simple_graph, _stateful_control_flow_function)
+from serialize_helpers import (F32, GRAPH_ONLY_LOADER, as_version_1, build_rich, in_memory_run,
+                               simple_graph, stateful_control_flow_function)
 
 
 # ---------------------------------------------------------------------------------------
@@ -251,7 +251,7 @@ def test_tensor_codec_is_little_endian_and_typed():
 # Version 2: statefulness is a node flag; version-1 documents (stateful twins) still load.
 
 def test_version_2_flags_stateful_call_cond_and_while_nodes():
-    f, v = _stateful_control_flow_function()
+    f, v = stateful_control_flow_function()
     x = np.array([1.0, -3.0])
     doc = df.export_json(f.get_concrete_function(df.constant(x)))
     entry = next(fd for fd in doc["functions"] if fd["name"] == doc["entry"])
@@ -263,10 +263,10 @@ def test_version_2_flags_stateful_call_cond_and_while_nodes():
 
 
 def test_version_1_documents_with_stateful_twins_still_load():
-    f, v = _stateful_control_flow_function()
+    f, v = stateful_control_flow_function()
     x = np.array([1.0, -3.0])
     doc = df.export_json(f.get_concrete_function(df.constant(x)))
-    old = _as_version_1(doc)
+    old = as_version_1(doc)
     ops = {n["op"] for fd in old["functions"] for n in fd["nodes"]}
     assert {"stateful_call", "stateful_cond", "stateful_while"} <= ops
     start = v.numpy()
@@ -284,8 +284,8 @@ def test_version_1_documents_with_stateful_twins_still_load():
 
 
 def test_version_1_has_no_stateful_field():
-    f, _ = _stateful_control_flow_function()
-    old = _as_version_1(df.export_json(f.get_concrete_function(df.constant([1.0, 1.0], df.float64))))
+    f, _ = stateful_control_flow_function()
+    old = as_version_1(df.export_json(f.get_concrete_function(df.constant([1.0, 1.0], df.float64))))
     old["functions"][0]["nodes"][0]["stateful"] = True
     with pytest.raises(GraphFormatError, match=r"nodes\[0\]: unknown field 'stateful'"):
         df.load_json(old)
@@ -294,7 +294,7 @@ def test_version_1_has_no_stateful_field():
 def test_graph_package_loads_cond_and_while_documents_without_defun(tmp_path):
     import subprocess
     import sys
-    f, v = _stateful_control_flow_function()
+    f, v = stateful_control_flow_function()
     x = np.array([1.0, -3.0])
     doc = df.export_json(f.get_concrete_function(df.constant(x)))
     ops = {n["op"] for fd in doc["functions"] for n in fd["nodes"]}

@@ -7,6 +7,7 @@ import pytest
 import scipy.special as sp
 
 import defun as df
+from defun_helpers import nested_gradients
 
 RNG = np.random.default_rng(11)
 
@@ -84,13 +85,7 @@ def test_gradients_in_every_float_dtype_follow_the_closed_forms(dtype):
 
 def test_bessel_i1e_derivatives_near_zero_against_mpmath():
     x = df.constant(np.float64([1e-8, -3e-3, 5e-3, 0.0]))
-    with df.GradientTape() as outer:
-        outer.watch(x)
-        with df.GradientTape() as inner:
-            inner.watch(x)
-            y = df.math.bessel_i1e(x)
-        g = inner.gradient(y, x)
-    h = outer.gradient(g, x)
+    g, h = nested_gradients(df.math.bessel_i1e, x)
     mpmath.mp.dps = 30
     f = lambda v: mpmath.exp(-abs(v)) * mpmath.besseli(1, v)  # noqa: E731
     for i, v in enumerate([1e-8, -3e-3, 5e-3]):

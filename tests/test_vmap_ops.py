@@ -16,7 +16,7 @@ import defun as df
 from defun.runtime import errors, registry
 from opcheck import as_numpy, configuration, make_inputs
 
-import test_ops as table
+import op_table as table
 
 B = 3
 

@@ -19,7 +19,7 @@ import pytest
 import defun as df
 from opcheck import as_numpy, configuration, make_inputs
 
-import test_ops as table
+import op_table as table
 
 B = 3
 OPS = ["add", "multiply", "divide", "maximum", "exp", "tanh", "sigmoid", "where", "reduce_sum",

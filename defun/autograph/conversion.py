@@ -86,9 +86,11 @@ def converted(f):
     entry = _entry(f)
     if not isinstance(entry, _Converted):
         return f
-    closure = tuple(types.CellType(_NAMESPACE) if name == AG else _cell(f, name)
+    own = types.CellType()      # the function's own name, where the converted code closes over it
+    closure = tuple(types.CellType(_NAMESPACE) if name == AG else _cell(f, name, own)
                     for name in entry.code.co_freevars)
     g = types.FunctionType(entry.code, f.__globals__, f.__name__, f.__defaults__, closure)
+    own.cell_contents = g       # a recursive call runs the converted function too
     g.__kwdefaults__ = f.__kwdefaults__
     g.__qualname__, g.__module__, g.__doc__ = f.__qualname__, f.__module__, f.__doc__
     g.__dict__.update(f.__dict__)
@@ -97,8 +99,13 @@ def converted(f):
     return g
 
 
-def _cell(f, name):
-    return f.__closure__[f.__code__.co_freevars.index(name)]
+def _cell(f, name, own):
+    """The cell of `f` for free name `name`; `own` for f's own name (a recursive function's
+    reference to itself is a global in f but a free name of the converted code)."""
+    names = f.__code__.co_freevars
+    if name in names:
+        return f.__closure__[names.index(name)]
+    return own
 
 
 def _entry(f):

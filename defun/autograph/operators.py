@@ -25,11 +25,12 @@ from defun.runtime.variables import Variable
 from defun.graph.nodes import SymbolicTensor
 from defun import control_flow as cf
 from defun.autograph import loops
-from defun.autograph.values import RETVAL, Undefined, TensorList, ProbeList, SlotList, condition, merge_branches, where_text
+from defun.autograph.values import (RETVAL, Undefined, TensorList, ProbeList, SlotList, condition, merge_branches,
+                                    where_text)
 
 __all__ = ["if_stmt", "while_stmt", "for_stmt", "if_exp", "and_", "or_", "not_", "eq", "ne",
-           "assert_stmt", "print_", "list_append", "check_mutation", "ld", "range_", "len_", "getitem", "enumerate_", "zip_",
-           "Undefined", "retval"]
+           "assert_stmt", "print_", "list_append", "check_mutation", "ld", "range_", "len_", "getitem", "enumerate_",
+           "zip_", "Undefined", "retval"]
 
 _local = threading.local()
 

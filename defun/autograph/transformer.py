@@ -421,8 +421,12 @@ class Converter:
         if loop is None:
             return []
         roots = []
-        targets = s.targets if isinstance(s, ast.Assign) else [s.target] if isinstance(s, (ast.AugAssign, ast.AnnAssign)) \
-            else s.targets if isinstance(s, ast.Delete) else []
+        if isinstance(s, (ast.Assign, ast.Delete)):
+            targets = s.targets
+        elif isinstance(s, (ast.AugAssign, ast.AnnAssign)):
+            targets = [s.target]
+        else:
+            targets = []
         for t in targets:
             if isinstance(t, (ast.Attribute, ast.Subscript)):
                 roots.append(t)

@@ -67,8 +67,8 @@ def atanh(e, x):
 
 # ------------------------------------------------------------------ erf
 # ONNX forms in float64 (onnxruntime's Erf is float32 only): below |x| = 2.5 the positive
-# series of the kernel (runtime/ops/special_math_ops.py; 40 terms, Horner in x^2), beyond it erfc by the continued fraction (40
-# terms); both within ~1e-15 of the kernel (checked against it over 0..27).
+# series of the kernel (runtime/ops/special_math_ops.py; 40 terms, Horner in x^2), beyond it
+# erfc by the continued fraction (40 terms); both within ~1e-15 of the kernel (checked against it over 0..27).
 _SERIES = np.cumprod([1.0] + [2 / (2 * n + 1) for n in range(1, 40)])
 
 

@@ -43,8 +43,18 @@ def _complex_grad(op, g):
     return [unbroadcast(real(g), re), unbroadcast(imag(g), im)]
 
 
-_COMPLEX = register("complex", _complex_kernel, _complex_infer, _complex_grad, num_inputs=2,
-                    attrs={}, defaults={}, same_dtype=(0, 1), kinds="f", batch=bt.elementwise)
+_COMPLEX = register(
+    name="complex",
+    kernel=_complex_kernel,
+    infer=_complex_infer,
+    grad=_complex_grad,
+    num_inputs=2,
+    attrs={},
+    defaults={},
+    same_dtype=(0, 1),
+    kinds="f",
+    batch=bt.elementwise,
+)
 
 
 def complex(real, imag, name=None):  # noqa: A001 - the public name is df.complex, as tf.complex
@@ -74,12 +84,39 @@ def _imag_grad(op, g):
 
 # `kinds` "c": the rows take complex inputs only; the public functions give real inputs TF's
 # answers (real(x) = x, imag(x) = 0, conj(x) = x) without a node.
-_REAL = register("real", lambda x: np.real(x), _part_infer("real"), _real_grad, num_inputs=1,
-                 attrs={}, defaults={}, kinds="c", batch=bt.elementwise)
-_IMAG = register("imag", lambda x: np.imag(x), _part_infer("imag"), _imag_grad, num_inputs=1,
-                 attrs={}, defaults={}, kinds="c", batch=bt.elementwise)
-_CONJ = register("conj", np.conjugate, shape_rules.unary_same("conj", "c"), lambda op, g: [conj(g)],
-                 num_inputs=1, attrs={}, defaults={}, kinds="c", batch=bt.elementwise)
+_REAL = register(
+    name="real",
+    kernel=lambda x: np.real(x),
+    infer=_part_infer("real"),
+    grad=_real_grad,
+    num_inputs=1,
+    attrs={},
+    defaults={},
+    kinds="c",
+    batch=bt.elementwise,
+)
+_IMAG = register(
+    name="imag",
+    kernel=lambda x: np.imag(x),
+    infer=_part_infer("imag"),
+    grad=_imag_grad,
+    num_inputs=1,
+    attrs={},
+    defaults={},
+    kinds="c",
+    batch=bt.elementwise,
+)
+_CONJ = register(
+    name="conj",
+    kernel=np.conjugate,
+    infer=shape_rules.unary_same("conj", "c"),
+    grad=lambda op, g: [conj(g)],
+    num_inputs=1,
+    attrs={},
+    defaults={},
+    kinds="c",
+    batch=bt.elementwise,
+)
 
 
 def _is_complex(x):

@@ -50,10 +50,19 @@ def _fill_bytes(args, attrs):
     return _product_bytes(args[0], args[1].dtype.itemsize)
 
 
-_DYNAMIC_FILL = register("dynamic_fill", _fill_kernel, _fill_infer,
-                         lambda op, g: [None, reduce_sum(g)], num_inputs=2, attrs={"shape": "shape"},
-                         defaults={}, kinds=shape_rules.int_kinds, cost=Cost(sized=_fill_bytes),
-                         onnx=lambda e, node, ins: e.op("Expand", ins[1], e.cast(ins[0], dtypes.int64)), batch=vb.dynamic_fill)
+_DYNAMIC_FILL = register(
+    name="dynamic_fill",
+    kernel=_fill_kernel,
+    infer=_fill_infer,
+    grad=lambda op, g: [None, reduce_sum(g)],
+    num_inputs=2,
+    attrs={"shape": "shape"},
+    defaults={},
+    kinds=shape_rules.int_kinds,
+    onnx=lambda e, node, ins: e.op("Expand", ins[1], e.cast(ins[0], dtypes.int64)),
+    batch=vb.dynamic_fill,
+    cost=Cost(sized=_fill_bytes),
+)
 
 
 def dynamic_fill(dims, value, static, name=None):
@@ -98,8 +107,8 @@ def _tile_reduce_infer(shapes, dts, attrs):
             d is not None and n is not None and (d != n * k if k is not None else (d % n if n else d))
             for d, n, k in zip(g, like, static)):
         raise errors.InvalidArgumentError(
-            f"tile_reduce: the gradient of shape {shape_rules.shape_str(g)} is not {shape_rules.shape_str(like)} tiled by "
-            f"{shape_rules.shape_str(static)}")
+            f"tile_reduce: the gradient of shape {shape_rules.shape_str(g)} is not "
+            f"{shape_rules.shape_str(like)} tiled by {shape_rules.shape_str(static)}")
     return [(like, dts[0])]
 
 
@@ -111,10 +120,17 @@ def _tile_bytes(args, attrs):
 
 
 _DYNAMIC_TILE = register(
-    "dynamic_tile", _tile_kernel, _tile_infer,
-    lambda op, g: [run_op(_DYNAMIC_TILE_REDUCE, (g, op.inputs[1], op.inputs[0]), op.attrs), None],
-    num_inputs=2, attrs={"shape": "shape"}, defaults={}, cost=Cost(sized=_tile_bytes),
-    onnx=lambda e, node, ins: e.op("Tile", ins[0], e.cast(ins[1], dtypes.int64)), batch=vb.dynamic_shape(1, 1))
+    name="dynamic_tile",
+    kernel=_tile_kernel,
+    infer=_tile_infer,
+    grad=lambda op, g: [run_op(_DYNAMIC_TILE_REDUCE, (g, op.inputs[1], op.inputs[0]), op.attrs), None],
+    num_inputs=2,
+    attrs={"shape": "shape"},
+    defaults={},
+    onnx=lambda e, node, ins: e.op("Tile", ins[0], e.cast(ins[1], dtypes.int64)),
+    batch=vb.dynamic_shape(1, 1),
+    cost=Cost(sized=_tile_bytes),
+)
 # Internal: the gradient of dynamic_tile (`like`: the tiled input, for its shape); its own
 # gradient is dynamic_tile again.
 def _tile_reduce_grad(op, g):
@@ -137,8 +153,16 @@ def _tile_reduce_onnx(e, node, ins):
 
 
 _DYNAMIC_TILE_REDUCE = register(
-    "dynamic_tile_reduce", _tile_reduce_kernel, _tile_reduce_infer, _tile_reduce_grad, num_inputs=3,
-    attrs={"shape": "shape"}, defaults={}, onnx=_tile_reduce_onnx, batch=vb.dynamic_shape(1, 1))
+    name="dynamic_tile_reduce",
+    kernel=_tile_reduce_kernel,
+    infer=_tile_reduce_infer,
+    grad=_tile_reduce_grad,
+    num_inputs=3,
+    attrs={"shape": "shape"},
+    defaults={},
+    onnx=_tile_reduce_onnx,
+    batch=vb.dynamic_shape(1, 1),
+)
 
 
 def dynamic_tile(x, multiples, static, name=None):
@@ -196,9 +220,19 @@ def _range_bytes(args, attrs):
     return max(n, 0) * start.dtype.itemsize
 
 
-_DYNAMIC_RANGE = register("dynamic_range", _range_kernel, _range_infer, None, num_inputs=3, attrs={},
-                          defaults={}, same_dtype=(0, 1, 2), kinds=shape_rules.numeric_kinds, onnx=_range_onnx,
-                          cost=Cost(sized=_range_bytes))
+_DYNAMIC_RANGE = register(
+    name="dynamic_range",
+    kernel=_range_kernel,
+    infer=_range_infer,
+    grad=None,
+    num_inputs=3,
+    attrs={},
+    defaults={},
+    same_dtype=(0, 1, 2),
+    kinds=shape_rules.numeric_kinds,
+    onnx=_range_onnx,
+    cost=Cost(sized=_range_bytes),
+)
 
 
 def dynamic_range(start, limit, delta, name=None):

@@ -429,8 +429,19 @@ def _einsum_work(shapes, out_shapes, attrs):
     return int(float(found.group(1))) if found else 0
 
 
-_EINSUM = register("einsum", _einsum_kernel, _einsum_infer, _einsum_grad, num_inputs=None,
-                   attrs={"equation": "str"}, defaults={}, kinds=shape_rules.numeric_complex_kinds, onnx=_einsum_onnx, batch=vb.einsum, cost=Cost(work=_einsum_work))
+_EINSUM = register(
+    name="einsum",
+    kernel=_einsum_kernel,
+    infer=_einsum_infer,
+    grad=_einsum_grad,
+    num_inputs=None,
+    attrs={"equation": "str"},
+    defaults={},
+    kinds=shape_rules.numeric_complex_kinds,
+    onnx=_einsum_onnx,
+    batch=vb.einsum,
+    cost=Cost(work=_einsum_work),
+)
 
 
 # Internal: the adjoint of a one-operand einsum that takes diagonals, "ij->iij" puts x[i, j]
@@ -483,10 +494,18 @@ def _expand_onnx(e, node, ins):
         "Einsum", idx, equation=_equation([dst], src)))
 
 
-_EXPAND = register("einsum_expand", _expand_kernel,
-                   lambda shapes, dts, attrs: [(_expand_shape(attrs["equation"], tuple(shapes[0])), dts[0])],
-                   _expand_grad, num_inputs=1, attrs={"equation": "str"}, defaults={}, kinds=shape_rules.numeric_complex_kinds,
-                   onnx=_expand_onnx, batch=vb.einsum)
+_EXPAND = register(
+    name="einsum_expand",
+    kernel=_expand_kernel,
+    infer=lambda shapes, dts, attrs: [(_expand_shape(attrs["equation"], tuple(shapes[0])), dts[0])],
+    grad=_expand_grad,
+    num_inputs=1,
+    attrs={"equation": "str"},
+    defaults={},
+    kinds=shape_rules.numeric_complex_kinds,
+    onnx=_expand_onnx,
+    batch=vb.einsum,
+)
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,50 +1,29 @@
 """Elementwise functions beside math_ops' core ones: inverse trigonometric and hyperbolic
 functions, log2/log10, hypot, atan2, logaddexp, reciprocal, ceil, squared_difference.
 
-Declared like math_ops: one `register` per op, gradients written with public ops (so they
-build graph nodes while tracing, and second order works).
+Declared through the elementwise definer (runtime/ops/elementwise.py), like math_ops;
+gradients written with public ops (so they build graph nodes while tracing, and second order
+works).
 """
+from functools import partial
+
 import numpy as np
 
-from defun.runtime.execute import run_op
-from defun.runtime.ops import shape_rules
+from defun.runtime.fused import Elementwise as Ew
+from defun.runtime.ops import elementwise, shape_rules
 from defun.runtime.ops import math_ops as m
 from defun.runtime.ops import _onnx_float64 as f64
 from defun.runtime.ops._onnx import with_float64
-from defun.runtime.registry import Cost, register
+from defun.runtime.registry import Cost
 from defun.runtime.tape import skip_input_indices
-from defun.runtime import batching as bt
 
 __all__ = ["asin", "acos", "atan", "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "hypot",
            "log2", "log10", "logaddexp", "reciprocal", "ceil", "squared_difference"]
 
-_EMPTY = {}
 
-
-def _unary(name, kernel, grad, kinds="f", doc="", onnx=None):
-    op = register(name, kernel, shape_rules.unary_same(name, kinds), grad, num_inputs=1, attrs={},
-                  defaults={}, kinds=kinds, onnx=onnx, batch=bt.elementwise)
-
-    def f(x, name=None):
-        return run_op(op, (x,), _EMPTY, name)
-    f.__name__ = f.__qualname__ = op.name
-    f.__doc__ = doc
-    return f
-
-
-def _register_binary(name, kernel, grad, kinds="f", onnx=None, cost=None):
-    return register(name, kernel, shape_rules.binary_broadcast(name, kinds), grad, num_inputs=2, attrs={},
-                    defaults={}, same_dtype=(0, 1), kinds=kinds, onnx=onnx, batch=bt.elementwise, cost=cost)
-
-
-def _binary(name, kernel, grad, kinds="f", doc="", onnx=None, cost=None):
-    op = _register_binary(name, kernel, grad, kinds, onnx, cost)
-
-    def f(x, y, name=None):
-        return run_op(op, (x, y), _EMPTY, name)
-    f.__name__ = f.__qualname__ = op.name
-    f.__doc__ = doc
-    return f
+# the elementwise ops' definer (runtime/ops/elementwise.py), defaulting to float kinds here
+_unary = partial(elementwise.unary, kinds="f")
+_binary = partial(elementwise.binary, kinds="f")
 
 
 def _pair_grad(partials):
@@ -64,12 +43,16 @@ def _x(op):
 
 # ------------------------------------------------------------------ inverse trigonometric
 asin = _unary("asin", np.arcsin, lambda op, g: [m.divide(g, m.sqrt(m.subtract(1, m.square(_x(op)))))],
-              doc="Elementwise arcsine, in [-pi/2, pi/2]: `df.asin(1.) -> 1.5708`.", onnx=with_float64("Asin", f64.asin))
-acos = _unary("acos", np.arccos,
+              doc="Elementwise arcsine, in [-pi/2, pi/2]: `df.asin(1.) -> 1.5708`.",
+              onnx=with_float64("Asin", f64.asin),
+              fused=Ew("np.arcsin({0})"))
+acos = _unary("acos", np.arccos, 
               lambda op, g: [m.negative(m.divide(g, m.sqrt(m.subtract(1, m.square(_x(op))))))],
-              doc="Elementwise arccosine, in [0, pi]: `df.acos(1.) -> 0.`.", onnx=with_float64("Acos", f64.acos))
+              doc="Elementwise arccosine, in [0, pi]: `df.acos(1.) -> 0.`.", onnx=with_float64("Acos", f64.acos),
+              fused=Ew("np.arccos({0})"))
 atan = _unary("atan", np.arctan, lambda op, g: [m.divide(g, m.add(1, m.square(_x(op))))],
-              doc="Elementwise arctangent, in (-pi/2, pi/2).", onnx=with_float64("Atan", f64.atan))
+              doc="Elementwise arctangent, in (-pi/2, pi/2).", onnx=with_float64("Atan", f64.atan),
+              fused=Ew("np.arctan({0})"))
 
 
 def _atan2_partials(op, g, want_y, want_x):
@@ -91,23 +74,27 @@ def _atan2_onnx(e, node, ins):
     return e.op("Where", origin, zero, r)
 
 
-_ATAN2 = _register_binary("atan2", np.arctan2, _pair_grad(_atan2_partials), onnx=_atan2_onnx)
-
-
-def atan2(y, x, name=None):
-    """Elementwise angle of the point (x, y), in [-pi, pi]: y first, as TF's `tf.math.atan2(y, x)`
-    and numpy's arctan2: `df.atan2(y=1., x=-1.) -> 2.3562`."""
-    return run_op(_ATAN2, (y, x), _EMPTY, name)
+atan2 = _binary("atan2", np.arctan2, _pair_grad(_atan2_partials), onnx=_atan2_onnx, names=("y", "x"),
+                fused=Ew("np.arctan2({0}, {1})"),
+                doc="""Elementwise angle of the point (x, y), in [-pi, pi]: y first, as TF's `tf.math.atan2(y, x)`
+    and numpy's arctan2: `df.atan2(y=1., x=-1.) -> 2.3562`.""")
 
 # ------------------------------------------------------------------ hyperbolic
-sinh = _unary("sinh", np.sinh, lambda op, g: [m.multiply(g, cosh(_x(op)))], doc="Elementwise sinh.", onnx=with_float64("Sinh", f64.sinh))
-cosh = _unary("cosh", np.cosh, lambda op, g: [m.multiply(g, sinh(_x(op)))], doc="Elementwise cosh.", onnx=with_float64("Cosh", f64.cosh))
+sinh = _unary("sinh", np.sinh, lambda op, g: [m.multiply(g, cosh(_x(op)))], doc="Elementwise sinh.",
+              onnx=with_float64("Sinh", f64.sinh),
+              fused=Ew("np.sinh({0})"))
+cosh = _unary("cosh", np.cosh, lambda op, g: [m.multiply(g, sinh(_x(op)))], doc="Elementwise cosh.",
+              onnx=with_float64("Cosh", f64.cosh),
+              fused=Ew("np.cosh({0})"))
 asinh = _unary("asinh", np.arcsinh, lambda op, g: [m.divide(g, m.sqrt(m.add(m.square(_x(op)), 1)))],
-               doc="Elementwise inverse hyperbolic sine.", onnx=with_float64("Asinh", f64.asinh))
+               doc="Elementwise inverse hyperbolic sine.", onnx=with_float64("Asinh", f64.asinh),
+               fused=Ew("np.arcsinh({0})"))
 acosh = _unary("acosh", np.arccosh, lambda op, g: [m.divide(g, m.sqrt(m.subtract(m.square(_x(op)), 1)))],
-               doc="Elementwise inverse hyperbolic cosine (x >= 1; NaN below).", onnx=with_float64("Acosh", f64.acosh))
+               doc="Elementwise inverse hyperbolic cosine (x >= 1; NaN below).", onnx=with_float64("Acosh", f64.acosh),
+               fused=Ew("np.arccosh({0})"))
 atanh = _unary("atanh", np.arctanh, lambda op, g: [m.divide(g, m.subtract(1, m.square(_x(op))))],
-               doc="Elementwise inverse hyperbolic tangent (|x| < 1).", onnx=with_float64("Atanh", f64.atanh))
+               doc="Elementwise inverse hyperbolic tangent (|x| < 1).", onnx=with_float64("Atanh", f64.atanh),
+               fused=Ew("np.arctanh({0})"))
 
 # ------------------------------------------------------------------ logarithms, hypot, logaddexp
 _LN2, _LN10 = float(np.log(2.0)), float(np.log(10.0))
@@ -116,9 +103,11 @@ _LN2, _LN10 = float(np.log(2.0)), float(np.log(10.0))
 def _log_base(ln_base):
     return lambda e, node, ins: e.op("Div", e.op("Log", ins[0]), e.scalar(ln_base, node.inputs[0].dtype))
 log2 = _unary("log2", np.log2, lambda op, g: [m.divide(g, m.multiply(_x(op), _LN2))],
-              doc="Elementwise base-2 logarithm (exact at powers of two).", onnx=_log_base(_LN2))
+              doc="Elementwise base-2 logarithm (exact at powers of two).", onnx=_log_base(_LN2),
+              fused=Ew("np.log2({0})"))
 log10 = _unary("log10", np.log10, lambda op, g: [m.divide(g, m.multiply(_x(op), _LN10))],
-               doc="Elementwise base-10 logarithm.", onnx=_log_base(_LN10))
+               doc="Elementwise base-10 logarithm.", onnx=_log_base(_LN10),
+               fused=Ew("np.log10({0})"))
 
 
 def _hypot_partials(op, g, want_x, want_y):
@@ -152,16 +141,19 @@ def _logaddexp_onnx(e, node, ins):
 
 hypot = _binary("hypot", np.hypot, _pair_grad(_hypot_partials), onnx=_hypot_onnx,
                 doc="Elementwise sqrt(x**2 + y**2) without overflow for large inputs.",
-                cost=Cost(per_element=15))       # measured 7x an add
+                cost=Cost(per_element=15),
+                fused=Ew("np.hypot({0}, {1})"))       # measured 7x an add
 logaddexp = _binary("logaddexp", np.logaddexp, _pair_grad(_logaddexp_partials), onnx=_logaddexp_onnx,
-                    doc="Elementwise log(exp(x) + exp(y)), stable for large |x|, |y|.")
+                    doc="Elementwise log(exp(x) + exp(y)), stable for large |x|, |y|.",
+                    fused=Ew("np.logaddexp({0}, {1})"))
 
 # ------------------------------------------------------------------ reciprocal, ceil, squared_difference
 reciprocal = _unary("reciprocal", np.reciprocal,
                     lambda op, g: [m.negative(m.multiply(g, m.square(op.outputs[0])))],
                     doc="Elementwise 1 / x (floats; cast integers first).", onnx="Reciprocal")
 ceil = _unary("ceil", np.ceil, None, doc="Smallest integer value >= x, elementwise; not differentiable.",
-              onnx="Ceil")
+              onnx="Ceil",
+              fused=Ew("np.ceil({0})"))
 
 
 def _squared_difference_kernel(x, y):

@@ -74,9 +74,19 @@ def _linspace_onnx(e, node, ins):
     return e.cast(out, node.outputs[0].dtype)
 
 
-_LINSPACE = register("linspace", _linspace_kernel, _linspace_infer, _linspace_grad,
-                     num_inputs=2, attrs={"num": "int", "axis": "int"}, defaults={"axis": 0},
-                     same_dtype=(0, 1), kinds="f", onnx=_linspace_onnx, batch=bt.axes("axis", rank_of="output", align=True))
+_LINSPACE = register(
+    name="linspace",
+    kernel=_linspace_kernel,
+    infer=_linspace_infer,
+    grad=_linspace_grad,
+    num_inputs=2,
+    attrs={"num": "int", "axis": "int"},
+    defaults={"axis": 0},
+    same_dtype=(0, 1),
+    kinds="f",
+    onnx=_linspace_onnx,
+    batch=bt.axes("axis", rank_of="output", align=True),
+)
 
 
 def _is_number(v):
@@ -152,9 +162,19 @@ def _meshgrid_onnx(e, node, ins):
     return outs
 
 
-_MESHGRID = register("meshgrid", _meshgrid_kernel, _meshgrid_infer, _meshgrid_grad,
-                     num_inputs=None, attrs={"indexing": one_of("xy", "ij")}, defaults={"indexing": "xy"},
-                     num_outputs=lambda attrs, n: n, none_grads=True, onnx=_meshgrid_onnx, batch=vb.meshgrid)
+_MESHGRID = register(
+    name="meshgrid",
+    kernel=_meshgrid_kernel,
+    infer=_meshgrid_infer,
+    grad=_meshgrid_grad,
+    num_inputs=None,
+    attrs={"indexing": one_of("xy", "ij")},
+    defaults={"indexing": "xy"},
+    num_outputs=lambda attrs, n: n,
+    none_grads=True,
+    onnx=_meshgrid_onnx,
+    batch=vb.meshgrid,
+)
 
 
 def meshgrid(*args, indexing="xy", name=None):

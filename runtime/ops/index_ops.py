@@ -94,8 +94,17 @@ def _gather_grad_onnx(e, node, ins):
                            lambda idx: e.op("Gather", idx, indices, axis=node.attrs["axis"]))
 
 
-_GATHER = register("gather", _gather_kernel, _gather_infer, _gather_grad, attrs={"axis": "int"},
-                   num_inputs=2, defaults={}, onnx="Gather", batch=vb.gather)
+_GATHER = register(
+    name="gather",
+    kernel=_gather_kernel,
+    infer=_gather_infer,
+    grad=_gather_grad,
+    num_inputs=2,
+    attrs={"axis": "int"},
+    defaults={},
+    onnx="Gather",
+    batch=vb.gather,
+)
 # Internal: the dense gradient of gather (axis != 0, or sizes unknown while tracing).
 def _adjoint_infer(name, forward_infer, forward_inputs):
     """Inference of an op taking (g, ...) and giving the gradient of a forward op's input:
@@ -109,9 +118,17 @@ def _adjoint_infer(name, forward_infer, forward_inputs):
 
 
 _GATHER_GRAD_INFER = _adjoint_infer("gather_grad", _gather_infer, (2, 1))
-_GATHER_GRAD = register("gather_grad", _gather_grad_kernel, _GATHER_GRAD_INFER,
-                        lambda op, gg: [gather(gg, op.inputs[1], op.attrs["axis"]), None, None],
-                        attrs={"axis": "int"}, num_inputs=3, defaults={}, onnx=_gather_grad_onnx, batch=vb.gather_grad)
+_GATHER_GRAD = register(
+    name="gather_grad",
+    kernel=_gather_grad_kernel,
+    infer=_GATHER_GRAD_INFER,
+    grad=lambda op, gg: [gather(gg, op.inputs[1], op.attrs["axis"]), None, None],
+    num_inputs=3,
+    attrs={"axis": "int"},
+    defaults={},
+    onnx=_gather_grad_onnx,
+    batch=vb.gather_grad,
+)
 
 
 # gather with batch_dims=b: the first b axes of params and indices are matched one to one
@@ -123,8 +140,8 @@ def _batch_gather_infer(shapes, dts, attrs):
     _check_batch_dims(b, len(i), axis)
     if any(x is not None and y is not None and x != y for x, y in zip(p[:b], i[:b])):
         raise errors.InvalidArgumentError(
-            f"gather: with batch_dims={b}, params {shape_rules.shape_str(p)} and indices {shape_rules.shape_str(i)} must agree "
-            f"on their first {b} sizes")
+            f"gather: with batch_dims={b}, params {shape_rules.shape_str(p)} and indices "
+            f"{shape_rules.shape_str(i)} must agree on their first {b} sizes")
     batch = tuple(x if x is not None else y for x, y in zip(p[:b], i[:b]))
     return [(batch + p[b:axis] + i[b:] + p[axis + 1:], dts[0])]
 
@@ -170,7 +187,8 @@ def _batch_gather_of(e, params, indices, p_rank, i_rank, axis, b):
     """GatherND with b batch dims on params with `axis` moved to position b; the result's
     axes are then put in gather's order (batch, params[b:axis], indices[b:], params[axis+1:])."""
     if axis != b:
-        params = e.op("Transpose", params, perm=list(_pyrange(b)) + [axis] + [d for d in _pyrange(b, p_rank) if d != axis])
+        perm = list(_pyrange(b)) + [axis] + [d for d in _pyrange(b, p_rank) if d != axis]
+        params = e.op("Transpose", params, perm=perm)
     where = e.op("Unsqueeze", e.cast(indices, dtypes.int64), e.ints([-1]))
     out = e.op("GatherND", params, where, batch_dims=b)
     ki, mid = i_rank - b, axis - b
@@ -196,15 +214,29 @@ def _batch_gather_grad_onnx(e, node, ins):
 
 _BATCH_ATTRS = {"axis": "int", "batch_dims": "int"}
 _BATCH_GATHER = register(
-    "batch_gather", _batch_gather_kernel, _batch_gather_infer,
-    lambda op, g: [run_op(_BATCH_GATHER_GRAD, (g, op.inputs[1], op.inputs[0]), op.attrs), None],
-    num_inputs=2, attrs=_BATCH_ATTRS, defaults={}, onnx=_batch_gather_onnx, batch=vb.batch_gather)
+    name="batch_gather",
+    kernel=_batch_gather_kernel,
+    infer=_batch_gather_infer,
+    grad=lambda op, g: [run_op(_BATCH_GATHER_GRAD, (g, op.inputs[1], op.inputs[0]), op.attrs), None],
+    num_inputs=2,
+    attrs=_BATCH_ATTRS,
+    defaults={},
+    onnx=_batch_gather_onnx,
+    batch=vb.batch_gather,
+)
 # Internal: the (dense) gradient of batch_gather, whose own gradient is that gather.
 _BATCH_GATHER_GRAD_INFER = _adjoint_infer("batch_gather_grad", _batch_gather_infer, (2, 1))
 _BATCH_GATHER_GRAD = register(
-    "batch_gather_grad", _batch_gather_grad_kernel, _BATCH_GATHER_GRAD_INFER,
-    lambda op, gg: [gather(gg, op.inputs[1], op.attrs["axis"], op.attrs["batch_dims"]), None, None],
-    num_inputs=3, attrs=_BATCH_ATTRS, defaults={}, onnx=_batch_gather_grad_onnx, batch=vb.batch_gather)
+    name="batch_gather_grad",
+    kernel=_batch_gather_grad_kernel,
+    infer=_BATCH_GATHER_GRAD_INFER,
+    grad=lambda op, gg: [gather(gg, op.inputs[1], op.attrs["axis"], op.attrs["batch_dims"]), None, None],
+    num_inputs=3,
+    attrs=_BATCH_ATTRS,
+    defaults={},
+    onnx=_batch_gather_grad_onnx,
+    batch=vb.batch_gather,
+)
 
 
 def gather(params, indices, axis=None, batch_dims=0, name=None):
@@ -247,7 +279,8 @@ def _to_dense_infer(shapes, dts, attrs):
     _check_int_dtype(name, "indices", dts[1])
     if not dense or any(d is not None and d < 0 for d in dense):
         raise errors.InvalidArgumentError(f"{name}: dense_shape {dense} must hold non-negative sizes, rank >= 1")
-    shape_rules.check_compatible(name, "values", shapes[0], "indices.shape + dense_shape[1:]", tuple(shapes[1]) + dense[1:])
+    shape_rules.check_compatible(name, "values", shapes[0], "indices.shape + dense_shape[1:]",
+                                 tuple(shapes[1]) + dense[1:])
     return [(dense, dts[0])]
 
 
@@ -259,8 +292,16 @@ def _to_dense_onnx(e, node, ins):
 
 
 _TO_DENSE = register(
-    "indexed_slices_to_dense", _to_dense_kernel, _to_dense_infer, _to_dense_grad,
-    attrs={"dense_shape": "shape"}, num_inputs=2, defaults={}, onnx=_to_dense_onnx, batch=vb.indexed_slices_to_dense)
+    name="indexed_slices_to_dense",
+    kernel=_to_dense_kernel,
+    infer=_to_dense_infer,
+    grad=_to_dense_grad,
+    num_inputs=2,
+    attrs={"dense_shape": "shape"},
+    defaults={},
+    onnx=_to_dense_onnx,
+    batch=vb.indexed_slices_to_dense,
+)
 
 
 # ------------------------------------------------------------------ one_hot
@@ -309,9 +350,18 @@ def _one_hot_onnx(e, node, ins):
     return e.where(hot, e.scalar(a["on_value"], a["dtype"]), e.scalar(a["off_value"], a["dtype"]), a["dtype"])
 
 
-_ONE_HOT = register("one_hot", _one_hot_kernel, _one_hot_infer, None,
-                    attrs={"depth": "int", "on_value": "float", "off_value": "float", "axis": "int",
-                           "dtype": "dtype"}, num_inputs=1, defaults={}, onnx=_one_hot_onnx, batch=bt.axes("axis", rank_of="output"))
+_ONE_HOT = register(
+    name="one_hot",
+    kernel=_one_hot_kernel,
+    infer=_one_hot_infer,
+    grad=None,
+    num_inputs=1,
+    attrs={"depth": "int", "on_value": "float", "off_value": "float", "axis": "int",
+        "dtype": "dtype"},
+    defaults={},
+    onnx=_one_hot_onnx,
+    batch=bt.axes("axis", rank_of="output"),
+)
 
 
 def one_hot(indices, depth, on_value=1.0, off_value=0.0, axis=-1, dtype=dtypes.float32, name=None):
@@ -413,18 +463,32 @@ def _strided_slice_of(e, x, a):
     return x if axes or shrink or a["new_axis"] else e.op("Identity", x)
 
 
-_STRIDED_SLICE = register("strided_slice", _strided_slice_kernel, _strided_slice_infer,
-                          lambda op, g: [run_op(_STRIDED_SLICE_GRAD, (g, op.inputs[0]), op.attrs)],
-                          attrs=_SLICE_ATTRS, num_inputs=1, defaults={},
-                          onnx=lambda e, node, ins: _strided_slice_of(e, ins[0], node.attrs), batch=vb.strided_slice)
+_STRIDED_SLICE = register(
+    name="strided_slice",
+    kernel=_strided_slice_kernel,
+    infer=_strided_slice_infer,
+    grad=lambda op, g: [run_op(_STRIDED_SLICE_GRAD, (g, op.inputs[0]), op.attrs)],
+    num_inputs=1,
+    attrs=_SLICE_ATTRS,
+    defaults={},
+    onnx=lambda e, node, ins: _strided_slice_of(e, ins[0], node.attrs),
+    batch=vb.strided_slice,
+)
 # Internal: the gradient of strided_slice, scattering `g` into zeros shaped like the input.
 _STRIDED_SLICE_GRAD_INFER = _adjoint_infer("strided_slice_grad", _strided_slice_infer, (1,))
-_STRIDED_SLICE_GRAD = register("strided_slice_grad", _strided_slice_grad_kernel, _STRIDED_SLICE_GRAD_INFER,
-                               lambda op, gg: [run_op(_STRIDED_SLICE, (gg,), op.attrs), None],
-                               attrs=_SLICE_ATTRS, num_inputs=2, defaults={},
-                               onnx=lambda e, node, ins: scatter_adjoint(
-                                   e, ins[0], shape_of(e, ins[1], node.inputs[1]), node.outputs[0].dtype,
-                                   lambda idx: _strided_slice_of(e, idx, node.attrs)), batch=vb.strided_slice)
+_STRIDED_SLICE_GRAD = register(
+    name="strided_slice_grad",
+    kernel=_strided_slice_grad_kernel,
+    infer=_STRIDED_SLICE_GRAD_INFER,
+    grad=lambda op, gg: [run_op(_STRIDED_SLICE, (gg,), op.attrs), None],
+    num_inputs=2,
+    attrs=_SLICE_ATTRS,
+    defaults={},
+    onnx=lambda e, node, ins: scatter_adjoint(
+        e, ins[0], shape_of(e, ins[1], node.inputs[1]), node.outputs[0].dtype,
+        lambda idx: _strided_slice_of(e, idx, node.attrs)),
+    batch=vb.strided_slice,
+)
 
 
 def _index_value(k):

@@ -13,7 +13,7 @@ from defun.runtime import dtypes, errors
 from defun.runtime.execute import run_op
 from defun.runtime.fast_dispatch import op_function
 from defun.runtime.fused import Elementwise as Ew, Kernel, Reduction
-from defun.runtime.ops import _args, shape_rules
+from defun.runtime.ops import _args, elementwise, shape_rules
 from defun.runtime.ops._onnx import chain, exact_sum, reduce_form, reduced_axes, running, wide_int_mean
 from defun.runtime.ops.complex_ops import complex, conj, imag, real  # noqa: F401
 from defun.runtime.ops.prod_ops import PROD_OTHERS
@@ -42,18 +42,8 @@ _public = op_function
 _NC, _FC = shape_rules.numeric_complex_kinds, shape_rules.inexact_kinds
 
 
-def _unary(name, kernel, grad, kinds=shape_rules.numeric_kinds, doc="", fused=None, onnx=None, names=None, cost=None):
-    op = register(name, kernel, shape_rules.unary_same(name, kinds), grad, num_inputs=1, attrs={},
-                  defaults={}, kinds=kinds, fused=fused, onnx=onnx, batch=bt.elementwise, cost=cost)
-    return _public(op, doc or f"Elementwise {name}(x).", names)
-
-
-def _binary(name, kernel, grad, kinds=shape_rules.numeric_kinds, out_dtype=None, doc="", fused=None, onnx=None,
-            cost=None):
-    op = register(name, kernel, shape_rules.binary_broadcast(name, kinds, out_dtype), grad, num_inputs=2,
-                  attrs={}, defaults={}, same_dtype=(0, 1), kinds=kinds, fused=fused, onnx=onnx, batch=bt.elementwise,
-                  cost=cost)
-    return _public(op, doc or f"Elementwise {name}(x, y) with numpy broadcasting.")
+# the elementwise ops' definer (runtime/ops/elementwise.py), defaulting to numeric kinds
+_unary, _binary = elementwise.unary, elementwise.binary
 
 
 

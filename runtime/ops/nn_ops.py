@@ -74,12 +74,32 @@ def _log_softmax_grad(op, g):
     return [subtract(g, multiply(exp(y), reduce_sum(g, axis, keepdims=True)))]
 
 
-_SOFTMAX = register("softmax", _softmax_kernel, _softmax_infer("softmax"), _softmax_grad,
-                    attrs={"axis": "int"}, kinds=shape_rules.float_kinds, num_inputs=1, defaults={},
-                    onnx="Softmax", batch=bt.axes("axis"), cost=Cost(scratch=1.25))
-_LOG_SOFTMAX = register("log_softmax", _log_softmax_kernel, _softmax_infer("log_softmax"),
-                        _log_softmax_grad, attrs={"axis": "int"}, kinds=shape_rules.float_kinds,
-                        num_inputs=1, defaults={}, onnx="LogSoftmax", batch=bt.axes("axis"), cost=Cost(scratch=1.25))
+_SOFTMAX = register(
+    name="softmax",
+    kernel=_softmax_kernel,
+    infer=_softmax_infer("softmax"),
+    grad=_softmax_grad,
+    num_inputs=1,
+    attrs={"axis": "int"},
+    defaults={},
+    kinds=shape_rules.float_kinds,
+    onnx="Softmax",
+    batch=bt.axes("axis"),
+    cost=Cost(scratch=1.25),
+)
+_LOG_SOFTMAX = register(
+    name="log_softmax",
+    kernel=_log_softmax_kernel,
+    infer=_softmax_infer("log_softmax"),
+    grad=_log_softmax_grad,
+    num_inputs=1,
+    attrs={"axis": "int"},
+    defaults={},
+    kinds=shape_rules.float_kinds,
+    onnx="LogSoftmax",
+    batch=bt.axes("axis"),
+    cost=Cost(scratch=1.25),
+)
 
 
 def softmax(logits, axis=-1, name=None):
@@ -166,9 +186,22 @@ def _xent_onnx(e, node, ins):
     return loss, backprop, neg_log_probs
 
 
-_XENT = register("softmax_cross_entropy_with_logits", _xent_kernel, _xent_infer, _xent_grad,
-                 attrs={"axis": "int"}, same_dtype=(0, 1), kinds=shape_rules.float_kinds, num_outputs=3,
-                 none_grads=True, num_inputs=2, defaults={}, onnx=_xent_onnx, batch=bt.axes("axis"), cost=Cost(scratch=1.25))
+_XENT = register(
+    name="softmax_cross_entropy_with_logits",
+    kernel=_xent_kernel,
+    infer=_xent_infer,
+    grad=_xent_grad,
+    num_inputs=2,
+    attrs={"axis": "int"},
+    defaults={},
+    num_outputs=3,
+    none_grads=True,
+    same_dtype=(0, 1),
+    kinds=shape_rules.float_kinds,
+    onnx=_xent_onnx,
+    batch=bt.axes("axis"),
+    cost=Cost(scratch=1.25),
+)
 
 
 def softmax_cross_entropy_with_logits(labels, logits, axis=-1, name=None):
@@ -284,10 +317,21 @@ def _sparse_onnx(e, node, ins):
     return loss, backprop
 
 
-_SPARSE_XENT = register(_SPARSE, _sparse_kernel, _sparse_infer, _sparse_grad, kinds=shape_rules.int_kinds,
-                        num_outputs=2, none_grads=True, num_inputs=2, attrs={}, defaults={},
-                        fused=Kernel(_sparse_loops, (), _rank2_logits),
-                        onnx=_sparse_onnx, batch=bt.leading)
+_SPARSE_XENT = register(
+    name=_SPARSE,
+    kernel=_sparse_kernel,
+    infer=_sparse_infer,
+    grad=_sparse_grad,
+    num_inputs=2,
+    attrs={},
+    defaults={},
+    num_outputs=2,
+    none_grads=True,
+    kinds=shape_rules.int_kinds,
+    fused=Kernel(_sparse_loops, (), _rank2_logits),
+    onnx=_sparse_onnx,
+    batch=bt.leading,
+)
 
 
 def sparse_softmax_cross_entropy_with_logits(labels, logits, name=None):

@@ -149,12 +149,30 @@ def _normal_kernel(dims, seed, shape, dtype):
 
 
 _RANDOM_ATTRS = {"shape": "shape", "dtype": "dtype"}
-_UNIFORM = register("stateless_random_uniform", _uniform_kernel, _random_infer("stateless_random_uniform"),
-                    None, num_inputs=2, attrs=_RANDOM_ATTRS, defaults={"dtype": dtypes.float32},
-                    kinds=shape_rules.int_kinds, cost=Cost(scratch=3.25))     # measured 3.0x: the raw bits
-_NORMAL = register("stateless_random_normal", _normal_kernel, _random_infer("stateless_random_normal"),
-                   None, num_inputs=2, attrs=_RANDOM_ATTRS, defaults={"dtype": dtypes.float32},
-                   kinds=shape_rules.int_kinds, cost=Cost(scratch=6.25))      # measured 6.0x: two uniforms, float64
+_UNIFORM = register(
+    name="stateless_random_uniform",
+    kernel=_uniform_kernel,
+    infer=_random_infer("stateless_random_uniform"),
+    grad=None,
+    num_inputs=2,
+    attrs=_RANDOM_ATTRS,
+    defaults={"dtype": dtypes.float32},
+    kinds=shape_rules.int_kinds,
+    # measured 3.0x: the raw bits
+    cost=Cost(scratch=3.25),
+)     # measured 3.0x: the raw bits
+_NORMAL = register(
+    name="stateless_random_normal",
+    kernel=_normal_kernel,
+    infer=_random_infer("stateless_random_normal"),
+    grad=None,
+    num_inputs=2,
+    attrs=_RANDOM_ATTRS,
+    defaults={"dtype": dtypes.float32},
+    kinds=shape_rules.int_kinds,
+    # measured 6.0x: two uniforms, float64
+    cost=Cost(scratch=6.25),
+)      # measured 6.0x: two uniforms, float64
 
 
 def _is_number(v, value):
@@ -249,8 +267,18 @@ def _dropout_grad(op, g):
     return [run_op(_DROPOUT, (g, op.inputs[1]), op.attrs), None]
 
 
-_DROPOUT = register("dropout", _dropout_kernel, _dropout_infer, _dropout_grad, num_inputs=2,
-                    attrs={"rate": "float", "noise_shape": "shape"}, defaults={}, kinds=shape_rules.float_kinds, batch=vb.dropout, cost=Cost(scratch=3.25))
+_DROPOUT = register(
+    name="dropout",
+    kernel=_dropout_kernel,
+    infer=_dropout_infer,
+    grad=_dropout_grad,
+    num_inputs=2,
+    attrs={"rate": "float", "noise_shape": "shape"},
+    defaults={},
+    kinds=shape_rules.float_kinds,
+    batch=vb.dropout,
+    cost=Cost(scratch=3.25),
+)
 
 
 def dropout(x, rate, seed, noise_shape=None, name=None):

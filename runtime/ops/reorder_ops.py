@@ -131,9 +131,17 @@ def _repeat_grad_onnx(e, node, ins):
 
 
 _REPEAT_ATTRS = {"repeats": "ints", "axis": "opt_int"}
-_REPEAT = register("repeat", _repeat_kernel, _repeat_infer,
-                   lambda op, g: [run_op(_REPEAT_GRAD, (g, op.inputs[0]), op.attrs)],
-                   num_inputs=1, attrs=_REPEAT_ATTRS, defaults={"axis": None}, onnx=_repeat_onnx, batch=vb.repeat)
+_REPEAT = register(
+    name="repeat",
+    kernel=_repeat_kernel,
+    infer=_repeat_infer,
+    grad=lambda op, g: [run_op(_REPEAT_GRAD, (g, op.inputs[0]), op.attrs)],
+    num_inputs=1,
+    attrs=_REPEAT_ATTRS,
+    defaults={"axis": None},
+    onnx=_repeat_onnx,
+    batch=vb.repeat,
+)
 # Internal: the gradient of repeat (the sum of each element's copies); its gradient is repeat.
 def _repeat_grad_infer(shapes, dts, attrs):
     # (g, x): g has the shape repeat gives x
@@ -142,9 +150,17 @@ def _repeat_grad_infer(shapes, dts, attrs):
     return [(tuple(shapes[1]), dts[0])]
 
 
-_REPEAT_GRAD = register("repeat_grad", _repeat_grad_kernel, _repeat_grad_infer,
-                        lambda op, gg: [run_op(_REPEAT, (gg,), op.attrs), None],
-                        num_inputs=2, attrs=_REPEAT_ATTRS, defaults={"axis": None}, onnx=_repeat_grad_onnx, batch=vb.repeat_grad)
+_REPEAT_GRAD = register(
+    name="repeat_grad",
+    kernel=_repeat_grad_kernel,
+    infer=_repeat_grad_infer,
+    grad=lambda op, gg: [run_op(_REPEAT, (gg,), op.attrs), None],
+    num_inputs=2,
+    attrs=_REPEAT_ATTRS,
+    defaults={"axis": None},
+    onnx=_repeat_grad_onnx,
+    batch=vb.repeat_grad,
+)
 
 
 def repeat(x, repeats, axis=None, name=None):
@@ -197,10 +213,18 @@ def _roll_onnx(e, node, ins):
     return e.op("Identity", x)
 
 
-_ROLL = register("roll", _roll_kernel, _roll_infer,
-                 lambda op, g: [run_op(_ROLL, (g,), {"shift": tuple(-s for s in op.attrs["shift"]),
-                                                     "axis": op.attrs["axis"]})],
-                 num_inputs=1, attrs={"shift": "ints", "axis": "ints"}, defaults={}, onnx=_roll_onnx, batch=bt.axes("axis"))
+_ROLL = register(
+    name="roll",
+    kernel=_roll_kernel,
+    infer=_roll_infer,
+    grad=lambda op, g: [run_op(_ROLL, (g,), {"shift": tuple(-s for s in op.attrs["shift"]),
+        "axis": op.attrs["axis"]})],
+    num_inputs=1,
+    attrs={"shift": "ints", "axis": "ints"},
+    defaults={},
+    onnx=_roll_onnx,
+    batch=bt.axes("axis"),
+)
 
 
 def roll(input, shift, axis, name=None):
@@ -244,10 +268,18 @@ def _reverse_onnx(e, node, ins):
     return e.op("Slice", ins[0], e.ints([-1] * k), e.ints([-BIG] * k), e.ints(axes), e.ints([-1] * k))
 
 
-_REVERSE = register("reverse", lambda x, axis: x[_reverse_key(axis)], _reverse_infer,
-                    lambda op, g: [run_op(_REVERSE, (g,), op.attrs)],
-                    num_inputs=1, attrs={"axis": "ints"}, defaults={}, onnx=_reverse_onnx,
-                    bind=lambda attrs: _bind_reverse(attrs["axis"]), batch=bt.axes("axis"))
+_REVERSE = register(
+    name="reverse",
+    kernel=lambda x, axis: x[_reverse_key(axis)],
+    infer=_reverse_infer,
+    grad=lambda op, g: [run_op(_REVERSE, (g,), op.attrs)],
+    num_inputs=1,
+    attrs={"axis": "ints"},
+    defaults={},
+    bind=lambda attrs: _bind_reverse(attrs["axis"]),
+    onnx=_reverse_onnx,
+    batch=bt.axes("axis"),
+)
 
 
 def _bind_reverse(axes):

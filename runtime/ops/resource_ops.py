@@ -49,9 +49,20 @@ def _read_kernel(h, dtype, shape):
     return h.value
 
 
-_READ = register("read_variable", _read_kernel, _read_infer, lambda op, g: [g], stateful=True,
-                 attrs={"dtype": "dtype", "shape": "shape"}, num_inputs=1, defaults={},
-                 onnx=lambda e, node, ins: e.variable(ins[0]), batch="a variable handle is never a batched value: a read inside vmap is shared by every example")   # the initializer of its value
+_READ_VARIABLE_BATCH = "a variable handle is never a batched value: a read inside vmap is shared by every example"
+_READ = register(
+    name="read_variable",
+    kernel=_read_kernel,
+    infer=_read_infer,
+    grad=lambda op, g: [g],
+    num_inputs=1,
+    attrs={"dtype": "dtype", "shape": "shape"},
+    defaults={},
+    stateful=True,
+    onnx=lambda e, node, ins: e.variable(ins[0]),
+    # the initializer of its value
+    batch=_READ_VARIABLE_BATCH,
+)   # the initializer of its value
 
 
 def _check_assign(h, v, op_name):
@@ -90,8 +101,18 @@ def _register_update(name, update, infer, num_inputs):
     def kernel(h, *values, dtype, shape):
         with h.lock:
             update(h, *values)
-    return register(name, kernel, infer, None, num_inputs=num_inputs, num_outputs=0,
-                    stateful=True, attrs=_ASSIGN_ATTRS, defaults={}, bind=lambda attrs: update)
+    return register(
+        name=name,
+        kernel=kernel,
+        infer=infer,
+        grad=None,
+        num_inputs=num_inputs,
+        attrs=_ASSIGN_ATTRS,
+        defaults={},
+        num_outputs=0,
+        stateful=True,
+        bind=lambda attrs: update,
+    )
 
 
 def _assign_infer(name):

@@ -101,18 +101,33 @@ def _scatter_add_onnx(e, zeros, indices, updates):
     return e.op("ScatterND", zeros, e.cast(indices, "int64"), updates, reduction="add")
 
 
-_GATHER_ND = register("gather_nd", _gather_nd_kernel, _gather_nd_infer,
-                      lambda op, g: [run_op(_GATHER_ND_GRAD, (g, op.inputs[1], op.inputs[0])), None],
-                      num_inputs=2, attrs={}, defaults={}, onnx=lambda e, node, ins: _gather_nd_onnx(e, *ins), batch=vb.gather_nd)
+_GATHER_ND = register(
+    name="gather_nd",
+    kernel=_gather_nd_kernel,
+    infer=_gather_nd_infer,
+    grad=lambda op, g: [run_op(_GATHER_ND_GRAD, (g, op.inputs[1], op.inputs[0])), None],
+    num_inputs=2,
+    attrs={},
+    defaults={},
+    onnx=lambda e, node, ins: _gather_nd_onnx(e, *ins),
+    batch=vb.gather_nd,
+)
 # Internal: the gradient of gather_nd, a scatter-add of g into zeros shaped like the params
 # (scatter_nd with the params' shape, which may be unknown while tracing).
-_GATHER_ND_GRAD = register("gather_nd_grad", lambda g, indices, params: _scatter_add(
-                               indices, g, params.shape, "gather_nd_grad"),
-                           _gather_nd_grad_infer, lambda op, gg: [gather_nd(gg, op.inputs[1]), None, None],
-                           num_inputs=3, attrs={}, defaults={},
-                           onnx=lambda e, node, ins: scatter_adjoint(
-                               e, ins[0], shape_of(e, ins[2], node.inputs[2]), node.outputs[0].dtype,
-                               lambda idx: _gather_nd_onnx(e, idx, ins[1])), batch=vb.gather_nd_grad)
+_GATHER_ND_GRAD = register(
+    name="gather_nd_grad",
+    kernel=lambda g, indices, params: _scatter_add(
+        indices, g, params.shape, "gather_nd_grad"),
+    infer=_gather_nd_grad_infer,
+    grad=lambda op, gg: [gather_nd(gg, op.inputs[1]), None, None],
+    num_inputs=3,
+    attrs={},
+    defaults={},
+    onnx=lambda e, node, ins: scatter_adjoint(
+        e, ins[0], shape_of(e, ins[2], node.inputs[2]), node.outputs[0].dtype,
+        lambda idx: _gather_nd_onnx(e, idx, ins[1])),
+    batch=vb.gather_nd_grad,
+)
 
 
 def gather_nd(params, indices, name=None):
@@ -136,8 +151,8 @@ def _scatter_nd_infer(shapes, dts, attrs):
     want = i[:-1] + shape[m:]
     if len(u) != len(want) or any(a is not None and b is not None and a != b for a, b in zip(u, want)):
         raise errors.InvalidArgumentError(
-            f"scatter_nd: updates must have shape indices.shape[:-1] + shape[{m}:] = {shape_rules.shape_str(want)}, got "
-            f"{shape_rules.shape_str(u)}")
+            f"scatter_nd: updates must have shape indices.shape[:-1] + shape[{m}:] = "
+            f"{shape_rules.shape_str(want)}, got {shape_rules.shape_str(u)}")
     return [(shape, dts[1])]
 
 
@@ -147,11 +162,18 @@ def _scatter_nd_kernel(indices, updates, shape):
     return _scatter_add(indices, updates, tuple(shape), "scatter_nd")
 
 
-_SCATTER_ND = register("scatter_nd", _scatter_nd_kernel, _scatter_nd_infer,
-                       lambda op, g: [None, gather_nd(g, op.inputs[0])],
-                       num_inputs=2, attrs={"shape": "ints"}, defaults={},
-                       onnx=lambda e, node, ins: _scatter_add_onnx(
-                           e, e.op("Expand", e.scalar(0, node.outputs[0].dtype), e.ints(node.attrs["shape"])), *ins), batch=vb.scatter_nd)
+_SCATTER_ND = register(
+    name="scatter_nd",
+    kernel=_scatter_nd_kernel,
+    infer=_scatter_nd_infer,
+    grad=lambda op, g: [None, gather_nd(g, op.inputs[0])],
+    num_inputs=2,
+    attrs={"shape": "ints"},
+    defaults={},
+    onnx=lambda e, node, ins: _scatter_add_onnx(
+        e, e.op("Expand", e.scalar(0, node.outputs[0].dtype), e.ints(node.attrs["shape"])), *ins),
+    batch=vb.scatter_nd,
+)
 
 
 def scatter_nd(indices, updates, shape, name=None):
@@ -218,9 +240,21 @@ def _segment_sum_bytes(args, attrs):
     return max(rows, 0) * int(np.prod(data.shape[ids.ndim:], dtype=np.int64)) * data.dtype.itemsize
 
 
-_SEGMENT_SUM = register("segment_sum", _segment_sum_kernel, _segment_infer,
-                        lambda op, g: [gather(g, op.inputs[1]), None], num_inputs=2, attrs={}, defaults={},
-                        kinds=shape_rules.numeric_kinds, onnx=_segment_sum_onnx, batch="its output size is the largest segment id plus one, data-dependent per example; use unsorted_segment_sum", cost=Cost(sized=_segment_sum_bytes))
+_SEGMENT_SUM_BATCH = (
+    "its output size is the largest segment id plus one, data-dependent per example; use unsorted_segment_sum")
+_SEGMENT_SUM = register(
+    name="segment_sum",
+    kernel=_segment_sum_kernel,
+    infer=_segment_infer,
+    grad=lambda op, g: [gather(g, op.inputs[1]), None],
+    num_inputs=2,
+    attrs={},
+    defaults={},
+    kinds=shape_rules.numeric_kinds,
+    onnx=_segment_sum_onnx,
+    batch=_SEGMENT_SUM_BATCH,
+    cost=Cost(sized=_segment_sum_bytes),
+)
 
 
 def segment_sum(data, segment_ids, name=None):
@@ -240,8 +274,8 @@ def _unsorted_infer(shapes, dts, attrs):
         raise errors.InvalidArgumentError(f"unsorted_segment_sum: num_segments must be >= 0, got {n}")
     if len(s) > len(d) or any(a is not None and b is not None and a != b for a, b in zip(s, d)):
         raise errors.InvalidArgumentError(
-            f"unsorted_segment_sum: the shape of segment_ids {shape_rules.shape_str(s)} must be a prefix of the shape of "
-            f"data {shape_rules.shape_str(d)}")
+            f"unsorted_segment_sum: the shape of segment_ids {shape_rules.shape_str(s)} must be a prefix "
+            f"of the shape of data {shape_rules.shape_str(d)}")
     return [((n,) + d[len(s):], dts[0])]
 
 
@@ -288,8 +322,18 @@ def _unsorted_onnx(e, node, ins):
     return e.op("Slice", out, e.ints([0]), e.ints([n]), e.ints([0]))
 
 
-_UNSORTED = register("unsorted_segment_sum", _unsorted_kernel, _unsorted_infer, _unsorted_grad, num_inputs=2,
-                     attrs={"num_segments": "int"}, defaults={}, kinds=shape_rules.numeric_kinds, onnx=_unsorted_onnx, batch=vb.unsorted_segment_sum)
+_UNSORTED = register(
+    name="unsorted_segment_sum",
+    kernel=_unsorted_kernel,
+    infer=_unsorted_infer,
+    grad=_unsorted_grad,
+    num_inputs=2,
+    attrs={"num_segments": "int"},
+    defaults={},
+    kinds=shape_rules.numeric_kinds,
+    onnx=_unsorted_onnx,
+    batch=vb.unsorted_segment_sum,
+)
 
 
 def unsorted_segment_sum(data, segment_ids, num_segments, name=None):

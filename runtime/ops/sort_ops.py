@@ -76,14 +76,32 @@ def _sorted_onnx(e, node, x):
 
 
 _SORT_ATTRS = {"axis": "int", "direction": one_of(*_DIRECTIONS)}
-_SORT = register("sort", _sort_kernel, _sort_infer("sort"), _sort_grad, num_inputs=1, attrs=_SORT_ATTRS,
-                 defaults={"direction": "ASCENDING"}, kinds=shape_rules.numeric_kinds,
-                 onnx=lambda e, node, ins: _sorted_onnx(e, node, ins[0])[0], batch=bt.axes("axis"),
-                 cost=_costs.n_log_n(5, "axis"))
-_ARGSORT = register("argsort", _argsort_kernel, _sort_infer("argsort", dtypes.int32), None, num_inputs=1,
-                    attrs=_SORT_ATTRS, defaults={"direction": "ASCENDING"}, kinds=shape_rules.numeric_kinds,
-                    onnx=lambda e, node, ins: e.cast(_sorted_onnx(e, node, ins[0])[1], dtypes.int32), batch=bt.axes("axis"),
-                    cost=_costs.n_log_n(8, "axis", scratch=2.25))
+_SORT = register(
+    name="sort",
+    kernel=_sort_kernel,
+    infer=_sort_infer("sort"),
+    grad=_sort_grad,
+    num_inputs=1,
+    attrs=_SORT_ATTRS,
+    defaults={"direction": "ASCENDING"},
+    kinds=shape_rules.numeric_kinds,
+    onnx=lambda e, node, ins: _sorted_onnx(e, node, ins[0])[0],
+    batch=bt.axes("axis"),
+    cost=_costs.n_log_n(5, "axis"),
+)
+_ARGSORT = register(
+    name="argsort",
+    kernel=_argsort_kernel,
+    infer=_sort_infer("argsort", dtypes.int32),
+    grad=None,
+    num_inputs=1,
+    attrs=_SORT_ATTRS,
+    defaults={"direction": "ASCENDING"},
+    kinds=shape_rules.numeric_kinds,
+    onnx=lambda e, node, ins: e.cast(_sorted_onnx(e, node, ins[0])[1], dtypes.int32),
+    batch=bt.axes("axis"),
+    cost=_costs.n_log_n(8, "axis", scratch=2.25),
+)
 
 
 def _sort_attrs(op_name, values, axis, direction):
@@ -143,9 +161,21 @@ def _top_k_onnx(e, node, ins):
     return values, e.cast(indices, dtypes.int32)
 
 
-_TOP_K = register("top_k", _top_k_kernel, _top_k_infer, _top_k_grad, num_inputs=1, attrs={"k": "int"},
-                  defaults={}, kinds=shape_rules.numeric_kinds, num_outputs=2, none_grads=True, onnx=_top_k_onnx, batch=bt.leading,
-                  cost=_costs.n_log_n(8, scratch=4.5))
+_TOP_K = register(
+    name="top_k",
+    kernel=_top_k_kernel,
+    infer=_top_k_infer,
+    grad=_top_k_grad,
+    num_inputs=1,
+    attrs={"k": "int"},
+    defaults={},
+    num_outputs=2,
+    none_grads=True,
+    kinds=shape_rules.numeric_kinds,
+    onnx=_top_k_onnx,
+    batch=bt.leading,
+    cost=_costs.n_log_n(8, scratch=4.5),
+)
 
 
 def top_k(input, k=1, sorted=True, name=None):
@@ -189,8 +219,8 @@ def _along_infer(op_name, like):
         if any(a != axis and d is not None and o is not None and d != o
                for a, (d, o) in enumerate(zip(main, other))):
             raise errors.InvalidArgumentError(
-                f"{op_name}: off axis {axis}, {shape_rules.shape_str(shapes[0])} and {shape_rules.shape_str(shapes[1])} "
-                f"must have the same sizes")
+                f"{op_name}: off axis {axis}, {shape_rules.shape_str(shapes[0])} and "
+                f"{shape_rules.shape_str(shapes[1])} must have the same sizes")
         out = tuple(d if d is not None or a == axis else o for a, (d, o) in enumerate(zip(main, other)))
         return [(out, dts[0])]
     return infer
@@ -214,13 +244,25 @@ def _take_along_onnx(e, x, indices, axis):
 
 
 _TAKE_ALONG_AXIS = register(
-    "take_along_axis", _take_along_axis_kernel, _along_infer("take_along_axis", 1),
-    lambda op, g: [run_op(_SCATTER_ALONG_AXIS, (g, op.inputs[1], op.inputs[0]), op.attrs), None],
-    num_inputs=2, attrs={"axis": "int"}, defaults={},
-    onnx=lambda e, node, ins: _take_along_onnx(e, ins[0], ins[1], node.attrs["axis"]), batch=bt.axes("axis"))
+    name="take_along_axis",
+    kernel=_take_along_axis_kernel,
+    infer=_along_infer("take_along_axis", 1),
+    grad=lambda op, g: [run_op(_SCATTER_ALONG_AXIS, (g, op.inputs[1], op.inputs[0]), op.attrs), None],
+    num_inputs=2,
+    attrs={"axis": "int"},
+    defaults={},
+    onnx=lambda e, node, ins: _take_along_onnx(e, ins[0], ins[1], node.attrs["axis"]),
+    batch=bt.axes("axis"),
+)
 _SCATTER_ALONG_AXIS = register(
-    "scatter_along_axis", _scatter_along_axis_kernel, _along_infer("scatter_along_axis", 2),
-    lambda op, g: [run_op(_TAKE_ALONG_AXIS, (g, op.inputs[1]), op.attrs), None, None],
-    num_inputs=3, attrs={"axis": "int"}, defaults={},
+    name="scatter_along_axis",
+    kernel=_scatter_along_axis_kernel,
+    infer=_along_infer("scatter_along_axis", 2),
+    grad=lambda op, g: [run_op(_TAKE_ALONG_AXIS, (g, op.inputs[1]), op.attrs), None, None],
+    num_inputs=3,
+    attrs={"axis": "int"},
+    defaults={},
     onnx=lambda e, node, ins: scatter_adjoint(e, ins[0], shape_of(e, ins[2], node.inputs[2]), node.outputs[0].dtype,
-                                              lambda idx: _take_along_onnx(e, idx, ins[1], node.attrs["axis"])), batch=bt.axes("axis"))
+        lambda idx: _take_along_onnx(e, idx, ins[1], node.attrs["axis"])),
+    batch=bt.axes("axis"),
+)

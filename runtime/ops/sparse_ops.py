@@ -57,9 +57,19 @@ def _sum_duplicate_rows_onnx(e, node, ins):
     return e.op("Reshape", out, e.op("Shape", values))
 
 
-_SUM_DUPLICATE_ROWS = register("sum_duplicate_rows", _sum_duplicate_rows_kernel,
-                               _sum_duplicate_rows_infer, _sum_duplicate_rows_grad,
-                               num_inputs=2, attrs={}, defaults={}, kinds="f", onnx=_sum_duplicate_rows_onnx, batch="its output row count is data-dependent per example")
+_SUM_DUPLICATE_ROWS_BATCH = "its output row count is data-dependent per example"
+_SUM_DUPLICATE_ROWS = register(
+    name="sum_duplicate_rows",
+    kernel=_sum_duplicate_rows_kernel,
+    infer=_sum_duplicate_rows_infer,
+    grad=_sum_duplicate_rows_grad,
+    num_inputs=2,
+    attrs={},
+    defaults={},
+    kinds="f",
+    onnx=_sum_duplicate_rows_onnx,
+    batch=_SUM_DUPLICATE_ROWS_BATCH,
+)
 
 
 def sum_duplicate_rows(values, indices):

@@ -423,15 +423,8 @@ def _ternary_infer(name):
 
 
 def _register_pair(name, kernel, grad, work, doc):
-    op = register(name, _f64(kernel), shape_rules.binary_broadcast(name, shape_rules.float_kinds), grad,
-                  num_inputs=2, attrs={}, defaults={}, same_dtype=(0, 1), kinds=shape_rules.float_kinds,
-                  batch=bt.elementwise, cost=_per_element(work))
-
-    def f(a, x, name=None):
-        return run_op(op, (a, x), _EMPTY, name)
-    f.__name__ = f.__qualname__ = op.name
-    f.__doc__ = doc
-    return f
+    return _binary(name, _f64(kernel), grad, kinds=shape_rules.float_kinds, doc=doc, cost=_per_element(work),
+                   names=("a", "x"))
 
 
 polygamma = _register_pair("polygamma", _polygamma_kernel, _polygamma_grad, 200,

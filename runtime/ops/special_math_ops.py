@@ -6,12 +6,14 @@ the public functions, so they build graph nodes while tracing and differentiate 
 
 (This module is long because each op keeps its kernel, inference, gradient and ONNX form together.)
 """
+from functools import partial
+
 import numpy as np
 
 from defun.runtime import dtypes, errors
 from defun.runtime.execute import run_op
-from defun.runtime.fast_dispatch import renamed_parameters
-from defun.runtime.ops import _args, _costs, shape_rules
+from defun.runtime.fused import Elementwise as Ew
+from defun.runtime.ops import _args, _costs, elementwise, shape_rules
 from defun.runtime.ops import _onnx_float64 as f64
 from defun.runtime.ops._onnx import reduced_axes, running, with_float64
 from defun.runtime.ops.array_ops import concat, ones_like, strided_slice, where, zeros_like
@@ -33,24 +35,8 @@ __all__ = ["tan", "expm1", "erf", "softplus", "elu", "leaky_relu", "gelu", "is_n
 _EMPTY = {}
 
 
-def _unary(name, kernel, grad, kinds=shape_rules.float_kinds, out_dtype=None, doc="", onnx=None, names=None,
-           cost=None):
-    """A one-input op without attrs and its public function `f(x, name=None)` (its parameter
-    called `names[0]` if given: TF's name)."""
-    if out_dtype is None:
-        infer = shape_rules.unary_same(name, kinds)
-    else:
-        def infer(shapes, dts, attrs):
-            shape_rules.check_kinds(name, dts[0], kinds)
-            return [(tuple(shapes[0]), out_dtype)]
-    op = register(name, kernel, infer, grad, num_inputs=1, attrs={}, defaults={}, kinds=kinds, onnx=onnx,
-                  batch=bt.elementwise, cost=cost)
-
-    def f(x, name=None):
-        return run_op(op, (x,), _EMPTY, name)
-    f.__name__ = f.__qualname__ = op.name
-    f.__doc__ = doc
-    return f if names is None else renamed_parameters(f, names)
+# the elementwise ops' definer (runtime/ops/elementwise.py), defaulting to float kinds here
+_unary = partial(elementwise.unary, kinds=shape_rules.float_kinds)
 
 
 # ------------------------------------------------------------------ erf
@@ -167,10 +153,12 @@ def _expm1_onnx(e, x, dt):
 # ------------------------------------------------------------------ elementwise
 tan = _unary("tan", np.tan, lambda op, g: [multiply(g, add(square(op.outputs[0]), 1))],
              doc="Elementwise tangent; the gradient is 1 + tan(x)^2.",
-             onnx=with_float64("Tan", lambda e, x: e.op("Div", e.op("Sin", x), e.op("Cos", x))))
+             onnx=with_float64("Tan", lambda e, x: e.op("Div", e.op("Sin", x), e.op("Cos", x))),
+             fused=Ew("np.tan({0})"))
 expm1 = _unary("expm1", np.expm1, lambda op, g: [multiply(g, exp(op.inputs[0]))],
                doc="exp(x) - 1, accurate near 0: `df.expm1(1e-10) -> 1e-10`.",
-               onnx=lambda e, node, ins: _expm1_onnx(e, ins[0], node.inputs[0].dtype))
+               onnx=lambda e, node, ins: _expm1_onnx(e, ins[0], node.inputs[0].dtype),
+               fused=Ew("np.expm1({0})"))
 # logaddexp(0, x) = max(x, 0) + log1p(exp(-|x|)): no overflow at +-1000
 softplus = _unary("softplus", lambda x: np.logaddexp(x.dtype.type(0), x),
                   lambda op, g: [multiply(g, sigmoid(op.inputs[0]))],
