@@ -30,6 +30,13 @@ def user_site(depth=1):
     return None
 
 
+class DocumentSite(tuple):
+    """`(base name, line)` read from a graph document: the line of a file on the machine that
+    exported it, shown as it is and never read here (a file of that name here is another one)."""
+
+    __slots__ = ()
+
+
 def format_site(site):
     """'file.py:12' (or '<unknown>')."""
     if site is None:
@@ -39,7 +46,7 @@ def format_site(site):
 
 
 def source_line(site):
-    """The stripped source text at `site`, or ''."""
-    if site is None:
+    """The stripped source text at `site`, or '' (always for a `DocumentSite`)."""
+    if site is None or site.__class__ is DocumentSite:
         return ""
     return linecache.getline(site[0], site[1]).strip()
