@@ -153,3 +153,25 @@ def test_defun_view_page_shows_the_line_of_a_loaded_document(tmp_path):
     shown = {n["op"]: n["site"] for n in forward if n.get("site")}
     assert shown["tanh"] == f"{HERE}:{lines['tanh']}" and shown["reduce_sum"] == f"{HERE}:{lines['reduce_sum']}"
     assert not any(n.get("src") for n in forward)     # the document's lines: no text read here
+
+
+def test_defun_show_sites_ends_each_node_line_with_its_line(tmp_path):
+    doc, lines = _doc()
+    (tmp_path / "f.json").write_text(json.dumps(doc))
+    proc = cli("show", "f.json", "--sites", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    shown = [ln for ln in proc.stdout.splitlines() if " = tanh(" in ln or " = reduce_sum(" in ln]
+    assert shown[0].endswith(f"  # {HERE}:{lines['tanh']}") and shown[1].endswith(f"  # {HERE}:{lines['reduce_sum']}")
+    plain = cli("show", "f.json", cwd=tmp_path).stdout
+    assert f"# {HERE}:" not in plain
+    assert [ln.split("  # ")[0] for ln in proc.stdout.splitlines()] == plain.splitlines()
+
+
+def test_the_cli_shows_a_hostile_site_escaped_in_its_refusal(tmp_path):
+    doc, _ = _doc()
+    doc["functions"][0]["nodes"][1]["site"] = ["\x1b]0;owned\x07\x1b[2J.py", 3]
+    (tmp_path / "f.json").write_text(json.dumps(doc))
+    for command in (["show", "f.json", "--sites"], ["dot", "f.json", "-o", "f.svg"], ["view", "f.json", "--no-open"]):
+        proc = cli(*command, cwd=tmp_path)
+        assert proc.returncode == 2 and "nodes[1].site[0]" in proc.stderr, (command, proc.stderr)
+        assert "\x1b" not in proc.stderr + proc.stdout and "\\x1b" in proc.stderr
