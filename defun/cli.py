@@ -116,13 +116,13 @@ def _show(args):
     if args.plan:
         print(f.plan_source(args.backend), end="")
         return
-    print(format_graph(f.optimized_graph() if args.optimized else f.graph))
+    print(format_graph(f.optimized_graph() if args.optimized else f.graph, sites=args.sites))
     if args.backward:
         bw = GraphFunction.of(f.graph).backward()
         print()
         print(f"# backward: inputs are the gradients of outputs {list(bw.grad_outputs)}, then "
               f"{len(bw.capture_sources)} saved values ({len(bw.side_outputs)} side outputs)")
-        print(format_graph(bw.graph))
+        print(format_graph(bw.graph, sites=args.sites))
 
 
 def _validate(args):
@@ -495,6 +495,8 @@ def _looking_commands(command, backend_help):
     which.add_argument("--plan", action="store_true", help="the compiled plan's Python source")
     p.add_argument("--backend", type=_backend, default="numpy", help="the plan's backend: " + backend_help)
     p.add_argument("--variables", action="store_true", help="list the variables: name, dtype, shape")
+    p.add_argument("--sites", action="store_true",
+                   help="end each node's line with its source line (# file.py:line), as the document keeps it")
     p.add_argument("--backward", action="store_true",
                    help="also print the backward function the graph's gradient runs")
     p.add_argument("--json", action="store_true",

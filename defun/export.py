@@ -66,13 +66,15 @@ def _returning_variable_values(cf):
     return outer, [read_of.get(id(k.value)) if type(k) is _Static else k for k in cf._out_index]
 
 
-def export_json(concrete_function, path=None, include_backward=False):
+def export_json(concrete_function, path=None, include_backward=False, sites=True):
     """The graph of `concrete_function` as a JSON-ready dict; also written to `path` if given.
 
     Variables are frozen at their current value; the same function gives the same bytes. A
     function returning a variable exports its value (read after the function ran).
     `include_backward=True` (or k, a number of levels) adds the backward function, so the
     loaded function is differentiable from the document alone (k = 2: second order too).
+    Each node carries its source line as `"site": [base name, line]` (never the file's
+    directories), which `defun dot/show/view F.json` show; `sites=False` leaves them out.
 
     >>> cf = predict.get_concrete_function(df.TensorSpec([None, 64], df.float32))
     >>> df.export_json(cf, "predict.json", include_backward=True)
@@ -95,7 +97,7 @@ def export_json(concrete_function, path=None, include_backward=False):
     fn = GraphFunction.of(graph, cf._fn.backend)
     for _ in range(depth):       # each level's Backward, kept in graph.derived (to_document reads it)
         fn = GraphFunction.of(fn.backward().graph, fn.backend)
-    doc = to_document(graph, structure, names, backward=depth)
+    doc = to_document(graph, structure, names, backward=depth, sites=bool(sites))
     if path is not None:
         write_document(doc, path)
     return doc

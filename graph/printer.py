@@ -106,8 +106,10 @@ def format_node(node, numbers=None, functions=None):
     return f"{lhs}{node.op.name}({args}){attrs}{ctrl}"
 
 
-def format_graph(graph, include_library=True):
+def format_graph(graph, include_library=True, sites=False):
     """The function as text: signature, one line per node, return; then called functions.
+    `sites=True` ends each node's line with its source site (`  # model.py:14`, the file's
+    base name), where it has one.
 
     Printed by content only: nodes numbered in program order (`numbering`), functions
     named by their base names (`loss`, not the process's `loss_3`; a second function of
@@ -118,7 +120,7 @@ def format_graph(graph, include_library=True):
     for g in graphs if include_library else graphs[:1]:
         if lines:
             lines.append("")
-        _format_function(g, lines, functions)
+        _format_function(g, lines, functions, sites)
     return "\n".join(lines)
 
 
@@ -154,7 +156,7 @@ def _function_names(graphs):
     return names
 
 
-def _format_function(graph, lines, functions):
+def _format_function(graph, lines, functions, sites=False):
     numbers = numbering(graph)
     params = ", ".join(f"{_tensor_name(t, numbers)}: {_type(t)}" for t in graph.inputs)
     caps = graph.captured_placeholders
@@ -165,7 +167,9 @@ def _format_function(graph, lines, functions):
     placeholders = {id(t.node) for t in graph.all_inputs}
     for node in graph.nodes:
         if id(node) not in placeholders:
-            lines.append("  " + format_node(node, numbers, functions))
+            site = node.site if sites else None
+            lines.append("  " + format_node(node, numbers, functions) +
+                         (f"  # {os.path.basename(site[0])}:{site[1]}" if site else ""))
     lines.append("  return (" + ", ".join(_tensor_name(t, numbers) for t in graph.outputs) + ")")
 
 

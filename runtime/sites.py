@@ -42,6 +42,11 @@ def traceback_site(tb):
             site = fn, tb.tb_lineno
         tb = tb.tb_next
     return site
+class DocumentSite(tuple):
+    """`(base name, line)` read from a graph document: the line of a file on the machine that
+    exported it, shown as it is and never read here (a file of that name here is another one)."""
+
+    __slots__ = ()
 
 
 def format_site(site):
@@ -53,7 +58,7 @@ def format_site(site):
 
 
 def source_line(site):
-    """The stripped source text at `site`, or ''."""
-    if site is None:
+    """The stripped source text at `site`, or '' (always for a `DocumentSite`)."""
+    if site is None or site.__class__ is DocumentSite:
         return ""
     return linecache.getline(site[0], site[1]).strip()

@@ -99,7 +99,7 @@ def leaves_of(x):
 
 
 # ---------------------------------------------------------------------------------------
-# Version 2 and version-1 documents
+# Version 3, version-2 and version-1 documents
 
 def stateful_control_flow_function():
     """A defun whose call, cond and while all run functions that read or assign `v`."""
@@ -119,9 +119,19 @@ def stateful_control_flow_function():
     return f, v
 
 
-def as_version_1(doc):
-    """`doc` as a version-1 writer would have written it: twin ops, no node flag."""
+def as_version_2(doc):
+    """`doc` as a version-2 writer would have written it: no node sites."""
     old = copy.deepcopy(doc)
+    old["version"] = 2
+    for fdoc in old["functions"]:
+        for ndoc in fdoc["nodes"]:
+            ndoc.pop("site", None)
+    return old
+
+
+def as_version_1(doc):
+    """`doc` as a version-1 writer would have written it: twin ops, no node flag, no sites."""
+    old = as_version_2(doc)
     old["version"] = 1
     twins = {"call": "stateful_call", "cond": "stateful_cond", "while": "stateful_while"}
     for fdoc in old["functions"]:

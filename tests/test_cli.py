@@ -217,7 +217,7 @@ def test_python_dash_m_defun_is_the_same_command(small):
 def test_validate_reports_the_signature(small):
     where, _ = small
     out = exit_ok(cli("validate", "f.json", cwd=where)).stdout.splitlines()
-    assert out[0] == "f.json: valid (defun.graph version 2)"
+    assert out[0] == "f.json: valid (defun.graph version 3)"
     assert out[1] == "# @f(x: float32[?, 3], scale: float32[]) -> (output_0: float32[?], output_1: float32[?, 3])"
     assert out[2] == "1 function, 7 nodes, 1 variable (24 bytes)"
 

@@ -47,6 +47,9 @@ class _Dict(dict):
 NODE_DOCS = [
     _TANH,
     _variant(stateful=False), _variant(stateful=True), _variant(stateful="no"), _variant(stateful=None),
+    _variant(site=["f.py", 3]), _variant(site=["f.py", 0]), _variant(site=["a/f.py", 3]),
+    _variant(site=["f\x1b.py", 3]), _variant(site="f.py:3"), _variant(site=["f.py", True]),
+    _variant(site=["f.py", 3], stateful=True), _variant(site=None),
     _variant(extra=1), _variant(attrs=KeyError), _variant(control_inputs=KeyError),
     _variant(op=5), _variant(op="x" * 65), _variant(op="no_such_op"), _variant(op="placeholder"),
     _variant(op="stateful_call"), _variant(op="read_variable"),
@@ -82,7 +85,7 @@ def _checked(ndoc, ctx):
         return None, str(e)
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_the_fast_path_accepts_what_the_full_checks_accept_and_makes_the_same_spec(version):
     fast_specs = 0
     for ndoc in NODE_DOCS:

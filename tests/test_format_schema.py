@@ -57,7 +57,14 @@ def _doc():
 
 @pytest.mark.parametrize("case, edit, where", [
     ("unknown top field", lambda d: d.update(extra=1), "(top)"),
-    ("version 3", lambda d: d.update(version=3), "version"),
+    ("version 4", lambda d: d.update(version=4), "version"),
+    ("site in version 2", lambda d: d.update(version=2), "functions/0/nodes/0"),
+    ("site with a directory", lambda d: d["functions"][0]["nodes"][0].update(site=["a/b.py", 3]),
+     "functions/0/nodes/0/site/0"),
+    ("site with an escape", lambda d: d["functions"][0]["nodes"][0].update(site=["\x1b[2Jb.py", 3]),
+     "functions/0/nodes/0/site/0"),
+    ("site line 0", lambda d: d["functions"][0]["nodes"][0].update(site=["b.py", 0]), "functions/0/nodes/0/site/1"),
+    ("site as text", lambda d: d["functions"][0]["nodes"][0].update(site="b.py:3"), "functions/0/nodes/0/site"),
     ("bad format", lambda d: d.update(format="other"), "format"),
     ("gradients in version 1", lambda d: d.update(version=1), "(top)"),
     ("bad name", lambda d: d["functions"][0].update(name="1abc"), "functions/0/name"),

@@ -96,7 +96,7 @@ HOSTILE = [
     ("not a dict", lambda d: [d], "expected a JSON object"),
     ("null top level", lambda d: None, "expected a JSON object"),
     ("wrong format", _set(lambda d: d.update(format="onnx")), "format: expected 'defun.graph'"),
-    ("wrong version", _set(lambda d: d.update(version=3)), "version: this loader reads versions 1, 2"),
+    ("wrong version", _set(lambda d: d.update(version=4)), "version: this loader reads versions 1, 2, 3"),
     ("stateful flag not a bool", _set(lambda d: d["functions"][0]["nodes"][0].update(stateful=1)),
      "functions[0].nodes[0].stateful: expected true or false"),
     ("stateful flag wrong", _set(lambda d: d["functions"][0]["nodes"][0].update(stateful=False)),

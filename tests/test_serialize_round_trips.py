@@ -15,7 +15,7 @@ from defun.graph.ir import Graph
 from defun.graph.serialize import describe_structure, dumps_document, from_document, to_document
 from defun.runtime import attr_types
 from defun.runtime.errors import GraphFormatError, InvalidArgumentError
-from serialize_helpers import (F32, GRAPH_ONLY_LOADER, as_version_1, build_rich, in_memory_run,
+from serialize_helpers import (F32, GRAPH_ONLY_LOADER, as_version_1, as_version_2, build_rich, in_memory_run,
                                simple_graph, stateful_control_flow_function)
 
 
@@ -60,11 +60,13 @@ def test_export_is_deterministic_across_builds():
 def test_document_layout():
     g, v = simple_graph()
     doc = to_document(g, input_names=["x"])
-    assert doc["format"] == "defun.graph" and doc["version"] == 2 and doc["entry"] == "simple"
+    assert doc["format"] == "defun.graph" and doc["version"] == 3 and doc["entry"] == "simple"
     f, = doc["functions"]
     assert f["inputs"] == [{"name": "x", "dtype": "float32", "shape": [None, 3]},
                            {"name": "w", "dtype": "resource", "shape": [], "variable": "w"}]
     read = f["nodes"][0]
+    site = read.pop("site")     # where simple_graph made it: a base name and a line
+    assert site[0] == os.path.basename(simple_graph.__code__.co_filename) and site[1] > 0
     assert read == {"op": "read_variable", "inputs": ["1:0"], "attrs": {"dtype": "float32", "shape": [3, 2]},
                     "outputs": [{"dtype": "float32", "shape": [3, 2]}], "control_inputs": [],
                     "stateful": True}
@@ -276,11 +278,11 @@ def test_version_1_documents_with_stateful_twins_still_load():
         loaded = df.load_json(json.loads(json.dumps(d)))
         np.testing.assert_allclose(loaded(x).numpy(), expected, rtol=1e-12)
         np.testing.assert_allclose(loaded.variables["v"], start + 0.5)
-    # a loaded version-1 document exports as version 2, the flags derived from the ops
+    # a loaded version-1 document exports as version 3, the flags derived from the ops
     again = df.load_json(old).to_document()
-    assert again["version"] == 2
+    assert again["version"] == 3
     assert json.loads(dumps_document(again)) == json.loads(dumps_document(
-        df.load_json(doc).to_document()))
+        df.load_json(as_version_2(doc)).to_document()))
 
 
 def test_version_1_has_no_stateful_field():

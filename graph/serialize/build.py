@@ -82,7 +82,7 @@ def _build_function(spec, g, library):
                     attrs[key] = None
         inputs = [values[k][i] for k, i in ns.inputs]
         out_types = _inferred_types(ns, inputs, attrs)
-        node = g._new_node(op, inputs, attrs, out_types, None,
+        node = g._new_node(op, inputs, attrs, out_types, ns.site,
                            [nodes[c] for c in ns.control] if ns.control else ())
         if ns.stateful is not None and ns.stateful is not node.stateful:
             raise format_error(ns.path + ".stateful", f"the node says {str(ns.stateful).lower()}, but "

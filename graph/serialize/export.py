@@ -11,14 +11,14 @@ from defun.runtime.tensor import EagerTensor, ResourceHandle
 from defun.runtime.variables import values_as_one_step
 from defun.graph.input_gradients import DenseGrad
 from defun.graph.serialize import schema as limits
-from defun.graph.serialize.schema import (FORMAT, VERSION, encode_array,
+from defun.graph.serialize.schema import (FORMAT, VERSION, encode_array, site_doc,
                                           encode_float, shape_doc)
 from defun.graph.serialize.validate import check_structure
 
 # =======================================================================================
 # Export
 
-def to_document(graph, output_structure=None, input_names=None, backward=0):
+def to_document(graph, output_structure=None, input_names=None, backward=0, sites=True):
     """The JSON-ready document of function `graph` (and every function it calls).
 
         doc = to_document(g, describe_structure(result), ["x", "y"])
@@ -32,6 +32,9 @@ def to_document(graph, output_structure=None, input_names=None, backward=0):
     written with its side outputs after its results, and a `gradients` record says how to
     feed its backward. Each level must be built already (`graph.derived.backward`, which
     the defun layer fills).
+
+    `sites=True` writes each node's source site as `"site": [base name, line]` (the file's
+    directories are never written); `sites=False` leaves them out.
     """
     levels = _gradient_levels(graph, backward)
     # written functions with a role: the entry, then per level the backward function (with
@@ -56,7 +59,8 @@ def to_document(graph, output_structure=None, input_names=None, backward=0):
             params, feeds = _backward_params(g, levels[k].backward, written[id(roots[k])][1], where)
         else:
             params = [("input", f"arg{k}") for k in range(len(g.all_inputs))]
-        fdoc, info = _export_function(g, fname_of, params, variables, where, entry=(g is roots[0]))
+        fdoc, info = _export_function(g, fname_of, params, variables, where, entry=(g is roots[0]),
+                                      sites=sites)
         info.feeds = feeds
         written[id(g)] = (fdoc, info)
         fdocs.append(fdoc)
@@ -343,7 +347,7 @@ class _VariableTable:
         return name
 
 
-def _export_function(g, fname_of, params, variables, where, entry):
+def _export_function(g, fname_of, params, variables, where, entry, sites):
     """(function doc, _Written) of `g`, whose k-th input is written as `params[k]`:
     ("input", name), ("variable", name) (an input bound to that variable) or ("const",
     array) (frozen into a const node where its placeholder stands)."""
@@ -379,6 +383,9 @@ def _export_function(g, fname_of, params, variables, where, entry):
                 f"{where}: placeholder {node.name} is neither an argument nor a capture")
         else:
             ndoc = _export_node(node, ids, fname_of, where)
+            site = site_doc(node.site) if sites else None
+            if site is not None:
+                ndoc["site"] = site
         ids[id(node)] = len(inputs) + len(nodes)
         nodes.append(ndoc)
     outputs = []

@@ -12,24 +12,24 @@ import re
 
 import numpy as np
 
-from defun.runtime import dtypes, errors
+from defun.runtime import dtypes, errors, sites
 
 
 FORMAT = "defun.graph"
-VERSION = 2
-READABLE_VERSIONS = (1, 2)
+VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 __all__ = [
     "FORMAT", "VERSION", "READABLE_VERSIONS", "V1_STATEFUL_TWINS", "MAX_DOCUMENT_BYTES",
     "MAX_FUNCTIONS", "MAX_CALL_DEPTH", "MAX_NODES", "MAX_TOTAL_NODES", "MAX_LIST", "MAX_RANK",
     "MAX_ELEMENTS", "MAX_TENSOR_BYTES", "MAX_TOTAL_TENSOR_BYTES", "MAX_NAME", "MAX_STRING",
-    "MAX_STRUCTURE_DEPTH", "REF_PATTERN", "DATA_DTYPES", "ALL_DTYPES",
+    "MAX_STRUCTURE_DEPTH", "MAX_SITE_FILE", "MAX_SITE_LINE", "REF_PATTERN", "DATA_DTYPES", "ALL_DTYPES",
     # writing values
-    "shape_doc", "encode_array", "encode_float",
+    "shape_doc", "encode_array", "encode_float", "site_doc",
     # messages
     "format_error", "kind_of", "quote", "attr_path",
     # reading and checking one value
     "check_fields", "check_int", "check_str", "check_name", "check_identifier", "check_list",
-    "check_dtype", "check_shape", "check_array", "decode_array", "check_ref", "decode_float",
+    "check_dtype", "check_shape", "check_array", "decode_array", "check_ref", "decode_float", "check_site",
     "FuncRef"]
 
 # Version 1 named a node whose functions have effects by a second op; version 2 flags the
@@ -52,6 +52,8 @@ MAX_TOTAL_TENSOR_BYTES = 3 << 26    # all payloads together (192 MiB: 256 MiB of
 MAX_NAME = 128
 MAX_STRING = 4096                   # str attrs
 MAX_STRUCTURE_DEPTH = 64
+MAX_SITE_FILE = 255                 # a node's source site (version 3): a file's base name,
+MAX_SITE_LINE = (1 << 31) - 1       # and its line, from 1
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]*\Z")
@@ -148,6 +150,37 @@ def check_str(x, path, limit=MAX_STRING):
         return str(x)
     raise format_error(path, f"string longer than {limit} characters" if isinstance(x, str) else
                        f"expected str, got {kind_of(x)}")
+
+
+def _site_file_ok(name):
+    """A base name as a site holds it: 1..MAX_SITE_FILE printable characters, no path
+    separator (no directory, and nothing a terminal would take as a control sequence)."""
+    return 0 < len(name) <= MAX_SITE_FILE and name.isprintable() and "/" not in name and "\\" not in name
+
+
+def site_doc(site):
+    """The document form `[base name, line]` of a node's source site, or None when it has
+    none or the name cannot be written as one (too long, control characters)."""
+    if site is None:
+        return None
+    name, line = site
+    name = re.split(r"[\\/]", str(name))[-1]
+    if not _site_file_ok(name) or isinstance(line, bool) or not isinstance(line, int) or \
+            not 0 < line <= MAX_SITE_LINE:
+        return None
+    return [name, line]
+
+
+def check_site(x, path):
+    """A node's `site`: `[base name, line]` (a DocumentSite)."""
+    if x.__class__ is not list or len(x) != 2:
+        raise format_error(path, f"expected [file, line], got {quote(x)}")
+    name, line = x
+    check_str(name, path + "[0]", MAX_SITE_FILE)
+    if not _site_file_ok(name):
+        raise format_error(path + "[0]", f"{quote(name)} is not a file's base name (printable "
+                           f"characters, no '/' or '\\', not empty)")
+    return sites.DocumentSite((str(name), check_int(line, path + "[1]", 1, MAX_SITE_LINE)))
 
 
 def check_name(x, path):

@@ -16,7 +16,7 @@ from defun.runtime.ops.resource_ops import ASSIGN_OPS
 from defun.graph.input_gradients import DenseGrad, SlicesGrad
 from defun.graph.serialize import schema as limits     # the limits, read when used (tests lower them)
 from defun.graph.serialize.schema import (ALL_DTYPES, FORMAT, READABLE_VERSIONS, REF_PATTERN,
-                                          V1_STATEFUL_TWINS, VERSION, FuncRef, attr_path,
+                                          V1_STATEFUL_TWINS, VERSION, FuncRef, attr_path, check_site,
                                           check_array, check_dtype, check_fields, check_identifier,
                                           check_int, check_list, check_name, check_ref, check_shape,
                                           check_str, decode_array, decode_float, format_error,
@@ -73,7 +73,7 @@ def read_document(path):
 
 
 _InputSpec = namedtuple("_InputSpec", "name dtype shape variable value")
-_NodeSpec = namedtuple("_NodeSpec", "path op inputs attrs outputs control stateful")
+_NodeSpec = namedtuple("_NodeSpec", "path op inputs attrs outputs control stateful site")
 _FunctionSpec = namedtuple("_FunctionSpec", "path name inputs nodes outputs output_types callees")
 # A `gradients` record (docs/format.md, "Gradients"): feeds are ("input", k) / ("side", j);
 # input_grads per input of `function`: None, DenseGrad(j) or SlicesGrad(jv, ji, dense_shape).
@@ -361,6 +361,8 @@ def _validate_function(fdoc, path, ctx, is_entry):
 
 _NODE_FIELDS = frozenset(["op", "inputs", "attrs", "outputs", "control_inputs"])
 _NODE_FIELDS_V2 = _NODE_FIELDS | {"stateful"}
+_NODE_FIELDS_V3 = _NODE_FIELDS_V2 | {"site"}
+_OPTIONAL_NODE_FIELDS = {1: (), 2: ("stateful",), 3: ("stateful", "site")}
 _REF_MATCH = REF_PATTERN.match
 _DTYPE_OF = ALL_DTYPES
 
@@ -370,8 +372,8 @@ def _plain_node(ndoc, p, ctx, total):
     field (a few us per node less); None for anything else (control inputs, a variable op,
     a field to look at closer), which `_checked_node` then checks field by field and
     explains. Accepts only what `_checked_node` accepts, and makes the same spec."""
-    if ndoc.__class__ is not dict or not (ndoc.keys() == _NODE_FIELDS or (
-            ctx.version >= 2 and ndoc.keys() == _NODE_FIELDS_V2)):
+    if ndoc.__class__ is not dict or not (ndoc.keys() == _NODE_FIELDS or ctx.version >= 2 and (
+            ndoc.keys() == _NODE_FIELDS_V2 or ctx.version >= 3 and _NODE_FIELDS <= ndoc.keys() <= _NODE_FIELDS_V3)):
         return None
     opname = ndoc["op"]
     if opname.__class__ is not str or len(opname) > 64 or opname in V1_STATEFUL_TWINS or \
@@ -421,7 +423,8 @@ def _plain_node(ndoc, p, ctx, total):
         if count > limits.MAX_ELEMENTS:
             return None
         outputs.append((tuple(shape), dtype))
-    return _NodeSpec(p, op, refs, attrs, outputs, [], stateful)
+    site = check_site(ndoc["site"], p + ".site") if "site" in ndoc else None   # the one error left
+    return _NodeSpec(p, op, refs, attrs, outputs, [], stateful, site)
 
 
 def _decoded_attrs(adoc, op, opname, p, ctx):
@@ -446,7 +449,7 @@ def _decoded_attrs(adoc, op, opname, p, ctx):
 def _checked_node(ndoc, p, ctx, total, n_in, bound):
     """A node's spec, every field checked with its path (GraphFormatError naming it)."""
     check_fields(ndoc, p, ("op", "inputs", "attrs", "outputs", "control_inputs"),
-            ("stateful",) if ctx.version >= 2 else ())
+                 _OPTIONAL_NODE_FIELDS[ctx.version])
     opname = check_str(ndoc["op"], p + ".op", 64)
     if ctx.version == 1:
         opname = V1_STATEFUL_TWINS.get(opname, opname)
@@ -483,7 +486,8 @@ def _checked_node(ndoc, p, ctx, total, n_in, bound):
         controls[c] = None
     if opname == "read_variable" or opname in ASSIGN_OPS:
         _check_variable_attrs(refs, attrs, bound, p)
-    return _NodeSpec(p, op, refs, attrs, outputs, list(controls), stateful)
+    site = check_site(ndoc["site"], p + ".site") if "site" in ndoc else None
+    return _NodeSpec(p, op, refs, attrs, outputs, list(controls), stateful, site)
 
 
 def _check_variable_attrs(refs, attrs, bound, path):
