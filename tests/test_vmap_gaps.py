@@ -1,0 +1,72 @@
+"""vmap over a batch size unknown while tracing, where the previous round stopped: scatter_nd,
+unsorted_segment_sum and the per-example fallback of vectorized_map (their static attributes
+needed the batch size), mapped sizes that differ when every size is unknown (refused, as jax
+refuses them), and eager vmap at batch 0 over a while loop differentiated. References: jax.vmap
+and a Python loop of eager calls."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import defun as df
+from defun.runtime import errors
+
+jax.config.update("jax_enable_x64", True)
+
+rng = np.random.default_rng(30)
+
+
+def _np(t):
+    return np.asarray(t.numpy() if isinstance(t, df.Tensor) else t)
+
+
+def _close(a, b, tol=1e-12):
+    a, b = _np(a), np.asarray(b)
+    assert a.shape == b.shape, (a.shape, b.shape)
+    np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+def _signature(*shapes):
+    """The input signature with the batch size unknown (a relaxed trace's)."""
+    return [df.TensorSpec((None,) + s, dt) for s, dt in shapes]
+
+
+def _scatter(idx, u):
+    return df.scatter_nd(idx, u, [5, 2])
+
+
+def _segments(x, ids):
+    return df.unsorted_segment_sum(x, ids, 4)
+
+
+def _jax_scatter(idx, u):
+    return jnp.zeros((5, 2), u.dtype).at[idx[:, 0]].add(u)
+
+
+def _jax_segments(x, ids):
+    return jax.ops.segment_sum(jnp.where((ids >= 0)[:, None], x, 0.0), jnp.where(ids >= 0, ids, 4), 5)[:4]
+
+
+@pytest.mark.parametrize("fn,ref,make", [
+    (_scatter, _jax_scatter, lambda b: (rng.integers(0, 5, size=(b, 3, 1)).astype(np.int32), rng.normal(size=(b, 3, 2)))),
+    (_segments, _jax_segments, lambda b: (rng.normal(size=(b, 6, 2)), rng.integers(-1, 4, size=(b, 6)).astype(np.int32))),
+], ids=["scatter_nd", "unsorted_segment_sum"])
+def test_scatter_and_segment_sum_over_an_unknown_batch_size(fn, ref, make):
+    """One trace for batches 0, 1 and 4; values against jax.vmap, the gradient of the float
+    argument against jax's per-example gradients."""
+    a, b = make(4)
+    shapes = [(a.shape[1:], df.int32 if a.dtype == np.int32 else df.float64),
+              (b.shape[1:], df.int32 if b.dtype == np.int32 else df.float64)]
+    fl = 1 if fn is _scatter else 0
+    want = jax.vmap(ref)(a, b)
+    c = rng.normal(size=want.shape)
+    sig = _signature(*shapes)
+    f = df.defun(df.vmap(fn), input_signature=sig)
+    g = df.defun(df.vmap(df.gradients_function(lambda p, q, c: df.reduce_sum(df.sin(fn(p, q)) * c), params=[fl])),
+                 input_signature=sig + [df.TensorSpec((None,) + c.shape[1:], df.float64)])
+    for n in (0, 1, 4):
+        _close(f(a[:n], b[:n]), want[:n])
+        per = jax.vmap(jax.grad(lambda p, q, c: jnp.sum(jnp.sin(ref(p, q)) * c), argnums=fl))(a[:n], b[:n], c[:n]) \
+            if n else np.zeros((0,) + (a, b)[fl].shape[1:])
+        _close(g(a[:n], b[:n], c[:n])[0], per)
+    assert f.trace_count == 1 and g.trace_count == 1
