@@ -182,7 +182,8 @@ def _call(fn, args, in_axes, out_axes, fallback, name, site):
                                    fed_flags + [False] * len(graph.captured_values))
     for op_name, where, why in ctx.fell_back:
         warnings.warn_explicit(
-            f"{name}: op {op_name} at {sites.format_site(where)} ran once per example ({size} times), as "
+            f"{name}: op {op_name} at {sites.format_site(where)} ran once per example"
+            f"{f' ({size} times)' if size is not None else ''}, as "
             f"fallback_to_while_loop=True asked: {why}",
             VectorizationFallbackWarning, site[0] if site else "<unknown>", site[1] if site else 0)
 

@@ -70,3 +70,39 @@ def test_scatter_and_segment_sum_over_an_unknown_batch_size(fn, ref, make):
             if n else np.zeros((0,) + (a, b)[fl].shape[1:])
         _close(g(a[:n], b[:n], c[:n])[0], per)
     assert f.trace_count == 1 and g.trace_count == 1
+
+
+def _per_example_segments(e):
+    return df.sin(df.segment_sum(e[0] * e[0], e[1])) * 2.0      # segment_sum: no batching rule
+
+
+def test_fallback_over_an_unknown_batch_size_runs_once_per_example_when_the_batch_runs():
+    """defun(vectorized_map(..., fallback_to_while_loop=True)) with the batch size unknown:
+    one trace, warned once; values and gradients against a loop of eager calls and tapes."""
+    data = rng.normal(size=(3, 4))
+    ids = np.array([[0, 0, 1, 2], [0, 1, 1, 2], [0, 1, 2, 2]], np.int32)
+    sig = [df.TensorSpec([None, 4], df.float64), df.TensorSpec([None, 4], df.int32)]
+
+    def loss(d, i):
+        return df.reduce_sum(df.vectorized_map(_per_example_segments, (d, i), fallback_to_while_loop=True))
+    f = df.defun(lambda d, i: df.vectorized_map(_per_example_segments, (d, i), fallback_to_while_loop=True),
+                 input_signature=sig)
+    g = df.defun(df.gradients_function(loss, params=[0]), input_signature=sig)
+    with pytest.warns(df.VectorizationFallbackWarning, match=r"segment_sum at .*test_vmap_gaps.py:\d+"):
+        f(data[:1], ids[:1])
+    with pytest.warns(df.VectorizationFallbackWarning, match="segment_sum"):
+        g(data[:1], ids[:1])
+    for n in (0, 1, 3):
+        want, want_g = [], []
+        for k in range(n):
+            d = df.constant(data[k])
+            with df.GradientTape() as tape:
+                tape.watch(d)
+                y = _per_example_segments((d, df.constant(ids[k])))
+                s = df.reduce_sum(y)
+            want.append(_np(y))
+            want_g.append(_np(tape.gradient(s, d)))
+        # no example at batch 0 says how many segments there are (a data-dependent size): 0
+        _close(f(data[:n], ids[:n]), np.stack(want) if n else np.zeros((0, 0)))
+        _close(g(data[:n], ids[:n])[0], np.stack(want_g) if n else np.zeros((0, 4)))
+    assert f.trace_count == 1 and g.trace_count == 1
