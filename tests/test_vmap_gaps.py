@@ -106,3 +106,26 @@ def test_fallback_over_an_unknown_batch_size_runs_once_per_example_when_the_batc
         _close(f(data[:n], ids[:n]), np.stack(want) if n else np.zeros((0, 0)))
         _close(g(data[:n], ids[:n])[0], np.stack(want_g) if n else np.zeros((0, 4)))
     assert f.trace_count == 1 and g.trace_count == 1
+
+
+@pytest.mark.parametrize("every", [False, True], ids=["batch-size-unknown", "every-size-unknown"])
+def test_mapped_batch_sizes_that_differ_are_refused_when_the_batch_runs(every):
+    """A second mapped argument of 1 example against 2 broadcast silently when every size was
+    unknown; jax refuses mismatched mapped sizes (ValueError), we refuse them naming both."""
+    a, b = rng.normal(size=(2, 3)), rng.normal(size=(1, 3))
+    with pytest.raises(ValueError, match="inconsistent sizes"):
+        jax.vmap(lambda p, q: p * q)(a, b)
+    spec = df.TensorSpec([None, None] if every else [None, 3], df.float64)
+    f = df.defun(df.vmap(lambda p, q: p * q), input_signature=[spec, spec])
+    _close(f(a, a), jax.vmap(lambda p, q: p * q)(a, a))
+    for x, y, got, want in ((a, b, 1, 2), (b, a, 2, 1), (a, np.zeros((0, 3)), 0, 2)):
+        with pytest.raises(errors.InvalidArgumentError,
+                           match=f"argument leaf 1 has {got} examples along its mapped axis, argument leaf 0 "
+                                 f"has {want}; every mapped argument must have the same batch size"):
+            f(x, y)
+    g = df.defun(df.vmap(lambda p, q: p * q, in_axes=(0, 1)),
+                 input_signature=[spec, df.TensorSpec([None, None] if every else [3, None], df.float64)])
+    with pytest.raises(errors.InvalidArgumentError, match="argument leaf 1 has 1 examples"):
+        g(a, b.T)
+    _close(g(a, a.T), a * a)
+
