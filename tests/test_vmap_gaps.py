@@ -129,3 +129,31 @@ def test_mapped_batch_sizes_that_differ_are_refused_when_the_batch_runs(every):
         g(a, b.T)
     _close(g(a, a.T), a * a)
 
+
+def _loop_through(x, w):
+    """w reaches the result only through a loop whose trip count is per example."""
+    n = df.cast(df.reduce_sum(df.abs(x)) * 2.0, df.int32) + 1
+    return df.while_loop(lambda i, a: i < n, lambda i, a: (i + 1, df.sin(a) * w), (0, df.ones_like(x)))[1]
+
+
+@pytest.mark.parametrize("b", [0, 1, 3])
+def test_gradient_of_eager_vmap_over_a_per_example_loop_at_every_batch_size(b):
+    """The tape's gradient for w: zeros of (0, 3) at batch 0 (was None), each example's
+    own tape gradient otherwise; eager and defun(vmap) alike."""
+    x, w, c = rng.normal(size=(b, 3)), rng.normal(size=(b, 3)), rng.normal(size=(b, 3))
+    want = []
+    for k in range(b):
+        wk = df.constant(w[k])
+        with df.GradientTape() as tape:
+            tape.watch(wk)
+            y = df.reduce_sum(_loop_through(df.constant(x[k]), wk) * c[k])
+        want.append(_np(tape.gradient(y, wk)))
+    want = np.stack(want) if b else np.zeros((0, 3))
+    for vm in (df.vmap(_loop_through), df.defun(df.vmap(_loop_through))):
+        ws = df.constant(w)
+        with df.GradientTape() as tape:
+            tape.watch(ws)
+            y = df.reduce_sum(vm(df.constant(x), ws) * c)
+        got = tape.gradient(y, ws)
+        assert got is not None
+        _close(got, want)
