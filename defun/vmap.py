@@ -12,7 +12,6 @@ and then it warns, naming each op and line.
 """
 import functools
 import inspect
-import math
 import warnings
 
 import numpy as np
@@ -168,7 +167,7 @@ def _call(fn, args, in_axes, out_axes, fallback, name, site):
     leaves = flatten(args)
     axes = _axes_per_leaf(args, in_axes, name)
     values, flags, size = _mapped_arguments(leaves, axes, name)
-    ctx = _batch_context(values, flags, size, fallback)
+    ctx = _batch_context(values, flags, size, fallback, name)
 
     # 1. trace fn on one example: placeholders of per-example shapes
     graph, result, out_leaves, outs = _trace_example(fn, args, values, flags, name)
@@ -182,7 +181,8 @@ def _call(fn, args, in_axes, out_axes, fallback, name, site):
                                    fed_flags + [False] * len(graph.captured_values))
     for op_name, where, why in ctx.fell_back:
         warnings.warn_explicit(
-            f"{name}: op {op_name} at {sites.format_site(where)} ran once per example ({size} times), as "
+            f"{name}: op {op_name} at {sites.format_site(where)} ran once per example"
+            f"{f' ({size} times)' if size is not None else ''}, as "
             f"fallback_to_while_loop=True asked: {why}",
             VectorizationFallbackWarning, site[0] if site else "<unknown>", site[1] if site else 0)
 
@@ -229,10 +229,10 @@ def _mapped_arguments(leaves, axes, name):
     return values, flags, size
 
 
-def _batch_context(values, flags, size, fallback):
+def _batch_context(values, flags, size, fallback, name):
     """The BatchContext of a batch of `size` examples (None: known only when it runs, then
     taken from the first mapped argument); a mapped argument whose size is unknown while
-    tracing is reshaped to the batch's, so a different size fails when the batch runs."""
+    tracing is checked against the batch's when it runs (a size of 1 would broadcast)."""
     mapped = [k for k, (v, f) in enumerate(zip(values, flags)) if f]
     size_t = None
     if size is None:
@@ -240,8 +240,15 @@ def _batch_context(values, flags, size, fallback):
         size_t = shape(first)[0]
     ctx = BatchContext(size, fallback, size_t)
     for k in mapped[1 if size is None else 0:]:
+        if values[k].shape[0] is not None:
+            continue
+        other = (f"argument leaf {mapped[0]} has {{want}}" if size is None else
+                 f"another has {{want}}")
+        values[k] = run_op(get_op("check_batch_size"), [values[k], size_t if size is None else size], {
+            "message": f"{name}: argument leaf {k} has {{got}} examples along its mapped axis, {other}; "
+                       f"every mapped argument must have the same batch size"})
         rest = tuple(values[k].shape)[1:]
-        if values[k].shape[0] is None and None not in rest and math.prod(rest):
+        if size is not None and None not in rest:
             values[k] = run_op(get_op("dynamic_reshape"), [values[k], batch_shape(ctx, rest)],
                                {"shape": (size,) + rest})
     return ctx

@@ -11,7 +11,8 @@ one node per op. Before / after, for `f(x) = reduce_sum(x * w)` with x batched (
     %2 = reduce_sum(%1) {axis=None}       ->    %2 = reduce_sum(%1) {axis=(1,)}
 
 An op with no rule raises UnimplementedError naming it and the user's line; with
-`fallback=True` it runs once per example instead (and the caller warns).
+`fallback=True` it runs once per example instead (and the caller warns): a Python loop
+when the batch size is known while tracing, else one `scan` node over the examples.
 """
 from defun.runtime import errors, sites
 from defun.runtime.batching import emit
@@ -21,6 +22,7 @@ from defun.runtime.registry import get as get_op
 from defun.runtime.tensor import Tensor
 from defun.graph.ir import Graph, unique_name
 from defun.graph.nodes import SymbolicTensor
+from defun.graph.scan import _trace_rows, scan_node
 
 __all__ = ["BatchContext"]
 
@@ -136,11 +138,16 @@ class BatchContext:
         if node.op.function_attrs:
             raise errors.UnimplementedError(
                 f"vmap: op {node.op.name} (at {_where(node)}) cannot be batched ({why}) nor run per example")
-        if self.size is None:
-            raise errors.UnimplementedError(
-                f"vmap: op {node.op.name} (at {_where(node)}) would run once per example ({why}), "
-                f"but the batch size is unknown while tracing")
         self.fell_back.append((node.op.name, node.site, why))
+        if self.size is None:       # known when the batch runs: one scan node over the examples
+            rows = [(tuple(t.shape), t.dtype, t.handle_data) for t, b in zip(node.inputs, batched) if b]
+
+            def one(*row):
+                row = iter(row)
+                return [_own(state.graph, o) for o in emit(node, [next(row) if b else x
+                                                                  for x, b in zip(inputs, batched)])]
+            body = _trace_rows("vmap_fallback", rows, one)
+            return scan_node(body, [], [x for x, b in zip(inputs, batched) if b]), [True] * len(node.outputs)
         per = []
         for i in range(self.size):
             xs = [x[i] if b else x for x, b in zip(inputs, batched)]

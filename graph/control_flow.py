@@ -318,8 +318,8 @@ def _eager_while_batch(ctx, node, n, vs, flags, extra, extra_flags):
     while limit is None or count < limit:
         (go,), (go_batched,) = ctx.run_graph(cond_g, vs + list(extra), flags + list(extra_flags))
         if not bool(run_op(get_op("reduce_any"), [go], {"axis": None, "keepdims": False})
-                    if go_batched else go):
-            break
+                    if go_batched else go) and not (go_batched and ctx.size == 0 and count == 0):
+            break       # an empty batch runs the masked body once: on no example, but taped
         new, new_flags = ctx.run_graph(body_g, vs + list(extra), flags + list(extra_flags))
         rows.append((new[n:], new_flags[n:]))
         new, new_flags = new[:n], new_flags[:n]

@@ -406,12 +406,16 @@ def test_an_unknown_batch_size_in_a_defun_works_and_a_per_example_loop_is_named(
     f = df.defun(df.vmap(lambda x: x * 2.0), input_signature=[df.TensorSpec([None, 3], f32)])
     for b in (0, 1, 2):
         _close(f(np.ones((b, 3), np.float32)), np.full((b, 3), 2.0, np.float32))
-    # the fallback runs an op once per example: it needs the number of examples while tracing
+    # the fallback runs an op once per example: one scan node over the examples as they come
     conv = lambda e: df.conv2d(e[0], e[1], strides=1, padding="SAME")      # noqa: E731
     g = df.defun(lambda x, w: df.vectorized_map(conv, (x, w), fallback_to_while_loop=True),
                  input_signature=[df.TensorSpec([None, 1, 5, 5, 2], f64), df.TensorSpec([None, 3, 3, 2, 4], f64)])
-    with pytest.raises(errors.UnimplementedError, match="conv2d .*batch size is unknown while tracing"):
-        g(rng.normal(size=(3, 1, 5, 5, 2)), rng.normal(size=(3, 3, 3, 2, 4)))
+    x, w = rng.normal(size=(3, 1, 5, 5, 2)), rng.normal(size=(3, 3, 3, 2, 4))
+    with pytest.warns(df.VectorizationFallbackWarning, match="conv2d .*ran once per example, as"):
+        _close(g(x, w), _loop(lambda a, b: conv((a, b)), x, w))
+    for b in (0, 1):
+        _close(g(x[:b], w[:b]), np.zeros((0, 1, 5, 5, 4)) if not b else _loop(lambda a, b: conv((a, b)), x[:1], w[:1]))
+    assert g.trace_count == 1
 
 
 def test_a_case_a_rule_declines_falls_back_with_a_warning():

@@ -9,7 +9,9 @@ respect to every float input, through each composition:
     (input_signature with None batch dims) | defun(vmap) with every size unknown (as a
     relaxed trace may have them); the last two: one trace run at batches 0, 1 and 3
 
-are compared with a Python loop of eager calls (and, per example, eager tape gradients);
+are compared with a Python loop of eager calls (and, per example, eager tape gradients: None
+only where no example's gradient reaches the input, so batch 0 gives zeros, not None); with
+the batch size unknown, a second mapped argument of 1 example against 3 is refused;
 and `vmap(gradients_function(...))` through the same compositions (per-example gradients)
 against each example's gradient. Two items per case; the sweep runs in ~15 s.
 """
@@ -25,7 +27,7 @@ B = 3
 OPS = ["add", "multiply", "divide", "maximum", "exp", "tanh", "sigmoid", "where", "reduce_sum",
        "reduce_mean", "reduce_max", "reduce_logsumexp", "matmul", "einsum", "reshape", "transpose",
        "expand_dims", "squeeze", "concat", "strided_slice", "broadcast_to", "tile", "pad", "gather",
-       "softmax", "log_softmax", "cumsum", "norm", "clip_by_value"]
+       "softmax", "log_softmax", "cumsum", "norm", "clip_by_value", "scatter_nd", "unsorted_segment_sum"]
 
 
 def _scan(x, w):
@@ -49,8 +51,9 @@ CONTROL = {"scan": (_scan, [(4, 2), (2,)]), "while_loop": (_while, [(3,), (3,)])
            "cond": (_cond, [(3,), (3,)]), "cond_shared_predicate": (_cond_shared, [(3,), (3,)])}
 
 
-# ops that need sizes known while tracing, batched or not (squeeze with axis None: the rank)
-RANK_NEEDED = {"squeeze"}
+# ops that need per-example sizes known while tracing, batched or not (squeeze with axis None:
+# the rank; unsorted_segment_sum: the shape of the ids)
+RANK_NEEDED = {"squeeze", "unsorted_segment_sum"}
 SHARED = ["add", "multiply", "maximum", "where", "matmul", "einsum", "concat", "pad", "gather", "clip_by_value"]
 
 
@@ -155,8 +158,17 @@ def test_vmap_compositions_match_the_loop(name, first_only):
                     tape.watch(ts)
                     loss = df.reduce_sum(df.sin(composed(*ts)) * c)
                 got_g = tape.gradient(loss, [ts[k] for k in floats])
-                for k, g, want in zip(floats, got_g, _expected_grads(grads, mapped, floats, n, exs[0])):
+                for j, (k, g, want) in enumerate(zip(floats, got_g, _expected_grads(grads, mapped, floats, n, exs[0]))):
+                    # None only where no example's gradient reaches the input (batch 0 included)
+                    assert g is not None or all(gr[j] is None for gr in grads), f"gradient of input {k}: None"
                     _close(g if g is not None else np.zeros_like(want), want, f"gradient of input {k}")
+        if "unknown" in what and sum(m is not None for m in mapped) > 1:
+            with configuration(f"{name}, {what}, mapped batch sizes 3 and 1"):
+                batch = _batch(exs, mapped, B)
+                k = [i for i, m in enumerate(mapped) if m is not None][1]
+                batch[k] = batch[k][:1]
+                with pytest.raises(df.errors.InvalidArgumentError, match=f"argument leaf {k} has 1 examples"):
+                    composed(*batch)
 
 
 @pytest.mark.parametrize("name,first_only", _cases())

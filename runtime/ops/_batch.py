@@ -302,39 +302,54 @@ def _iota(ctx, dtype):
     return op("range", [], start=0.0, limit=float(ctx.size), delta=1.0, dtype=dtype)
 
 
-def _with_example_index(ctx, node, indices, t):
-    """Batched nd-`indices` (B, ..., k) with each example's number prefixed: (B, ..., k + 1)."""
-    shape = static_shape(node, t)
-    iota = reshape_batch(ctx, _iota(ctx, t.dtype), (1,) * len(shape))
+def _with_example_index(ctx, indices, shape):
+    """Batched nd-`indices` (B, ..., k), per example of `shape` (..., k), with each example's
+    number prefixed: (B, ..., k + 1)."""
+    iota = reshape_batch(ctx, _iota(ctx, dtypes.as_dtype(indices.dtype)), (1,) * len(shape))
     iota = broadcast_batch(ctx, iota, shape[:-1] + (1,))
     return op("concat", [iota, indices], axis=len(shape))
 
 
 def gather_nd(ctx, node, inputs, batched):
     params, indices = materialize_all(ctx, node, inputs, batched)
-    return _out(emit(node, [params, _with_example_index(ctx, node, indices, node.inputs[1])]))
+    return _out(emit(node, [params, _with_example_index(ctx, indices, static_shape(node, node.inputs[1]))]))
 
 
 def gather_nd_grad(ctx, node, inputs, batched):
     g, indices, params = materialize_all(ctx, node, inputs, batched)
-    return _out(emit(node, [g, _with_example_index(ctx, node, indices, node.inputs[1]), params]))
+    return _out(emit(node, [g, _with_example_index(ctx, indices, static_shape(node, node.inputs[1])), params]))
+
+
+def _zeros_batch(ctx, rest, dtype):
+    """Zeros of (B,) + `rest` (all known), also when B is known only when the batch runs."""
+    return broadcast_batch(ctx, np.zeros((1,) * (len(rest) + 1), dtype.np), rest)
 
 
 def scatter_nd(ctx, node, inputs, batched):
     indices, updates = materialize_all(ctx, node, inputs, batched)
-    if ctx.size is None:
-        raise errors.UnimplementedError("scatter_nd: batching needs the batch size known while tracing")
-    return _out(emit(node, [_with_example_index(ctx, node, indices, node.inputs[0]), updates],
-                     {"shape": (ctx.size,) + tuple(node.attrs["shape"])}))
+    idx = _with_example_index(ctx, indices, static_shape(node, node.inputs[0]))
+    if ctx.size is None:    # the shape attr needs B: a scatter-add into zeros of the batch's shape instead
+        zeros = _zeros_batch(ctx, tuple(node.attrs["shape"]), node.outputs[0].dtype)
+        return _out([op("gather_nd_grad", [updates, idx, zeros])])
+    return _out(emit(node, [idx, updates], {"shape": (ctx.size,) + tuple(node.attrs["shape"])}))
 
 
 def unsorted_segment_sum(ctx, node, inputs, batched):
-    """Example b's segment s becomes segment b * num_segments + s of one sum."""
+    """Example b's segment s becomes segment b * num_segments + s of one sum (B unknown while
+    tracing: a scatter-add at (b, s) into zeros of (B, num_segments, ...))."""
     data, ids = materialize_all(ctx, node, inputs, batched)
     n = node.attrs["num_segments"]
-    if ctx.size is None:
-        raise errors.UnimplementedError("unsorted_segment_sum: batching needs the batch size known while tracing")
     ishape = static_shape(node, node.inputs[1])
+    if ctx.size is None:
+        rest = static_shape(node, node.outputs[0], "output")
+        kept = op("greater_equal", [ids, 0])       # negative ids dropped: their rows add zeros at 0
+        mask = kept
+        for _ in range(len(node.inputs[0].shape) - len(ishape)):
+            mask = op("expand_dims", [mask], axis=-1)
+        data = op("where", [mask, data, op("zeros_like", [data])])
+        ids = op("where", [kept, ids, op("zeros_like", [ids])])
+        idx = _with_example_index(ctx, op("expand_dims", [ids], axis=-1), ishape + (1,))
+        return _out([op("gather_nd_grad", [data, idx, _zeros_batch(ctx, rest, node.outputs[0].dtype)])])
     offset = reshape_batch(ctx, op("multiply", [_iota(ctx, node.inputs[1].dtype), n]), (1,) * len(ishape))
     ids = op("where", [op("greater_equal", [ids, 0]), op("add", [ids, offset]), ids])  # < 0: dropped
     out = emit(node, [data, ids], {"num_segments": n * ctx.size})[0]

@@ -229,3 +229,25 @@ def check_true(condition, message, name=None):
     if not isinstance(message, str):
         raise _args.error(f"assert: message must be a str, got {message!r}")
     run_op(_ASSERT, (condition,), {"message": message}, name)
+
+
+# ------------------------------------------------------------------ check_batch_size
+def _check_batch_size_kernel(x, size, message):
+    if x.shape[0] != int(size):
+        raise errors.InvalidArgumentError(message.format(got=x.shape[0], want=int(size)))
+    return x
+
+
+def _check_batch_size_infer(shapes, dts, attrs):
+    if not shapes[0]:
+        raise errors.InvalidArgumentError("check_batch_size: the batched tensor must have rank >= 1")
+    return [(tuple(shapes[0]), dts[0])]
+
+
+# Internal (df.vmap): a mapped argument whose batch size is unknown while tracing, checked
+# against the batch's when it runs: `message` names both arguments, with {got} and {want}.
+# An ONNX export keeps the value and drops the check (ONNX has no assertion).
+_CHECK_BATCH_SIZE = register("check_batch_size", _check_batch_size_kernel, _check_batch_size_infer,
+                             lambda op, g: [g, None], num_inputs=2, attrs={"message": "str"}, defaults={},
+                             onnx=lambda e, node, ins: e.op("Identity", ins[0]),
+                             batch="internal to vmap, emitted batched")
