@@ -97,11 +97,21 @@ def _call_batch(ctx, node, inputs, batched):
     return ctx.run_graph(node.attrs["f"], inputs, batched)
 
 
-CALL = register("call", _call_kernel, _call_infer, _call_grad,
-                num_outputs=lambda attrs, n: len(attrs["f"].outputs), none_grads=True,
-                attrs={"f": "func"}, bind=_call_bind, num_inputs=None, defaults={},
-                onnx=lambda e, node, ins: e.inline(node.attrs["f"], ins),   # (exports inline calls)
-                batch=_call_batch)
+CALL = register(
+    name="call",
+    kernel=_call_kernel,
+    infer=_call_infer,
+    grad=_call_grad,
+    num_inputs=None,
+    attrs={"f": "func"},
+    defaults={},
+    num_outputs=lambda attrs, n: len(attrs["f"].outputs),
+    none_grads=True,
+    bind=_call_bind,
+    # (exports inline calls)
+    onnx=lambda e, node, ins: e.inline(node.attrs["f"], ins),
+    batch=_call_batch,
+)
 
 
 def call_graph(graph, inputs):

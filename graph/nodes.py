@@ -24,13 +24,26 @@ def _placeholder_kernel(**attrs):
     raise errors.InvalidArgumentError("a placeholder has no value; feed it as a function input")
 
 
-PLACEHOLDER = register("placeholder", _placeholder_kernel,
-                       lambda s, d, a: [(tuple(a["shape"]), a["dtype"])], None,
-                       attrs={"shape": "shape", "dtype": "dtype"}, num_inputs=0, defaults={})
-CONST = register("const", lambda value: value,
-                 lambda s, d, a: [(a["value"].shape, dtypes.from_numpy(a["value"].dtype))], None,
-                 attrs={"value": "tensor"}, bind=lambda attrs: (lambda v=attrs["value"]: v),
-                 num_inputs=0, defaults={}, onnx=lambda e, node, ins: e.const(node.attrs["value"]))
+PLACEHOLDER = register(
+    name="placeholder",
+    kernel=_placeholder_kernel,
+    infer=lambda s, d, a: [(tuple(a["shape"]), a["dtype"])],
+    grad=None,
+    num_inputs=0,
+    attrs={"shape": "shape", "dtype": "dtype"},
+    defaults={},
+)
+CONST = register(
+    name="const",
+    kernel=lambda value: value,
+    infer=lambda s, d, a: [(a["value"].shape, dtypes.from_numpy(a["value"].dtype))],
+    grad=None,
+    num_inputs=0,
+    attrs={"value": "tensor"},
+    defaults={},
+    bind=lambda attrs: (lambda v=attrs["value"]: v),
+    onnx=lambda e, node, ins: e.const(node.attrs["value"]),
+)
 
 
 class SymbolicTensor(Tensor):

@@ -308,9 +308,21 @@ def _eager_scan_batch(ctx, node, vals, flags, extra, eflags):
 
 
 _SCAN_ATTRS = {"body": "func", "carries": "int", "sliced": "int", "reverse": "bool"}
-SCAN = register("scan", _scan_kernel, _scan_infer, _scan_grad, num_outputs=_scan_outputs,
-                none_grads=True, attrs=_SCAN_ATTRS, bind=_scan_runner, prune_outputs=_scan_prune,
-                num_inputs=None, defaults={}, onnx=_scan_onnx, batch=_scan_batch)
+SCAN = register(
+    name="scan",
+    kernel=_scan_kernel,
+    infer=_scan_infer,
+    grad=_scan_grad,
+    num_inputs=None,
+    attrs=_SCAN_ATTRS,
+    defaults={},
+    num_outputs=_scan_outputs,
+    none_grads=True,
+    bind=_scan_runner,
+    prune_outputs=_scan_prune,
+    onnx=_scan_onnx,
+    batch=_scan_batch,
+)
 
 
 def scan_node(body_g, carries, sliced, reverse=False, name=None):

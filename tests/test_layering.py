@@ -309,12 +309,11 @@ def test_the_function_size_check_can_fail():
 
 MAX_LINE_CHARS = 120
 # Files still to go through the op-stanza codemod (issue 32: one keyword a line), which
-# rewrites their long `register(...)` calls; the list only shrinks. graph/serialize/budget.py
-# has one long condition of its own.
+# rewrites their long `register(...)` calls; the list only shrinks. Each would pass 800 lines
+# once rewritten, so it is split first.
 LONG_LINES_ALLOWED = {
     "runtime/ops/array_ops.py", "runtime/ops/base_ops.py", "runtime/ops/conv_ops.py",
-    "runtime/ops/debug_ops.py", "runtime/ops/linalg_ops.py",
-    "runtime/ops/math_ops.py", "runtime/ops/special_math_ops.py", "graph/serialize/budget.py",
+    "runtime/ops/linalg_ops.py", "runtime/ops/special_math_ops.py",
 }
 
 

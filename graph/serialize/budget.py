@@ -481,8 +481,9 @@ class BudgetBackend(NumpyBackend):
         shapes = [_shape_of(t) for t in node.inputs]
         unknown = [i for i, s in enumerate(shapes) if None in s]    # input sizes known at run time
         cost = op.cost
+        costly_unknown = unknown and (cost.scratch or cost.work or cost.scratch_bytes)
         if static is not None and op.single and not op.function_attrs and cost.sized is None and \
-                outs[0].dtype is not dtypes.resource and not (unknown and (cost.scratch or cost.work or cost.scratch_bytes)):
+                outs[0].dtype is not dtypes.resource and not costly_unknown:
             t = outs[0]
             bare = [(0,) if i in unknown else s for i, s in enumerate(shapes)]   # counted when run
             scratch, work = _costs(node, bare, [(tuple(t.shape), t.dtype)])

@@ -115,9 +115,19 @@ def _visible_pieces(template):
     return [_visible(p, "\n\t") for p in _split_template(template)]
 
 
-_PRINT = register("print", _print_kernel, _print_infer, None, num_inputs=None, num_outputs=0,
-                  stateful=True, attrs={"template": "str", "summarize": "int", "output_stream": one_of(*_STREAMS)},
-                  defaults={"summarize": 3, "output_stream": "stdout"}, batch=bt.elementwise, cost=Cost(work=_print_work))
+_PRINT = register(
+    name="print",
+    kernel=_print_kernel,
+    infer=_print_infer,
+    grad=None,
+    num_inputs=None,
+    attrs={"template": "str", "summarize": "int", "output_stream": one_of(*_STREAMS)},
+    defaults={"summarize": 3, "output_stream": "stdout"},
+    num_outputs=0,
+    stateful=True,
+    batch=bt.elementwise,
+    cost=Cost(work=_print_work),
+)
 
 
 def _stream_name(stream):
@@ -188,9 +198,17 @@ def _check_numerics_grad(op, g):
     return [run_op(_CHECK_NUMERICS, (g,), {"message": f"{op.attrs['message']} (in the gradient)"})]
 
 
-_CHECK_NUMERICS = register("check_numerics", _check_numerics_kernel, shape_rules.unary_same("check_numerics"),
-                           _check_numerics_grad, num_inputs=1, attrs={"message": "str"}, defaults={},
-                           kinds=shape_rules.float_kinds, batch=bt.elementwise)
+_CHECK_NUMERICS = register(
+    name="check_numerics",
+    kernel=_check_numerics_kernel,
+    infer=shape_rules.unary_same("check_numerics"),
+    grad=_check_numerics_grad,
+    num_inputs=1,
+    attrs={"message": "str"},
+    defaults={},
+    kinds=shape_rules.float_kinds,
+    batch=bt.elementwise,
+)
 
 
 def check_numerics(tensor, message, name=None):
@@ -218,8 +236,18 @@ def _assert_kernel(condition, message):
         raise errors.InvalidArgumentError(_visible(message))
 
 
-_ASSERT = register("assert", _assert_kernel, _assert_infer, None, num_inputs=1, num_outputs=0, stateful=True,
-                   attrs={"message": "str"}, defaults={}, batch=bt.elementwise)
+_ASSERT = register(
+    name="assert",
+    kernel=_assert_kernel,
+    infer=_assert_infer,
+    grad=None,
+    num_inputs=1,
+    attrs={"message": "str"},
+    defaults={},
+    num_outputs=0,
+    stateful=True,
+    batch=bt.elementwise,
+)
 
 
 def check_true(condition, message, name=None):

@@ -57,10 +57,18 @@ def _fft_grad(op, g):
                                 "norm": "forward" if a["norm"] == "backward" else "backward"})]
 
 
-_FFT = register("fft", _fft_kernel, _fft_infer, _fft_grad, num_inputs=1,
-                attrs={"rank": "int", "inverse": "bool", "norm": one_of("backward", "forward")},
-                defaults={"norm": "backward"}, kinds="c", batch=bt.leading,
-                cost=_costs.fft_cost(lambda shapes, outs, attrs: shapes[0][len(shapes[0]) - attrs["rank"]:]))
+_FFT = register(
+    name="fft",
+    kernel=_fft_kernel,
+    infer=_fft_infer,
+    grad=_fft_grad,
+    num_inputs=1,
+    attrs={"rank": "int", "inverse": "bool", "norm": one_of("backward", "forward")},
+    defaults={"norm": "backward"},
+    kinds="c",
+    batch=bt.leading,
+    cost=_costs.fft_cost(lambda shapes, outs, attrs: shapes[0][len(shapes[0]) - attrs["rank"]:]),
+)
 
 
 # ------------------------------------------------------------------ rfft, irfft
@@ -129,10 +137,30 @@ def _irfft_grad(op, g):
 
 
 _FFT_LENGTH = _costs.fft_cost(lambda shapes, outs, attrs: attrs["fft_length"])
-_RFFT = register("rfft", _rfft_kernel, _rfft_infer, _rfft_grad, num_inputs=1,
-                 attrs={"fft_length": "ints"}, defaults={}, kinds="f", batch=bt.leading, cost=_FFT_LENGTH)
-_IRFFT = register("irfft", _irfft_kernel, _irfft_infer, _irfft_grad, num_inputs=1,
-                  attrs={"fft_length": "ints"}, defaults={}, kinds="c", batch=bt.leading, cost=_FFT_LENGTH)
+_RFFT = register(
+    name="rfft",
+    kernel=_rfft_kernel,
+    infer=_rfft_infer,
+    grad=_rfft_grad,
+    num_inputs=1,
+    attrs={"fft_length": "ints"},
+    defaults={},
+    kinds="f",
+    batch=bt.leading,
+    cost=_FFT_LENGTH,
+)
+_IRFFT = register(
+    name="irfft",
+    kernel=_irfft_kernel,
+    infer=_irfft_infer,
+    grad=_irfft_grad,
+    num_inputs=1,
+    attrs={"fft_length": "ints"},
+    defaults={},
+    kinds="c",
+    batch=bt.leading,
+    cost=_FFT_LENGTH,
+)
 
 
 # ------------------------------------------------------------------ public functions

@@ -131,9 +131,20 @@ def _mod_onnx(e, node, ins):
     return e.op("Where", fix, e.op("Add", r, y), r)
 
 
-_DIVIDE = register("divide", _divide_kernel, _divide_infer, _divide_grad, same_dtype=(0, 1),
-                   kinds=_NC, num_inputs=2, attrs={}, defaults={},
-                   fused=Ew("{0} / {1}"), onnx=_divide_onnx, batch=bt.elementwise)
+_DIVIDE = register(
+    name="divide",
+    kernel=_divide_kernel,
+    infer=_divide_infer,
+    grad=_divide_grad,
+    num_inputs=2,
+    attrs={},
+    defaults={},
+    same_dtype=(0, 1),
+    kinds=_NC,
+    fused=Ew("{0} / {1}"),
+    onnx=_divide_onnx,
+    batch=bt.elementwise,
+)
 divide = _public(_DIVIDE, "x / y elementwise (true division; integers give float64).")
 def _int_division(name, ufunc):
     """`ufunc` (floor_divide, remainder), refusing an integer division by zero as TensorFlow
@@ -208,7 +219,8 @@ def _pow_kernel(x, y):
     return np.power(x, y)
 
 
-pow = _binary("pow", _pow_kernel, _pow_grad, onnx="Pow", fused=Ew("np.power({0}, {1})", kinds="f"), kinds=_NC,  # noqa: A001
+pow = _binary("pow", _pow_kernel, _pow_grad, onnx="Pow",  # noqa: A001
+              fused=Ew("np.power({0}, {1})", kinds="f"), kinds=_NC,
               cost=Cost(per_element={"c": 100}),    # complex: exp and log per element, measured 37x an add
               doc="x ** y elementwise.")
 
@@ -281,8 +293,19 @@ def _abs_grad(op, g):
     return [multiply(cast(divide(g, safe), x.dtype), x)]
 
 
-_ABS = register("abs", np.abs, _abs_infer, _abs_grad, num_inputs=1, attrs={}, defaults={}, kinds=_NC,
-                fused=Ew("np.abs({0})"), onnx="Abs", batch=bt.elementwise)
+_ABS = register(
+    name="abs",
+    kernel=np.abs,
+    infer=_abs_infer,
+    grad=_abs_grad,
+    num_inputs=1,
+    attrs={},
+    defaults={},
+    kinds=_NC,
+    fused=Ew("np.abs({0})"),
+    onnx="Abs",
+    batch=bt.elementwise,
+)
 abs = _public(_ABS, "|x| elementwise (the modulus of a complex x, a real tensor).")  # noqa: A001
 def _angle_infer(shapes, dts, attrs):
     shape_rules.check_kinds("angle", dts[0], _FC)
@@ -297,8 +320,17 @@ def _angle_grad(op, g):
     return [divide(complex(zeros_like(g), g), conj(z))]
 
 
-_ANGLE = register("angle", lambda x: np.angle(x).astype(x.real.dtype, copy=False), _angle_infer,
-                  _angle_grad, num_inputs=1, attrs={}, defaults={}, kinds=_FC, batch=bt.elementwise)
+_ANGLE = register(
+    name="angle",
+    kernel=lambda x: np.angle(x).astype(x.real.dtype, copy=False),
+    infer=_angle_infer,
+    grad=_angle_grad,
+    num_inputs=1,
+    attrs={},
+    defaults={},
+    kinds=_FC,
+    batch=bt.elementwise,
+)
 angle = _public(_ANGLE, "The argument of a complex input in (-pi, pi] (real: 0 or pi, as TF).", names=("input",))
 sign = _unary("sign", np.sign, None, doc="Sign of x (-1, 0, 1); not differentiable.",
               fused=Ew("np.sign({0})"), onnx="Sign")
@@ -316,8 +348,20 @@ round = _unary("round", np.round, None, kinds="f",  # noqa: A001
 
 
 def _compare(name, kernel, expr, onnx, kinds=shape_rules.ordered_kinds):
-    op = register(name, kernel, shape_rules.binary_broadcast(name, kinds, dtypes.bool), None, num_inputs=2,
-                  attrs={}, defaults={}, same_dtype=(0, 1), fused=Ew(expr), onnx=onnx, kinds=kinds, batch=bt.elementwise)
+    op = register(
+        name=name,
+        kernel=kernel,
+        infer=shape_rules.binary_broadcast(name, kinds, dtypes.bool),
+        grad=None,
+        num_inputs=2,
+        attrs={},
+        defaults={},
+        same_dtype=(0, 1),
+        kinds=kinds,
+        fused=Ew(expr),
+        onnx=onnx,
+        batch=bt.elementwise,
+    )
     return _public(op, f"Elementwise {name}(x, y) -> bool (not differentiable).")
 
 
@@ -372,11 +416,20 @@ def _add_n_onnx(e, node, ins):
     return acc
 
 
-_ADD_N = register("add_n", _add_n_kernel, _add_n_infer,
-                  lambda op, g: [unbroadcast(g, x) for x in op.inputs], kinds=_NC,
-                  num_inputs=None, attrs={}, defaults={},
-                  fused=Ew(lambda n: " + ".join(f"{{{k}}}" for k in range(n))), onnx=_add_n_onnx,
-                  batch=bt.leading)     # unbatched inputs materialized: the shapes stay equal
+_ADD_N = register(
+    name="add_n",
+    kernel=_add_n_kernel,
+    infer=_add_n_infer,
+    grad=lambda op, g: [unbroadcast(g, x) for x in op.inputs],
+    num_inputs=None,
+    attrs={},
+    defaults={},
+    kinds=_NC,
+    fused=Ew(lambda n: " + ".join(f"{{{k}}}" for k in range(n))),
+    onnx=_add_n_onnx,
+    # unbatched inputs materialized: the shapes stay equal
+    batch=bt.leading,
+)     # unbatched inputs materialized: the shapes stay equal
 
 
 def add_n(inputs, name=None):
@@ -520,11 +573,22 @@ def _matmul_work(shapes, out_shapes, attrs):
     return math.prod(out_shapes[0]) * k
 
 
-_MATMUL = register("matmul", _matmul_kernel, _matmul_infer, _matmul_grad, same_dtype=(0, 1),
-                   attrs={"transpose_a": "bool", "transpose_b": "bool"}, kinds=_NC,
-                   bind=_bind_matmul, num_inputs=2,
-                   defaults={"transpose_a": False, "transpose_b": False},
-                   fused=Kernel(_matmul_loops, ("transpose_a", "transpose_b"), _fused_matmul, _matmul_source), onnx=_matmul_onnx, batch=vb.matmul, cost=Cost(work=_matmul_work))
+_MATMUL = register(
+    name="matmul",
+    kernel=_matmul_kernel,
+    infer=_matmul_infer,
+    grad=_matmul_grad,
+    num_inputs=2,
+    attrs={"transpose_a": "bool", "transpose_b": "bool"},
+    defaults={"transpose_a": False, "transpose_b": False},
+    same_dtype=(0, 1),
+    kinds=_NC,
+    bind=_bind_matmul,
+    fused=Kernel(_matmul_loops, ("transpose_a", "transpose_b"), _fused_matmul, _matmul_source),
+    onnx=_matmul_onnx,
+    batch=vb.matmul,
+    cost=Cost(work=_matmul_work),
+)
 _MM_ATTRS = {(False, False): _EMPTY}
 
 
@@ -642,7 +706,8 @@ reduce_mean = reducer("reduce_mean", _k_mean, _mean_grad, kinds=_NC,
 reduce_max = reducer("reduce_max", _k_max, _extreme_grad, ufunc=_max_reduce,
                      fused=Reduction("lowest", "np.maximum({acc}, {x})", identity=False), onnx=reduce_form("ReduceMax"))
 reduce_min = reducer("reduce_min", _k_min, _extreme_grad, ufunc=_min_reduce,
-                     fused=Reduction("highest", "np.minimum({acc}, {x})", identity=False), onnx=reduce_form("ReduceMin"))
+                     fused=Reduction("highest", "np.minimum({acc}, {x})", identity=False),
+                     onnx=reduce_form("ReduceMin"))
 reduce_prod = reducer("reduce_prod", _k_prod, _prod_grad, ufunc=_mul_reduce, keep_dtype=True, kinds=_NC,
                       fused=Reduction("1", "{acc} * {x}"),
                       onnx=reduce_form("ReduceProd"))
@@ -668,11 +733,18 @@ def _arg_onnx(onnx_type):
 
 
 def _arg(name, fn, onnx):
-    op = register(name,
-                  lambda x, axis, output_type: fn(x, axis=axis).astype(output_type.np),
-                  _arg_infer(name), None, num_inputs=1,
-                  attrs={"axis": "int", "output_type": "dtype"},
-                  defaults={"output_type": dtypes.int64}, kinds=shape_rules.numeric_kinds, onnx=onnx, batch=bt.axes("axis"))
+    op = register(
+        name=name,
+        kernel=lambda x, axis, output_type: fn(x, axis=axis).astype(output_type.np),
+        infer=_arg_infer(name),
+        grad=None,
+        num_inputs=1,
+        attrs={"axis": "int", "output_type": "dtype"},
+        defaults={"output_type": dtypes.int64},
+        kinds=shape_rules.numeric_kinds,
+        onnx=onnx,
+        batch=bt.axes("axis"),
+    )
 
     def f(input, axis=None, output_type=dtypes.int64, name=None):
         # axis=None means axis 0, as in TensorFlow

@@ -137,12 +137,26 @@ def _prod_others_grad(op, g):
     return [run_op(PROD_OTHERS_GRAD, (g, conj(op.inputs[-1])), op.attrs)]
 
 
-PROD_OTHERS = register("reduce_prod_others", _prod_others_kernel, _prod_others_infer("reduce_prod_others"),
-                       _prod_others_grad,
-                       attrs={"axis": "opt_ints"}, num_inputs=1, defaults={"axis": None}, onnx=_prod_others_onnx,
-                       batch=bt.axes("axis"))
+PROD_OTHERS = register(
+    name="reduce_prod_others",
+    kernel=_prod_others_kernel,
+    infer=_prod_others_infer("reduce_prod_others"),
+    grad=_prod_others_grad,
+    num_inputs=1,
+    attrs={"axis": "opt_ints"},
+    defaults={"axis": None},
+    onnx=_prod_others_onnx,
+    batch=bt.axes("axis"),
+)
 # Internal: the gradient of reduce_prod_others (second derivative of reduce_prod).
 PROD_OTHERS_GRAD = register(
-    "reduce_prod_others_grad", _prod_others_grad_kernel, _prod_others_infer("reduce_prod_others_grad"),
-    _third_order_prod, attrs={"axis": "opt_ints"}, num_inputs=2, defaults={"axis": None},
-    onnx=_prod_others_grad_onnx, batch=bt.axes("axis"))
+    name="reduce_prod_others_grad",
+    kernel=_prod_others_grad_kernel,
+    infer=_prod_others_infer("reduce_prod_others_grad"),
+    grad=_third_order_prod,
+    num_inputs=2,
+    attrs={"axis": "opt_ints"},
+    defaults={"axis": None},
+    onnx=_prod_others_grad_onnx,
+    batch=bt.axes("axis"),
+)

@@ -433,9 +433,19 @@ igamma = _register_pair("igamma", _igamma_kernel, _igamma_grad(1.0), 4 * _MAX_TE
                         "P(a, x), the regularized lower incomplete gamma function.")
 igammac = _register_pair("igammac", _igammac_kernel, _igamma_grad(-1.0), 4 * _MAX_TERMS,
                          "Q(a, x) = 1 - P(a, x), the regularized upper incomplete gamma function.")
-_BETAINC = register("betainc", _f64(_betainc_kernel), _ternary_infer("betainc"), _betainc_grad, num_inputs=3,
-                    attrs={}, defaults={}, same_dtype=(0, 1, 2), kinds=shape_rules.float_kinds,
-                    batch=bt.elementwise, cost=_per_element(8 * _MAX_TERMS))
+_BETAINC = register(
+    name="betainc",
+    kernel=_f64(_betainc_kernel),
+    infer=_ternary_infer("betainc"),
+    grad=_betainc_grad,
+    num_inputs=3,
+    attrs={},
+    defaults={},
+    same_dtype=(0, 1, 2),
+    kinds=shape_rules.float_kinds,
+    batch=bt.elementwise,
+    cost=_per_element(8 * _MAX_TERMS),
+)
 
 
 def betainc(a, b, x, name=None):
