@@ -58,7 +58,11 @@ TYPED = (errors.InvalidArgumentError, errors.UnimplementedError, TypeError, Valu
 
 
 def _diff_variants(row):
-    return [v for v in row.variants if v.grad and any(a.is_float_input for a in v.args)]
+    """The row's variants with a float input and a float output (cast to an integer has none)."""
+    def float_out(v):
+        dt = v.kw.get("dtype")
+        return not isinstance(dt, df.DType) or dt.is_floating or dt.is_complex
+    return [v for v in row.variants if v.grad and any(a.is_float_input for a in v.args) and float_out(v)]
 
 
 def _halved_custom_exp(x):
