@@ -37,6 +37,10 @@ in the budget's matmul cost), reduce_prod's complex second derivative (item 10) 
 in this round, their strict xfails removed when the fixes merged; still KNOWN_FAILURES below:
 forward mode through a loaded document holding a custom_gradient, and forward mode over a
 graph needing one derivative order more than eager forward mode (reduce_prod's third order).
+A partial full run before those fixes merged (43,077 composition cases, 51%, seeded shuffle):
+41,587 pass, 1,176 documented refusals, 314 known failures, nothing else; all 1,630
+eager-composition cases: 1,618 pass, 10 refusals (reduce_prod_others' third order, eagerly
+too), 2 known (reduce_prod complex).
 """
 import itertools
 import os
@@ -59,7 +63,11 @@ TYPED = (errors.InvalidArgumentError, errors.UnimplementedError, TypeError, Valu
 
 
 def _diff_variants(row):
-    return [v for v in row.variants if v.grad and any(a.is_float_input for a in v.args)]
+    """The row's variants with a float input and a float output (cast to an integer has none)."""
+    def float_out(v):
+        dt = v.kw.get("dtype")
+        return not isinstance(dt, df.DType) or dt.is_floating or dt.is_complex
+    return [v for v in row.variants if v.grad and any(a.is_float_input for a in v.args) and float_out(v)]
 
 
 def _halved_custom_exp(x):
@@ -142,31 +150,10 @@ def _skeleton_sample():
     return out
 
 
-def _outside(comp, outer, inner):
-    """Whether a transformation in `outer` is applied outside `inner` in `comp`."""
-    return any(a in outer and inner in comp[i + 1:] for i, a in enumerate(comp))
-
-
-def _right_outside(comp, outer, inner):
-    """Whether a transformation in `outer` is applied directly to `inner` in `comp`."""
-    return any(a in outer and b == inner for a, b in zip(comp, comp[1:]))
-
-
 def _fwd_over_json(comp):
     """Forward mode over a loaded document (whose own function is not a vmap's graph)."""
     return any(a == "fwd" and "json" in comp[i + 1:] and "vmap" not in comp[comp.index("json"):]
                for i, a in enumerate(comp))
-
-
-def _eager_fwd_over_json(comp):
-    """Eager forward mode (under eager tapes only) over a loaded document, or over the
-    gradient of one (traced, the defun's own backward is differentiated instead)."""
-    if "fwd" not in comp or any(t != "grad" for t in comp[:comp.index("fwd")]):
-        return False
-    rest = [t for t in comp[comp.index("fwd") + 1:]]
-    while rest and rest[0] == "grad":
-        rest.pop(0)
-    return bool(rest) and rest[0] == "json"
 
 
 def _prod_order(comp, base):
@@ -196,8 +183,6 @@ def _beyond_second_order(comp, row):
 
 
 _DIFF = ("grad", "fwd")
-_MATMUL_IN_GRADIENT = {"matmul", "inv", "solve", "cholesky", "triangular_solve", "det", "eigh", "svd", "qr",
-                       "adjugate"}
 _CUSTOM = {"custom_gradient", "custom_gradient:halved"}
 UIE = errors.UnimplementedError
 
