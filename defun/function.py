@@ -15,6 +15,7 @@ state and lock; what a call does eagerly (df.config) lives in defun/config.py.
 import dis
 import functools
 import inspect
+import sys
 import threading
 import types
 import warnings
@@ -43,6 +44,37 @@ __all__ = ["defun", "Function", "ConcreteFunction", "GraphFunction", "TensorSpec
            "RetraceReason", "StaleCaptureWarning"]
 
 RETRACE_WARNING_THRESHOLD = 5
+
+# While any defun traces, Python's recursion limit is at least this: each level of loops,
+# branches and calls nested in each other costs 6-10 frames of tracing (AutoGraph's
+# converted calls included), and the guide promises nesting as deep as a document holds
+# (100), which the default limit of 1000 frames does not reach. Restored when the last
+# trace running in any thread ends.
+TRACE_RECURSION_LIMIT = 4000
+_DEPTH = {"traces": 0, "saved": None}
+_DEPTH_LOCK = threading.Lock()
+
+
+class _deep_enough:
+    """Raise the recursion limit to TRACE_RECURSION_LIMIT while traces run (never lower it)."""
+
+    __slots__ = ()
+
+    def __enter__(self):
+        with _DEPTH_LOCK:
+            if _DEPTH["traces"] == 0:
+                limit = sys.getrecursionlimit()
+                _DEPTH["saved"] = limit if limit < TRACE_RECURSION_LIMIT else None
+                if _DEPTH["saved"] is not None:
+                    sys.setrecursionlimit(TRACE_RECURSION_LIMIT)
+            _DEPTH["traces"] += 1
+
+    def __exit__(self, *exc):
+        with _DEPTH_LOCK:
+            _DEPTH["traces"] -= 1
+            if _DEPTH["traces"] == 0 and _DEPTH["saved"] is not None:
+                sys.setrecursionlimit(_DEPTH["saved"])
+                _DEPTH["saved"] = None
 # at most this many shapes are remembered for the fast path (any more take the slow path)
 FAST_CACHE_LIMIT = 1024
 
@@ -384,7 +416,10 @@ class Function:
         outermost = not self._tracing
         self._tracing.add(key)
         try:
-            return self._trace(args, kwargs)
+            if not outermost:
+                return self._trace(args, kwargs)
+            with _deep_enough():
+                return self._trace(args, kwargs)
         except RecursionError:
             if not outermost:
                 raise

@@ -11,7 +11,7 @@ __all__ = ["ROWS", "EXCLUDED"]
 ROWS = [
     Row("check_numerics", lambda x: df.debugging.check_numerics(x, "the table's input"), np.copy,
         un(), (df.float16, df.float32, df.float64), second=True),
-    Row("check_batch_size", lambda x, n: internal_op("check_batch_size")(x, n, message="{got} vs {want}"),
+    Row("check_batch_size", lambda x, n: internal_op("check_batch_size")(x, n, message="check_batch_size: {got} vs {want}"),
         lambda x, n: np.copy(x), [V([A((3, 2)), idx(3)]), V([A((0, 4)), idx(0)]), V([A((1,)), idx(1)])],
         (df.float16, df.float32, df.float64), second=True),
 ]

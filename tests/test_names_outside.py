@@ -230,7 +230,10 @@ def test_profile_a_defun_a_concrete_and_a_loaded_function():
     loaded = df.load_json(df.export_json(cf))
     rows = df.profile(loaded, x=X, scale=S, repeat=4)
     _assert_profile(rows, 4, {"matmul", "tanh"})
-    assert rows[0].line == ""                    # a document holds no source lines
+    # a document keeps each node's file name and line (format version 3), not the line's text
+    assert rows[0].line.startswith("test_names_outside.py:") and "df." not in rows[0].line
+    bare = df.load_json(df.export_json(cf, sites=False))
+    assert df.profile(bare, x=X, scale=S, repeat=1)[0].line == ""
     assert str(rows).startswith("# @predict: ")
     with pytest.raises(ValueError, match="repeat must be an int >= 1"):
         df.profile(cf, X, S, repeat=0)

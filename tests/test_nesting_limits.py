@@ -74,3 +74,21 @@ def test_onnx_holds_loops_nested_to_its_limit():
     np.testing.assert_allclose(got, x.numpy() * np.float32(1.01), rtol=1e-6)
     with pytest.raises(df.errors.UnimplementedError, match=f"more than {MAX_SUBGRAPH_NESTING} deep"):
         df.export_onnx(df.defun(_nested(MAX_SUBGRAPH_NESTING + 1)).get_concrete_function(x))
+
+
+def test_tracing_raises_the_recursion_limit_only_while_it_runs():
+    import sys
+    before = sys.getrecursionlimit()
+    seen = []
+
+    def f(x):
+        seen.append(sys.getrecursionlimit())
+        return x * 2.0
+    df.defun(f).get_concrete_function(df.constant([1.0]))
+    assert seen == [max(before, 4000)] and sys.getrecursionlimit() == before
+
+    def broken(x):
+        raise ValueError("the user's own error")
+    with pytest.raises(ValueError, match="the user's own error"):
+        df.defun(broken)(df.constant([1.0]))
+    assert sys.getrecursionlimit() == before

@@ -257,4 +257,6 @@ def test_measured_side_output_bytes_of_a_document(tmp_path):
     assert sorted(softmax["saved_bytes"]) == [5 * 4, 5 * 10 * 4]
     page = df.view(loss, x, y, path=tmp_path / "m.html", browser=False, side_outputs=True)
     softmax = [n for n in page_json(page.html)["nodes"] if n["op"] == "sparse_softmax_cross_entropy_with_logits"][0]
-    assert softmax["saved_bytes"] == [5 * 10 * 4]     # traced for 5 rows: the batch size is static
+    # the call runs the trace of unknown batch size made above (it serves every size), which
+    # keeps the per-example losses too; each measured on the 5 rows
+    assert sorted(softmax["saved_bytes"]) == [5 * 4, 5 * 10 * 4]
