@@ -36,6 +36,8 @@ VALUE_DEPENDENT = {
     ("dynamic_range", "int_inputs"): "a delta of 0 (0.25 as an int): the input's value",
     ("dynamic_reshape", "input_0_mismatched_shape"): "9 elements fit (None, 3); the run-time shape [2, 3] does not",
     ("dynamic_tile_reduce", "input_0_mismatched_shape"): "(9,) is (3,) tiled 3 times; the run-time multiples say 2",
+    ("check_batch_size", "input_0_mismatched_shape"): "the batch size it checks is an input's value (vmap's "
+                                                      "run-time batch size): the check is the op's purpose",
 }
 
 
