@@ -289,10 +289,14 @@ class Function:
         concrete = self._cache.get(key)
         if concrete is None:
             concrete = self._miss(key, args, kwargs)
-        if fast_key is not None and self._plain_arity == len(args) and \
-                len(self._fast_cache) < FAST_CACHE_LIMIT and all(type(a) is EagerTensor for a in args):
+        if fast_key is None or self._plain_arity != len(args) or \
+                not all(type(a) is EagerTensor for a in args):
+            return concrete._call_flat(tensors)
+        if len(self._fast_cache) < FAST_CACHE_LIMIT:
             self._fast_cache[fast_key] = concrete
-        return concrete._call_flat(tensors)
+        out = concrete._call_flat(tensors)
+        self._last_call = concrete._last_call     # a relaxed trace's takes the next size as it is
+        return out
 
     _call_graph = __call__    # what `__call__` is again after run_functions_eagerly(False)
 

@@ -465,3 +465,18 @@ def test_get_concrete_function_of_tensor_specs_traces_exactly_them():
     fixed = f.get_concrete_function(df.TensorSpec([40, 5], df.float32))
     assert fixed is not relaxed and fixed.graph.inputs[0].shape == (40, 5)
     assert f.get_concrete_function(df.constant(np.ones((7, 5), f32))) is relaxed
+
+
+def test_a_new_size_runs_the_relaxed_trace_without_a_cache_lookup():
+    """After its first call, a relaxed trace is the one the next call tries first: a new size
+    runs it without computing a cache key (sizes never seen before take the short path)."""
+    f = _relaxed(lambda x: df.reduce_sum(df.tanh(x), axis=1))
+    lookups = []
+    plain = f._key_and_tensors
+    f._key_and_tensors = lambda *a: lookups.append(a) or plain(*a)
+    for n in (5, 1, 0, 9):
+        x0 = _rows(n)
+        np.testing.assert_allclose(f(df.constant(x0)).numpy(), np.tanh(x0).sum(axis=1), rtol=1e-6)
+    assert lookups == [] and f.trace_count == 2
+    f(df.constant(np.ones((2, 2, 2), np.float32)))      # another rank: a lookup and a trace of its own
+    assert len(lookups) == 1 and f.trace_count == 3
