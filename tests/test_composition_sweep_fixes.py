@@ -39,3 +39,26 @@ def test_complex_det_gradient_in_a_defun_and_its_second_order():
         want = np.conj(np.asarray(jax.jvp(jgrad, (jnp.asarray(_A),), (jnp.asarray(t),))[1]))
     np.testing.assert_allclose(jvp_of_gradient(x).numpy(), want, rtol=1e-10)
     np.testing.assert_allclose(df.defun(jvp_of_gradient)(x).numpy(), want, rtol=1e-10)
+
+
+def test_differentiating_vmap_of_a_loaded_custom_gradient_is_a_typed_refusal(tmp_path):
+    """grad(vmap(a loaded document holding a custom_gradient)) called None as the batched
+    op's gradient function (a TypeError); it now refuses as the loaded op itself does."""
+    import pytest
+
+    @df.custom_gradient
+    def halved_exp(t):
+        y = df.exp(t)
+        return y, lambda dy: dy * y * 0.5
+
+    f = df.defun(halved_exp)
+    df.export_json(f.get_concrete_function(df.TensorSpec([2], df.float64)), tmp_path / "f.json")
+    loaded = df.load_json(tmp_path / "f.json")
+    batched = df.vmap(lambda t: loaded(t))
+    xs = df.constant(np.array([[0.5, -1.0], [0.2, 0.3]]))
+    np.testing.assert_allclose(batched(xs).numpy(), np.exp(xs.numpy()))
+    with df.GradientTape() as tape:
+        tape.watch(xs)
+        total = df.reduce_sum(batched(xs))
+    with pytest.raises(df.errors.UnimplementedError, match="holds no Python gradient function"):
+        tape.gradient(total, xs)

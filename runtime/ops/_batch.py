@@ -197,7 +197,10 @@ def custom_gradient(ctx, node, inputs, batched):
     n, nv = node.attrs["num_outputs"], node.attrs.get("num_variables", 0)
     k = len(inputs) - n - nv
     outs = materialize_all(ctx, node, inputs[:n], batched[:n])
-    attrs = dict(node.attrs, grad_fn=_batched_grad_fn(ctx, node, list(batched[n:n + k]), ctx.scope()))
+    # a loaded document's custom_gradient has no Python grad_fn: batched, it has none either
+    # (differentiating it is then the loaded op's own typed refusal, not a call of None)
+    grad_fn = node.attrs["grad_fn"] and _batched_grad_fn(ctx, node, list(batched[n:n + k]), ctx.scope())
+    attrs = dict(node.attrs, grad_fn=grad_fn)
     return _out(emit(node, outs + list(inputs[n:]), attrs))
 
 
