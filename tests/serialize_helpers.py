@@ -1,6 +1,7 @@
 """Helpers shared by the serialization tests: hand-built graphs, the leaves of a document,
 version-1 documents and a loader that runs the graph layer without the decorator layer."""
 import copy
+import tracemalloc
 
 import numpy as np
 
@@ -167,3 +168,16 @@ print(json.dumps(np.asarray(out.numpy() if hasattr(out, "numpy") else out).tolis
 print(json.dumps(sorted(m for m in sys.modules if m.startswith("defun.")
                         and m.split(".")[1] not in ("runtime", "graph"))))
 """
+
+
+def peak_memory(f, *args):
+    """(result or the exception raised, peak bytes numpy and Python allocated meanwhile)."""
+    tracemalloc.start()
+    try:
+        try:
+            out = f(*args)
+        except Exception as e:      # the refusal is the result
+            out = e
+        return out, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()

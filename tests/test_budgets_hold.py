@@ -5,12 +5,12 @@ wrappers of the meter (static and run-time sizes) counting alike."""
 import json
 import re
 import sys
-import tracemalloc
 
 import numpy as np
 import pytest
 
 import defun as df
+from serialize_helpers import peak_memory
 from defun.graph.passes import optimize
 from defun.graph.serialize import budget
 from defun.runtime import registry
@@ -27,19 +27,6 @@ Exhausted = df.errors.ResourceExhaustedError
 def _doc(f, *specs):
     cf = df.defun(f, input_signature=list(specs)).get_concrete_function()
     return json.loads(json.dumps(df.export_json(cf)))
-
-
-def _peak(f, *args):
-    """(result or the exception raised, peak bytes numpy and Python allocated meanwhile)."""
-    tracemalloc.start()
-    try:
-        try:
-            out = f(*args)
-        except Exception as e:      # the refusal is the result
-            out = e
-        return out, tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 # ---------------------------------------------------------------------------------------
@@ -62,7 +49,7 @@ def test_a_run_time_size_is_refused_before_it_is_allocated(op, f, specs, args):
     """Each of these documents asks for GiBs; the call is refused naming the op while
     less than 4 MB was ever allocated (and the same document runs on small values)."""
     loaded = df.load_json(_doc(f, *specs), max_bytes=64 * MB)
-    out, peak = _peak(loaded, *args)
+    out, peak = peak_memory(loaded, *args)
     assert isinstance(out, Exhausted) and re.search(op.split("_")[1] + r": its result needs \d+ bytes", str(out)), out
     assert peak < 4 * MB
 
@@ -148,7 +135,7 @@ def test_a_kernels_scratch_memory_is_within_what_the_budget_counts(op, f, specs,
     need = int(re.search(r"needs (\d+) bytes", str(info.value)).group(1))
     loaded = df.load_json(doc, max_bytes=need)
     loaded(*args)   # compiled and warm
-    out, peak = _peak(loaded, *args)
+    out, peak = peak_memory(loaded, *args)
     assert not isinstance(out, Exception), out
     held = sum(a.nbytes for a in args)     # the call's copies of its arguments
     assert peak <= need + held + 256 * 1024, (op, peak, need)
@@ -160,7 +147,7 @@ def test_a_convolution_is_refused_before_its_patch_matrix():
     refused, with under 4 MB allocated."""
     doc = _doc(lambda x, w: df.conv2d(x, w, 1, "SAME"), _F([1, 256, 256, 8], df.float32),
                _F([5, 5, 8, 8], df.float32))
-    out, peak = _peak(df.load_json(doc, max_bytes=16 * MB), np.ones((1, 256, 256, 8), F32),
+    out, peak = peak_memory(df.load_json(doc, max_bytes=16 * MB), np.ones((1, 256, 256, 8), F32),
                       np.ones((5, 5, 8, 8), F32))
     assert isinstance(out, Exhausted) and "conv2d: its result needs" in str(out), out
     assert peak < 4 * MB + 2 * 256 * 256 * 8 * 4
@@ -267,7 +254,7 @@ def test_a_loaded_function_called_inside_a_defun_keeps_its_budgets():
         return tiler(x, m) * 2.0
 
     np.testing.assert_array_equal(use(df.constant([1.0, 2.0]), df.constant([2])).numpy(), [2.0, 4.0, 2.0, 4.0])
-    out, peak = _peak(lambda: use(df.constant([1.0, 2.0]), df.constant([1 << 28])))
+    out, peak = peak_memory(lambda: use(df.constant([1.0, 2.0]), df.constant([1 << 28])))
     assert isinstance(out, Exhausted) and "tile" in str(out), out
     assert peak < 4 * MB
     with pytest.raises(Exhausted, match="50 iterations"):

@@ -9,12 +9,12 @@ import json
 import math
 import re
 import sys
-import tracemalloc
 
 import numpy as np
 import pytest
 
 import defun as df
+from serialize_helpers import peak_memory
 from defun.graph.serialize import budget
 from defun.graph.serialize.export import output_names
 
@@ -28,19 +28,6 @@ BACKENDS = ["numpy"] + (["numba"] if "numba" in df.backends() else [])
 def _doc(f, *specs, backward=False):
     cf = df.defun(f, input_signature=list(specs)).get_concrete_function()
     return json.loads(json.dumps(df.export_json(cf, include_backward=backward)))
-
-
-def _peak(f, *args):
-    """(result or the exception raised, peak bytes numpy and Python allocated meanwhile)."""
-    tracemalloc.start()
-    try:
-        try:
-            out = f(*args)
-        except Exception as e:      # the refusal is the result
-            out = e
-        return out, tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 # ---------------------------------------------------------------------------------------
@@ -65,7 +52,7 @@ def test_a_while_counts_the_values_it_saves_per_iteration(backend):
             tape.watch(x)
             y = df.reduce_sum(f(x, n))
         return tape.gradient(y, x)
-    out, peak = _peak(differentiated, np.int32(200))
+    out, peak = peak_memory(differentiated, np.int32(200))
     assert isinstance(out, Exhausted) and "budget of 67108864 bytes" in str(out), out
     assert peak < 64 * MB, peak
     # within the budget: the loop's values and its gradient, as the function's own
@@ -87,11 +74,11 @@ def test_a_scan_grows_its_rows_and_counts_them(backend):
     allocated under 4 MB (the row lists were made whole first: 512 MB each, before)."""
     doc = _doc(lambda xs: df.map_fn(lambda r: df.reduce_sum(r) + 1.0, xs), F([None, 0], df.float32))
     xs = np.empty((1 << 26, 0), F32)
-    out, peak = _peak(df.load_json(doc, backend=backend, max_iterations=1000), xs)
+    out, peak = peak_memory(df.load_json(doc, backend=backend, max_iterations=1000), xs)
     assert isinstance(out, Exhausted) and "scan: more than 1000 rows" in str(out), out
     assert peak < 4 * MB, peak
     # without an iteration budget, the rows' own bytes (array objects) count against max_bytes
-    out, peak = _peak(df.load_json(doc, backend=backend, max_iterations=None, max_bytes=2 * MB), xs)
+    out, peak = peak_memory(df.load_json(doc, backend=backend, max_iterations=None, max_bytes=2 * MB), xs)
     assert isinstance(out, Exhausted) and "budget of 2097152 bytes" in str(out), out
     assert peak < 8 * MB, peak
     assert df.load_json(doc, backend=backend)(np.empty((5, 0), F32)).numpy().tolist() == [1.0] * 5
@@ -321,7 +308,7 @@ def test_a_region_falling_back_to_numpy_stays_within_what_it_is_counted_for():
     x, y = np.ones(1 << 20), np.ones(1)
     before = numba_backend.stats["fallbacks"]
     g(x, y)         # compiled (numba's own allocations) and warm
-    out, peak = _peak(g, x, y)
+    out, peak = peak_memory(g, x, y)
     assert numba_backend.stats["fallbacks"] >= before + 2
     want = np.ones(1 << 20) * 2.0
     for _ in range(12):
