@@ -2,6 +2,8 @@
 (forward and backward, eager and graph, naming the op and the user's line), and errors and
 warnings raised while a compiled plan runs naming the user's line, never generated code."""
 import inspect
+import os
+import re
 import traceback
 import warnings
 
@@ -350,3 +352,79 @@ def test_nodes_traced_under_a_defuns_call_name_the_users_line_not_the_call_runne
     backward = f.get_concrete_function(x).backward_function().graph
     files = {n.site[0] for n in backward.nodes if n.site}
     assert files == {__file__}, files
+
+
+# ====================================================================== loaded documents
+def _document(body, x, **kw):
+    f = df.defun(body)
+    return df.export_json(f.get_concrete_function(x), include_backward=True, **kw)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_check_numerics_covers_a_loaded_document_forward_and_backward(backend):
+    if backend not in df.backends():
+        pytest.skip("numba is not installed")
+
+    def body(x):
+        y = df.log(x)                 # MARK-loaded-log
+        r = df.sqrt(x)                # MARK-loaded-sqrt: its gradient divides by sqrt(0)
+        return df.reduce_sum(y * 2.0 + r)
+
+    base = os.path.basename(__file__)
+    g = df.load_json(_document(body, df.constant([1.0, 2.0])), backend=backend)
+    plain = g(np.array([1.0, -1.0], f32))           # not checking: the NaN flows out
+    assert np.isnan(plain.numpy())
+    df.debugging.enable_check_numerics()
+    for arg in (np.array([1.0, -1.0], f32), df.constant([1.0, -1.0])):
+        with pytest.raises(df.errors.InvalidArgumentError) as info:
+            g(arg)
+        assert str(info.value).startswith("check_numerics: log (")
+        assert f"produced NaN in the forward at {base}:{_line(body, 'MARK-loaded-log')}" in str(info.value)
+    x = df.constant([1.0, 0.0])                      # log(0) = -inf: the forward fails first
+    with pytest.raises(df.errors.InvalidArgumentError, match="log .* produced Inf in the forward"):
+        g(x)
+    x = df.constant([1.0, 4.0])
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y = g(x)
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), [2.0 + 0.5, 0.5 + 0.25], rtol=1e-6)
+
+
+@pytest.mark.parametrize("sites", [True, False])
+def test_check_numerics_in_a_loaded_backward_names_the_forward_line_or_the_node(sites):
+    def body(x):
+        r = df.sqrt(x)                # MARK-loaded-grad: its gradient divides by sqrt(0)
+        return df.reduce_sum(r * 3.0)
+
+    g = df.load_json(_document(body, df.constant([1.0, 2.0]), sites=sites))
+    x = df.constant([4.0, 0.0])
+    df.debugging.enable_check_numerics()
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y = g(x)                      # finite: sqrt(0) = 0
+    with pytest.raises(df.errors.InvalidArgumentError) as info:
+        tape.gradient(y, x)
+    msg = str(info.value)
+    assert re.match(r"check_numerics: divide \(%\d+ of body_grad\) produced Inf in the backward", msg), msg
+    where = f"{os.path.basename(__file__)}:{_line(body, 'MARK-loaded-grad')}"
+    if sites:
+        assert msg.endswith(f"(its forward op at {where})"), msg
+    else:
+        assert " at " not in msg, msg
+
+
+def test_check_numerics_keeps_a_loaded_documents_budgets():
+    def body(x):
+        _, y = df.while_loop(lambda i, a: i < 50, lambda i, a: (i + 1, a * 1.01), (df.constant(0), x))
+        return y
+
+    x = df.constant([1.0, 2.0])
+    doc = _document(body, x)
+    tight, loose = df.load_json(doc, max_iterations=10), df.load_json(doc)
+    df.debugging.enable_check_numerics()
+    for _ in range(2):      # alternately: each keeps its own budgets (and its checked plans)
+        with pytest.raises(df.errors.ResourceExhaustedError, match="iterations"):
+            tight(x)
+        np.testing.assert_allclose(loose(x).numpy(), np.array([1.0, 2.0]) * 1.01 ** 50, rtol=1e-4)
+    with pytest.raises(df.errors.InvalidArgumentError, match="produced NaN in the forward"):
+        loose(df.constant([np.nan, 1.0]))
