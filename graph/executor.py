@@ -342,8 +342,7 @@ class _PlanWriter:
             head.append("    try:")
         tail = (_UNDO_OK if may_assign else []) + \
             [f"{self.BODY}return ({ret}{',' if len(self.outputs) == 1 else ''})",
-             "    except Exception as _e:", "        _x = _fail(_e)", "        if _x is _e:",
-             "            raise", "        raise _x from _e"]
+             "    except Exception as _e:", "        _fail(_e)", "        raise"]
         tail += _UNDO_FINALLY if may_assign else []
         source = "\n".join(head + self.lines + tail) + "\n"
         exec(compile(source, f"<defun plan {self.graph.name}>", "exec"), self.ns)
@@ -428,13 +427,13 @@ def _generated_line(code, offset):
 
 
 def _fail(exc):
-    """The exception a plan raises for kernel failure `exc`, naming the node that was
-    executing: `exc` itself (re-raised as it is, its traceback at the node's line) when it is
-    defun's error or a warning turned error (-W error), with the node named in its message
-    (unless it already names it, as check numerics' do); else a new InvalidArgumentError
-    (MemoryError: ResourceExhaustedError) caused by it."""
+    """Name the node that was executing in kernel failure `exc`: defun's error or a warning
+    turned error (-W error) gets it in its message (unless it already names it, as check
+    numerics' do) and the plan re-raises it (one traceback, the plan's frame at the node's
+    line); any other is raised here as an InvalidArgumentError (MemoryError:
+    ResourceExhaustedError) caused by it."""
     if getattr(exc, "attributed", False):
-        return exc
+        return
     tb = exc.__traceback__
     frame_globals = sys._getframe(1).f_globals
     code = frame_globals["_code"]
@@ -445,7 +444,7 @@ def _fail(exc):
             frame = tb.tb_frame
         tb = tb.tb_next
     if node is None:
-        return exc
+        return
     where = f" (traced at {sites.format_site(node.site)})" if node.site else ""
     # the values the node got: its input variables are still alive on the failing line
     names = frame_globals["_var_names"]
@@ -455,10 +454,8 @@ def _fail(exc):
     if got and all(v is not None for v in got):
         given = " on " + ", ".join(describe_value(v) for v in got)
     if isinstance(exc, MemoryError):
-        return errors.out_of_memory(f"while executing {format_node(node)}{given}{where}", exc)
+        raise errors.out_of_memory(f"while executing {format_node(node)}{given}{where}", exc) from exc
     msg = f"while executing {format_node(node)}{given}{where}: {exc}"
-    if isinstance(exc, (errors.DefunError, Warning)):
-        # the same exception, so its traceback keeps the plan's frame at the node's line
-        exc.args = (msg,)
-        return exc
-    return errors.InvalidArgumentError(msg)
+    if not isinstance(exc, (errors.DefunError, Warning)):
+        raise errors.InvalidArgumentError(msg) from exc
+    exc.args = (msg,)     # the same exception: its traceback keeps the plan's frame at the node
