@@ -12,8 +12,6 @@ them with this backend, so their nodes check too. Plans are compiled once per (g
 checking backend), like any other (graph.derived.plans); the base backend's plans carry
 no check at all.
 """
-import weakref
-
 import numpy as np
 
 from defun.runtime import numerics
@@ -21,9 +19,7 @@ from defun.graph.backends import Backend, Region, get_backend
 
 __all__ = ["CheckingBackend", "checking_backend"]
 
-# base backend -> its checking twin (by the object: every loaded document has a backend of
-# its own, all named "loaded", holding that document's budgets)
-_BY_BASE = weakref.WeakKeyDictionary()
+# a backend's class -> its checking class
 _CLASSES = {}
 
 
@@ -34,7 +30,9 @@ def checking_backend(base):
     base = get_backend(base)
     if isinstance(base, CheckingBackend):
         return base
-    backend = _BY_BASE.get(base)
+    # kept on the base itself (every loaded document has a backend of its own, all named
+    # "loaded", holding that document's budgets), so it goes when the base goes
+    backend = base.__dict__.get("_checking_twin")
     if backend is None:
         cls = _CLASSES.get(type(base))
         if cls is None:
@@ -43,7 +41,7 @@ def checking_backend(base):
         backend.__dict__.update(base.__dict__)
         backend.name = f"check_numerics-{base.name}"
         backend.checked_base = base
-        _BY_BASE[base] = backend
+        base._checking_twin = backend
     return backend
 
 

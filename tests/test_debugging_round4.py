@@ -1,11 +1,13 @@
 """Debugging a defun: df.config.run_functions_eagerly, df.debugging.enable_check_numerics
 (forward and backward, eager and graph, naming the op and the user's line), and errors and
 warnings raised while a compiled plan runs naming the user's line, never generated code."""
+import gc
 import inspect
 import os
 import re
 import traceback
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -428,3 +430,7 @@ def test_check_numerics_keeps_a_loaded_documents_budgets():
         np.testing.assert_allclose(loose(x).numpy(), np.array([1.0, 2.0]) * 1.01 ** 50, rtol=1e-4)
     with pytest.raises(df.errors.InvalidArgumentError, match="produced NaN in the forward"):
         loose(df.constant([np.nan, 1.0]))
+    gone = weakref.ref(tight.backend)       # its checking twin does not keep it
+    del tight
+    gc.collect()
+    assert gone() is None
