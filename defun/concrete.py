@@ -181,6 +181,8 @@ class ConcreteFunction:
         self._guarded = ns.get("last_call")
         if not self._watched:
             self._last_call = self._guarded
+        if self._function is not None:      # tracebacks show the user's def, not `<defun call>`
+            sites.runs_at_definition(ns, ("run_flat", "last_call"), self._function.python_function)
         return ns["run_flat"]
 
     def _runner_source(self, n_caps, guard):

@@ -19,42 +19,37 @@ from defun.graph.backends import Backend, Region, get_backend
 
 __all__ = ["CheckingBackend", "checking_backend"]
 
-_BY_BASE = {}
+# a backend's class -> its checking class
+_CLASSES = {}
 
 
 def checking_backend(base):
-    """The one CheckingBackend over backend `base` (a name or a Backend)."""
+    """The one CheckingBackend over backend `base` (a name or a Backend): an instance of
+    `base`'s class sharing its state (a loaded document's budgets and meter), which also
+    checks; functions its nodes run (call, cond, while) bind to it, so they check too."""
     base = get_backend(base)
-    backend = _BY_BASE.get(base.name)
-    if backend is None or backend.base is not base:
-        backend = _BY_BASE[base.name] = CheckingBackend(base)
+    if isinstance(base, CheckingBackend):
+        return base
+    # kept on the base itself (every loaded document has a backend of its own, all named
+    # "loaded", holding that document's budgets), so it goes when the base goes
+    backend = base.__dict__.get("_checking_twin")
+    if backend is None:
+        cls = _CLASSES.get(type(base))
+        if cls is None:
+            cls = _CLASSES[type(base)] = type(f"Checking{type(base).__name__}", (CheckingBackend, type(base)), {})
+        backend = object.__new__(cls)
+        backend.__dict__.update(base.__dict__)
+        backend.name = f"check_numerics-{base.name}"
+        backend.checked_base = base
+        base._checking_twin = backend
     return backend
 
 
 class CheckingBackend(Backend):
-    """`base`'s plans with each step's floating outputs checked for NaN and Inf."""
+    """Mixed into a backend's class: its plans with each step's floating outputs checked for
+    NaN and Inf (`checked_base`: the backend it checks)."""
 
-    def __init__(self, base):
-        self.base = base
-        self.name = f"check_numerics-{base.name}"
-
-    def partition(self, nodes, outputs):
-        return self.base.partition(nodes, outputs)
-
-    def kernel(self, node):
-        op = node.op
-        if op.function_attrs and op.bind is not None:
-            return op.bind(node.attrs, self), False     # the functions it runs check too
-        return self.base.kernel(node)
-
-    def writes_out(self, node, fn):
-        return self.base.writes_out(node, fn)
-
-    def out_positional(self, node, fn):
-        return self.base.out_positional(node, fn)
-
-    def keeps_no_views(self, node):
-        return self.base.keeps_no_views(node)
+    checked_base = None
 
     def output_check(self, step):
         outputs = step.outputs

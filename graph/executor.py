@@ -11,8 +11,9 @@ Per call the cost is the kernels plus one Python call per node.
 Where it points: the generated code's line numbers are rewritten to the user's source lines
 (each statement to its node's recorded site, in the file most of the plan's nodes come
 from), so a warning a kernel gives (numpy's RuntimeWarning for a NaN) and a traceback name
-the user's file and line, never `<defun plan ...>`; a kernel's error is re-raised naming
-the node and that line (`_fail`). A backend may ask for a check after any step
+the user's file and line, never `<defun plan ...>`; a kernel written in Python, which runs
+in a frame of its own, is bound as a copy reporting its node's site (`sites.function_at`,
+made at compile time); a kernel's error is re-raised naming the node and that line (`_fail`). A backend may ask for a check after any step
 (`Backend.output_check`: check numerics), compiled in as one more line.
 
 A call that may assign is serializable and all-or-nothing: its plan holds the locks of the
@@ -23,6 +24,7 @@ KeyboardInterrupt included (the section "Calls that assign" below).
 import collections
 import sys
 import threading
+from types import FunctionType
 
 import numpy as np
 
@@ -201,6 +203,7 @@ class _PlanWriter:
         # Nodes binding the same function share one global name (all tanh nodes call `k1`):
         # fewer distinct names make compile() of a 10,000-node plan ~10% faster.
         self.kernel_names = {}
+        self.at_site = {}   # (id(kernel), site) -> (kernel, its copy reporting the site)
         # last use of each value (by step position), to free buffers early; outputs never.
         # Buffer reuse: a fresh result that only kernels keeping no view of their inputs
         # read (so no view of it exists) may be overwritten by the one reading it last,
@@ -218,7 +221,16 @@ class _PlanWriter:
         self.out_only = plain_read - viewed
         self.reusable = set()   # id(tensor): fresh arrays of this plan nothing else aliases
 
-    def _kernel_name(self, fn, node_id):
+    def _kernel_name(self, fn, node_id, site=None):
+        if site is not None and type(fn) is FunctionType:
+            # A Python kernel runs in a frame of its own, which is what numpy's warnings (and
+            # tracebacks) name: a copy of it reporting the node's site names the user's line
+            # (made once per kernel and site; ufuncs run in the plan's frame, which does)
+            key = (id(fn), site)
+            hit = self.at_site.get(key)
+            if hit is None:
+                hit = self.at_site[key] = (fn, sites.function_at(fn, site))
+            fn = hit[1]
         kname = self.kernel_names.get(id(fn))
         if kname is None:
             kname = self.kernel_names[id(fn)] = f"k{node_id}"
@@ -280,9 +292,7 @@ class _PlanWriter:
                     args.append(reused if positional else f"out={reused}")
                 if id(out) in self.out_only:
                     self.reusable.add(id(out))
-        kname = self.kernel_names.get(id(fn))
-        if kname is None:
-            kname = self._kernel_name(fn, n.id)
+        kname = self._kernel_name(fn, n.id, n.site)
         call = f"{kname}({', '.join(args)})"
         if op.name in ASSIGN_OPS:    # a bad handle fails on this line: it names the node
             self._emit(_log_assignment(var_of[id(inputs[0])]), n)
@@ -309,7 +319,7 @@ class _PlanWriter:
         first = r.nodes[0]
         args = ", ".join(self.var_of[id(t)] for t in r.inputs)
         names = self._assign_names(r.outputs, f"v{first.id}r")
-        self._emit(f"{names} = {self._kernel_name(r.kernel, first.id)}({args})", first)
+        self._emit(f"{names} = {self._kernel_name(r.kernel, first.id, first.site)}({args})", first)
         self._check(r, [self.var_of[id(t)] for t in r.outputs], args.split(", ") if args else [], first)
         self._free_dead(pos, r.inputs)
 
@@ -335,7 +345,7 @@ class _PlanWriter:
             head.append("    try:")
         tail = (_UNDO_OK if may_assign else []) + \
             [f"{self.BODY}return ({ret}{',' if len(self.outputs) == 1 else ''})",
-             "    except Exception as _e:", "        _fail(_e)"]
+             "    except Exception as _e:", "        _fail(_e)", "        raise"]
         tail += _UNDO_FINALLY if may_assign else []
         source = "\n".join(head + self.lines + tail) + "\n"
         exec(compile(source, f"<defun plan {self.graph.name}>", "exec"), self.ns)
@@ -444,10 +454,13 @@ def _generated_line(code, offset):
 
 
 def _fail(exc):
-    """Re-raise a kernel failure naming the node that was executing (an error that already
-    names it, as check numerics' do, is raised as it is)."""
+    """Name the node that was executing in kernel failure `exc`: defun's error or a warning
+    turned error (-W error) gets it in its message (unless it already names it, as check
+    numerics' do) and the plan re-raises it (one traceback, the plan's frame at the node's
+    line); any other is raised here as an InvalidArgumentError (MemoryError:
+    ResourceExhaustedError) caused by it."""
     if getattr(exc, "attributed", False):
-        raise exc
+        return
     tb = exc.__traceback__
     frame_globals = sys._getframe(1).f_globals
     code = frame_globals["_code"]
@@ -458,7 +471,7 @@ def _fail(exc):
             frame = tb.tb_frame
         tb = tb.tb_next
     if node is None:
-        raise exc
+        return
     where = f" (traced at {sites.format_site(node.site)})" if node.site else ""
     # the values the node got: its input variables are still alive on the failing line
     names = frame_globals["_var_names"]
@@ -470,6 +483,6 @@ def _fail(exc):
     if isinstance(exc, MemoryError):
         raise errors.out_of_memory(f"while executing {format_node(node)}{given}{where}", exc) from exc
     msg = f"while executing {format_node(node)}{given}{where}: {exc}"
-    # a warning turned error (-W error) stays that warning
-    cls = type(exc) if isinstance(exc, (errors.DefunError, Warning)) else errors.InvalidArgumentError
-    raise cls(msg) from exc
+    if not isinstance(exc, (errors.DefunError, Warning)):
+        raise errors.InvalidArgumentError(msg) from exc
+    exc.args = (msg,)     # the same exception: its traceback keeps the plan's frame at the node

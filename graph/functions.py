@@ -55,8 +55,8 @@ def _call_bind(attrs, backend):
     # document's function keeps its own backend (its budgets) whoever calls it
     f = attrs["f"]
     budget = f.derived.budget
-    if budget is not None and budget is not backend:
-        return budget.runner(f)
+    if budget is not None and budget is not backend and budget is not getattr(backend, "checked_base", None):
+        return budget.runner(f)     # (the budget's checking twin keeps its budgets: graph/checking.py)
     return plan_of(f, backend).run
 
 

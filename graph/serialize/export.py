@@ -5,7 +5,7 @@ import re
 
 import numpy as np
 
-from defun.runtime import attr_types, dtypes, errors
+from defun.runtime import attr_types, dtypes, errors, numerics
 from defun.runtime.files import write_atomically
 from defun.runtime.tensor import EagerTensor, ResourceHandle
 from defun.runtime.variables import values_as_one_step
@@ -383,7 +383,7 @@ def _export_function(g, fname_of, params, variables, where, entry, sites):
                 f"{where}: placeholder {node.name} is neither an argument nor a capture")
         else:
             ndoc = _export_node(node, ids, fname_of, where)
-            site = site_doc(node.site) if sites else None
+            site = site_doc(_user_site(node)) if sites else None
             if site is not None:
                 ndoc["site"] = site
         ids[id(node)] = len(inputs) + len(nodes)
@@ -396,6 +396,14 @@ def _export_function(g, fname_of, params, variables, where, entry, sites):
                         "shape": shape_doc(t.shape)})
     fdoc = {"name": fname_of[id(g)], "inputs": inputs, "nodes": nodes, "outputs": outputs}
     return fdoc, _Written(positions, ids, {k: p[1] for k, p in enumerate(params) if p[0] == "const"})
+
+
+def _user_site(node):
+    """A node's site as a document records it: for a node traced as a gradient, the site of
+    the forward op whose gradient it computes (the line a user wrote; its own is where the
+    backward was built, e.g. the export_json call), which check numerics names after loading."""
+    forward = numerics.forward_site(node.graph.name, node.id)
+    return forward[1] if forward is not None and forward[1] is not None else node.site
 
 
 def _export_node(node, ids, fname_of, where):
