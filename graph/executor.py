@@ -13,8 +13,9 @@ Where it points: the generated code's line numbers are rewritten to the user's s
 from), so a warning a kernel gives (numpy's RuntimeWarning for a NaN) and a traceback name
 the user's file and line, never `<defun plan ...>`; a kernel written in Python, which runs
 in a frame of its own, is bound as a copy reporting its node's site (`sites.function_at`,
-made at compile time); a kernel's error is re-raised naming the node and that line (`_fail`). A backend may ask for a check after any step
-(`Backend.output_check`: check numerics), compiled in as one more line.
+made at compile time); a kernel's error is re-raised naming the node and that line
+(`_fail`). A backend may ask for a check after any step (`Backend.output_check`: check
+numerics), compiled in as one more line.
 
 A call that may assign is serializable and all-or-nothing: its plan holds the locks of the
 variables it receives for the call, logs each variable's old value before assigning (in a
