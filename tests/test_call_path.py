@@ -287,3 +287,26 @@ def test_fused_value_and_gradients_keep_the_stale_capture_check():
     with pytest.warns(df.StaleCaptureWarning, match="closure name 'scale'"):
         value, (g,) = vg(x)
     assert float(np.asarray(value)) == 2.0 and float(np.asarray(g)) == 2.0
+
+
+def test_traces_of_one_layout_share_their_runner_code_and_each_checks_its_own_sizes():
+    """The runner's source names each trace's sizes and writes none, so it is compiled once
+    per layout; each trace's `last_call` still takes only its own known sizes."""
+    from defun.concrete import MISS
+
+    def relaxed(columns):
+        f = df.defun(lambda x: df.reduce_sum(df.tanh(x), axis=1))
+        for n in (2, 3):
+            f(df.constant(np.ones((n, columns), np.float32)))
+        return list(f._cache.values())[-1]
+
+    three, five = relaxed(3), relaxed(5)
+    assert three.graph.inputs[0].shape == (None, 3) and five.graph.inputs[0].shape == (None, 5)
+    assert three._run_flat.__code__ is five._run_flat.__code__
+    for concrete, columns, other in ((three, 3, 5), (five, 5, 3)):
+        x0 = np.random.default_rng(columns).normal(size=(4, columns)).astype(np.float32)
+        out = concrete._last_call((df.constant(x0),))
+        np.testing.assert_allclose(out.numpy(), np.tanh(x0).sum(axis=1), rtol=1e-6)
+        assert concrete._last_call((df.constant(np.ones((4, other), np.float32)),)) is MISS
+        assert concrete._last_call((df.constant(np.ones((4, columns), np.float64)),)) is MISS
+        assert concrete._last_call((df.constant(np.ones(columns, np.float32)),)) is MISS
