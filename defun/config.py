@@ -50,8 +50,13 @@ def _call_eagerly(self, *args, **kwargs):
     returned as tensors (as a graph returns them)."""
     if self._input_signature is not None:
         self._check_signature(args, kwargs)     # the same refusals as a graph call
-    result = self.python_function(*_eager_argument(args), **_eager_argument(kwargs))
-    return pack_as(result, [_eager_output(leaf, self.name, pos) for pos, leaf in enumerate(flatten(result))])
+    if kwargs or not all(type(a) is EagerTensor for a in args):   # tensors alone pass as they are
+        args, kwargs = _eager_argument(args), _eager_argument(kwargs)
+    result = self.python_function(*args, **kwargs)
+    leaves = flatten(result)
+    if all(leaf is None or isinstance(leaf, (Tensor, Variable)) for leaf in leaves):
+        return result       # returned as a graph call returns it (no leaf to convert)
+    return pack_as(result, [_eager_output(leaf, self.name, pos) for pos, leaf in enumerate(leaves)])
 
 
 def _eager_argument(value):
