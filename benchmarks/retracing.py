@@ -100,7 +100,7 @@ def relaxed_against_exact(backend, repeat):
             plans = [list(f._cache.values())[-1]._fn.plan_run() for f in (exact, relaxed)]
             fns["plan exact"] = lambda run=plans[0]: run(*values)
             fns["plan relaxed"] = lambda run=plans[1]: run(*values)
-    for fn in fns.values():     # past HOT_CALLS: the steady plan (defun/concrete.py)
+    for fn in fns.values():     # past HOT_CALLS: the steady plan (defun/trace_calls.py)
         for _ in range(5):
             fn()
     return median_us_interleaved(fns, repeat=repeat, min_run_s=0.01)
