@@ -72,7 +72,7 @@ class TraceCalls:
 
     __slots__ = ("name", "graph", "fn", "captured", "arg_variables", "pack", "single", "state",
                  "watched", "call", "run", "last_call", "_runner", "_guarded", "_globals", "_cells",
-                 "_on_stale", "_seen", "_specialized")
+                 "_on_stale", "_seen", "_specialized", "_dims")
 
     def __init__(self, concrete):
         self.name, self.graph, self.fn = concrete.name, concrete.graph, concrete._fn
@@ -83,8 +83,9 @@ class TraceCalls:
         self.watched = False
         self._globals = self._cells = ()    # watched names: (namespace, name, object); (cell, object)
         self._runner = self._guarded = None
-        self._seen = {}           # a relaxed trace: argument shapes -> calls seen (see _hot)
-        self._specialized = {}    # argument shapes -> the plan made static for them
+        self._seen = {}           # a relaxed trace: its unknown sizes -> calls seen (see _hot)
+        self._specialized = {}    # its unknown sizes -> the plan made static for them
+        self._dims = None         # (argument, axis) of each unknown size, once the runner is made
         self._move(FIRST)
 
     def _move(self, to):
@@ -161,6 +162,7 @@ class TraceCalls:
             ns.update((f"s{i}", tuple(s)) for i, s in enumerate(specs))
             ns.update((f"s{i}_{k}", d) for i, s in enumerate(specs) for k, d in enumerate(s))
             ns.update((f"d{i}", t.dtype.np) for i, t in enumerate(inputs))
+        self._dims = _unknown_sizes(inputs)
         exec(_runner_code(self._runner_source(len(caps), guard)), ns)  # noqa: S102 - every value bound in ns
         self._runner, self._guarded = ns["run_flat"], ns.get("last_call")
         self._move(QUIET)
@@ -177,9 +179,10 @@ class TraceCalls:
         args = [f"a{i}" for i in range(n)]
         vals = [f"v{i}" for i in range(n)]
         body = [f"o = run({', '.join(vals + [f'c{j}' for j in range(n_caps)])})"]
-        if self._relaxed_sizes():   # the plan for these shapes: see _hot
-            shapes = f"({''.join(f'{v}.shape, ' for v in vals)})"
-            body = ["sp = spec.get(" + shapes + ")", "if sp is None:", "    sp = hot(" + shapes + ")",
+        if self._relaxed_sizes():   # the plan for these sizes: see _hot
+            sizes = f"({''.join(f'v{i}.shape[{k}], ' for i, k in self._dims)})" if self._dims is not None \
+                else f"({''.join(f'{v}.shape, ' for v in vals)})"
+            body = ["sp = spec.get(" + sizes + ")", "if sp is None:", "    sp = hot(" + sizes + ")",
                     f"o = sp({', '.join(vals + [f'c{j}' for j in range(n_caps)])})"]
         for j in range(n_out):
             body += [f"r{j} = new(ET)", f"r{j}._value = o[{j}]", f"r{j}._id = nid()"]
@@ -213,22 +216,41 @@ class TraceCalls:
         return any(t.shape is not None and None in t.shape for t in inputs) and \
             all(t.dtype is not dtypes.resource for t in inputs)
 
-    def _hot(self, shapes):
-        """The plan a relaxed trace runs for arguments of `shapes`: its own until those shapes
+    def _hot(self, sizes):
+        """The plan a relaxed trace runs for arguments of `sizes` (their sizes the trace does
+        not know, or with an argument of unknown rank their shapes): its own until those
         were seen HOT_CALLS times, then one compiled from the trace made static for them
-        (the relaxed plan again if the graph refuses them: it then raises what it raises)."""
+        (the relaxed plan again if the graph refuses them: it then raises what it raises).
+        Every caller has checked the sizes the trace knows (the cache key, or the guard)."""
         seen = self._seen
-        count = seen.get(shapes, 0) + 1
+        count = seen.get(sizes, 0) + 1
         if count < HOT_CALLS or len(self._specialized) >= MAX_SPECIALIZED:
             if len(seen) < 4096:
-                seen[shapes] = count
+                seen[sizes] = count
             return self.fn.plan_run()
         try:
-            run = plan_of(specialize(self.graph, shapes), self.fn.backend).run
+            run = plan_of(specialize(self.graph, self.shapes_of(sizes)), self.fn.backend).run
         except Exception:   # noqa: BLE001 - sizes the graph refuses: the relaxed plan says why
             run = self.fn.plan_run()
-        self._specialized[shapes] = run
+        self._specialized[sizes] = run
         return run
+
+    def shapes_of(self, sizes):
+        """The argument shapes of a relaxed trace's plan key `sizes` (see _hot)."""
+        if self._dims is None:
+            return sizes
+        shapes = [list(t.shape) for t in self.graph.inputs]
+        for (i, k), d in zip(self._dims, sizes):
+            shapes[i][k] = d
+        return tuple(tuple(s) for s in shapes)
+
+
+def _unknown_sizes(inputs):
+    """(argument, axis) of each size the placeholders `inputs` leave unknown, or None when
+    one has an unknown rank (then a relaxed trace's plans are keyed by whole shapes)."""
+    if any(t.shape is None for t in inputs):
+        return None
+    return tuple((i, k) for i, t in enumerate(inputs) for k, d in enumerate(t.shape) if d is None)
 
 
 def _shape_test(v, s, shape):

@@ -429,7 +429,7 @@ def test_a_relaxed_trace_runs_a_static_plan_for_shapes_it_sees_often():
     for n in [2] + [5] * (HOT_CALLS + 2) + [1] * (HOT_CALLS + 2) + [3, 7]:
         check(n)
     relaxed = list(step._cache.values())[1]
-    shapes = {s[2] for s in relaxed._calls._specialized}
+    shapes = {relaxed._calls.shapes_of(s)[2] for s in relaxed._calls._specialized}
     assert shapes == {(5, 3), (1, 3)} and step.trace_count == 2
     # the static plan is what an exact trace's is: no size read, no sum to an equal shape
     fast = optimize(specialize(relaxed.graph, ((3, 4), (4,), (5, 3), (5,))))
