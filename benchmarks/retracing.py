@@ -8,7 +8,9 @@ cross-entropy) and mlp_medium (batch 64, 256-256-10); the step is
   100 batch sizes      a fresh defun'd step called with batch sizes 1..100, each once: its
                        traces and total time (tracing included), against a fresh step called
                        100 times at batch 8 (target: 2 traces, <= 1.2x); with
-                       reduce_retracing=False for comparison
+                       reduce_retracing=False for comparison; and those 100 calls again once
+                       every size has its exact trace (no trace in the time): sizes 1..100
+                       do more arithmetic than batch 8, which alone takes a share of the 1.2x
   relaxed vs exact     steady calls at batch 8 of the relaxed trace (made by a call at batch
                        9 first) against the exact trace, numpy and numba backends (<= 1.05x);
                        the forward alone (the loss, no gradient) too; and the relaxed trace's
@@ -69,6 +71,14 @@ def many_sizes(trials):
             times.append((CLOCK() - start) * 1e3)
             traces = step.trace_count
         out[name] = (traces, statistics.median(times))
+        if calls is varied and not relax:   # every size's exact trace made: the calls alone
+            again = []
+            for _ in range(trials):
+                start = CLOCK()
+                for a in calls:
+                    step(*a)
+                again.append((CLOCK() - start) * 1e3)
+            out["100 sizes, each size's exact trace made before (calls alone)"] = (0, statistics.median(again))
     return out
 
 
@@ -90,7 +100,7 @@ def relaxed_against_exact(backend, repeat):
             plans = [list(f._cache.values())[-1]._fn.plan_run() for f in (exact, relaxed)]
             fns["plan exact"] = lambda run=plans[0]: run(*values)
             fns["plan relaxed"] = lambda run=plans[1]: run(*values)
-    for fn in fns.values():     # past HOT_CALLS: the steady plan (defun/concrete.py)
+    for fn in fns.values():     # past HOT_CALLS: the steady plan (defun/trace_calls.py)
         for _ in range(5):
             fn()
     return median_us_interleaved(fns, repeat=repeat, min_run_s=0.01)
@@ -152,7 +162,8 @@ def main():
     base = sizes["100 calls at batch 8"][1]
     for name, (traces, ms) in sizes.items():
         target = "2 traces, <= 1.2x" if name.endswith("=True") else ""
-        rows.append([f"mlp_small step, {name}", f"{traces} traces, {ms:,.1f} ms", f"{ms / base:.2f}x", target])
+        rows.append([f"mlp_small step, {name}", f"{traces} traces, {ms:,.1f} ms" if traces else f"no trace, {ms:,.1f} ms",
+                     f"{ms / base:.2f}x", target])
     for backend in [b for b in ("numpy", "numba") if b in df.backends()]:
         us = relaxed_against_exact(backend, repeat)
         for what in ("step", "forward", "plan"):

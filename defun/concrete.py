@@ -1,4 +1,5 @@
-"""ConcreteFunction: one trace of a defun, its calling convention and structured outputs.
+"""ConcreteFunction: one trace of a defun, its calling convention and structured outputs
+(what a call of it runs, in each of its call states: TraceCalls, defun/trace_calls.py).
 
 Also what a trace can tell about itself: the tensors a call under a tape saves for the
 backward (`side_outputs()`, rows printed as a table), its backward function
@@ -13,11 +14,10 @@ import weakref
 
 import numpy as np
 
-from defun.runtime import dtypes, sites
-from defun.runtime.context import busy_threads, execution_callbacks, state
+from defun.runtime import sites
 from defun.runtime.nest import flatten, make_packer, pack_as
 from defun.runtime.shapes import shape_fits, shape_str
-from defun.runtime.tensor import EagerTensor, Tensor, next_tensor_id
+from defun.runtime.tensor import Tensor
 from defun.runtime.variables import _BY_HANDLE, SymbolicVariable, Variable
 from defun.graph.nodes import SymbolicTensor
 from defun.graph.printer import render_dot, to_dot, to_networkx
@@ -25,21 +25,12 @@ from defun.graph.serialize import describe_structure, output_names
 from defun.graph.backends import DEFAULT_BACKEND
 from defun.graph.functions import plan_of
 from defun.graph.passes import optimize
-from defun.graph.specialize import specialize
 from defun.cache_key import CacheKey
 from defun.graph_function import GraphFunction
+from defun.trace_calls import MISS, TraceCalls
 from defun.spec import TensorSpec
 
 __all__ = ["ConcreteFunction", "SideOutput", "SideOutputs", "StaleCaptureWarning", "MISS"]
-
-# what a trace's `last_call(args)` returns for arguments it does not take as they are
-MISS = object()
-
-# A relaxed trace (unknown sizes) runs its own plan for argument shapes it has seen fewer
-# than HOT_CALLS times, then a plan compiled from the trace made static for them (graph/
-# specialize.py: what an exact trace's plan runs), for at most MAX_SPECIALIZED shapes.
-HOT_CALLS = 3
-MAX_SPECIALIZED = 16
 
 # graph name -> graph of every trace alive, so a report that sees a call by its name (an
 # execution callback) finds the function it ran (names are unique in a process)
@@ -98,15 +89,7 @@ class ConcreteFunction:
         self._pack = make_packer(out_structure, sources)
         # one tensor returned as such: the eager runner returns it without packing
         self._single = sources == [0] and not isinstance(out_structure, (list, tuple, dict))
-        # `_call_flat(tensors)`: `_run_flat`, or `_call_flat_watched` while names are watched;
-        # `_run_flat` is made at the first call (`_make_runner`), when the plan is compiled
-        self._run_flat = self._call_first
-        self._call_flat = self._call_first
-        # `last_call(args)` of `_runner_source` once the runner is made (None while names
-        # are watched, or when there is none): `Function`'s first try
-        self._guarded = self._last_call = None
-        self._seen = {}           # a relaxed trace: argument shapes -> calls seen (see _hot)
-        self._specialized = {}    # argument shapes -> the plan made static for them
+        self._calls = TraceCalls(self)    # its call states: what a call runs (defun/trace_calls.py)
 
     @property
     def inputs(self):
@@ -136,118 +119,6 @@ class ConcreteFunction:
         conv = lambda t: TensorSpec(t.shape, t.dtype) if isinstance(t, SymbolicTensor) else t  # noqa: E731
         return pack_as(args, [conv(x) for x in flatten(args)]), pack_as(kwargs, [conv(x) for x in flatten(kwargs)])
 
-    def _call_first(self, tensors):
-        """Calls until the first eager one with nobody listening, which makes the eager
-        runner (compiling the plan: a call inside a trace or under a tape needs none)."""
-        if not state.quiet or execution_callbacks:
-            return self._call_general(tensors)
-        run = self._make_runner()
-        self._run_flat = run
-        if not self._watched:
-            self._call_flat = run
-        return run(tensors)
-
-    def _call_general(self, tensors):
-        """Any call: eager, under a tape, inside a trace (a call node), with callbacks."""
-        outs = self._fn.call_flat([*tensors, *self._captured])
-        if self._arg_variables:
-            outs += [_BY_HANDLE[tensors[k]._id] for k in self._arg_variables]
-        return self._pack(outs)
-
-    def _make_runner(self):
-        """`run_flat(tensors)`: the eager call with nobody listening (no tape, trace or
-        callback) straight to the compiled plan, generated for this trace's arity (the
-        captured values read once, here); anything else goes to `_call_general`. Also
-        `_last_call`, what `Function` tries first (see `_runner_source`)."""
-        general = self._call_general
-        try:
-            caps = [t._value for t in self._captured]
-        except AttributeError:      # captures of an enclosing trace: only ever called in it
-            return general
-        if self._arg_variables:
-            return general
-        ns = {"st": state, "busy": busy_threads, "callbacks": execution_callbacks, "general": general,
-              "run": self._fn.plan_run(), "new": object.__new__, "ET": EagerTensor, "nid": next_tensor_id,
-              "pack": self._pack,
-              "MISS": MISS, "spec": self._specialized, "hot": self._hot}
-        ns.update((f"c{j}", v) for j, v in enumerate(caps))
-        specs = [t.shape for t in self.graph.inputs]
-        guard = all(s is not None for s in specs)
-        if guard:
-            ns.update((f"s{i}", tuple(s)) for i, s in enumerate(specs))
-            ns.update((f"d{i}", t.dtype.np) for i, t in enumerate(self.graph.inputs))
-        source = self._runner_source(len(caps), guard)
-        exec(compile(source, f"<defun call {self.name}>", "exec"), ns)  # noqa: S102 - names made here
-        self._guarded = ns.get("last_call")
-        if not self._watched:
-            self._last_call = self._guarded
-        if self._function is not None:      # tracebacks show the user's def, not `<defun call>`
-            sites.runs_at_definition(ns, ("run_flat", "last_call"), self._function.python_function)
-        return ns["run_flat"]
-
-    def _runner_source(self, n_caps, guard):
-        """The source of `run_flat(tensors)` and, with `guard`, of `last_call(args)`: the
-        same call when `args` are eager tensors of this trace's dtypes and shapes (any size
-        where the trace's is unknown: a relaxed trace), else MISS. `Function` calls `last_call`
-        of the trace its last call ran before anything else: one check per argument instead of
-        a cache key and a lookup
-        (one-op call of float32 (4,) tensors: 1.38-1.61 -> 0.87-0.96 us, np.add 0.30)."""
-        n, n_out = len(self.graph.inputs), len(self.graph.outputs)
-        args = [f"a{i}" for i in range(n)]
-        vals = [f"v{i}" for i in range(n)]
-        body = [f"o = run({', '.join(vals + [f'c{j}' for j in range(n_caps)])})"]
-        if self._relaxed_sizes():   # the plan for these shapes: see _hot
-            shapes = f"({''.join(f'{v}.shape, ' for v in vals)})"
-            body = ["sp = spec.get(" + shapes + ")", "if sp is None:", "    sp = hot(" + shapes + ")",
-                    f"o = sp({', '.join(vals + [f'c{j}' for j in range(n_caps)])})"]
-        for j in range(n_out):
-            body += [f"r{j} = new(ET)", f"r{j}._value = o[{j}]", f"r{j}._id = nid()"]
-        body.append("return r0" if self._single else f"return pack([{', '.join(f'r{j}' for j in range(n_out))}])")
-        lines = ["def run_flat(tensors):",
-                 "    if (not busy or st.quiet) and not callbacks:"]
-        if n:
-            lines += [f"        {', '.join(args)}, = tensors",
-                      "        try:",
-                      f"            {', '.join(vals)}, = {', '.join(f'{a}._value' for a in args)},",
-                      "        except AttributeError:",
-                      "            return general(tensors)"]
-        lines += ["        " + line for line in body] + ["    return general(tensors)"]
-        if guard:
-            checks = [f"type({a}) is ET" for a in args]
-            same = [f"v{i}.dtype is d{i} and {_shape_test(f'v{i}', f's{i}', t.shape)}"
-                    for i, t in enumerate(self.graph.inputs)]
-            lines += ["def last_call(args):",
-                      f"    if len(args) == {n}:"]
-            if n:
-                lines += [f"        {', '.join(args)}, = args",
-                          f"        if {' and '.join(checks)}:",
-                          f"            {', '.join(vals)}, = {', '.join(f'{a}._value' for a in args)},"]
-            lines += [f"            if {' and '.join(same + ['(not busy or st.quiet) and not callbacks'])}:"]
-            lines += ["                " + line for line in body] + ["    return MISS"]
-        return "\n".join(lines) + "\n"
-
-    def _relaxed_sizes(self):
-        """True for a trace with unknown argument sizes (and no variable arguments)."""
-        return any(t.shape is not None and None in t.shape for t in self.graph.inputs) and \
-            all(t.dtype is not dtypes.resource for t in self.graph.inputs)
-
-    def _hot(self, shapes):
-        """The plan a relaxed trace runs for arguments of `shapes`: its own until those shapes
-        were seen HOT_CALLS times, then one compiled from the trace made static for them
-        (the relaxed plan again if the graph refuses them: it then raises what it raises)."""
-        seen = self._seen
-        count = seen.get(shapes, 0) + 1
-        if count < HOT_CALLS or len(self._specialized) >= MAX_SPECIALIZED:
-            if len(seen) < 4096:
-                seen[shapes] = count
-            return self._fn.plan_run()
-        try:
-            run = plan_of(specialize(self.graph, shapes), self._fn.backend).run
-        except Exception:   # noqa: BLE001 - sizes the graph refuses: the relaxed plan says why
-            run = self._fn.plan_run()
-        self._specialized[shapes] = run
-        return run
-
     def __call__(self, *args, **kwargs):
         key = None
         if self._function is not None:
@@ -262,7 +133,7 @@ class ConcreteFunction:
                     f"{self.name}: this concrete function was traced for other arguments "
                     f"({'; '.join(misfits)}); call the defun itself, or get_concrete_function "
                     f"for these arguments")
-            return self._call_flat(tensors)
+            return self._calls.call(tensors)
         if len(tensors) != len(self.graph.inputs):
             raise TypeError(f"{self.name}: expected {len(self.graph.inputs)} tensor arguments, got {len(tensors)}")
         misfits = [f"tensor argument {k} has {t.dtype.name}{shape_str(t.shape)}, the trace takes "
@@ -271,7 +142,7 @@ class ConcreteFunction:
                    if t.dtype is not p.dtype or not shape_fits(t.shape, p.shape)]
         if misfits:
             raise ValueError(f"{self.name}: {'; '.join(misfits)}")
-        return self._call_flat(tensors)
+        return self._calls.call(tensors)
 
     # ------------------------------------------------------------------ side outputs
     def side_outputs(self):
@@ -297,35 +168,14 @@ class ConcreteFunction:
     def _watch(self, watched):
         """Check at every call that these names (namespace, name, the tensor or variable it
         named, use site) still name it. Only a trace that has such names pays for the
-        check: its `_call_flat` becomes the checking one."""
+        check: its calls move to WATCHED (defun/trace_calls.py)."""
         self._watched = tuple(watched)
-        self._watched_globals = tuple((w, n, obj) for w, n, obj, _ in self._watched if type(w) is dict)
-        self._watched_cells = tuple((w, obj) for w, n, obj, _ in self._watched if type(w) is not dict)
         if self._watched:
-            self._call_flat = self._call_flat_watched
-            self._last_call = None
+            self._calls.watch(self._watched)
 
     def _unwatch(self):
-        self._watched = self._watched_globals = self._watched_cells = ()
-        self._call_flat = self._run_flat
-        self._last_call = self._guarded
-
-    def _call_flat_watched(self, tensors):
-        # the usual case, every name unchanged, costs one identity test per name (about
-        # 0.15 us for one global)
-        for namespace, name, named in self._watched_globals:
-            if namespace.get(name) is not named:
-                self._check_stale()
-                break
-        else:
-            try:
-                for cell, named in self._watched_cells:
-                    if cell.cell_contents is not named:
-                        self._check_stale()
-                        break
-            except ValueError:      # an empty cell: the name was deleted
-                pass
-        return self._run_flat(tensors)
+        self._watched = ()
+        self._calls.unwatch()
 
     def _check_stale(self):
         """Warn (once per function) for the first name that now names another tensor or variable."""
@@ -402,15 +252,6 @@ def output_names_of(concrete):
     """A name per output: a returned dict's keys, `output_0` for a lone tensor (as exported)."""
     out_index = [k if type(k) is int else None for k in concrete._out_index]
     return output_names(describe_structure(concrete._out_structure, out_index), len(concrete.graph.outputs))
-
-
-def _shape_test(v, s, shape):
-    """Source testing that array `v` has `shape` (held in name `s`): a tuple comparison, or
-    for a shape with unknown sizes its rank and each known size."""
-    if None not in shape:
-        return f"{v}.shape == {s}"
-    return " and ".join([f"{v}.ndim == {len(shape)}"] +
-                        [f"{v}.shape[{k}] == {d}" for k, d in enumerate(shape) if d is not None])
 
 
 def input_names(concrete):

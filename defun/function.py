@@ -1,8 +1,12 @@
 """`@defun` and `Function`: trace a Python function per cache key, call the right trace.
 
-States of a `Function`, explicit in code: a call computes the cache key (defun/cache_key.py);
-a miss traces (once per key, under a lock) into a ConcreteFunction; a hit calls it, which
-runs its GraphFunction (defun/graph_function.py) by one of three routes.
+A call finds its trace by the first of three tiers that answers: the guarded runner of the
+trace the last call ran (`_last_call`: eager tensors it takes as they are), the fast cache
+(`_fast_cache`: (class, shape, dtype) per eager tensor argument -> that trace's TraceCalls),
+then the cache key (defun/cache_key.py; `_cache`: key -> ConcreteFunction). A miss traces
+(once per key, under a lock) into a ConcreteFunction; a trace's calls run what its call
+state runs (defun/trace_calls.py), its GraphFunction (defun/graph_function.py) by one of
+three routes.
 
 With `reduce_retracing` (the default) a miss whose key differs from an earlier trace's in
 tensor sizes only (the same `rank_part`) traces once more with those sizes unknown, and
@@ -141,8 +145,8 @@ class Function:
         functools.update_wrapper(self, python_function, updated=())
         self._lock = threading.RLock()
         self._cache = {}
-        self._fast_cache = {}   # tuple of (shape, np dtype) per plain eager argument -> concrete
-        self._last_call = None  # `last_call` of the trace a fast-cache hit ran (defun/concrete.py)
+        self._fast_cache = {}   # tuple of (class, shape, np dtype) per eager argument -> TraceCalls
+        self._last_call = None  # `last_call` of the trace the last call ran (defun/trace_calls.py)
         self._tracing = set()   # keys being traced (by the thread holding the lock): recursion
         self._retraces = []     # a RetraceReason per trace after the first
         self._stale_warned = False   # a StaleCaptureWarning was given (once per function)
@@ -281,21 +285,22 @@ class Function:
             except AttributeError:
                 pass
             else:
-                concrete = self._fast_cache.get(fast_key)
-                if concrete is not None:
-                    self._last_call = concrete._last_call
-                    return concrete._call_flat(args)
+                calls = self._fast_cache.get(fast_key)
+                if calls is not None:
+                    self._last_call = calls.last_call
+                    return calls.call(args)
         key, tensors = self._key_and_tensors(args, kwargs)
         concrete = self._cache.get(key)
         if concrete is None:
             concrete = self._miss(key, args, kwargs)
+        calls = concrete._calls
         if fast_key is None or self._plain_arity != len(args) or \
                 not all(type(a) is EagerTensor for a in args):
-            return concrete._call_flat(tensors)
+            return calls.call(tensors)
         if len(self._fast_cache) < FAST_CACHE_LIMIT:
-            self._fast_cache[fast_key] = concrete
-        out = concrete._call_flat(tensors)
-        self._last_call = concrete._last_call     # a relaxed trace's takes the next size as it is
+            self._fast_cache[fast_key] = calls
+        out = calls.call(tensors)
+        self._last_call = calls.last_call     # a relaxed trace's takes the next size as it is
         return out
 
     _call_graph = __call__    # what `__call__` is again after run_functions_eagerly(False)
@@ -308,13 +313,13 @@ class Function:
         if _RUN_EAGERLY:
             return None     # the tape route runs the Python function
         try:
-            concrete = self._fast_cache.get(tuple(map(_FAST_KEY_PART, args)))
+            calls = self._fast_cache.get(tuple(map(_FAST_KEY_PART, args)))
         except AttributeError:
             return None
-        if concrete is None or not concrete._single or concrete._watched or \
-                not concrete.graph.outputs[0].dtype.is_inexact:
+        if calls is None or not calls.single or calls.watched or \
+                not calls.graph.outputs[0].dtype.is_inexact:
             return None
-        value, grads = concrete._fn.first_order().value_and_gradients([*args, *concrete._captured])
+        value, grads = calls.fn.first_order().value_and_gradients([*args, *calls.captured])
         # integer and bool sources get none, as from a tape
         return value, [grads[p] if args[p].dtype.is_inexact else None for p in params]
 

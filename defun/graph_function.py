@@ -22,7 +22,7 @@ from defun.runtime.variables import watch_read_handles
 from defun.graph.backends import DEFAULT_BACKEND
 from defun.graph.checking import CheckingBackend, checking_backend
 from defun.graph.functions import call_graph, input_grads, plan_of, rematerialize
-from defun.graph.gradients import LOCK, MAX_LEVELS, pick_level, saving_from, saving_of
+from defun.graph.gradients import LOCK, MAX_LEVELS, Source, pick_level, saving_from, saving_of
 from defun.graph.input_gradients import DenseGrad
 from defun.graph.nodes import SymbolicTensor
 
@@ -244,16 +244,20 @@ class _FirstOrder:
         bw = saving.backward
         self.bw_run = None      # compiled at the first backward
         self.grad_pos = tuple(bw.grad_outputs)
-        # per backward capture: (0, k) forward input k, (1, j) saved output j, (2, array)
+        # per backward capture, its Source and: INPUT, forward input k; SIDE, the position
+        # of the saved output in a run's outputs; VALUE, the captured array. None: a value
+        # that is no eager tensor (an enclosing trace's), which the general route handles
         feed = []
         for kind, v in bw.capture_sources:
-            if kind == "input":
-                feed.append((0, v))
-            elif kind == "side":
-                feed.append((1, saving.side_pos[v]))
-            else:
-                feed.append((2, v._value) if isinstance(v, EagerTensor) else (3, v))
-        self.feed = tuple(feed)
+            if kind is Source.SIDE:
+                v = saving.side_pos[v]
+            elif kind is Source.VALUE:
+                if not isinstance(v, EagerTensor):
+                    feed = None
+                    break
+                v = v._value
+            feed.append((kind, v))
+        self.feed = None if feed is None else tuple(feed)
         self.grads = tuple(bw.input_grads)
 
     def forward(self, vals):
@@ -293,7 +297,9 @@ class _FirstOrder:
     def run_backward(self, grads, inputs, saved):
         """The input gradients, computed on arrays; None to take the general route (a
         gradient that is no eager tensor, or one for a side output, or none at all)."""
-        n_out = self.n_out
+        n_out, feed = self.n_out, self.feed
+        if feed is None:
+            return None
         given = False
         for k, g in enumerate(grads):
             if g is not None:
@@ -305,9 +311,8 @@ class _FirstOrder:
         vals = [grads[k]._value if grads[k] is not None else zeros_like(saved[k])._value
                 for k in self.grad_pos]
         try:
-            for kind, v in self.feed:
-                vals.append(inputs[v]._value if kind == 0 else saved[v]._value if kind == 1 else
-                            v if kind == 2 else _eager_value(v))
+            for kind, v in feed:
+                vals.append(inputs[v]._value if kind is _INPUT else saved[v]._value if kind is _SIDE else v)
         except AttributeError:
             return None
         run = self.bw_run
@@ -342,6 +347,7 @@ def _run_backward(s, backend, grads, inputs, saved):
 
 
 _new = object.__new__
+_INPUT, _SIDE = Source.INPUT, Source.SIDE     # read per backward capture of a recorded call
 
 
 def _tensor(value):

@@ -33,7 +33,7 @@ from defun.runtime.shapes import merge_shapes, shape_str, shapes_compatible
 from defun.runtime.tensor import Tensor, constant
 from defun.runtime.variables import watch_read_handles
 from defun.graph.functions import CALL, call_graph, input_grads, plan_of, add_side_outputs
-from defun.graph.gradients import LOCK as _grad_lock, levels_of, pick_level, saving_of
+from defun.graph.gradients import LOCK as _grad_lock, Source, levels_of, pick_level, saving_of
 from defun.graph.ir import Graph, unique_name
 from defun.graph.loop_stacks import is_loop_stack, is_stand_in, padded, padded_tensors
 from defun.graph.nodes import CONST
@@ -209,7 +209,7 @@ class _CondLevel:
                 los = [w.placeholder(shape, dtype) for shape, dtype in level_types]
                 feed = [gs[diff.index(k)] for k in bw.grad_outputs]
                 for kind, v in bw.capture_sources:
-                    feed.append(xs[v] if kind == "input" else los[pos[v]] if kind == "side" else v)
+                    feed.append(xs[v] if kind is Source.INPUT else los[pos[v]] if kind is Source.SIDE else v)
                 got = input_grads(bw, call_graph(bw.graph, feed))
                 outs = []
                 for k in positions:
@@ -669,10 +669,10 @@ class _WhileLevel:
             return j
         self.feed = []
         for kind, v in bw.capture_sources:
-            if kind == "input":
+            if kind is Source.INPUT:
                 self.feed.append(("stack", stack_of(fwd.all_inputs[v])) if v < n else
                                  ("slice", v - n) if v < n + sliced else ("const", v - n - sliced))
-            elif kind == "side":
+            elif kind is Source.SIDE:
                 self.feed.append(("stack", stack_of(bw.side_outputs[v])))
             else:
                 self.feed.append(("value", v))

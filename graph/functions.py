@@ -19,7 +19,7 @@ from defun.runtime.registry import register
 from defun.runtime.shapes import shape_str, shapes_compatible
 from defun.graph.backends import get_backend
 from defun.graph.executor import compile_graph
-from defun.graph.gradients import LOCK, Backward, levels_of, pick_level, saving_of
+from defun.graph.gradients import LOCK, Backward, Source, levels_of, pick_level, saving_of
 from defun.graph.input_gradients import DenseGrad
 from defun.graph.ir import Graph
 from defun.graph.nodes import Node, SymbolicTensor, infer_types
@@ -234,8 +234,8 @@ def _rematerialized(f, bw):
                                                   node.attrs)
         feed = list(seeds)
         for kind, v in bw.capture_sources:
-            feed.append(rb.capture(fwd.all_inputs[v]) if kind == "input" else
-                        value(bw.side_outputs[v]) if kind == "side" else v)
+            feed.append(rb.capture(fwd.all_inputs[v]) if kind is Source.INPUT else
+                        value(bw.side_outputs[v]) if kind is Source.SIDE else v)
         outs = call_graph(bw.graph, feed)
     rb.finalize(outs)
     return Backward.over(fwd, rb, bw.grad_outputs, bw.input_grads, f"{f.name}_forward_remat",

@@ -15,6 +15,7 @@ extra outputs (graph.functions.add_side_outputs). Only a graph being built can c
 original, which plain calls run, never pays for side outputs). Higher orders repeat this:
 the forward with side outputs is a function like any other, with its own Saving.
 """
+import enum
 import threading
 
 from defun.runtime import errors, tape as tape_mod
@@ -26,7 +27,7 @@ from defun.graph.ir import Graph
 from defun.graph.nodes import PLACEHOLDER, SymbolicTensor
 from defun.graph.rewrite import GraphCopy
 
-__all__ = ["build_backward", "Backward", "Saving", "saving_of", "saving_from", "levels_of",
+__all__ = ["build_backward", "Backward", "Saving", "Source", "saving_of", "saving_from", "levels_of",
            "pick_level", "capture_sources", "LOCK"]
 
 # One lock for everything derived for gradients (savings, levels, rematerialized backwards):
@@ -50,6 +51,21 @@ class _Depth(threading.local):
 _depth = _Depth()
 
 
+class Source(str, enum.Enum):
+    """Where a backward capture's value comes from: the kind in each (kind, v) pair of
+    `Backward.capture_sources`, which every reader of them shares (the backward's feed, a
+    first-order call's, loops, exports). INPUT: v is k, the forward function's k-th input;
+    SIDE: v is j, its j-th side output; VALUE: v is an outer value (a captured tensor).
+    A str equal to its lower-case name, which is how it prints and documents write it."""
+
+    INPUT = "input"
+    SIDE = "side"
+    VALUE = "value"
+
+    # printed as its text ('input'), as documents and listings write it
+    __str__, __repr__, __format__ = str.__str__, str.__repr__, str.__format__
+
+
 class Backward:
     """A backward function and how to feed it.
 
@@ -57,8 +73,9 @@ class Backward:
         (`grad_outputs` gives their forward output positions), then captures.
     forward: the forward with side outputs: same inputs as the forward, returning its
         outputs and then `side_outputs` (the function to run when a gradient will follow).
-    capture_sources: per backward capture, ("input", k) for the forward function's k-th
-        input, ("side", k) for its k-th side output, or ("value", v) for an outer value.
+    capture_sources: per backward capture, (Source.INPUT, k) for the forward function's k-th
+        input, (Source.SIDE, k) for its k-th side output, or (Source.VALUE, v) for an outer
+        value (equal to ("input", k) and so on: a Source is its name).
     side_outputs: forward tensors the forward function must also return (tensors of
         `forward`'s nodes).
     side_source: per side output, j when it is the forward's own output j, else None.
@@ -75,7 +92,7 @@ class Backward:
         `side_source` (none given: no side output is one of them)."""
         self.graph, self.forward = graph, forward
         self.grad_outputs = list(grad_outputs)
-        self.capture_sources = list(capture_sources)
+        self.capture_sources = [(Source(kind), v) for kind, v in capture_sources]
         self.side_outputs = list(side_outputs)
         self.input_grads = list(input_grads)
         where = {id(t): j for j, t in reversed(list(enumerate(outputs)))}
@@ -109,8 +126,8 @@ class Saving:
         """The backward's capture values: forward `inputs` and the outputs of a run of `next`."""
         out = []
         for kind, v in self.backward.capture_sources:
-            out.append(inputs[v] if kind == "input" else
-                       outputs[self.side_pos[v]] if kind == "side" else v)
+            out.append(inputs[v] if kind is Source.INPUT else
+                       outputs[self.side_pos[v]] if kind is Source.SIDE else v)
         return out
 
 
@@ -231,14 +248,14 @@ def capture_sources(bwd, fwd):
         outer, _ = bwd.captures[tid]
         if isinstance(outer, SymbolicTensor) and outer.node.graph is fwd:
             if tid in pos_of_input:
-                sources.append(("input", pos_of_input[tid]))
+                sources.append((Source.INPUT, pos_of_input[tid]))
                 continue
             if tid not in side_pos:
                 side_pos[tid] = len(side_outputs)
                 side_outputs.append(outer)
-            sources.append(("side", side_pos[tid]))
+            sources.append((Source.SIDE, side_pos[tid]))
         else:
-            sources.append(("value", outer))
+            sources.append((Source.VALUE, outer))
     return sources, side_outputs
 
 

@@ -117,7 +117,7 @@ def test_a_symbolic_tensor_passed_eagerly_is_refused_by_name_after_the_runner_ex
     leaked = []
     df.defun(lambda t: leaked.append(t) or t)(x)
     with pytest.raises(df.errors.TracingError, match="outside the function trace"):
-        f.get_concrete_function(x)._call_flat([leaked[0]])
+        f.get_concrete_function(x)._calls.call([leaked[0]])
 
 
 def _mixed(x, w, ids):
@@ -287,3 +287,112 @@ def test_fused_value_and_gradients_keep_the_stale_capture_check():
     with pytest.warns(df.StaleCaptureWarning, match="closure name 'scale'"):
         value, (g,) = vg(x)
     assert float(np.asarray(value)) == 2.0 and float(np.asarray(g)) == 2.0
+
+
+def test_traces_of_one_layout_share_their_runner_code_and_each_checks_its_own_sizes():
+    """The runner's source names each trace's sizes and writes none, so it is compiled once
+    per layout; each trace's `last_call` still takes only its own known sizes."""
+    from defun.trace_calls import MISS
+
+    def relaxed(columns):
+        f = df.defun(lambda x: df.reduce_sum(df.tanh(x), axis=1))
+        for n in (2, 3):
+            f(df.constant(np.ones((n, columns), np.float32)))
+        return list(f._cache.values())[-1]
+
+    three, five = relaxed(3), relaxed(5)
+    assert three.graph.inputs[0].shape == (None, 3) and five.graph.inputs[0].shape == (None, 5)
+    assert three._calls.run.__code__ is five._calls.run.__code__
+    for concrete, columns, other in ((three, 3, 5), (five, 5, 3)):
+        x0 = np.random.default_rng(columns).normal(size=(4, columns)).astype(np.float32)
+        out = concrete._calls.last_call((df.constant(x0),))
+        np.testing.assert_allclose(out.numpy(), np.tanh(x0).sum(axis=1), rtol=1e-6)
+        assert concrete._calls.last_call((df.constant(np.ones((4, other), np.float32)),)) is MISS
+        assert concrete._calls.last_call((df.constant(np.ones((4, columns), np.float64)),)) is MISS
+        assert concrete._calls.last_call((df.constant(np.ones(columns, np.float32)),)) is MISS
+
+
+_GLOBAL_SCALE = df.constant(np.float32(2.0))
+
+
+def _by_global(x):
+    return x * _GLOBAL_SCALE
+
+
+def test_a_traces_call_states_follow_the_table():
+    """FIRST until a quiet call (a call under a tape or a callback leaves it there), then
+    QUIET with a guarded runner; WATCHED (a global name) has no guarded runner until the first
+    stale name unwatches it; GENERAL when no runner can be made (a variable argument returned,
+    or captures of an enclosing trace), each giving the values the Python function gives."""
+    from defun.trace_calls import CallState
+
+    global _GLOBAL_SCALE
+    x = df.constant(np.arange(3, dtype=np.float32))
+    f = df.defun(lambda t: df.tanh(t) * 3.0)
+    calls = f.get_concrete_function(x)._calls
+    assert (calls.state, calls.watched, calls.last_call) == (CallState.FIRST, False, None)
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y = f(x)
+    with _Listening():
+        f(x)
+    assert calls.state is CallState.FIRST and calls.call == calls.run
+    np.testing.assert_allclose(np.asarray(tape.gradient(y, x)), 3.0 * (1.0 - np.tanh(np.asarray(x)) ** 2), rtol=1e-6)
+    for _ in range(2):      # the first quiet call makes the runner, the next one is Function's first try
+        np.testing.assert_allclose(np.asarray(f(x)), np.tanh(np.asarray(x)) * 3.0, rtol=1e-6)
+    assert calls.state is CallState.QUIET and calls.last_call is not None and f._last_call is calls.last_call
+
+    g = df.defun(_by_global)
+    watched = g.get_concrete_function(x)._calls
+    assert watched.watched and watched.last_call is None and watched.call != watched.run
+    np.testing.assert_allclose(np.asarray(g(x)), np.asarray(x) * 2.0)
+    assert watched.state is CallState.QUIET and watched.last_call is None
+    old = _GLOBAL_SCALE
+    try:
+        _GLOBAL_SCALE = df.constant(np.float32(5.0))
+        with pytest.warns(df.StaleCaptureWarning, match="_GLOBAL_SCALE"):
+            np.testing.assert_allclose(np.asarray(g(x)), np.asarray(x) * 2.0)   # the trace keeps the old one
+    finally:
+        _GLOBAL_SCALE = old
+    assert not watched.watched and watched.call == watched.run and watched.last_call is not None
+
+    v, w = df.Variable(np.ones(3, np.float32)), df.Variable(np.full(3, 2.0, np.float32))
+    h = df.defun(lambda var, t: (var, var * t))     # returns the variable it was passed
+    h(v, x)
+    assert h.get_concrete_function(v, x)._calls.state is CallState.GENERAL
+    back, product = h(w, x)
+    assert back is w
+    np.testing.assert_allclose(np.asarray(product), 2.0 * np.asarray(x))
+
+    inner_calls = []
+
+    @df.defun
+    def outer(t):
+        scale = df.reduce_sum(t)        # a tensor of this trace, captured by the inner one
+        inner = df.defun(lambda u: u * scale)
+        out = inner(t)
+        inner_calls.append(inner.get_concrete_function(t)._calls)
+        return out
+    np.testing.assert_allclose(np.asarray(outer(x)), np.asarray(x) * np.asarray(x).sum())
+    assert inner_calls[0].state is CallState.FIRST     # only ever called inside the trace
+
+
+def test_capture_sources_are_one_named_type_shared_by_the_backward_and_the_first_order_call():
+    """Backward.capture_sources pairs a Source with an index or value (equal to the
+    documented ('input', k) pairs); a loaded document's backward, built from its text, holds
+    the same members; the first-order call's feed holds them too."""
+    from defun.graph.gradients import Source
+
+    f = df.defun(_mixed)
+    args = _mixed_args()
+    cf = f.get_concrete_function(*args)
+    sources = cf.backward_function().capture_sources
+    kinds = {kind for kind, _ in sources}
+    assert kinds == {Source.INPUT, Source.SIDE}     # x and the captured SCALE; saved values
+    assert all(type(kind) is Source for kind, _ in sources)
+    assert [(str(k), v) for k, v in sources if k is not Source.VALUE] == \
+        [(k, v) for k, v in sources if k in ("input", "side")]
+    first = cf._fn.first_order()
+    assert [kind for kind, _ in first.feed] == [kind for kind, _ in sources]
+    assert all(isinstance(v, np.ndarray) for kind, v in first.feed if kind is Source.VALUE)
+    assert repr(Source.INPUT) == "'input'" and Source("side") is Source.SIDE

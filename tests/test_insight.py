@@ -530,13 +530,13 @@ def test_a_global_named_in_a_helper_function_is_watched_too():
 def test_a_trace_without_named_captures_pays_nothing_per_call():
     f = df.defun(lambda x: x * 2.0)
     cf = f.get_concrete_function(df.constant(1.0))
-    assert cf._call_flat != cf._call_flat_watched        # no per-call check
+    assert not cf._calls.watched and cf._calls.call == cf._calls.run     # no per-call check
     captured = df.constant(3.0)
     g = df.defun(lambda x: x * captured)
     gcf = g.get_concrete_function(df.constant(1.0))
-    assert gcf._call_flat == gcf._call_flat_watched
+    assert gcf._calls.watched and gcf._calls.call != gcf._calls.run
     assert g(df.constant(2.0)).numpy() == 6.0
-    assert gcf._call_flat == gcf._call_flat_watched      # the first call keeps the check
+    assert gcf._calls.watched and gcf._calls.call != gcf._calls.run   # the first call keeps the check
 
 
 def test_step_side_outputs_of_a_function_not_traced_here_give_the_saved_sizes(monkeypatch):

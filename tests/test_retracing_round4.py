@@ -404,7 +404,7 @@ def test_a_relaxed_trace_calling_a_defun_and_assigning_a_variable():
 
 # ====================================================================== hot shapes
 def test_a_relaxed_trace_runs_a_static_plan_for_shapes_it_sees_often():
-    from defun.concrete import HOT_CALLS
+    from defun.trace_calls import HOT_CALLS
     from defun.graph.passes import optimize
     from defun.graph.specialize import specialize
 
@@ -429,7 +429,7 @@ def test_a_relaxed_trace_runs_a_static_plan_for_shapes_it_sees_often():
     for n in [2] + [5] * (HOT_CALLS + 2) + [1] * (HOT_CALLS + 2) + [3, 7]:
         check(n)
     relaxed = list(step._cache.values())[1]
-    shapes = {s[2] for s in relaxed._specialized}
+    shapes = {relaxed._calls.shapes_of(s)[2] for s in relaxed._calls._specialized}
     assert shapes == {(5, 3), (1, 3)} and step.trace_count == 2
     # the static plan is what an exact trace's is: no size read, no sum to an equal shape
     fast = optimize(specialize(relaxed.graph, ((3, 4), (4,), (5, 3), (5,))))
@@ -480,3 +480,24 @@ def test_a_new_size_runs_the_relaxed_trace_without_a_cache_lookup():
     assert lookups == [] and f.trace_count == 2
     f(df.constant(np.ones((2, 2, 2), np.float32)))      # another rank: a lookup and a trace of its own
     assert len(lookups) == 1 and f.trace_count == 3
+
+
+@pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")    # the mean of 0 rows
+def test_a_relaxed_steps_gradients_at_sizes_zero_one_seven_and_past_the_small_broadcast():
+    """The relaxed trace's own plan (a size's first calls) broadcasts a mean's gradient and
+    sums a bias's: a filled array up to 4,096 elements, a view past them (5,000 rows)."""
+    def loss(w, b, x):
+        return df.reduce_mean(df.reduce_sum(df.tanh(x @ w + b), axis=1))
+
+    step = df.defun(df.value_and_gradients_function(loss, [0, 1]))
+    w, b = df.constant(W), df.constant(B)
+    for n in (2, 3, 0, 1, 7, 5000):
+        x = _rows(n)
+        value, (gw, gb) = step(w, b, df.constant(x))
+        h = np.tanh(x.astype(f64) @ W + B)
+        d = (1 - h * h) / max(n, 1)
+        if n:
+            np.testing.assert_allclose(value.numpy(), h.sum(axis=1).mean(), rtol=1e-5)
+        np.testing.assert_allclose(gw.numpy(), x.T @ d, rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(gb.numpy(), d.sum(axis=0), rtol=1e-4, atol=1e-6)
+    assert step.trace_count == 2

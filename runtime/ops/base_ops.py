@@ -486,11 +486,24 @@ def _sum_to_like(g, like):
 
 def _broadcast_like(x, like):
     shape = np.shape(like)
-    return x if np.shape(x) == shape else np.broadcast_to(x, shape)
+    if not isinstance(x, _ARRAYS):
+        x = np.asarray(x)
+    if x.shape == shape:
+        return x
+    if x.ndim <= len(shape) and _prod(shape) <= _BROADCAST_COPY_MAX:   # as broadcast_to's kernel
+        out = _empty(shape, x.dtype)
+        out[...] = x
+        return out
+    return np.broadcast_to(x, shape)
+
+
+_ARRAYS = (np.ndarray, np.generic)
 
 
 def _sum_to(g, shape):
     lead = g.ndim - len(shape)
+    if lead == 1 and g.shape[1:] == shape:    # over the leading axis alone: a bias's gradient
+        return np.add.reduce(g, axis=0, dtype=g.dtype)
     axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1)
     r = np.add.reduce(g, axis=axes, dtype=g.dtype) if axes else g
     return r if r.shape == shape else np.reshape(r, shape)
