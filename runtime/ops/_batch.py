@@ -74,13 +74,36 @@ def clip_by_value(ctx, node, inputs, batched):
     return elementwise(ctx, node, xs, [True] + list(batched[1:]))
 
 
-def strided_slice(ctx, node, inputs, batched):
-    a = node.attrs
+def _slice_past_batch(a):
+    """strided_slice attrs `a` (and dynamic_strided_slice's operands) with a whole batch axis first."""
     attrs = dict(a, begin=(0,) + tuple(a["begin"]), end=(0,) + tuple(a["end"]),
                  strides=(1,) + tuple(a["strides"]), begin_mask=a["begin_mask"] << 1 | 1,
                  end_mask=a["end_mask"] << 1 | 1, shrink_axis_mask=a["shrink_axis_mask"] << 1,
                  new_axis=tuple(p + 1 for p in a["new_axis"]))
-    return _out(emit(node, materialize_all(ctx, node, inputs, batched), attrs))
+    if "operands" in a:
+        attrs["operands"] = tuple(c + 3 for c in a["operands"])
+    return attrs
+
+
+def _slice_past_batch_of(ctx, a):
+    """dynamic_strided_slice's attrs with a whole batch axis first (and on its known sizes)."""
+    return dict(_slice_past_batch(a), shape=(ctx.size,) + tuple(a["shape"]) if a["shape"] else ())
+
+
+def strided_slice(ctx, node, inputs, batched):
+    return _out(emit(node, materialize_all(ctx, node, inputs, batched), _slice_past_batch(node.attrs)))
+
+
+def dynamic_strided_slice(ctx, node, inputs, batched):
+    """(x, *bounds) or its gradient's (g, like, *bounds): the tensors batched, the bounds
+    shared by every example (per-example bounds can give examples of different sizes)."""
+    tensors = 2 if node.op.name.endswith("_grad") else 1
+    if any(batched[tensors:]):
+        raise errors.UnimplementedError(
+            f"{node.op.name}: batching covers slice bounds shared by every example; a bound is batched "
+            f"(one per example, so the examples' slices may differ in size)")
+    xs = materialize_all(ctx, node, inputs, batched, tuple(range(tensors)))
+    return _out(emit(node, xs, _slice_past_batch_of(ctx, node.attrs)))
 
 
 def squeeze(ctx, node, inputs, batched):

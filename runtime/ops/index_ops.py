@@ -509,8 +509,9 @@ def _index_value(k):
                           f"for lists or tensors of indices", TypeError) from None
 
 
-def _slice_attrs(key, rank):
-    """Attrs of the one strided_slice op computing `t[key]` for a tensor of `rank`."""
+def _slice_attrs(key, rank, value=_index_value):
+    """Attrs of the one strided_slice op computing `t[key]` for a tensor of `rank`; `value`
+    reads each int of the key (dynamic_shape_ops' keeps symbolic scalars, set into the attrs)."""
     key = key if isinstance(key, tuple) else (key,)
     consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
     if sum(1 for k in key if k is Ellipsis) > 1:
@@ -540,18 +541,18 @@ def _slice_attrs(key, rank):
             new_axis.append(out_pos)
             out_pos += 1
         elif isinstance(k, slice):
-            step = 1 if k.step is None else _index_value(k.step)
-            if step == 0:
+            step = 1 if k.step is None else value(k.step)
+            if isinstance(step, int) and step == 0:
                 raise _args.error("strided_slice: slice step cannot be zero")
-            begin.append(0 if k.start is None else _index_value(k.start))
-            end.append(0 if k.stop is None else _index_value(k.stop))
+            begin.append(0 if k.start is None else value(k.start))
+            end.append(0 if k.stop is None else value(k.stop))
             strides.append(step)
             bm |= (k.start is None) << d
             em |= (k.stop is None) << d
             out_pos += 1
         else:
-            i = _index_value(k)
-            begin.append(i), end.append(i + 1), strides.append(1)
+            i = value(k)
+            begin.append(i), end.append(i + 1 if isinstance(i, int) else 0), strides.append(1)
             sm |= 1 << d
     return {"begin": tuple(begin), "end": tuple(end), "strides": tuple(strides), "begin_mask": bm,
             "end_mask": em, "shrink_axis_mask": sm, "new_axis": tuple(new_axis)}
