@@ -341,11 +341,23 @@ def _dynamic_slice_grad_infer(shapes, dts, attrs):
     return [(tuple(shapes[1]), dts[0])]
 
 
-def _dynamic_slice_of(e, x, a, bounds):
+def _before_the_start(e, x, d, shape, start, step, end):
+    """The end bound of axis `d` for ONNX's Slice, which clamps a negative-step start before
+    the first element (start < -size) to the first element where Python's slice is empty:
+    there the end becomes 0, so the Slice is empty too."""
+    size = e.dim(x, d, shape)
+    before = e.op("Less", e.op("Add", start, size), e.ints([0]))
+    if isinstance(step, str):
+        before = e.op("And", before, e.op("Less", step, e.ints([0])))
+    return e.op("Where", before, e.ints([0]), end)
+
+
+def _dynamic_slice_of(e, x, a, bounds, shape):
     """ONNX of the slice with attrs `a` on `x`, `bounds` the names of its run-time bounds: one
     Slice (which clamps as Python does), a Gather per axis indexed by a run-time int, a
     Squeeze of the axes indexed by a static one, an Unsqueeze of the new axes."""
     dyn = {c: e.cast(b, dtypes.int64) for c, b in zip(a["operands"], bounds)}
+    shape = tuple(shape)
 
     def value(d, k, static):
         return e.unsqueeze(dyn[3 * d + k], [0]) if 3 * d + k in dyn else e.ints([static])
@@ -365,9 +377,11 @@ def _dynamic_slice_of(e, x, a, bounds):
             shrink.append(d - len(gathers))
         else:
             step = value(d, 2, st) if 3 * d + 2 in dyn else st
-            b = omitted(step, 0, BIG) if a["begin_mask"] >> d & 1 else value(d, 0, b)
+            start = omitted(step, 0, BIG) if a["begin_mask"] >> d & 1 else value(d, 0, b)
             n = omitted(step, BIG, -BIG) if a["end_mask"] >> d & 1 else value(d, 1, n)
-            st = step if isinstance(step, str) else e.ints([step])
+            if not (a["begin_mask"] >> d & 1 or (3 * d not in dyn and b >= 0) or (isinstance(step, int) and step > 0)):
+                n = _before_the_start(e, x, d, shape, start, step, n)
+            b, st = start, step if isinstance(step, str) else e.ints([step])
         starts.append(b), ends.append(n), axes.append(d), steps.append(st)
     if axes:
         x = e.op("Slice", x, *[e.op("Concat", *v, axis=0) for v in (starts, ends)], e.ints(axes),
@@ -394,7 +408,7 @@ _DYNAMIC_SLICE = register(
     num_inputs=None,
     attrs=_DYNAMIC_SLICE_ATTRS,
     defaults={},
-    onnx=lambda e, node, ins: _dynamic_slice_of(e, ins[0], node.attrs, ins[1:]),
+    onnx=lambda e, node, ins: _dynamic_slice_of(e, ins[0], node.attrs, ins[1:], node.inputs[0].shape),
     batch=vb.dynamic_strided_slice,
     cost=Cost(sized=lambda args, attrs: _view_bytes(args[0], args[1:], attrs)),
 )
@@ -411,7 +425,7 @@ _DYNAMIC_SLICE_GRAD = register(
     defaults={},
     onnx=lambda e, node, ins: scatter_adjoint(
         e, ins[0], shape_of(e, ins[1], node.inputs[1]), node.outputs[0].dtype,
-        lambda idx: _dynamic_slice_of(e, idx, node.attrs, ins[2:])),
+        lambda idx: _dynamic_slice_of(e, idx, node.attrs, ins[2:], node.inputs[1].shape)),
     batch=vb.dynamic_strided_slice,
     cost=Cost(sized=lambda args, attrs: args[1].size * args[0].dtype.itemsize),
 )
