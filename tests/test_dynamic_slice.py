@@ -320,3 +320,20 @@ def test_a_bound_that_is_not_an_integer_scalar_is_a_type_error_naming_it(key, wo
         f(df.constant([1., 2., 3.]), df.constant(1.))
     msg = str(info.value)
     assert "strided_slice" in msg and "integer scalars" in msg and words in msg and "test_dynamic_slice.py" in msg, msg
+
+
+@pytest.mark.parametrize("known", [True, False], ids=["known size", "unknown size"])
+def test_static_slices_in_onnx_match_numpy_before_the_start(known):
+    """The static strided_slice's ONNX form: a negative-step start before the first element
+    (x[-7::-1] of 5 elements) is empty, as in Python (ONNX's Slice alone gives x[0])."""
+    ort = pytest.importorskip("onnxruntime")
+    x = np.arange(5, dtype=np.float32)
+    keys = [slice(a, b, s) for a, b, s in itertools.product((-9, -6, -5, -1, 2, None), (-8, -6, 0, None), (-2, -1, 1))]
+
+    def f(x):
+        return df.concat([df.reshape(x[k], [-1]) for k in keys] + [df.reshape(x[-6:, None][-7::-1], [-1])], 0)
+    spec = df.TensorSpec([5] if known else [None], df.float32)
+    cf = df.defun(f, input_signature=[spec]).get_concrete_function()
+    sess = ort.InferenceSession(df.export_onnx(cf).SerializeToString(), providers=["CPUExecutionProvider"])
+    want = np.concatenate([x[k] for k in keys] + [x[-6:, None][-7::-1].reshape(-1)])
+    np.testing.assert_array_equal(sess.run(None, {sess.get_inputs()[0].name: x})[0], want)

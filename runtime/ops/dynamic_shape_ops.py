@@ -16,7 +16,7 @@ import numpy as np
 from defun.runtime import dtypes, errors
 from defun.runtime.execute import run_op
 from defun.runtime.ops import _args, shape_rules
-from defun.runtime.ops._onnx import BIG, scatter_adjoint, shape_of
+from defun.runtime.ops._onnx import BIG, before_the_start, scatter_adjoint, shape_of
 from defun.runtime.ops.base_ops import _shape_input_infer, reduce_sum
 from defun.runtime.ops.index_ops import (_SLICE_ATTRS, _index_value, _numpy_key, _rank, _slice_attrs,
                                          _strided_slice_infer, strided_slice)
@@ -341,17 +341,6 @@ def _dynamic_slice_grad_infer(shapes, dts, attrs):
     return [(tuple(shapes[1]), dts[0])]
 
 
-def _before_the_start(e, x, d, shape, start, step, end):
-    """The end bound of axis `d` for ONNX's Slice, which clamps a negative-step start before
-    the first element (start < -size) to the first element where Python's slice is empty:
-    there the end becomes 0, so the Slice is empty too."""
-    size = e.dim(x, d, shape)
-    before = e.op("Less", e.op("Add", start, size), e.ints([0]))
-    if isinstance(step, str):
-        before = e.op("And", before, e.op("Less", step, e.ints([0])))
-    return e.op("Where", before, e.ints([0]), end)
-
-
 def _dynamic_slice_of(e, x, a, bounds, shape):
     """ONNX of the slice with attrs `a` on `x`, `bounds` the names of its run-time bounds: one
     Slice (which clamps as Python does), a Gather per axis indexed by a run-time int, a
@@ -380,7 +369,7 @@ def _dynamic_slice_of(e, x, a, bounds, shape):
             start = omitted(step, 0, BIG) if a["begin_mask"] >> d & 1 else value(d, 0, b)
             n = omitted(step, BIG, -BIG) if a["end_mask"] >> d & 1 else value(d, 1, n)
             if not (a["begin_mask"] >> d & 1 or (3 * d not in dyn and b >= 0) or (isinstance(step, int) and step > 0)):
-                n = _before_the_start(e, x, d, shape, start, step, n)
+                n = before_the_start(e, x, d, shape, start, step, n)
             b, st = start, step if isinstance(step, str) else e.ints([step])
         starts.append(b), ends.append(n), axes.append(d), steps.append(st)
     if axes:
