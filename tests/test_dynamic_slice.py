@@ -296,15 +296,64 @@ def test_vmap_per_example_gradients_with_shared_bounds():
     np.testing.assert_array_equal(np.asarray(got[0] if isinstance(got, (list, tuple)) else got), want)
 
 
-def test_vmap_with_bounds_per_example():
+def _equal_count_batches(n, size=5):
+    """Batches of (a, b, s) per example whose slices of n elements are as long in every example."""
+    by_count = {}
+    for a, b, s in itertools.product(BOUNDS, BOUNDS, STEPS):
+        by_count.setdefault(len(range(*slice(a, b, s).indices(n))), []).append((a, b, s))
+    rng = np.random.default_rng(1)
+    return [[group[k] for k in rng.choice(len(group), size)] for _, group in sorted(by_count.items())]
+
+
+def test_vmap_with_bounds_per_example_matches_numpy_in_every_form():
+    def per_example(x, a, b, s):
+        return df.vmap(lambda x, a, b, s: x[a:b:s] * 2.)(x, a, b, s)
+    specs = [df.TensorSpec([None, None], df.float64)] + [df.TensorSpec([None], df.int32)] * 3
+    _, runners = _runners(per_example, specs)
+    runners["vmap, eager"] = lambda *xs: per_example(*[df.constant(x) for x in xs]).numpy()
+    rng = np.random.default_rng(0)
+    for batch in _equal_count_batches(6):
+        xs = rng.normal(size=(len(batch), 6))
+        a, b, s = (np.array(v, np.int32) for v in zip(*batch))
+        want = np.stack([x[slice(*k)] * 2. for x, k in zip(xs, batch)])
+        for form, run in runners.items():
+            got = run(xs, a, b, s)
+            assert got.shape == want.shape and np.allclose(got, want), f"{form}: {batch}"
+
+
+def test_vmap_with_an_index_per_example_and_a_shared_bound():
+    def f(m, i, a):
+        return m[i, a:], m[1:, i]
+    ms = np.arange(24.).reshape(2, 3, 4)
+    got = df.vmap(f, in_axes=(0, 0, None))(df.constant(ms), df.constant(np.array([0, -1])), df.constant(1))
+    np.testing.assert_array_equal(got[0].numpy(), [ms[0][0, 1:], ms[1][-1, 1:]])
+    np.testing.assert_array_equal(got[1].numpy(), [ms[0][1:, 0], ms[1][1:, -1]])
+
+
+def test_vmap_per_example_gradients_with_bounds_per_example():
+    def loss(x, a, b):
+        return df.reduce_sum(df.sin(x[a:b]) * x[a:b])
+    xs = np.random.default_rng(2).normal(size=(4, 5))
+    starts, stops = np.array([0, 3, -2, 1], np.int32), np.array([2, 5, 100, -2], np.int32)
+
+    def per_example(xs, a, b):
+        return df.vmap(df.gradients_function(loss, [0]))(xs, a, b)[0]
+    want = np.stack([_numeric(lambda v: np.sum(np.sin(v[a:b]) * v[a:b]), x) for x, a, b in zip(xs, starts, stops)])
+    for run in (per_example, df.defun(per_example)):
+        np.testing.assert_allclose(run(df.constant(xs), df.constant(starts), df.constant(stops)).numpy(), want,
+                                   atol=1e-8)
+
+
+def test_vmap_refuses_examples_whose_slices_differ_in_size():
     def f(x, a):
         return x[a:a + 2]
     xs = np.arange(12.).reshape(3, 4)
-    starts = np.array([0, 2, 1], np.int32)
-    with pytest.raises(df.errors.UnimplementedError, match="dynamic_strided_slice.*bound is batched"):
-        df.vmap(f)(df.constant(xs), df.constant(starts))
-    got = df.vectorized_map(lambda e: f(*e), (df.constant(xs), df.constant(starts)), fallback_to_while_loop=True)
-    np.testing.assert_array_equal(got.numpy(), [x[a:a + 2] for x, a in zip(xs, starts)])
+    ragged = np.array([0, 3, 1], np.int32)     # x[3:5] of 4 elements has one
+    for run in (df.vmap(f), df.defun(df.vmap(f))):
+        with pytest.raises(df.errors.InvalidArgumentError, match="out of range"):
+            run(df.constant(xs), df.constant(ragged))
+    got = df.vectorized_map(lambda e: f(*e), (df.constant(xs), df.constant(np.array([0, 2, 1], np.int32))))
+    np.testing.assert_array_equal(got.numpy(), [xs[0, 0:2], xs[1, 2:4], xs[2, 1:3]])
 
 
 # ------------------------------------------------------------------ bad bounds

@@ -29,7 +29,6 @@ UNCOVERED = {
     "dynamic_reshape": "a shape tensor per example", "dynamic_broadcast_to": "a shape tensor per example",
     "dynamic_tile": "multiples per example", "dynamic_tile_reduce": "multiples per example",
     "dynamic_fill": "a shape tensor per example",
-    "dynamic_strided_slice": "slice bounds per example", "dynamic_strided_slice_grad": "slice bounds per example",
     "stateless_random_uniform": "no rule: not differentiable; a seed per example",
     "stateless_random_normal": "no rule: not differentiable; a seed per example",
     "dynamic_range": "no rule: not differentiable; its length is data-dependent",
