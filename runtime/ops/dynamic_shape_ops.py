@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from defun.runtime import dtypes, errors
+from defun.runtime.context import state
 from defun.runtime.execute import run_op
 from defun.runtime.ops import _args, shape_rules
 from defun.runtime.ops._onnx import BIG, before_the_start, scatter_adjoint, shape_of
@@ -439,6 +440,8 @@ def slice_helper(tensor, key):
     """`Tensor.__getitem__`: `t[1:, ::-1, None, ..., 0]` is one strided_slice; a bound or index
     that is a symbolic integer scalar (`t[i:i + 2]` in a loop) makes it one dynamic_strided_slice,
     whose sliced sizes are unknown while tracing."""
+    if state.graph is None:     # eagerly every bound is a value (the per-op path: nothing more)
+        return strided_slice(tensor, key)
     items = key if isinstance(key, tuple) else (key,)
     if not any(_is_symbolic(v) for k in items
                for v in ((k.start, k.stop, k.step) if isinstance(k, slice) else (k,))):
