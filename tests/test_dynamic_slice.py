@@ -36,7 +36,7 @@ PATTERNS = {
 
 
 def _runners(fn, specs, onnx=True, autograph=True):
-    """The function traced once (x of unknown size), as the defun itself, its reloaded JSON
+    """The function run eagerly and traced once (x of unknown size), as the defun, its reloaded JSON
     document, its numpy source, its ONNX model and the numba backend: name -> f(*arrays).
     (`autograph=False`: a bare `t[i]` stays a slice; converted code gathers the row.)"""
     traced = df.defun(fn, input_signature=specs, autograph=autograph)
@@ -44,7 +44,8 @@ def _runners(fn, specs, onnx=True, autograph=True):
     loaded = df.load_json(json.loads(json.dumps(df.export_json(cf))))
     ns = {}
     exec(compile(df.export_numpy_source(cf), "<dynamic slice>", "exec"), ns)
-    runners = {"defun": lambda *xs: traced(*xs).numpy(), "json": lambda *xs: np.asarray(loaded(*xs)),
+    runners = {"eager": lambda *xs: fn(*map(df.constant, xs)).numpy(), "defun": lambda *xs: traced(*xs).numpy(),
+               "json": lambda *xs: np.asarray(loaded(*xs)),
                "numpy source": lambda *xs: np.asarray(ns["forward"](*xs)[0])}
     numba = df.defun(fn, input_signature=specs, backend="numba", autograph=autograph)
     runners["numba"] = lambda *xs: numba(*xs).numpy()
