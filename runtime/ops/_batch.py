@@ -115,12 +115,12 @@ def dynamic_strided_slice(ctx, node, inputs, batched):
     x = xs[tensors - 1]
     steps = [op(node.op.name.replace("_grad", ""), [x] + kept, **shared)]   # the whole-axes slice, gathered
     place = {d: 1 + sum(1 for k in range(d) if not shared["shrink_axis_mask"] >> (k + 1) & 1) for d in per}
-    where = []
+    gathers = []        # (positions, axis), from the last bounded axis to the first
     for d in reversed(per):
         size = _axis_size(node.inputs[tensors - 1], x, d)
-        where.append((_example_positions(a, d, size, {c % 3: v for c, (v, _) in bounds.items() if c // 3 == d}),
-                      place[d]))
-        steps.append(op("batch_gather", [steps[-1], where[-1][0]], axis=place[d], batch_dims=1))
+        gathers.append((_example_positions(a, d, size, {c % 3: v for c, (v, _) in bounds.items() if c // 3 == d}),
+                        place[d]))
+        steps.append(op("batch_gather", [steps[-1], gathers[-1][0]], axis=place[d], batch_dims=1))
     if tensors == 1:
         y = steps[-1]
         for p in a["new_axis"]:
@@ -129,7 +129,7 @@ def dynamic_strided_slice(ctx, node, inputs, batched):
     g = xs[0]
     for p in reversed(a["new_axis"]):
         g = op("squeeze", [g], axis=(p + 1,))
-    for (idx, axis), before in zip(reversed(where), reversed(steps[:-1])):
+    for (idx, axis), before in zip(reversed(gathers), reversed(steps[:-1])):
         g = op("batch_gather_grad", [g, idx, before], axis=axis, batch_dims=1)
     return _out([op(node.op.name, [g, x] + kept, **shared)])
 
@@ -159,7 +159,7 @@ def _example_positions(a, d, n, given):
     lo, hi = op("where", [neg, np.int64(-1), np.int64(0)]), op("where", [neg, last, n])
 
     def clamped(k, static, omitted):
-        if k not in given and a[("begin_mask", "end_mask")[k] ] >> d & 1:
+        if k not in given and a[("begin_mask", "end_mask")[k]] >> d & 1:
             return omitted
         v = bound(k, static)
         return op("where", [op("less", [v, np.int64(0)]), op("maximum", [op("add", [v, n]), lo]),

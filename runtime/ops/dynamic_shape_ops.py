@@ -247,7 +247,6 @@ def dynamic_range(start, limit, delta, name=None):
     return run_op(_DYNAMIC_RANGE, (start, limit, delta), {}, name)
 
 
-
 # ------------------------------------------------------------------ t[a:b] with tensor bounds
 # strided_slice's attrs (index_ops), `operands`: one code 3 * axis + k per input after x,
 # k = 0 begin, 1 end, 2 stride, whose run-time value replaces that entry of the attrs, and
@@ -343,9 +342,10 @@ def _dynamic_slice_grad_infer(shapes, dts, attrs):
 
 
 def _dynamic_slice_of(e, x, a, bounds, shape):
-    """ONNX of the slice with attrs `a` on `x`, `bounds` the names of its run-time bounds: one
-    Slice (which clamps as Python does), a Gather per axis indexed by a run-time int, a
-    Squeeze of the axes indexed by a static one, an Unsqueeze of the new axes."""
+    """ONNX of the slice with attrs `a` on `x` (static `shape`), `bounds` the names of its
+    run-time bounds: one Slice (which clamps as Python does but for a negative-step start
+    before the first element: before_the_start), a Gather per axis indexed by a run-time int,
+    a Squeeze of the axes indexed by a static one, an Unsqueeze of the new axes."""
     dyn = {c: e.cast(b, dtypes.int64) for c, b in zip(a["operands"], bounds)}
     shape = tuple(shape)
 
