@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 
 import defun as df
+from defun.runtime import registry
+from defun.runtime.execute import run_op
 
 BOUNDS = (-7, -5, -4, -1, 0, 1, 2, 4, 5, 7)
 STEPS = (-3, -2, -1, 1, 2, 3)
@@ -387,3 +389,18 @@ def test_static_slices_in_onnx_match_numpy_before_the_start(known):
     sess = ort.InferenceSession(df.export_onnx(cf).SerializeToString(), providers=["CPUExecutionProvider"])
     want = np.concatenate([x[k] for k in keys] + [x[-6:, None][-7::-1].reshape(-1)])
     np.testing.assert_array_equal(sess.run(None, {sess.get_inputs()[0].name: x})[0], want)
+
+
+def test_a_document_naming_bounds_the_slice_does_not_have_is_refused():
+    x, a = df.constant(np.arange(4.)), df.constant(1)
+    for operands in ((3,), (0, 0), (-1,)):
+        bounds = (a,) * len(operands)
+        attrs = dict(begin=(0,), end=(0,), strides=(1,), begin_mask=0, end_mask=0, shrink_axis_mask=0,
+                     new_axis=(), operands=operands, shape=())
+        with pytest.raises(df.errors.InvalidArgumentError, match="operands .* must be distinct codes"):
+            run_op(registry.get("dynamic_strided_slice"), (x,) + bounds, attrs)
+    cf = df.defun(lambda x, a: x[a:]).get_concrete_function(df.TensorSpec([None]), df.TensorSpec([], df.int32))
+    text = json.dumps(df.export_json(cf))
+    assert text.count('"operands": [0]') == 1
+    with pytest.raises(df.errors.GraphFormatError, match="operands .* must be distinct codes"):
+        df.load_json(json.loads(text.replace('"operands": [0]', '"operands": [7]')))

@@ -259,6 +259,7 @@ def _slice_bounds(op_name, bounds, begin, end, strides, operands):
     """(begin, end, strides) of the attrs with the run-time `bounds` set in at `operands`."""
     if len(bounds) != len(operands):
         raise errors.InvalidArgumentError(f"{op_name}: {len(operands)} bounds expected, got {len(bounds)}")
+    _check_operands(op_name, operands, len(begin))
     parts = [list(begin), list(end), list(strides)]
     for b, code in zip(bounds, operands):
         if np.ndim(b) or np.asarray(b).dtype.kind not in "iu":
@@ -268,6 +269,14 @@ def _slice_bounds(op_name, bounds, begin, end, strides, operands):
     if 0 in parts[2]:
         raise errors.InvalidArgumentError(f"{op_name}: slice step cannot be zero")
     return parts
+
+
+def _check_operands(op_name, operands, rank):
+    """Operand codes name distinct bounds of the `rank` axes (a loaded document's may not)."""
+    if len(set(operands)) != len(operands) or not all(0 <= c < 3 * rank for c in operands):
+        raise errors.InvalidArgumentError(
+            f"{op_name}: operands {tuple(operands)} must be distinct codes 3 * axis + (0 begin, 1 end, 2 step) "
+            f"of the {rank} axes")
 
 
 def _slice_key(op_name, shape, bounds, a):
@@ -306,6 +315,7 @@ def _dynamic_slice_infer(shapes, dts, attrs):
         raise errors.InvalidArgumentError(
             f"dynamic_strided_slice: the index covers {len(a['begin'])} axes with {len(a['operands'])} "
             f"run-time bounds, got a tensor of shape {shape_rules.shape_str(s)} and {len(shapes) - 1} bounds")
+    _check_operands("dynamic_strided_slice", a["operands"], len(s))
     for bs, dt in zip(shapes[1:], dts[1:]):
         if len(bs) or not dt.is_integer:
             raise errors.InvalidArgumentError(
