@@ -393,10 +393,11 @@ def test_static_slices_in_onnx_match_numpy_before_the_start(known):
 
 def test_a_document_naming_bounds_the_slice_does_not_have_is_refused():
     x, a = df.constant(np.arange(4.)), df.constant(1)
-    for operands in ((3,), (0, 0), (-1,)):
+    for operands, masks in (((3,), (0, 0, 0)), ((0, 0), (0, 0, 0)), ((-1,), (0, 0, 0)), ((1,), (0, 1, 0)),
+                            ((2,), (0, 0, 1))):
         bounds = (a,) * len(operands)
-        attrs = dict(begin=(0,), end=(0,), strides=(1,), begin_mask=0, end_mask=0, shrink_axis_mask=0,
-                     new_axis=(), operands=operands, shape=())
+        attrs = dict(begin=(0,), end=(0,), strides=(1,), begin_mask=masks[0], end_mask=masks[1],
+                     shrink_axis_mask=masks[2], new_axis=(), operands=operands, shape=())
         with pytest.raises(df.errors.InvalidArgumentError, match="operands .* must be distinct codes"):
             run_op(registry.get("dynamic_strided_slice"), (x,) + bounds, attrs)
     cf = df.defun(lambda x, a: x[a:]).get_concrete_function(df.TensorSpec([None]), df.TensorSpec([], df.int32))

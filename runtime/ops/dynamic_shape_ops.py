@@ -259,7 +259,6 @@ def _slice_bounds(op_name, bounds, begin, end, strides, operands):
     """(begin, end, strides) of the attrs with the run-time `bounds` set in at `operands`."""
     if len(bounds) != len(operands):
         raise errors.InvalidArgumentError(f"{op_name}: {len(operands)} bounds expected, got {len(bounds)}")
-    _check_operands(op_name, operands, len(begin))
     parts = [list(begin), list(end), list(strides)]
     for b, code in zip(bounds, operands):
         if np.ndim(b) or np.asarray(b).dtype.kind not in "iu":
@@ -271,12 +270,17 @@ def _slice_bounds(op_name, bounds, begin, end, strides, operands):
     return parts
 
 
-def _check_operands(op_name, operands, rank):
-    """Operand codes name distinct bounds of the `rank` axes (a loaded document's may not)."""
-    if len(set(operands)) != len(operands) or not all(0 <= c < 3 * rank for c in operands):
+def _check_operands(op_name, a):
+    """Operand codes name distinct bounds of the axes that the masks do not leave out (an
+    index: its begin only); a loaded document's may not."""
+    operands, rank = a["operands"], len(a["begin"])
+    masks = (a["begin_mask"], a["end_mask"], 0)
+    if len(set(operands)) != len(operands) or not all(
+            0 <= c < 3 * rank and not masks[c % 3] >> (c // 3) & 1
+            and (c % 3 == 0 or not a["shrink_axis_mask"] >> (c // 3) & 1) for c in operands):
         raise errors.InvalidArgumentError(
             f"{op_name}: operands {tuple(operands)} must be distinct codes 3 * axis + (0 begin, 1 end, 2 step) "
-            f"of the {rank} axes")
+            f"of the {rank} axes, naming bounds the masks keep (an index: its begin)")
 
 
 def _slice_key(op_name, shape, bounds, a):
@@ -284,6 +288,7 @@ def _slice_key(op_name, shape, bounds, a):
     if len(a["begin"]) != len(shape):
         raise errors.InvalidArgumentError(
             f"{op_name}: the index covers {len(a['begin'])} axes, the tensor has shape {shape}")
+    _check_operands(op_name, a)
     begin, end, strides = _slice_bounds(op_name, bounds, a["begin"], a["end"], a["strides"], a["operands"])
     for d, n in enumerate(shape):
         if a["shrink_axis_mask"] >> d & 1 and not -n <= begin[d] < n:
@@ -294,10 +299,49 @@ def _slice_key(op_name, shape, bounds, a):
 
 def _dynamic_slice_kernel(x, *bounds, **a):
     y = x[_slice_key("dynamic_strided_slice", x.shape, bounds, a)]
-    y = np.expand_dims(y, a["new_axis"]) if a["new_axis"] else y
-    if a["shape"] and any(k is not None and k != n for k, n in zip(a["shape"], np.shape(y))):
+    return _shaped(np.expand_dims(y, a["new_axis"]) if a["new_axis"] else y, a["shape"])
+
+
+def _bind_dynamic_slice(attrs):
+    """The kernel with its attrs read once: a call sets the run-time bounds into the slices
+    made here. Anything irregular (a bound that is not an integer scalar, an index out of
+    range, a zero step, another rank) runs the kernel, which says what is wrong."""
+    a, rank = attrs, len(attrs["begin"])
+    _check_operands("dynamic_strided_slice", a)
+    template = list(_numpy_key(a["begin"], a["end"], a["strides"], a["begin_mask"], a["end_mask"],
+                               a["shrink_axis_mask"]))
+    axes = sorted({c // 3 for c in a["operands"]})
+    shrunk = {d for d in axes if a["shrink_axis_mask"] >> d & 1}
+    base = [[None if a["begin_mask"] >> d & 1 else a["begin"][d], None if a["end_mask"] >> d & 1 else a["end"][d],
+             a["strides"][d]] for d in axes]
+    fill = [(axes.index(c // 3), c % 3) for c in a["operands"]]
+    new_axis, shape = a["new_axis"], a["shape"]
+
+    def run(x, *bounds):
+        if x.ndim != rank or len(bounds) != len(fill) or \
+                any(b.ndim or b.dtype.kind not in "iu" for b in bounds):
+            return _dynamic_slice_kernel(x, *bounds, **a)
+        parts = [list(p) for p in base]
+        for b, (i, k) in zip(bounds, fill):
+            parts[i][k] = int(b)
+        key = template.copy()
+        for d, (start, stop, step) in zip(axes, parts):
+            if d in shrunk and -x.shape[d] <= start < x.shape[d]:
+                key[d] = start
+            elif d in shrunk or step == 0:
+                return _dynamic_slice_kernel(x, *bounds, **a)
+            else:
+                key[d] = slice(start, stop, step)
+        y = x[tuple(key)]
+        return _shaped(np.expand_dims(y, new_axis) if new_axis else y, shape)
+    return run
+
+
+def _shaped(y, shape):
+    """`y`, checked against the sizes the graph knows (`shape`, () when none)."""
+    if shape and any(k is not None and k != n for k, n in zip(shape, np.shape(y))):
         raise errors.InvalidArgumentError(
-            f"dynamic_strided_slice: the slice has shape {np.shape(y)}, the graph expects {a['shape']}")
+            f"dynamic_strided_slice: the slice has shape {np.shape(y)}, the graph expects {shape}")
     return y
 
 
@@ -315,7 +359,7 @@ def _dynamic_slice_infer(shapes, dts, attrs):
         raise errors.InvalidArgumentError(
             f"dynamic_strided_slice: the index covers {len(a['begin'])} axes with {len(a['operands'])} "
             f"run-time bounds, got a tensor of shape {shape_rules.shape_str(s)} and {len(shapes) - 1} bounds")
-    _check_operands("dynamic_strided_slice", a["operands"], len(s))
+    _check_operands("dynamic_strided_slice", a)
     for bs, dt in zip(shapes[1:], dts[1:]):
         if len(bs) or not dt.is_integer:
             raise errors.InvalidArgumentError(
@@ -404,6 +448,7 @@ _DYNAMIC_SLICE = register(
     name="dynamic_strided_slice",
     kernel=_dynamic_slice_kernel,
     infer=_dynamic_slice_infer,
+    bind=_bind_dynamic_slice,
     grad=lambda op, g: [run_op(_DYNAMIC_SLICE_GRAD, (g,) + tuple(op.inputs), op.attrs)] + [None] * len(op.inputs[1:]),
     num_inputs=None,
     attrs=_DYNAMIC_SLICE_ATTRS,
