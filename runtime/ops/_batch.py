@@ -74,13 +74,106 @@ def clip_by_value(ctx, node, inputs, batched):
     return elementwise(ctx, node, xs, [True] + list(batched[1:]))
 
 
-def strided_slice(ctx, node, inputs, batched):
-    a = node.attrs
+def _slice_past_batch(a):
+    """strided_slice attrs `a` (and dynamic_strided_slice's operands) with a whole batch axis first."""
     attrs = dict(a, begin=(0,) + tuple(a["begin"]), end=(0,) + tuple(a["end"]),
                  strides=(1,) + tuple(a["strides"]), begin_mask=a["begin_mask"] << 1 | 1,
                  end_mask=a["end_mask"] << 1 | 1, shrink_axis_mask=a["shrink_axis_mask"] << 1,
                  new_axis=tuple(p + 1 for p in a["new_axis"]))
-    return _out(emit(node, materialize_all(ctx, node, inputs, batched), attrs))
+    if "operands" in a:
+        attrs["operands"] = tuple(c + 3 for c in a["operands"])
+    return attrs
+
+
+def _slice_past_batch_of(ctx, a):
+    """dynamic_strided_slice's attrs with a whole batch axis first (and on its known sizes)."""
+    return dict(_slice_past_batch(a), shape=(ctx.size,) + tuple(a["shape"]) if a["shape"] else ())
+
+
+def strided_slice(ctx, node, inputs, batched):
+    return _out(emit(node, materialize_all(ctx, node, inputs, batched), _slice_past_batch(node.attrs)))
+
+
+def dynamic_strided_slice(ctx, node, inputs, batched):
+    """(x, *bounds) or its gradient's (g, like, *bounds), the tensors batched. Bounds shared
+    by every example: the op with a whole batch axis first. Bounds per example: the axes they
+    bound are taken whole by that op, then each is gathered per example (batch_gather) at
+    its own positions, which must be as many in every example (_example_positions)."""
+    tensors = 2 if node.op.name.endswith("_grad") else 1
+    xs = materialize_all(ctx, node, inputs, batched, tuple(range(tensors)))
+    if not any(batched[tensors:]):
+        return _out(emit(node, xs, _slice_past_batch_of(ctx, node.attrs)))
+    a, bounds = node.attrs, dict(zip(node.attrs["operands"], zip(inputs[tensors:], batched[tensors:])))
+    per = sorted({c // 3 for c, (_, b) in bounds.items() if b})     # the axes bounded per example
+    whole = sum(1 << d for d in per)
+    shared = dict(a, begin_mask=a["begin_mask"] | whole, end_mask=a["end_mask"] | whole, new_axis=(), shape=(),
+                  shrink_axis_mask=a["shrink_axis_mask"] & ~whole,
+                  strides=tuple(1 if d in per else st for d, st in enumerate(a["strides"])),
+                  operands=tuple(c for c in a["operands"] if c // 3 not in per))
+    kept = [x for c, (x, _) in bounds.items() if c // 3 not in per]
+    shared = _slice_past_batch(shared)
+    x = xs[tensors - 1]
+    steps = [op(node.op.name.replace("_grad", ""), [x] + kept, **shared)]   # the whole-axes slice, gathered
+    place = {d: 1 + sum(1 for k in range(d) if not shared["shrink_axis_mask"] >> (k + 1) & 1) for d in per}
+    gathers = []        # (positions, axis), from the last bounded axis to the first
+    for d in reversed(per):
+        size = _axis_size(node.inputs[tensors - 1], x, d)
+        gathers.append((_example_positions(a, d, size, {c % 3: v for c, (v, _) in bounds.items() if c // 3 == d}),
+                        place[d]))
+        steps.append(op("batch_gather", [steps[-1], gathers[-1][0]], axis=place[d], batch_dims=1))
+    if tensors == 1:
+        y = steps[-1]
+        for p in a["new_axis"]:
+            y = op("expand_dims", [y], axis=p + 1)
+        return _out([y])
+    g = xs[0]
+    for p in reversed(a["new_axis"]):
+        g = op("squeeze", [g], axis=(p + 1,))
+    for (idx, axis), before in zip(reversed(gathers), reversed(steps[:-1])):
+        g = op("batch_gather_grad", [g, idx, before], axis=axis, batch_dims=1)
+    return _out([op(node.op.name, [g, x] + kept, **shared)])
+
+
+def _axis_size(t, x, d):
+    """Size of axis `d` of one example of `t` (batched value `x`): an int64 scalar tensor or int."""
+    n = tuple(t.shape)[d]
+    return np.int64(n) if n is not None else op("shape", [x], out_type=dtypes.int64)[d + 1]
+
+
+def _example_positions(a, d, n, given):
+    """The positions along axis `d` (size `n`) each example's slice takes, as Python's slice
+    rules place them: (B,) for an index, (B, K) for a slice, K the largest count; an example
+    taking fewer gets the position n past the rest, which the gather refuses (out of range)
+    as the examples' slices would differ in size. `given`: {0 begin, 1 end, 2 step: batched
+    (B,) or shared scalar tensor}; the rest are static in the attrs `a` (or omitted)."""
+    i64 = dtypes.int64
+
+    def bound(k, static):
+        return op("cast", [given[k]], dtype=i64) if k in given else np.int64(static)
+    start = bound(0, a["begin"][d])
+    if a["shrink_axis_mask"] >> d & 1:
+        return op("where", [op("less", [start, np.int64(0)]), op("add", [start, n]), start])
+    step = bound(2, a["strides"][d])
+    neg = op("less", [step, np.int64(0)])
+    last = op("subtract", [n, np.int64(1)])
+    lo, hi = op("where", [neg, np.int64(-1), np.int64(0)]), op("where", [neg, last, n])
+
+    def clamped(k, static, omitted):
+        if k not in given and a[("begin_mask", "end_mask")[k]] >> d & 1:
+            return omitted
+        v = bound(k, static)
+        return op("where", [op("less", [v, np.int64(0)]), op("maximum", [op("add", [v, n]), lo]),
+                            op("minimum", [v, hi])])
+    start = clamped(0, a["begin"][d], op("where", [neg, last, np.int64(0)]))
+    stop = clamped(1, a["end"][d], op("where", [neg, np.int64(-1), n]))
+    sign = op("where", [neg, np.int64(-1), np.int64(1)])
+    span = op("subtract", [op("add", [op("subtract", [stop, start]), step]), sign])
+    count = op("maximum", [op("floordiv", [span, step]), np.int64(0)])
+    k = op("dynamic_range", [np.int64(0), op("reduce_max", [op("concat", [
+        op("reshape", [count], shape=(-1,)), np.zeros(1, np.int64)], axis=0)], axis=None, keepdims=False), np.int64(1)])
+    column = [op("reshape", [v], shape=(-1, 1)) for v in (start, step, count)]
+    taken = op("add", [column[0], op("multiply", [op("reshape", [k], shape=(1, -1)), column[1]])])
+    return op("where", [op("less", [op("reshape", [k], shape=(1, -1)), column[2]]), taken, n])
 
 
 def squeeze(ctx, node, inputs, batched):

@@ -7,7 +7,7 @@ the ONNX names of the node's inputs. Nothing here imports onnx or the graph laye
 """
 
 __all__ = ["chain", "reduced_axes", "reduce_form", "shape_of", "iota", "scatter_adjoint", "BIG",
-           "with_float64", "running", "diag_part_of", "exact_sum",
+           "with_float64", "running", "diag_part_of", "exact_sum", "before_the_start",
            "wide_int_mean"]
 
 
@@ -147,3 +147,15 @@ def diag_part_of(e, x, shape):
         batch = e.op("Shape", x, start=0, end=r - 2)
         pairs = e.op("Expand", pairs, e.op("Concat", batch, k, e.ints([2]), axis=0))
     return e.op("GatherND", x, pairs, batch_dims=r - 2)
+
+
+def before_the_start(e, x, d, shape, start, step, end):
+    """The end bound (int64 [1]) of axis `d` of `x` (static `shape`) for ONNX's Slice, which
+    clamps a negative-step start before the first element (start < -size) to the first
+    element where Python's slice is empty: there the end becomes 0, so the Slice is empty too.
+    `start`, `end`: int64 [1] names; `step`: an int or an int64 [1] name."""
+    size = e.dim(x, d, shape)
+    before = e.op("Less", e.op("Add", start, size), e.ints([0]))
+    if isinstance(step, str):
+        before = e.op("And", before, e.op("Less", step, e.ints([0])))
+    return e.op("Where", before, e.ints([0]), end)

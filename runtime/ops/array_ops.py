@@ -16,10 +16,9 @@ from defun.runtime.ops._onnx import BIG, scatter_adjoint, shape_of
 from defun.runtime.ops.base_ops import (broadcast_to, cast, expand_dims, identity, ones_like,  # noqa: F401
                                         reduce_sum, reshape, shape, size, squeeze, stop_gradient, where,
                                         zeros_like)
-from defun.runtime.ops.dynamic_shape_ops import dynamic_fill, dynamic_range, dynamic_tile
+from defun.runtime.ops.dynamic_shape_ops import dynamic_fill, dynamic_range, dynamic_tile, slice_helper  # noqa: F401
 from defun.runtime.ops.dynamic_shape_ops import range_length as _range_length
-from defun.runtime.ops.index_ops import (_norm_axis, _rank, gather, one_hot, slice_helper,  # noqa: F401
-                                         strided_slice)
+from defun.runtime.ops.index_ops import _norm_axis, _rank, gather, one_hot, strided_slice  # noqa: F401
 from defun.runtime.ops.math_ops import subtract
 from defun.runtime.registry import one_of, register
 from defun.runtime.tensor import EagerTensor, Tensor, convert_to_tensor

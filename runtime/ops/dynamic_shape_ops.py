@@ -6,19 +6,26 @@ with None sizes); a known shape keeps the ops with shape attrs (array_ops). Each
 carries the sizes known while tracing (`shape`: None where unknown) and its kernel checks
 the run-time value against them (`_args.shape_value`), as the random ops do.
 `dynamic_reshape` and `dynamic_broadcast_to` live with their static forms in base_ops.
+`t[a:b]` whose bounds are symbolic integer scalars (a loop counter) is one
+`dynamic_strided_slice`: strided_slice's attrs with those bounds as inputs.
 """
 import math
 
 import numpy as np
 
 from defun.runtime import dtypes, errors
+from defun.runtime.context import state
 from defun.runtime.execute import run_op
 from defun.runtime.ops import _args, shape_rules
+from defun.runtime.ops._onnx import BIG, before_the_start, scatter_adjoint, shape_of
 from defun.runtime.ops.base_ops import _shape_input_infer, reduce_sum
+from defun.runtime.ops.index_ops import (_SLICE_ATTRS, _index_value, _numpy_key, _rank, _slice_attrs,
+                                         _strided_slice_infer, strided_slice)
 from defun.runtime.registry import Cost, register
+from defun.runtime.tensor import EagerTensor, Tensor
 from defun.runtime.ops import _batch as vb
 
-__all__ = ["dynamic_fill", "dynamic_tile", "dynamic_range", "range_length"]
+__all__ = ["dynamic_fill", "dynamic_tile", "dynamic_range", "range_length", "slice_helper"]
 
 
 # ------------------------------------------------------------------ fill (zeros, ones)
@@ -238,3 +245,269 @@ _DYNAMIC_RANGE = register(
 def dynamic_range(start, limit, delta, name=None):
     """`range` of scalar tensors known only when the graph runs (one dtype)."""
     return run_op(_DYNAMIC_RANGE, (start, limit, delta), {}, name)
+
+
+# ------------------------------------------------------------------ t[a:b] with tensor bounds
+# strided_slice's attrs (index_ops), `operands`: one code 3 * axis + k per input after x,
+# k = 0 begin, 1 end, 2 stride, whose run-time value replaces that entry of the attrs, and
+# `shape`: the result's sizes known beyond what inference gives (a gradient's are its
+# forward input's), or () when none are; the kernel checks them.
+_DYNAMIC_SLICE_ATTRS = dict(_SLICE_ATTRS, operands="ints", shape="shape")
+
+
+def _slice_bounds(op_name, bounds, begin, end, strides, operands):
+    """(begin, end, strides) of the attrs with the run-time `bounds` set in at `operands`."""
+    if len(bounds) != len(operands):
+        raise errors.InvalidArgumentError(f"{op_name}: {len(operands)} bounds expected, got {len(bounds)}")
+    parts = [list(begin), list(end), list(strides)]
+    for b, code in zip(bounds, operands):
+        if np.ndim(b) or np.asarray(b).dtype.kind not in "iu":
+            raise errors.InvalidArgumentError(
+                f"{op_name}: slice bounds must be integer scalars, got {np.asarray(b).dtype} of shape {np.shape(b)}")
+        parts[code % 3][code // 3] = int(b)
+    if 0 in parts[2]:
+        raise errors.InvalidArgumentError(f"{op_name}: slice step cannot be zero")
+    return parts
+
+
+def _check_operands(op_name, a):
+    """Operand codes name distinct bounds of the axes that the masks do not leave out (an
+    index: its begin only); a loaded document's may not."""
+    operands, rank = a["operands"], len(a["begin"])
+    masks = (a["begin_mask"], a["end_mask"], 0)
+    if len(set(operands)) != len(operands) or not all(
+            0 <= c < 3 * rank and not masks[c % 3] >> (c // 3) & 1
+            and (c % 3 == 0 or not a["shrink_axis_mask"] >> (c // 3) & 1) for c in operands):
+        raise errors.InvalidArgumentError(
+            f"{op_name}: operands {tuple(operands)} must be distinct codes 3 * axis + (0 begin, 1 end, 2 step) "
+            f"of the {rank} axes, naming bounds the masks keep (an index: its begin)")
+
+
+def _slice_key(op_name, shape, bounds, a):
+    """The numpy key of the node's attrs `a` and run-time `bounds` on an input of `shape`."""
+    if len(a["begin"]) != len(shape):
+        raise errors.InvalidArgumentError(
+            f"{op_name}: the index covers {len(a['begin'])} axes, the tensor has shape {shape}")
+    _check_operands(op_name, a)
+    begin, end, strides = _slice_bounds(op_name, bounds, a["begin"], a["end"], a["strides"], a["operands"])
+    for d, n in enumerate(shape):
+        if a["shrink_axis_mask"] >> d & 1 and not -n <= begin[d] < n:
+            raise errors.InvalidArgumentError(
+                f"{op_name}: index {begin[d]} is out of range for axis {d} of shape {shape}")
+    return _numpy_key(begin, end, strides, a["begin_mask"], a["end_mask"], a["shrink_axis_mask"])
+
+
+def _dynamic_slice_kernel(x, *bounds, **a):
+    y = x[_slice_key("dynamic_strided_slice", x.shape, bounds, a)]
+    return _shaped(np.expand_dims(y, a["new_axis"]) if a["new_axis"] else y, a["shape"])
+
+
+def _bind_dynamic_slice(attrs):
+    """The kernel with its attrs read once: a call sets the run-time bounds into the slices
+    made here. Anything irregular (a bound that is not an integer scalar, an index out of
+    range, a zero step, another rank) runs the kernel, which says what is wrong."""
+    a, rank = attrs, len(attrs["begin"])
+    _check_operands("dynamic_strided_slice", a)
+    template = list(_numpy_key(a["begin"], a["end"], a["strides"], a["begin_mask"], a["end_mask"],
+                               a["shrink_axis_mask"]))
+    axes = sorted({c // 3 for c in a["operands"]})
+    shrunk = {d for d in axes if a["shrink_axis_mask"] >> d & 1}
+    base = [[None if a["begin_mask"] >> d & 1 else a["begin"][d], None if a["end_mask"] >> d & 1 else a["end"][d],
+             a["strides"][d]] for d in axes]
+    fill = [(axes.index(c // 3), c % 3) for c in a["operands"]]
+    new_axis, shape = a["new_axis"], a["shape"]
+
+    def run(x, *bounds):
+        if x.ndim != rank or len(bounds) != len(fill) or \
+                any(b.ndim or b.dtype.kind not in "iu" for b in bounds):
+            return _dynamic_slice_kernel(x, *bounds, **a)
+        parts = [list(p) for p in base]
+        for b, (i, k) in zip(bounds, fill):
+            parts[i][k] = int(b)
+        key = template.copy()
+        for d, (start, stop, step) in zip(axes, parts):
+            if d in shrunk and -x.shape[d] <= start < x.shape[d]:
+                key[d] = start
+            elif d in shrunk or step == 0:
+                return _dynamic_slice_kernel(x, *bounds, **a)
+            else:
+                key[d] = slice(start, stop, step)
+        y = x[tuple(key)]
+        return _shaped(np.expand_dims(y, new_axis) if new_axis else y, shape)
+    return run
+
+
+def _shaped(y, shape):
+    """`y`, checked against the sizes the graph knows (`shape`, () when none)."""
+    if shape and any(k is not None and k != n for k, n in zip(shape, np.shape(y))):
+        raise errors.InvalidArgumentError(
+            f"dynamic_strided_slice: the slice has shape {np.shape(y)}, the graph expects {shape}")
+    return y
+
+
+def _dynamic_slice_grad_kernel(g, like, *bounds, **a):
+    """`g` put into zeros shaped like the forward input where the slice took its elements."""
+    out = np.zeros(np.shape(like), g.dtype)
+    out[_slice_key("dynamic_strided_slice_grad", out.shape, bounds, a)] = \
+        np.squeeze(g, tuple(a["new_axis"])) if a["new_axis"] else g
+    return out
+
+
+def _dynamic_slice_infer(shapes, dts, attrs):
+    s, a = tuple(shapes[0]), attrs
+    if len(a["begin"]) != len(s) or len(shapes) - 1 != len(a["operands"]):
+        raise errors.InvalidArgumentError(
+            f"dynamic_strided_slice: the index covers {len(a['begin'])} axes with {len(a['operands'])} "
+            f"run-time bounds, got a tensor of shape {shape_rules.shape_str(s)} and {len(shapes) - 1} bounds")
+    _check_operands("dynamic_strided_slice", a)
+    for bs, dt in zip(shapes[1:], dts[1:]):
+        if len(bs) or not dt.is_integer:
+            raise errors.InvalidArgumentError(
+                f"dynamic_strided_slice: slice bounds must be integer scalars, got "
+                f"{dt.name}{shape_rules.shape_str(bs)}")
+    dynamic = {c // 3 for c in a["operands"]}
+    full = sum(1 << d for d in dynamic)
+    # the static axes as strided_slice infers them; the dynamic ones whole, then each
+    # removed (an index) or unknown (a slice; 0 of an empty axis)
+    static = dict(a, begin_mask=a["begin_mask"] | full, end_mask=a["end_mask"] | full,
+                  shrink_axis_mask=a["shrink_axis_mask"] & ~full, new_axis=(),
+                  strides=tuple(1 if d in dynamic else st for d, st in enumerate(a["strides"])))
+    out = list(_strided_slice_infer([s], dts[:1], static)[0][0])
+    kept = [d for d in range(len(s)) if not static["shrink_axis_mask"] >> d & 1]
+    for k in reversed(range(len(kept))):
+        d = kept[k]
+        if d in dynamic and a["shrink_axis_mask"] >> d & 1:
+            del out[k]
+        elif d in dynamic and s[d] != 0:
+            out[k] = None
+    for p in a["new_axis"]:
+        out.insert(p, 1)
+    if a["shape"]:
+        shape_rules.check_compatible("dynamic_strided_slice", "the slice", tuple(out), "the shape attr", a["shape"])
+        out = [n if n is not None else k for n, k in zip(out, a["shape"])]
+    return [(tuple(out), dts[0])]
+
+
+def _dynamic_slice_grad_infer(shapes, dts, attrs):
+    fwd = _dynamic_slice_infer(shapes[1:], dts[1:], attrs)
+    shape_rules.check_compatible("dynamic_strided_slice_grad", "the gradient", shapes[0], "the forward result",
+                                 fwd[0][0])
+    return [(tuple(shapes[1]), dts[0])]
+
+
+def _dynamic_slice_of(e, x, a, bounds, shape):
+    """ONNX of the slice with attrs `a` on `x` (static `shape`), `bounds` the names of its
+    run-time bounds: one Slice (which clamps as Python does but for a negative-step start
+    before the first element: before_the_start), a Gather per axis indexed by a run-time int,
+    a Squeeze of the axes indexed by a static one, an Unsqueeze of the new axes."""
+    dyn = {c: e.cast(b, dtypes.int64) for c, b in zip(a["operands"], bounds)}
+    shape = tuple(shape)
+
+    def value(d, k, static):
+        return e.unsqueeze(dyn[3 * d + k], [0]) if 3 * d + k in dyn else e.ints([static])
+
+    def omitted(step, first, last):     # the default of an omitted bound, by the step's sign
+        if not isinstance(step, str):
+            return e.ints([first if step > 0 else last])
+        return e.op("Where", e.op("Greater", step, e.ints([0])), e.ints([first]), e.ints([last]))
+
+    starts, ends, axes, steps, gathers, shrink = [], [], [], [], [], []
+    for d, (b, n, st) in enumerate(zip(a["begin"], a["end"], a["strides"])):
+        if a["shrink_axis_mask"] >> d & 1:
+            if 3 * d in dyn:
+                gathers.append(d)
+                continue
+            b, n, st = e.ints([b]), e.ints([b + 1 if b != -1 else BIG]), e.ints([1])
+            shrink.append(d - len(gathers))
+        else:
+            step = value(d, 2, st) if 3 * d + 2 in dyn else st
+            start = omitted(step, 0, BIG) if a["begin_mask"] >> d & 1 else value(d, 0, b)
+            n = omitted(step, BIG, -BIG) if a["end_mask"] >> d & 1 else value(d, 1, n)
+            if not (a["begin_mask"] >> d & 1 or (3 * d not in dyn and b >= 0) or (isinstance(step, int) and step > 0)):
+                n = before_the_start(e, x, d, shape, start, step, n)
+            b, st = start, step if isinstance(step, str) else e.ints([step])
+        starts.append(b), ends.append(n), axes.append(d), steps.append(st)
+    if axes:
+        x = e.op("Slice", x, *[e.op("Concat", *v, axis=0) for v in (starts, ends)], e.ints(axes),
+                 e.op("Concat", *steps, axis=0))
+    for d in reversed(gathers):
+        x = e.op("Gather", x, dyn[3 * d], axis=d)
+    return e.unsqueeze(e.squeeze(x, shrink), a["new_axis"])
+
+
+def _view_bytes(x, bounds, attrs):
+    """Bytes of the slice of `x` (numpy's own view of a broadcast zero: nothing allocated)."""
+    try:
+        key = _slice_key("dynamic_strided_slice", x.shape, bounds, attrs)
+    except errors.InvalidArgumentError:
+        return 0        # the kernel says what is wrong
+    return np.broadcast_to(np.zeros((), x.dtype), x.shape)[key].size * x.dtype.itemsize
+
+
+_DYNAMIC_SLICE = register(
+    name="dynamic_strided_slice",
+    kernel=_dynamic_slice_kernel,
+    infer=_dynamic_slice_infer,
+    bind=_bind_dynamic_slice,
+    grad=lambda op, g: [run_op(_DYNAMIC_SLICE_GRAD, (g,) + tuple(op.inputs), op.attrs)] + [None] * len(op.inputs[1:]),
+    num_inputs=None,
+    attrs=_DYNAMIC_SLICE_ATTRS,
+    defaults={},
+    onnx=lambda e, node, ins: _dynamic_slice_of(e, ins[0], node.attrs, ins[1:], node.inputs[0].shape),
+    batch=vb.dynamic_strided_slice,
+    cost=Cost(sized=lambda args, attrs: _view_bytes(args[0], args[1:], attrs)),
+)
+# Internal: the gradient of dynamic_strided_slice, `g` scattered into zeros shaped like the
+# input (`like`); its own gradient is the slice again.
+_DYNAMIC_SLICE_GRAD = register(
+    name="dynamic_strided_slice_grad",
+    kernel=_dynamic_slice_grad_kernel,
+    infer=_dynamic_slice_grad_infer,
+    grad=lambda op, gg: [run_op(_DYNAMIC_SLICE, (gg,) + tuple(op.inputs[2:]),
+                                dict(op.attrs, shape=tuple(op.inputs[0].shape)))] + [None] * len(op.inputs[1:]),
+    num_inputs=None,
+    attrs=_DYNAMIC_SLICE_ATTRS,
+    defaults={},
+    onnx=lambda e, node, ins: scatter_adjoint(
+        e, ins[0], shape_of(e, ins[1], node.inputs[1]), node.outputs[0].dtype,
+        lambda idx: _dynamic_slice_of(e, idx, node.attrs, ins[2:], node.inputs[1].shape)),
+    batch=vb.dynamic_strided_slice,
+    cost=Cost(sized=lambda args, attrs: args[1].size * args[0].dtype.itemsize),
+)
+
+
+def _is_symbolic(k):
+    return isinstance(k, Tensor) and not isinstance(k, EagerTensor) and \
+        (not hasattr(k, "static_value") or k.static_value() is None)
+
+
+def _bound(k):
+    """A key's int, or a symbolic integer scalar tensor (a bound known when the graph runs)."""
+    if not _is_symbolic(k):
+        return _index_value(k)
+    if len(k.shape) or not k.dtype.is_integer:
+        raise _args.error(f"strided_slice: slice bounds and indices must be integer scalars, got "
+                          f"{_args.describe(k)}; use df.gather for tensors of indices", TypeError)
+    return k
+
+
+def slice_helper(tensor, key):
+    """`Tensor.__getitem__`: `t[1:, ::-1, None, ..., 0]` is one strided_slice; a bound or index
+    that is a symbolic integer scalar (`t[i:i + 2]` in a loop) makes it one dynamic_strided_slice,
+    whose sliced sizes are unknown while tracing."""
+    if state.graph is None:     # eagerly every bound is a value (the per-op path: nothing more)
+        return strided_slice(tensor, key)
+    items = key if isinstance(key, tuple) else (key,)
+    if not any(_is_symbolic(v) for k in items
+               for v in ((k.start, k.stop, k.step) if isinstance(k, slice) else (k,))):
+        return strided_slice(tensor, key)
+    attrs = _slice_attrs(key, _rank(tensor), _bound)
+    bounds, operands = [], []
+    for k, what in enumerate(("begin", "end", "strides")):
+        values = list(attrs[what])
+        for d, v in enumerate(values):
+            if isinstance(v, Tensor):
+                bounds.append(v), operands.append(3 * d + k)
+                values[d] = 1 if k == 2 else 0
+        attrs[what] = tuple(values)
+    return run_op(_DYNAMIC_SLICE, (tensor,) + tuple(bounds), dict(attrs, operands=tuple(operands), shape=()))

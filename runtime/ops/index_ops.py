@@ -11,7 +11,7 @@ from defun.runtime import dtypes, errors
 from defun.runtime.execute import run_op
 from defun.runtime.indexed_slices import IndexedSlices
 from defun.runtime.ops import _args, shape_rules
-from defun.runtime.ops._onnx import BIG, scatter_adjoint, shape_of
+from defun.runtime.ops._onnx import BIG, before_the_start, scatter_adjoint, shape_of
 from defun.runtime.ops.base_ops import reshape
 from defun.runtime.registry import register
 from defun.runtime.tensor import EagerTensor, Tensor
@@ -443,10 +443,11 @@ def _strided_slice_grad_kernel(g, like, begin, end, strides, begin_mask, end_mas
     return out
 
 
-def _strided_slice_of(e, x, a):
-    """ONNX of strided_slice attrs `a` on `x`: one Slice (ONNX clamps bounds as Python does),
+def _strided_slice_of(e, x, a, shape):
+    """ONNX of strided_slice attrs `a` on `x` (static `shape`): one Slice (ONNX clamps bounds
+    as Python does, but for a negative-step start before the first element: before_the_start),
     Squeeze of the int-indexed axes, Unsqueeze of the new ones."""
-    starts, ends, axes, steps, shrink = [], [], [], [], []
+    starts, ends, axes, steps, shrink, shape = [], [], [], [], [], tuple(shape)
     for d, (b, n, st) in enumerate(zip(a["begin"], a["end"], a["strides"])):
         if a["shrink_axis_mask"] >> d & 1:
             starts.append(b), ends.append(b + 1 if b != -1 else BIG), axes.append(d), steps.append(1)
@@ -454,10 +455,14 @@ def _strided_slice_of(e, x, a):
             continue
         b = (0 if st > 0 else BIG) if a["begin_mask"] >> d & 1 else b
         n = (BIG if st > 0 else -BIG) if a["end_mask"] >> d & 1 else n
+        if st < 0 and b < -(shape[d] or 0):     # maybe before the start: empty when it is
+            n = 0 if shape[d] is not None else before_the_start(e, x, d, shape, e.ints([b]), st, e.ints([n]))
         if (b, n, st) != (0, BIG, 1):
             starts.append(b), ends.append(n), axes.append(d), steps.append(st)
     if axes:
-        x = e.op("Slice", x, e.ints(starts), e.ints(ends), e.ints(axes), e.ints(steps))
+        ends = e.ints(ends) if all(isinstance(n, int) for n in ends) else \
+            e.op("Concat", *[e.ints([n]) if isinstance(n, int) else n for n in ends], axis=0)
+        x = e.op("Slice", x, e.ints(starts), ends, e.ints(axes), e.ints(steps))
     x = e.squeeze(x, shrink)
     x = e.unsqueeze(x, a["new_axis"])
     return x if axes or shrink or a["new_axis"] else e.op("Identity", x)
@@ -471,7 +476,7 @@ _STRIDED_SLICE = register(
     num_inputs=1,
     attrs=_SLICE_ATTRS,
     defaults={},
-    onnx=lambda e, node, ins: _strided_slice_of(e, ins[0], node.attrs),
+    onnx=lambda e, node, ins: _strided_slice_of(e, ins[0], node.attrs, node.inputs[0].shape),
     batch=vb.strided_slice,
 )
 # Internal: the gradient of strided_slice, scattering `g` into zeros shaped like the input.
@@ -486,7 +491,7 @@ _STRIDED_SLICE_GRAD = register(
     defaults={},
     onnx=lambda e, node, ins: scatter_adjoint(
         e, ins[0], shape_of(e, ins[1], node.inputs[1]), node.outputs[0].dtype,
-        lambda idx: _strided_slice_of(e, idx, node.attrs)),
+        lambda idx: _strided_slice_of(e, idx, node.attrs, node.inputs[1].shape)),
     batch=vb.strided_slice,
 )
 
@@ -509,8 +514,9 @@ def _index_value(k):
                           f"for lists or tensors of indices", TypeError) from None
 
 
-def _slice_attrs(key, rank):
-    """Attrs of the one strided_slice op computing `t[key]` for a tensor of `rank`."""
+def _slice_attrs(key, rank, value=_index_value):
+    """Attrs of the one strided_slice op computing `t[key]` for a tensor of `rank`; `value`
+    reads each int of the key (dynamic_shape_ops' keeps symbolic scalars, set into the attrs)."""
     key = key if isinstance(key, tuple) else (key,)
     consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
     if sum(1 for k in key if k is Ellipsis) > 1:
@@ -540,18 +546,18 @@ def _slice_attrs(key, rank):
             new_axis.append(out_pos)
             out_pos += 1
         elif isinstance(k, slice):
-            step = 1 if k.step is None else _index_value(k.step)
-            if step == 0:
+            step = 1 if k.step is None else value(k.step)
+            if isinstance(step, int) and step == 0:
                 raise _args.error("strided_slice: slice step cannot be zero")
-            begin.append(0 if k.start is None else _index_value(k.start))
-            end.append(0 if k.stop is None else _index_value(k.stop))
+            begin.append(0 if k.start is None else value(k.start))
+            end.append(0 if k.stop is None else value(k.stop))
             strides.append(step)
             bm |= (k.start is None) << d
             em |= (k.stop is None) << d
             out_pos += 1
         else:
-            i = _index_value(k)
-            begin.append(i), end.append(i + 1), strides.append(1)
+            i = value(k)
+            begin.append(i), end.append(i + 1 if isinstance(i, int) else 0), strides.append(1)
             sm |= 1 << d
     return {"begin": tuple(begin), "end": tuple(end), "strides": tuple(strides), "begin_mask": bm,
             "end_mask": em, "shrink_axis_mask": sm, "new_axis": tuple(new_axis)}
