@@ -311,7 +311,8 @@ class Converter:
         for i, s in enumerate(stmts):
             if isinstance(s, ast.Return) and ctx.returns:
                 value = self.expr(s.value) if s.value is not None else _const(None)
-                out += _located([_assign(RETURN_FLAG, _const(True)), _assign(RETVAL, value)], s)
+                # the value first: if computing it raises, the function has not returned
+                out += _located([_assign(RETVAL, value), _assign(RETURN_FLAG, _const(True))], s)
                 return out
             if isinstance(s, (ast.Break, ast.Continue)) and ctx.loop is not None:
                 flag = ctx.loop.brk if isinstance(s, ast.Break) else ctx.loop.cnt
