@@ -1,5 +1,7 @@
 """AutoGraph gaps found by running TensorFlow's own reference tests through
 tests/tf_reference (each compared with the same Python run eagerly)."""
+import functools
+
 import pytest
 
 import defun as df
@@ -35,3 +37,95 @@ def test_a_return_whose_value_raises_has_not_returned():
     for c in (True, False):
         matches_eager(return_that_raises_after_a_tensor_if, tensor(c))
         matches_eager(return_that_raises_after_a_tensor_if, c)
+
+
+def _scaled(x, n):
+    for i in range(n):
+        yield x * i
+
+
+def _counted(x, n):
+    i = 0
+    while i < n:
+        i += 1
+        yield x + i
+
+
+def consumes_generators(x):
+    s = 0.0
+    for v in _scaled(x, 3):
+        s = s + v
+    return s, list(_counted(x, 2)), sum(_scaled(x, 4))
+
+
+def test_generators_called_in_a_defun_run_as_in_python():
+    matches_eager(consumes_generators, df.constant(2.0))
+
+
+def _a_generator(x):
+    yield x
+
+
+def test_a_defun_of_a_generator_function_says_generators_are_not_traced():
+    with pytest.raises(NotImplementedError, match="generator function, and generators cannot be traced") as e:
+        df.defun(_a_generator)(df.constant(1.0))
+    assert isinstance(e.value, df.errors.UnimplementedError)
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_branch(x):
+    if df.reduce_sum(x) > 0:
+        return x * 2.0
+    return -x
+
+
+def _forwarding(f):
+    @functools.wraps(f)
+    def wrapper(*args):
+        return f(*args)
+    return wrapper
+
+
+@_forwarding
+def _wrapped_branch(x):
+    if df.reduce_sum(x) > 0:
+        return x * 3.0
+    return -x
+
+
+class _Model:
+    @functools.lru_cache(maxsize=None)
+    def branch(self, x):
+        if df.reduce_sum(x) > 0:
+            return x + 1.0
+        return x - 1.0
+
+
+def calls_decorated(x):
+    return _cached_branch(x), _wrapped_branch(x), _Model().branch(x)
+
+
+@pytest.mark.parametrize("v", [[1.0, 2.0], [-1.0, -2.0]])
+def test_functions_under_decorators_that_keep_wrapped_are_converted(v):
+    x = df.constant(v)
+    matches_eager(calls_decorated, x)
+    matches_eager(_cached_branch, x)      # the defun's own function under lru_cache
+    matches_eager(_wrapped_branch, x)
+
+
+@functools.singledispatch
+def _dispatched(x):
+    return x * 2.0
+
+
+@_dispatched.register(int)
+def _(x):
+    return x + 100
+
+
+def calls_dispatched(x):
+    return _dispatched(x), _dispatched(3)
+
+
+def test_singledispatch_still_dispatches_by_type():
+    matches_eager(calls_dispatched, df.constant(1.5))

@@ -90,8 +90,12 @@ class TensorArray(list):
     (`append` collects one value per iteration); `stack()` -> df.stack."""
 
     def __init__(self, dtype, size=0, dynamic_size=None, element_shape=None, **kwargs):
-        super().__init__()
-        self.dtype, self.element_shape = df.as_dtype(dtype), element_shape
+        if isinstance(dtype, (df.DType, str, type)):
+            super().__init__()
+            self.dtype, self.element_shape = df.as_dtype(dtype), element_shape
+        else:       # rebuilt from its items (defun's nest rebuilds a list as type(lst)(items))
+            super().__init__(dtype)
+            self.dtype, self.element_shape = None, None
 
     def write(self, index, value):
         self.append(value)
