@@ -129,3 +129,15 @@ def calls_dispatched(x):
 
 def test_singledispatch_still_dispatches_by_type():
     matches_eager(calls_dispatched, df.constant(1.5))
+
+
+def prints_a_dict_beside_a_tensor(x):
+    print("x is", x, {"foo": "bar", "n": [1.5, "s", None]}, ("t",))
+
+
+def test_print_shows_strings_inside_containers_as_python_does(capsys):
+    x = df.constant([1, 2, 3])
+    df.defun(prints_a_dict_beside_a_tensor)(x)
+    got = capsys.readouterr().out
+    prints_a_dict_beside_a_tensor(x.numpy())
+    assert got == capsys.readouterr().out == "x is [1 2 3] {'foo': 'bar', 'n': [1.5, 's', None]} ('t',)\n"

@@ -275,9 +275,22 @@ def len_(x):
 def print_(*args, sep=" ", end="\n", file=None, flush=False):
     """`print(...)`: df.print when an argument holds a symbolic tensor, else Python's print."""
     if any(isinstance(v, (SymbolicTensor, TensorList)) for v in flatten(list(args))):
-        args = [v.buffer if isinstance(v, TensorList) else v for v in args]
+        args = [v.buffer if isinstance(v, TensorList) else _shown(v) if isinstance(v, (list, tuple, dict)) else v
+                for v in args]
         return df_print(*args, sep=sep, end=end, output_stream=file)
     return builtins.print(*args, sep=sep, end=end, file=file, flush=flush)
+
+
+def _shown(v):
+    """Container `v` with its Python leaves as Python's print shows them there (repr: 'text'
+    quoted), for df.print, which prints strings as they are."""
+    if isinstance(v, (Tensor, Variable, TensorList)):
+        return v.buffer if isinstance(v, TensorList) else v
+    if isinstance(v, dict):
+        return {k: _shown(e) for k, e in v.items()}
+    if isinstance(v, (list, tuple)):
+        return type(v)(_shown(e) for e in v) if type(v) in (list, tuple) else v
+    return repr(v)
 
 
 def assert_stmt(c, message_fn, line):

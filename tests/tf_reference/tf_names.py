@@ -85,29 +85,26 @@ class TensorShape:
         self.dims = None if dims is None else list(dims)
 
 
-class TensorArray(list):
-    """tf.TensorArray -> a Python list of tensors, which defun grows in tensor loops
-    (`append` collects one value per iteration); `stack()` -> df.stack."""
+class TensorArray(tuple):
+    """tf.TensorArray -> one df tensor that grows by a row per write (a tuple holding it, so
+    that a loop carries it: defun gives a loop variable whose size changes an unknown size).
+    Writes land in order, at index size() (as the files write them); stack() is the tensor."""
 
-    def __init__(self, dtype, size=0, dynamic_size=None, element_shape=None, **kwargs):
-        if isinstance(dtype, (df.DType, str, type)):
-            super().__init__()
-            self.dtype, self.element_shape = df.as_dtype(dtype), element_shape
-        else:       # rebuilt from its items (defun's nest rebuilds a list as type(lst)(items))
-            super().__init__(dtype)
-            self.dtype, self.element_shape = None, None
+    def __new__(cls, dtype, size=0, dynamic_size=None, element_shape=None, **kwargs):
+        if not isinstance(dtype, (df.DType, str, type)):     # rebuilt from its items by nest
+            return super().__new__(cls, tuple(dtype))
+        return super().__new__(cls, (df.zeros([0] + list(element_shape or ()), dtype),))
 
     def write(self, index, value):
-        self.append(value)
-        return self
+        buffer = self[0]
+        row = df.expand_dims(df.cast(value, buffer.dtype), 0)
+        return TensorArray((df.concat([buffer, row], 0),))
 
     def size(self):
-        return len(self)
+        return df.shape(self[0])[0]
 
     def stack(self):
-        if len(self) == 0:
-            return df.zeros([0] + list(self.element_shape or ()), self.dtype)
-        return df.stack(self)
+        return self[0]
 
 
 class name_scope:
