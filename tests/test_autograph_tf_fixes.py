@@ -141,3 +141,28 @@ def test_print_shows_strings_inside_containers_as_python_does(capsys):
     got = capsys.readouterr().out
     prints_a_dict_beside_a_tensor(x.numpy())
     assert got == capsys.readouterr().out == "x is [1 2 3] {'foo': 'bar', 'n': [1.5, 's', None]} ('t',)\n"
+
+
+def python_loop_creates_var(n):
+    i = 0
+    while i < n:
+        v = i * 2
+        i += 1
+    return v
+
+
+def python_if_creates_var(c):
+    if c:
+        j = 1
+    return j
+
+
+def test_a_variable_a_python_path_leaves_unassigned_is_an_unbound_local_error():
+    # as Python raises it (and still a TracingError naming the variable and the line)
+    for fn, arg in ((python_loop_creates_var, 0), (python_if_creates_var, False)):
+        with pytest.raises(UnboundLocalError):
+            fn(arg)
+        with pytest.raises(UnboundLocalError, match="has no value here") as e:
+            df.defun(fn)(arg)
+        assert isinstance(e.value, df.errors.TracingError)
+    matches_eager(python_loop_creates_var, 2)

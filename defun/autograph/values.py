@@ -29,6 +29,11 @@ def site(file, line):
     return f"{file}:{line}"
 
 
+class UnassignedError(errors.TracingError, UnboundLocalError):
+    """A variable used before it is assigned, on a path Python takes: the TracingError
+    autograph raises, and the UnboundLocalError Python raises there."""
+
+
 class Undefined:
     """The value of a variable that has none on the path taken; any use is a TracingError."""
 
@@ -44,7 +49,7 @@ class Undefined:
         return f"{why} {at}" if self.whole else f"{self.name!r} has no value here {at}: {why}"
 
     def fail(self, *args, **kwargs):
-        raise errors.TracingError(self.message())
+        raise (errors.TracingError if self.why else UnassignedError)(self.message())
 
     def __getattr__(self, attr):
         if attr.startswith("__"):
