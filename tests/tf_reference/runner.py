@@ -10,6 +10,7 @@ import argparse
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -146,6 +147,15 @@ def run_dir(directory, only=(), timeout=120, verbose=False, write=print):
         n = sum(1 for _, kind, w in every if kind == "tf_only" and w == why)
         write(f"  TF-only, not mapped ({n}): {why}")
     write("  skipped: by TF's own file (self.skipTest in it), as under TensorFlow")
+    causes = {}
+    for _, kind, why in every:
+        if kind in ("failed", "errors"):
+            cause = re.sub(r"\d+", "N", re.sub(r"(/[^\s:]+)+:\d+", "<line>", why))[:110]
+            causes[cause] = causes.get(cause, 0) + 1
+    if causes:
+        write("  failed and errors by cause (numbers as N, sites as <line>):")
+        for cause, n in sorted(causes.items(), key=lambda kv: -kv[1]):
+            write(f"    {n:4}  {cause}")
     return results
 
 
