@@ -162,7 +162,7 @@ def test_a_variable_a_python_path_leaves_unassigned_is_an_unbound_local_error():
     for fn, arg in ((python_loop_creates_var, 0), (python_if_creates_var, False)):
         with pytest.raises(UnboundLocalError):
             fn(arg)
-        with pytest.raises(UnboundLocalError, match="has no value here") as e:
+        with pytest.raises(UnboundLocalError, match=r"'[vj]' is used before assignment at .*fixes.py:\d+") as e:
             df.defun(fn)(arg)
         assert isinstance(e.value, df.errors.TracingError)
     matches_eager(python_loop_creates_var, 2)

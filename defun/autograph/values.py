@@ -43,10 +43,11 @@ class Undefined:
         self.name, self.why, self.whole = name, why, whole     # whole: `why` is the whole message
 
     def message(self):
-        why = self.why or "it is used before it is assigned"
         here = sites.user_site(2)
+        if self.why is None:
+            return f"{self.name!r} is used before assignment" + (f" at {here[0]}:{here[1]}" if here else "")
         at = f"(used at {here[0]}:{here[1]})" if here else ""
-        return f"{why} {at}" if self.whole else f"{self.name!r} has no value here {at}: {why}"
+        return f"{self.why} {at}" if self.whole else f"{self.name!r} has no value here {at}: {self.why}"
 
     def fail(self, *args, **kwargs):
         raise (errors.TracingError if self.why else UnassignedError)(self.message())
