@@ -166,3 +166,20 @@ def test_a_variable_a_python_path_leaves_unassigned_is_an_unbound_local_error():
             df.defun(fn)(arg)
         assert isinstance(e.value, df.errors.TracingError)
     matches_eager(python_loop_creates_var, 2)
+
+
+def returns_on_some_paths(x):
+    if x > 0:
+        if x < 5:
+            return x
+    else:
+        return x * x * x
+
+
+def test_a_return_missing_on_a_path_of_a_tensor_if_is_said_in_the_users_words():
+    matches_eager(returns_on_some_paths, 3)
+    with pytest.raises(df.errors.TracingError, match=r"the function returns different kinds of value on the "
+                       r"two paths of the tensor if at .*fixes.py:\d+: an int32\[\] tensor when true but a Python "
+                       r"NoneType \(None\) when false \(a path that ends without `return` returns None\)") as e:
+        df.defun(returns_on_some_paths)(df.constant(3))
+    assert "retval__" not in str(e.value)

@@ -178,7 +178,7 @@ def same_static(x, y):
 
 def describe(v):
     if isinstance(v, (Tensor, Variable)):
-        return f"a {v.dtype.name}{list(v.shape)} tensor"
+        return f"{'an' if v.dtype.name[0] in 'aeiou' else 'a'} {v.dtype.name}{list(v.shape)} tensor"
     if isinstance(v, TensorList):
         return "a list appended to in a tensor loop"
     return f"a Python {type(v).__name__} ({v!r:.40})"
@@ -293,6 +293,11 @@ def _one_path(name, missing_true, lines, file, line):
 
 
 def _differs(name, how, lines, file, line, need):
+    if name == RETVAL:      # the hidden variable of early returns: say what the user wrote
+        return errors.TracingError(
+            f"the function returns different kinds of value on the two paths of the tensor if at "
+            f"{site(file, line)}: {how} (a path that ends without `return` returns None); a tensor `if` "
+            f"becomes one cond node, so every path must return {need}")
     return errors.TracingError(
         f"{name!r} differs between the branches of the tensor if at {site(file, line)}: {how} "
         f"(true: {_at(lines, 0, name)}; false: {_at(lines, 1, name)}); the branches of a cond "
