@@ -183,3 +183,26 @@ def test_a_return_missing_on_a_path_of_a_tensor_if_is_said_in_the_users_words():
                        r"NoneType \(None\) when false \(a path that ends without `return` returns None\)") as e:
         df.defun(returns_on_some_paths)(df.constant(3))
     assert "retval__" not in str(e.value)
+
+
+def dtype_changes_in_a_loop(n):
+    v = df.constant(0, df.int32)
+    for _ in df.range(n):
+        v = df.constant(0.0, df.float32)
+    return v
+
+
+def structure_changes_in_a_loop(n):
+    s = {"a": df.constant(0)}
+    for _ in df.range(n):
+        s = df.constant(7.0)
+    return s
+
+
+def test_a_loop_variable_that_changes_says_what_it_was_before_the_loop_and_after():
+    with pytest.raises(TypeError, match=r"'v' has dtype int32 before the loop, but dtype float32 after an "
+                                        r"iteration \(the tensor loop at .*fixes.py:\d+; assigned at line \d+\)"):
+        df.defun(dtype_changes_in_a_loop)(df.constant(2))
+    with pytest.raises(TypeError, match=r"'s' does not have the same nested structure before the loop "
+                                        r"\(\{'a': tensor\}\) and after an iteration \(tensor\)"):
+        df.defun(structure_changes_in_a_loop)(df.constant(2))
