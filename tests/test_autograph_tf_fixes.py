@@ -206,3 +206,42 @@ def test_a_loop_variable_that_changes_says_what_it_was_before_the_loop_and_after
     with pytest.raises(TypeError, match=r"'s' does not have the same nested structure before the loop "
                                         r"\(\{'a': tensor\}\) and after an iteration \(tensor\)"):
         df.defun(structure_changes_in_a_loop)(df.constant(2))
+
+
+def dict_item_set_in_both_branches(a):
+    x = {"a": {"a": a}}
+    alias = x["a"]
+    if x["a"]["a"] > 0:
+        x["a"]["b"] = 1
+    else:
+        x["a"]["b"] = -1
+    return x, alias["b"]
+
+
+def list_item_set_and_appended_in_both_branches(a):
+    x = [a, 0]
+    if x[0] > 0:
+        x[1] = 1
+        x.append(a * 2)
+    else:
+        x[1] = -1
+        x.append(a * 3)
+    return x
+
+
+def dict_item_set_in_one_branch(a):
+    x = {"a": a}
+    if x["a"] > 0:
+        x["b"] = 1
+    return x
+
+
+@pytest.mark.parametrize("a", [2, -2])
+def test_objects_changed_in_place_in_the_branches_of_a_tensor_if(a):
+    # each branch changes its own copy (one branch's change used to leak into the other,
+    # the last traced winning), and the object is still the same object after the if
+    matches_eager(dict_item_set_in_both_branches, tensor(a))
+    matches_eager(list_item_set_and_appended_in_both_branches, tensor(a))
+    matches_eager(dict_item_set_in_one_branch, a)
+    with pytest.raises(df.errors.TracingError, match="'x' differs between the branches of the tensor if"):
+        df.defun(dict_item_set_in_one_branch)(tensor(a))

@@ -142,16 +142,37 @@ def if_stmt(c, body, orelse, get_state, set_state, names, info):
     graphs, (a, b) = cf.trace_branches(state.graph, run(body), run(orelse))
     then_leaves, else_leaves, rebuild = merge_branches(a, b, entry, names, info, file)
     out = cf.join_branches(c, graphs, then_leaves, else_leaves)    # also with no outputs: effects
-    set_state(rebuild(out))
+    after = rebuild(out)
+    changed = info[3] if len(info) > 3 else ()
+    if changed:     # an object changed in place is still the same object after the if (as in Python)
+        after = tuple(_write_back(entry[k], v) if name in changed else v for k, (name, v) in
+                      enumerate(zip(names, after)))
+    set_state(after)
 
 
 def _copy(v):
-    """A fresh list/dict for each branch, so one branch's append is not seen by the other."""
+    """A fresh list/dict (and fresh lists/dicts inside it) for each branch, so that what one
+    branch changes in place (`x[k] = v`, an append) is not seen by the other."""
     if type(v) is list:
-        return list(v)
+        return [_copy(e) for e in v]
     if type(v) is dict:
-        return dict(v)
+        return {k: _copy(e) for k, e in v.items()}
     return v
+
+
+def _write_back(old, new):
+    """`old` (a list or dict from before the if) holding `new`'s contents, nested lists and
+    dicts written back into themselves; `new` when they are not alike."""
+    if type(old) is dict and type(new) is dict:
+        for k in [k for k in old if k not in new]:
+            del old[k]
+        for k, e in new.items():
+            old[k] = _write_back(old[k], e) if k in old else e
+        return old
+    if type(old) is list and type(new) is list:
+        old[:] = [_write_back(o, e) for o, e in zip(old, new)] + new[len(old):] if len(old) <= len(new) else new
+        return old
+    return new
 
 
 # ---------------------------------------------------------------------------------------

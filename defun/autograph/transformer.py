@@ -165,6 +165,25 @@ def assigned(nodes):
     return [i for i in names if GEN not in i]
 
 
+def mutated_roots(stmts):
+    """Names of the Python objects statements `stmts` change in place (`x[k] = v`, `x[k] += v`,
+    `del x[k]`, `x.append(v)`, ...), in first-seen order, not entering nested scopes."""
+    roots = {}
+    for s in _statements(stmts):
+        targets = s.targets if isinstance(s, (ast.Assign, ast.Delete)) else \
+            [s.target] if isinstance(s, (ast.AugAssign, ast.AnnAssign)) else []
+        targets = [t for t in targets if isinstance(t, ast.Subscript)]
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Attribute) \
+                and s.value.func.attr in _MUTATORS:
+            targets.append(s.value.func)
+        for t in targets:
+            while isinstance(t, (ast.Attribute, ast.Subscript)):
+                t = t.value
+            if isinstance(t, ast.Name):
+                roots.setdefault(t.id, None)
+    return list(roots)
+
+
 def first_lines(nodes):
     """((name, line of its first assignment), ...) in the original statements `nodes`."""
     lines = {}
@@ -475,13 +494,16 @@ class Converter:
     def if_(self, s, ctx, defined, generated=False):
         n = self.fresh()
         test = self.condition(s.test) if not generated else s.test
+        roots = mutated_roots(s.body + s.orelse)      # before the blocks are rewritten
         body = self.block(s.body, ctx, set(defined))
         orelse = self.block(s.orelse, ctx, set(defined))
         names = assigned(body + orelse)
+        changed = [i for i in roots if i in defined and i not in names]
+        names += changed        # objects changed in place: each branch changes its own copy
         pre = self.bindings(names, defined, ctx, s)
         decl = self.declarations(names, ctx)
         defs = [_def(f"if_true{GEN}{n}", [], decl + body), _def(f"if_false{GEN}{n}", [], decl + orelse)]
-        info = (s.lineno, first_lines(s.body), first_lines(s.orelse))
+        info = (s.lineno, first_lines(s.body), first_lines(s.orelse), tuple(changed))
         call = _call(_ag("if_stmt"), test, _name(f"if_true{GEN}{n}"), _name(f"if_false{GEN}{n}"),
                      _name(f"get_state{GEN}{n}"), _name(f"set_state{GEN}{n}"), _const(tuple(names)), _const(info))
         return pre + _located(defs, s) + self.state_functions(n, names, ctx, s) + _located([ast.Expr(value=call)], s)
