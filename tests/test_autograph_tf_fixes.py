@@ -245,3 +245,21 @@ def test_objects_changed_in_place_in_the_branches_of_a_tensor_if(a):
     matches_eager(dict_item_set_in_one_branch, a)
     with pytest.raises(df.errors.TracingError, match="'x' differs between the branches of the tensor if"):
         df.defun(dict_item_set_in_one_branch)(tensor(a))
+
+
+def imbalanced_conditional_expression(x):
+    parts = df.unstack(x) if df.size(x) > 0 else []
+    return x * 2.0 + len(parts)
+
+
+def balanced_conditional_expressions(x):
+    y = -x if df.reduce_sum(x) < 5.0 else x
+    return (2.0 * y if df.reduce_sum(y) < 5.0 else y), ((x, 1.0) if df.reduce_sum(x) > 0 else (-x, 1.0))
+
+
+def test_a_conditional_expression_whose_branches_differ_names_its_line():
+    with pytest.raises(ValueError, match=r"the conditional expression at .*fixes.py:\d+ must return the same nested "
+                                         r"structure in both branches .*: \(tensor,\) when true but \[\] when false"):
+        df.defun(imbalanced_conditional_expression)(df.constant([1.0]))
+    for v in ([1.0, 2.0], [-4.0, 1.0], [3.0, 4.0]):
+        matches_eager(balanced_conditional_expressions, df.constant(v))

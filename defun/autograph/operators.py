@@ -15,7 +15,7 @@ import threading
 
 from defun.runtime import errors
 from defun.runtime.context import state
-from defun.runtime.nest import flatten
+from defun.runtime.nest import flatten, pack_as
 from defun.runtime.ops import math_ops
 from defun.runtime.ops.base_ops import cast, shape as shape_of
 from defun.runtime.ops.debug_ops import print as df_print
@@ -82,7 +82,14 @@ def if_exp(c, true_fn, false_fn, line):
     c = condition(c, "conditional expression", line)
     if not isinstance(c, SymbolicTensor):
         return true_fn() if c else false_fn()
-    return cf.cond(c, true_fn, false_fn)
+    graphs, (a, b) = cf.trace_branches(state.graph, true_fn, false_fn)
+    if cf._structure(a) != cf._structure(b):
+        raise errors.InvalidArgumentError(
+            f"the conditional expression at {where_text(line)} must return the same nested structure in both "
+            f"branches (on a tensor condition it is one cond node): {cf._describe(a)} when true but "
+            f"{cf._describe(b)} when false")
+    out = cf.join_branches(c, graphs, flatten(a), flatten(b))
+    return pack_as(a, out) if flatten(a) else a
 
 
 def and_(a, b_fn):
