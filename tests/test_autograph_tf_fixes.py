@@ -263,3 +263,46 @@ def test_a_conditional_expression_whose_branches_differ_names_its_line():
         df.defun(imbalanced_conditional_expression)(df.constant([1.0]))
     for v in ([1.0, 2.0], [-4.0, 1.0], [3.0, 4.0]):
         matches_eager(balanced_conditional_expressions, df.constant(v))
+
+
+def deletes_in_both_branches(c):
+    i = 1
+    j = 2
+    if c:
+        del i
+        j = 3
+    else:
+        del i
+    return j
+
+
+def deletes_on_one_path(c):
+    i = 1
+    if c:
+        del i
+    return i
+
+
+def deletes_then_reads(c):
+    i = 1
+    if c:
+        del i
+    else:
+        del i
+    return i
+
+
+def test_del_in_the_branches_of_an_if_deletes_the_functions_variable():
+    # `del i` in a branch used to delete a variable of the branch's own function
+    # (UnboundLocalError at the `del`, whatever the condition)
+    for c in (True, False):
+        matches_eager(deletes_in_both_branches, c)
+        matches_eager(deletes_in_both_branches, tensor(c))
+    matches_eager(deletes_on_one_path, False)
+    with pytest.raises(df.errors.TracingError, match="'i' is assigned only when the tensor condition of the if at "
+                                                     r".*fixes.py:\d+ is false"):
+        df.defun(deletes_on_one_path)(tensor(False))
+    with pytest.raises(UnboundLocalError):        # as Python raises it
+        df.defun(deletes_then_reads)(True)
+    with pytest.raises(UnboundLocalError, match=r"'i' is used before assignment at .*fixes.py:\d+"):
+        df.defun(deletes_then_reads)(tensor(True))

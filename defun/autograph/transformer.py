@@ -102,7 +102,7 @@ def walk_scope(nodes):
 
 
 _TARGETS = {ast.Assign: ("targets",), ast.AugAssign: ("target",), ast.AnnAssign: ("target",),
-            ast.For: ("target",), ast.AsyncFor: ("target",), ast.Delete: ()}
+            ast.For: ("target",), ast.AsyncFor: ("target",), ast.Delete: ("targets",)}
 _BLOCKS = ("body", "orelse", "finalbody", "handlers")
 
 
@@ -462,10 +462,12 @@ class Converter:
         return out
 
     # ------------------------------------------------------------------ if
-    def state_functions(self, n, names, ctx, s):
+    def state_functions(self, n, names, ctx, s, deleted=()):
+        """get_state/set_state of statement `s` (a name in `deleted`, which `del` may unbind, is
+        read as ag__.ld gives it: Undefined when it has no value)."""
         decl = self.declarations(names, ctx)
-        get = _def(f"get_state{GEN}{n}", [], [ast.Return(value=ast.Tuple(elts=[_name(i) for i in names],
-                                                                              ctx=ast.Load()))])
+        values = [_call(_ag("ld"), _lambda(_name(i)), _const(i)) if i in deleted else _name(i) for i in names]
+        get = _def(f"get_state{GEN}{n}", [], [ast.Return(value=ast.Tuple(elts=values, ctx=ast.Load()))])
         target = ast.Tuple(elts=[_name(i, True) for i in names], ctx=ast.Store())
         put = _def(f"set_state{GEN}{n}", ["vals__"],
                    decl + ([ast.Assign(targets=[target], value=_name("vals__"))] if names else []))
@@ -506,7 +508,10 @@ class Converter:
         info = (s.lineno, first_lines(s.body), first_lines(s.orelse), tuple(changed))
         call = _call(_ag("if_stmt"), test, _name(f"if_true{GEN}{n}"), _name(f"if_false{GEN}{n}"),
                      _name(f"get_state{GEN}{n}"), _name(f"set_state{GEN}{n}"), _const(tuple(names)), _const(info))
-        return pre + _located(defs, s) + self.state_functions(n, names, ctx, s) + _located([ast.Expr(value=call)], s)
+        deleted = {t.id for d in _statements(s.body + s.orelse) if isinstance(d, ast.Delete) for t in d.targets
+                   if isinstance(t, ast.Name)}
+        return (pre + _located(defs, s) + self.state_functions(n, names, ctx, s, deleted)
+                + _located([ast.Expr(value=call)], s))
 
     # ------------------------------------------------------------------ while / for
     def loop_start(self, s, ctx, defined):
