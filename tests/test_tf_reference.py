@@ -91,6 +91,6 @@ def test_a_file_that_does_not_import_is_one_error(tmp_path):
 if TF_FILES:       # one test per TF file, when DEFUN_TF_AUTOGRAPH_TESTS names their directory
     @pytest.mark.parametrize("name", TF_FILES)
     def test_tensorflow_reference_file(name):
-        rows = runner.run_file(os.path.join(TF_DIR, name), timeout=120)
+        rows = runner.run_file(os.path.join(TF_DIR, name), timeout=30)
         bad = [f"{kind}: {test}: {why}" for test, kind, why in rows if kind in ("failed", "errors")]
         assert not bad, f"{len(bad)} of {len(rows)} tests of {name}:\n" + "\n".join(bad)
