@@ -2,6 +2,7 @@
 tests/tf_reference (each compared with the same Python run eagerly)."""
 import functools
 
+import numpy as np
 import pytest
 
 import defun as df
@@ -306,3 +307,29 @@ def test_del_in_the_branches_of_an_if_deletes_the_functions_variable():
         df.defun(deletes_then_reads)(True)
     with pytest.raises(UnboundLocalError, match=r"'i' is used before assignment at .*fixes.py:\d+"):
         df.defun(deletes_then_reads)(tensor(True))
+
+
+def state_dict_set_in_a_tensor_if(x):
+    state = {"y": x, "k": x}
+    if df.reduce_sum(x) > 0:
+        state["y"] = x * x
+        state["k"] = 2.0 * x
+    else:
+        state["y"] = -3.0 * x
+    return df.reduce_sum(state["y"] * state["k"])
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("v", [[1.0, 2.0], [-1.0, 0.5]])
+def test_gradients_through_a_dict_changed_in_a_tensor_if(v, dtype):
+    def grad(fn, x):
+        with df.GradientTape() as tape:
+            tape.watch(x)
+            y = fn(x)
+        return y, tape.gradient(y, x)
+    x = df.constant(np.asarray(v, dtype))
+    (y, g), (y0, g0) = grad(df.defun(state_dict_set_in_a_tensor_if), x), grad(state_dict_set_in_a_tensor_if, x)
+    want = 6.0 * np.asarray(v) ** 2 if sum(v) > 0 else -6.0 * np.asarray(v)
+    np.testing.assert_allclose(g.numpy(), want, rtol=1e-3)
+    np.testing.assert_allclose(g.numpy(), g0.numpy(), rtol=1e-3)
+    np.testing.assert_allclose(y.numpy(), y0.numpy(), rtol=1e-3)
