@@ -22,6 +22,10 @@ def same(got, want):
         assert isinstance(got, (list, tuple)) and len(got) == len(want)
         for g, w in zip(got, want):
             same(g, w)
+    elif isinstance(want, dict):
+        assert isinstance(got, dict) and sorted(got) == sorted(want)
+        for k in want:
+            same(got[k], want[k])
     elif want is None:
         assert got is None
     else:

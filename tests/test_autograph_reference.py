@@ -177,8 +177,9 @@ def test_var_created_on_the_path_taken_is_legal_on_python_values():
 @pytest.mark.parametrize("fn,c", _product([creates_in_if, creates_in_else], [True, False]))
 def test_var_created_in_one_branch_of_a_tensor_if_is_refused(fn, c):
     refused(fn, df.constant(c), match="'k' is assigned only when")
-    with pytest.raises(df.errors.TracingError, match="'k' has no value"):   # Python: UnboundLocalError's case
+    with pytest.raises(df.errors.TracingError, match="'k' is used before assignment") as e:
         df.defun(fn)(fn is creates_else_path)
+    assert isinstance(e.value, UnboundLocalError)       # Python's error there
 
 
 @pytest.mark.parametrize("c", [True, False])

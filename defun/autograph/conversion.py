@@ -9,6 +9,7 @@ numbers, and shares the original's globals and closure cells (only `ag__` is add
 import ast
 import builtins
 import copy
+import functools
 import inspect
 import linecache
 import os
@@ -271,6 +272,9 @@ def call(f, *args, **kwargs):
         if entry.__class__ is _Converted:
             return (_MADE.get(f) or converted(f))(*args, **kwargs)
         if entry.quiet:
+            inner = _unwrapped(f) if hasattr(f, "__wrapped__") else None
+            if inner is not None:
+                return inner(*args, **kwargs)
             if f in _TAKES_FUNCTIONS:     # df.cond(p, true_fn, false_fn), df.map_fn(fn, xs): the user's fns convert
                 args = [converted(a) if type(a) is types.FunctionType else a for a in args]
                 kwargs = {k: converted(a) if type(a) is types.FunctionType else a for k, a in kwargs.items()}
@@ -279,6 +283,10 @@ def call(f, *args, **kwargs):
     if t is types.MethodType and type(f.__func__) is types.FunctionType:
         g = converted(f.__func__)
         return f(*args, **kwargs) if g is f.__func__ else g(f.__self__, *args, **kwargs)
+    if t is _LRU_CACHE or (t is types.MethodType and type(f.__func__) is _LRU_CACHE):
+        inner = _unwrapped(f.__func__ if t is types.MethodType else f)
+        if inner is not None:
+            return inner(f.__self__, *args, **kwargs) if t is types.MethodType else inner(*args, **kwargs)
     try:
         special = _SPECIAL.get(f)
     except TypeError:
@@ -304,9 +312,33 @@ def _annotated(f, why, args, kwargs):
         raise
 
 
+def _unwrapped(f):
+    """The converted user function a library decorator (functools.lru_cache, a wrapper made
+    with functools.wraps) wraps, or None: the decorator is left out (it only caches or
+    forwards here) so that the user's own code is converted."""
+    if hasattr(f, "registry"):      # functools.singledispatch chooses by type: not a plain forward
+        return None
+    if type(f) is types.FunctionType and sites._is_own(f.__code__.co_filename):
+        return None                 # defun's own wrappers (a defun's bound method) stay
+    inner = inspect.unwrap(f)
+    if type(inner) is not types.FunctionType or inner is f:
+        return None
+    g = converted(inner)
+    return g if g is not inner else None
+
+
 def entry_point(f):
     """What df.defun traces for `f` with autograph on."""
     fn = f
+    inner = _unwrapped(f) if type(f) is _LRU_CACHE or (isinstance(f, types.FunctionType) and hasattr(
+        f, "__wrapped__") and isinstance(_entry(f), _Skip) and _entry(f).quiet) else None
+    if inner is not None:
+        return inner
+    if isinstance(f, types.FunctionType) and f.__code__.co_flags & (inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR):
+        raise errors.UnimplementedError(
+            f"df.defun({f.__qualname__}): {f.__qualname__} is a generator function, and generators cannot be "
+            f"traced: a graph returns tensors, not a generator. Iterate it inside the defun instead (`for v in "
+            f"{f.__name__}(...)`, `list({f.__name__}(...))`): called there, generators run as in Python")
     if isinstance(f, types.FunctionType):
         g = converted(f)
         if g is not f:
@@ -320,6 +352,7 @@ def entry_point(f):
     return traced_as_written
 
 
+_LRU_CACHE = type(functools.lru_cache(None)(len))
 _TAKES_FUNCTIONS = frozenset([cf.cond, cf.while_loop, cf.scan, cf.map_fn, cf.foldl])
 _SPECIAL = {builtins.print: operators.print_, builtins.range: operators.range_, builtins.len: operators.len_,
             builtins.enumerate: operators.enumerate_, builtins.zip: operators.zip_}

@@ -234,16 +234,19 @@ class _Carry:
                 continue
             if kind in ("list", "probe"):
                 if not isinstance(w, TensorList):
-                    raise self._error(name, f"a list appended to before, but {describe(w)} after an iteration")
+                    raise self._error(name, f"is a list appended to before the loop, but {describe(w)} "
+                                            f"after an iteration")
                 out.append(w.buffer)
                 continue
             if cf._structure(v) != cf._structure(w):
-                raise self._error(name, f"{cf._describe(v)} on entry but {cf._describe(w)} after an iteration")
+                raise self._error(name, f"does not have the same nested structure before the loop "
+                                        f"({cf._describe(v)}) and after an iteration ({cf._describe(w)})")
             for i, (x, y, f) in enumerate(zip(flatten(v), flatten(w), kind)):
                 if not f:
                     if x is not y:
-                        raise self._error(name, f"{describe(x)} on entry but {describe(y)} after an iteration; "
-                                                f"a tensor loop can only carry tensors (or numbers)")
+                        raise self._error(name, f"is {describe(x)} before the loop, but {describe(y)} after an "
+                                                f"iteration", "the same Python value, or tensors (or numbers), "
+                                                f"which are what a tensor loop carries")
                     continue
                 out.append(self._checked(name, x, y, (j, i)))
         return out + collected
@@ -255,18 +258,19 @@ class _Carry:
         if isinstance(y, Undefined):
             if y.whole:
                 y.fail()
-            raise self._error(name, "defined on entry but not after an iteration")
+            raise self._error(name, "is defined before the loop but not after an iteration")
         if not dynamic(y) and not isinstance(y, Variable):
-            raise self._error(name, f"{describe(x)} on entry but {describe(y)} after an iteration")
+            raise self._error(name, f"is {describe(x)} before the loop, but {describe(y)} after an iteration")
         dx, dy = self.retyped.get(position) or dtype_of(x), dtype_of(y)
         if dy is not None and dx is not None and dx is not dy:
-            raise self._error(name, f"{dx.name} on entry but {dy.name} after an iteration", "the same dtype "
+            raise self._error(name, f"has dtype {dx.name} before the loop, but dtype {dy.name} after an iteration",
+                              "the same dtype "
                                     "(use df.cast)")
         if dx is None and dy is not None and position not in self.retyped and dy is not convert_to_tensor(x).dtype:
             raise _Retype(position, dy)
         rx, ry = getattr(x, "shape", None), getattr(y, "shape", None)
         if rx is not None and ry is not None and len(rx) != len(ry):
-            raise self._error(name, f"rank {len(rx)} on entry but rank {len(ry)} after an iteration",
+            raise self._error(name, f"has rank {len(rx)} before the loop, but rank {len(ry)} after an iteration",
                               "the same rank")
         return y
 
@@ -285,8 +289,8 @@ class _Carry:
     def _error(self, name, how, need="the same structure and kind"):
         at = self.lines.get(name)
         return errors.TracingError(
-            f"{name!r} changes in the tensor loop at {site(self.file, self.line)}: {how}"
-            f"{f' (assigned at line {at})' if at else ''}; every iteration must give it {need}")
+            f"{name!r} {how} (the tensor loop at {site(self.file, self.line)}"
+            f"{f'; assigned at line {at}' if at else ''}); every iteration must give it {need}")
 
 
 def tensor_loop(test, body, get_state, set_state, names, info, iterable, stack):

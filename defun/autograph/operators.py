@@ -15,7 +15,7 @@ import threading
 
 from defun.runtime import errors
 from defun.runtime.context import state
-from defun.runtime.nest import flatten
+from defun.runtime.nest import flatten, pack_as
 from defun.runtime.ops import math_ops
 from defun.runtime.ops.base_ops import cast, shape as shape_of
 from defun.runtime.ops.debug_ops import print as df_print
@@ -82,7 +82,14 @@ def if_exp(c, true_fn, false_fn, line):
     c = condition(c, "conditional expression", line)
     if not isinstance(c, SymbolicTensor):
         return true_fn() if c else false_fn()
-    return cf.cond(c, true_fn, false_fn)
+    graphs, (a, b) = cf.trace_branches(state.graph, true_fn, false_fn)
+    if cf._structure(a) != cf._structure(b):
+        raise errors.InvalidArgumentError(
+            f"the conditional expression at {where_text(line)} must return the same nested structure in both "
+            f"branches (on a tensor condition it is one cond node): {cf._describe(a)} when true but "
+            f"{cf._describe(b)} when false")
+    out = cf.join_branches(c, graphs, flatten(a), flatten(b))
+    return pack_as(a, out) if flatten(a) else a
 
 
 def and_(a, b_fn):
@@ -142,16 +149,37 @@ def if_stmt(c, body, orelse, get_state, set_state, names, info):
     graphs, (a, b) = cf.trace_branches(state.graph, run(body), run(orelse))
     then_leaves, else_leaves, rebuild = merge_branches(a, b, entry, names, info, file)
     out = cf.join_branches(c, graphs, then_leaves, else_leaves)    # also with no outputs: effects
-    set_state(rebuild(out))
+    after = rebuild(out)
+    changed = info[3] if len(info) > 3 else ()
+    if changed:     # an object changed in place is still the same object after the if (as in Python)
+        after = tuple(_write_back(entry[k], v) if name in changed else v for k, (name, v) in
+                      enumerate(zip(names, after)))
+    set_state(after)
 
 
 def _copy(v):
-    """A fresh list/dict for each branch, so one branch's append is not seen by the other."""
+    """A fresh list/dict (and fresh lists/dicts inside it) for each branch, so that what one
+    branch changes in place (`x[k] = v`, an append) is not seen by the other."""
     if type(v) is list:
-        return list(v)
+        return [_copy(e) for e in v]
     if type(v) is dict:
-        return dict(v)
+        return {k: _copy(e) for k, e in v.items()}
     return v
+
+
+def _write_back(old, new):
+    """`old` (a list or dict from before the if) holding `new`'s contents, nested lists and
+    dicts written back into themselves; `new` when they are not alike."""
+    if type(old) is dict and type(new) is dict:
+        for k in [k for k in old if k not in new]:
+            del old[k]
+        for k, e in new.items():
+            old[k] = _write_back(old[k], e) if k in old else e
+        return old
+    if type(old) is list and type(new) is list:
+        old[:] = [_write_back(o, e) for o, e in zip(old, new)] + new[len(old):] if len(old) <= len(new) else new
+        return old
+    return new
 
 
 # ---------------------------------------------------------------------------------------
@@ -275,9 +303,22 @@ def len_(x):
 def print_(*args, sep=" ", end="\n", file=None, flush=False):
     """`print(...)`: df.print when an argument holds a symbolic tensor, else Python's print."""
     if any(isinstance(v, (SymbolicTensor, TensorList)) for v in flatten(list(args))):
-        args = [v.buffer if isinstance(v, TensorList) else v for v in args]
+        args = [v.buffer if isinstance(v, TensorList) else _shown(v) if isinstance(v, (list, tuple, dict)) else v
+                for v in args]
         return df_print(*args, sep=sep, end=end, output_stream=file)
     return builtins.print(*args, sep=sep, end=end, file=file, flush=flush)
+
+
+def _shown(v):
+    """Container `v` with its Python leaves as Python's print shows them there (repr: 'text'
+    quoted), for df.print, which prints strings as they are."""
+    if isinstance(v, (Tensor, Variable, TensorList)):
+        return v.buffer if isinstance(v, TensorList) else v
+    if isinstance(v, dict):
+        return {k: _shown(e) for k, e in v.items()}
+    if isinstance(v, (list, tuple)):
+        return type(v)(_shown(e) for e in v) if type(v) in (list, tuple) else v
+    return repr(v)
 
 
 def assert_stmt(c, message_fn, line):

@@ -102,7 +102,7 @@ def walk_scope(nodes):
 
 
 _TARGETS = {ast.Assign: ("targets",), ast.AugAssign: ("target",), ast.AnnAssign: ("target",),
-            ast.For: ("target",), ast.AsyncFor: ("target",), ast.Delete: ()}
+            ast.For: ("target",), ast.AsyncFor: ("target",), ast.Delete: ("targets",)}
 _BLOCKS = ("body", "orelse", "finalbody", "handlers")
 
 
@@ -163,6 +163,25 @@ def assigned(nodes):
     for name, _ in _stores(nodes):
         names.setdefault(name, None)
     return [i for i in names if GEN not in i]
+
+
+def mutated_roots(stmts):
+    """Names of the Python objects statements `stmts` change in place (`x[k] = v`, `x[k] += v`,
+    `del x[k]`, `x.append(v)`, ...), in first-seen order, not entering nested scopes."""
+    roots = {}
+    for s in _statements(stmts):
+        targets = s.targets if isinstance(s, (ast.Assign, ast.Delete)) else \
+            [s.target] if isinstance(s, (ast.AugAssign, ast.AnnAssign)) else []
+        targets = [t for t in targets if isinstance(t, ast.Subscript)]
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Attribute) \
+                and s.value.func.attr in _MUTATORS:
+            targets.append(s.value.func)
+        for t in targets:
+            while isinstance(t, (ast.Attribute, ast.Subscript)):
+                t = t.value
+            if isinstance(t, ast.Name):
+                roots.setdefault(t.id, None)
+    return list(roots)
 
 
 def first_lines(nodes):
@@ -311,7 +330,8 @@ class Converter:
         for i, s in enumerate(stmts):
             if isinstance(s, ast.Return) and ctx.returns:
                 value = self.expr(s.value) if s.value is not None else _const(None)
-                out += _located([_assign(RETURN_FLAG, _const(True)), _assign(RETVAL, value)], s)
+                # the value first: if computing it raises, the function has not returned
+                out += _located([_assign(RETVAL, value), _assign(RETURN_FLAG, _const(True))], s)
                 return out
             if isinstance(s, (ast.Break, ast.Continue)) and ctx.loop is not None:
                 flag = ctx.loop.brk if isinstance(s, ast.Break) else ctx.loop.cnt
@@ -442,10 +462,12 @@ class Converter:
         return out
 
     # ------------------------------------------------------------------ if
-    def state_functions(self, n, names, ctx, s):
+    def state_functions(self, n, names, ctx, s, deleted=()):
+        """get_state/set_state of statement `s` (a name in `deleted`, which `del` may unbind, is
+        read as ag__.ld gives it: Undefined when it has no value)."""
         decl = self.declarations(names, ctx)
-        get = _def(f"get_state{GEN}{n}", [], [ast.Return(value=ast.Tuple(elts=[_name(i) for i in names],
-                                                                              ctx=ast.Load()))])
+        values = [_call(_ag("ld"), _lambda(_name(i)), _const(i)) if i in deleted else _name(i) for i in names]
+        get = _def(f"get_state{GEN}{n}", [], [ast.Return(value=ast.Tuple(elts=values, ctx=ast.Load()))])
         target = ast.Tuple(elts=[_name(i, True) for i in names], ctx=ast.Store())
         put = _def(f"set_state{GEN}{n}", ["vals__"],
                    decl + ([ast.Assign(targets=[target], value=_name("vals__"))] if names else []))
@@ -474,16 +496,22 @@ class Converter:
     def if_(self, s, ctx, defined, generated=False):
         n = self.fresh()
         test = self.condition(s.test) if not generated else s.test
+        roots = mutated_roots(s.body + s.orelse)      # before the blocks are rewritten
         body = self.block(s.body, ctx, set(defined))
         orelse = self.block(s.orelse, ctx, set(defined))
         names = assigned(body + orelse)
+        changed = [i for i in roots if i in defined and i not in names]
+        names += changed        # objects changed in place: each branch changes its own copy
         pre = self.bindings(names, defined, ctx, s)
         decl = self.declarations(names, ctx)
         defs = [_def(f"if_true{GEN}{n}", [], decl + body), _def(f"if_false{GEN}{n}", [], decl + orelse)]
-        info = (s.lineno, first_lines(s.body), first_lines(s.orelse))
+        info = (s.lineno, first_lines(s.body), first_lines(s.orelse), tuple(changed))
         call = _call(_ag("if_stmt"), test, _name(f"if_true{GEN}{n}"), _name(f"if_false{GEN}{n}"),
                      _name(f"get_state{GEN}{n}"), _name(f"set_state{GEN}{n}"), _const(tuple(names)), _const(info))
-        return pre + _located(defs, s) + self.state_functions(n, names, ctx, s) + _located([ast.Expr(value=call)], s)
+        deleted = {t.id for d in _statements(s.body + s.orelse) if isinstance(d, ast.Delete) for t in d.targets
+                   if isinstance(t, ast.Name)}
+        return (pre + _located(defs, s) + self.state_functions(n, names, ctx, s, deleted)
+                + _located([ast.Expr(value=call)], s))
 
     # ------------------------------------------------------------------ while / for
     def loop_start(self, s, ctx, defined):

@@ -29,6 +29,11 @@ def site(file, line):
     return f"{file}:{line}"
 
 
+class UnassignedError(errors.TracingError, UnboundLocalError):
+    """A variable used before it is assigned, on a path Python takes: the TracingError
+    autograph raises, and the UnboundLocalError Python raises there."""
+
+
 class Undefined:
     """The value of a variable that has none on the path taken; any use is a TracingError."""
 
@@ -38,13 +43,14 @@ class Undefined:
         self.name, self.why, self.whole = name, why, whole     # whole: `why` is the whole message
 
     def message(self):
-        why = self.why or "it is used before it is assigned"
         here = sites.user_site(2)
+        if self.why is None:
+            return f"{self.name!r} is used before assignment" + (f" at {here[0]}:{here[1]}" if here else "")
         at = f"(used at {here[0]}:{here[1]})" if here else ""
-        return f"{why} {at}" if self.whole else f"{self.name!r} has no value here {at}: {why}"
+        return f"{self.why} {at}" if self.whole else f"{self.name!r} has no value here {at}: {self.why}"
 
     def fail(self, *args, **kwargs):
-        raise errors.TracingError(self.message())
+        raise (errors.TracingError if self.why else UnassignedError)(self.message())
 
     def __getattr__(self, attr):
         if attr.startswith("__"):
@@ -172,7 +178,7 @@ def same_static(x, y):
 
 def describe(v):
     if isinstance(v, (Tensor, Variable)):
-        return f"a {v.dtype.name}{list(v.shape)} tensor"
+        return f"{'an' if v.dtype.name[0] in 'aeiou' else 'a'} {v.dtype.name}{list(v.shape)} tensor"
     if isinstance(v, TensorList):
         return "a list appended to in a tensor loop"
     return f"a Python {type(v).__name__} ({v!r:.40})"
@@ -287,6 +293,11 @@ def _one_path(name, missing_true, lines, file, line):
 
 
 def _differs(name, how, lines, file, line, need):
+    if name == RETVAL:      # the hidden variable of early returns: say what the user wrote
+        return errors.TracingError(
+            f"the function returns different kinds of value on the two paths of the tensor if at "
+            f"{site(file, line)}: {how} (a path that ends without `return` returns None); a tensor `if` "
+            f"becomes one cond node, so every path must return {need}")
     return errors.TracingError(
         f"{name!r} differs between the branches of the tensor if at {site(file, line)}: {how} "
         f"(true: {_at(lines, 0, name)}; false: {_at(lines, 1, name)}); the branches of a cond "
