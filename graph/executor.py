@@ -285,7 +285,7 @@ class _PlanWriter:
         reused = positional = None
         if outs and not pass_attrs and backend.writes_out(n, fn):
             out = outs[0]
-            if _fresh_result(out):
+            if out.shape and None not in out.shape:     # _fresh_result, inlined
                 target = _reusable_input(inputs, out, pos, self.reusable, self.last_use)
                 if target is not None:   # write the result over a dead temporary: no allocation
                     reused = var_of[id(target)]
@@ -371,14 +371,19 @@ def _fresh_result(t):
 def _reusable_input(inputs, out, pos, reusable, last_use):
     """The input a node's fresh result `out` may be written over: a reusable value of the
     same type whose last use is this step (`pos`), read once by the node; or None."""
-    if len(inputs) > 1 and len({id(t) for t in inputs}) != len(inputs):
-        return None     # the same value twice: leave it alone
+    # (the candidate first: most inputs are not reusable, and then the node's inputs need
+    # no test for repeats; every step input is in last_use)
     for t in inputs:
-        if id(t) in reusable and last_use.get(id(t)) == pos and t.shape == out.shape \
+        if id(t) in reusable and last_use[id(t)] == pos and t.shape == out.shape \
                 and t.dtype is out.dtype:
-            reusable.discard(id(t))
-            return t
-    return None
+            break
+    else:
+        return None
+    n = len(inputs)
+    if n > 1 and (inputs[0] is inputs[1] if n == 2 else len({id(u) for u in inputs}) != n):
+        return None     # the same value twice: leave it alone
+    reusable.discard(id(t))
+    return t
 
 
 def _user_lines(code, lineno_node, n_lines):
