@@ -295,7 +295,9 @@ class _PlanWriter:
                     args.append(reused if positional else f"out={reused}")
                 if id(out) in self.out_only:
                     self.reusable.add(id(out))
-        kname = self._kernel_name(fn, n.id, n.site)
+        kname = self.kernel_names.get(id(fn)) if type(fn) is not FunctionType else None
+        if kname is None:   # (a kernel met before, not a Python function: no call)
+            kname = self._kernel_name(fn, n.id, n.site)
         call = f"{kname}({', '.join(args)})"
         if op.name in ASSIGN_OPS:    # a bad handle fails on this line: it names the node
             self._emit(_log_assignment(var_of[id(inputs[0])]), n)
@@ -316,7 +318,8 @@ class _PlanWriter:
         self.line_node[len(lines)] = n
         if outs and self.checks:
             self._check(n, [var_of[id(t)] for t in outs], args[:len(inputs)], n)
-        self._free_dead(pos, inputs, reused)
+        if reused is None or len(inputs) > 1:     # else its one input is the name it keeps
+            self._free_dead(pos, inputs, reused)
 
     def region(self, pos, r):
         first = r.nodes[0]
