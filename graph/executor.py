@@ -32,7 +32,7 @@ from defun.runtime.collector import paused_gc
 from defun.runtime.execute import describe_value
 from defun.runtime.ops.resource_ops import ASSIGN_OPS, VariableStore
 from defun.graph.analysis import assigns_variables, live_nodes
-from defun.graph.backends import Region, get_backend
+from defun.graph.backends import Backend, Region, get_backend
 from defun.graph.nodes import CONST, PLACEHOLDER
 from defun.graph.printer import format_node
 
@@ -219,6 +219,8 @@ class _PlanWriter:
             last_use[id(t)] = -1
         self.out_only = plain_read - viewed
         self.reusable = set()   # id(tensor): fresh arrays of this plan nothing else aliases
+        # a backend keeping the base class's output_check checks nothing: no call per step
+        self.checks = getattr(backend.output_check, "__func__", None) is not Backend.output_check
 
     def _kernel_name(self, fn, node_id, site=None):
         if site is not None and type(fn) is FunctionType:
@@ -283,7 +285,7 @@ class _PlanWriter:
         reused = positional = None
         if outs and not pass_attrs and backend.writes_out(n, fn):
             out = outs[0]
-            if _fresh_result(out):
+            if out.shape and None not in out.shape:     # _fresh_result, inlined
                 target = _reusable_input(inputs, out, pos, self.reusable, self.last_use)
                 if target is not None:   # write the result over a dead temporary: no allocation
                     reused = var_of[id(target)]
@@ -291,7 +293,9 @@ class _PlanWriter:
                     args.append(reused if positional else f"out={reused}")
                 if id(out) in self.out_only:
                     self.reusable.add(id(out))
-        kname = self._kernel_name(fn, n.id, n.site)
+        kname = self.kernel_names.get(id(fn)) if type(fn) is not FunctionType else None
+        if kname is None:   # (a kernel met before, not a Python function: no call)
+            kname = self._kernel_name(fn, n.id, n.site)
         call = f"{kname}({', '.join(args)})"
         if op.name in ASSIGN_OPS:    # a bad handle fails on this line: it names the node
             self._emit(_log_assignment(var_of[id(inputs[0])]), n)
@@ -310,16 +314,18 @@ class _PlanWriter:
         lines = self.lines
         lines.append(self.BODY + stmt)
         self.line_node[len(lines)] = n
-        if outs:
+        if outs and self.checks:
             self._check(n, [var_of[id(t)] for t in outs], args[:len(inputs)], n)
-        self._free_dead(pos, inputs, reused)
+        if reused is None or len(inputs) > 1:     # else its one input is the name it keeps
+            self._free_dead(pos, inputs, reused)
 
     def region(self, pos, r):
         first = r.nodes[0]
         args = ", ".join(self.var_of[id(t)] for t in r.inputs)
         names = self._assign_names(r.outputs, f"v{first.id}r")
         self._emit(f"{names} = {self._kernel_name(r.kernel, first.id, first.site)}({args})", first)
-        self._check(r, [self.var_of[id(t)] for t in r.outputs], args.split(", ") if args else [], first)
+        if self.checks:
+            self._check(r, [self.var_of[id(t)] for t in r.outputs], args.split(", ") if args else [], first)
         self._free_dead(pos, r.inputs)
 
     def _check(self, step, names, inputs, node):
@@ -369,14 +375,19 @@ def _fresh_result(t):
 def _reusable_input(inputs, out, pos, reusable, last_use):
     """The input a node's fresh result `out` may be written over: a reusable value of the
     same type whose last use is this step (`pos`), read once by the node; or None."""
-    if len(inputs) > 1 and len({id(t) for t in inputs}) != len(inputs):
-        return None     # the same value twice: leave it alone
+    # (the candidate first: most inputs are not reusable, and then the node's inputs need
+    # no test for repeats; every step input is in last_use)
     for t in inputs:
-        if id(t) in reusable and last_use.get(id(t)) == pos and t.shape == out.shape \
+        if id(t) in reusable and last_use[id(t)] == pos and t.shape == out.shape \
                 and t.dtype is out.dtype:
-            reusable.discard(id(t))
-            return t
-    return None
+            break
+    else:
+        return None
+    n = len(inputs)
+    if n > 1 and (inputs[0] is inputs[1] if n == 2 else len({id(u) for u in inputs}) != n):
+        return None     # the same value twice: leave it alone
+    reusable.discard(id(t))
+    return t
 
 
 def _user_lines(code, lineno_node, n_lines):

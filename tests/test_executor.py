@@ -209,6 +209,24 @@ def test_a_value_written_over_takes_its_name_and_is_not_deleted():
     np.testing.assert_allclose(plan(x)[0], np.sum(t * 2.0 + t), rtol=1e-12)
 
 
+def test_a_value_read_twice_by_one_node_is_not_written_over():
+    """`y * y`: a dead temporary that a node reads twice keeps its array (the result is
+    fresh); one that a node reads once is written over."""
+    def body(x):
+        y = df.tanh(x)
+        z = y * y                 # y is dead after, but read twice here: a fresh result
+        w = df.add(z, df.tanh(z))  # both dead after the add, each read once: it writes over z
+        return df.reduce_sum(w)
+    g = build("f", [((8,), F64)], body)
+    plan = compile_graph(g)
+    lines = [line.strip() for line in plan.source.splitlines()]
+    assert lines[2:5] == ["v1 = k1(a0)", "v2 = k2(v1, v1)", "del v1"], lines
+    assert "k4(v2, v3, v2)" in lines, lines
+    x = np.linspace(-1.0, 1.0, 8)
+    t = np.tanh(x)
+    np.testing.assert_allclose(plan(x)[0], np.sum(t * t + np.tanh(t * t)), rtol=1e-12)
+
+
 def test_dead_nodes_are_not_compiled_but_stateful_ones_are():
     v = df.Variable(np.zeros(2, np.float32))
 

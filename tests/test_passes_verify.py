@@ -97,6 +97,24 @@ def _corrupt_output_count(g):
     return node, "it has 2 outputs, op 'split' makes 3"
 
 
+def _corrupt_output_index(g):
+    n = g.nodes[1]
+    n.outputs[0].index = 1
+    return n, "output 0 does not point back at this node"
+
+
+def _corrupt_output_owner(g):
+    n = g.nodes[3]
+    n.outputs[0].node = g.nodes[1]
+    return n, "output 0 does not point back at this node"
+
+
+def _corrupt_output_object(g):
+    n = g.nodes[1]
+    n.outputs[0] = df.constant(np.zeros(3, np.float32))
+    return n, "output 0 does not point back at this node"
+
+
 def _corrupt_foreign_input(g):
     other = build("other", [((None, 3), F32)], df.exp)
     n = g.nodes[2]
@@ -139,7 +157,8 @@ def _corrupt_callee(g):
 
 CORRUPTIONS = [_corrupt_order, _corrupt_cycle, _corrupt_stray_placeholder, _corrupt_unknown_op,
                _corrupt_attr_name, _corrupt_attr_type, _corrupt_attr_list, _corrupt_shape,
-               _corrupt_dtype, _corrupt_inference, _corrupt_output_count, _corrupt_foreign_input,
+               _corrupt_dtype, _corrupt_inference, _corrupt_output_count, _corrupt_output_index,
+               _corrupt_output_owner, _corrupt_output_object, _corrupt_foreign_input,
                _corrupt_foreign_output, _corrupt_duplicate_id, _corrupt_stale_tensor,
                _corrupt_control_input, _corrupt_callee]
 
