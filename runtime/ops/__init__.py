@@ -48,6 +48,8 @@ from defun.runtime.tensor import Tensor  # noqa: E402
 _install_operators(Tensor)
 from defun.runtime.ops import special_math_ops  # noqa: F401,E402
 from defun.runtime.ops.special_math_ops import *  # noqa: F401,F403,E402
+from defun.runtime.ops import cumulative_ops  # noqa: F401,E402
+from defun.runtime.ops.cumulative_ops import *  # noqa: F401,F403,E402
 from defun.runtime.ops import einsum_ops  # noqa: F401,E402
 from defun.runtime.ops.einsum_ops import *  # noqa: F401,F403,E402
 from defun.runtime.ops import sort_ops  # noqa: F401,E402
