@@ -58,6 +58,8 @@ from defun.runtime.ops import scatter_ops  # noqa: F401,E402
 from defun.runtime.ops.scatter_ops import *  # noqa: F401,F403,E402
 from defun.runtime.ops import conv_ops  # noqa: F401,E402
 from defun.runtime.ops.conv_ops import *  # noqa: F401,F403,E402
+from defun.runtime.ops import pool_ops  # noqa: F401,E402
+from defun.runtime.ops.pool_ops import *  # noqa: F401,F403,E402
 from defun.runtime.ops import random_ops, debug_ops, fft_ops  # noqa: F401,E402
 from defun.runtime.ops.random_ops import *  # noqa: F401,F403,E402
 from defun.runtime.ops import special_functions  # noqa: F401,E402  (df.math's lgamma, igamma, ...)
