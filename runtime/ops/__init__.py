@@ -4,7 +4,7 @@ from defun.runtime.ops.math_ops import *  # noqa: F401,F403
 from defun.runtime.ops.array_ops import *  # noqa: F401,F403
 from defun.runtime.ops import nn_ops, resource_ops  # noqa: F401,E402
 from defun.runtime.ops.nn_ops import *  # noqa: F401,F403,E402
-from defun.runtime.ops import linalg_ops, numpy_methods  # noqa: F401,E402  (df.linalg: defun/linalg.py)
+from defun.runtime.ops import linalg_ops, decomposition_ops, numpy_methods  # noqa: F401,E402  (df.linalg)
 from defun.runtime.ops.elementwise_ops import *  # noqa: F401,F403,E402
 from defun.runtime.ops.reorder_ops import *  # noqa: F401,F403,E402
 from defun.runtime.ops.grid_ops import *  # noqa: F401,F403,E402
