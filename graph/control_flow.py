@@ -275,7 +275,7 @@ def _cond_onnx(e, node, ins):
 
 
 # ---------------------------------------------------------------------------------------
-# batching (graph/batching.py walks the graph; `ctx` is its BatchContext)
+# batching (graph/vectorize.py walks the graph; `ctx` is its BatchContext)
 def _select(pred, a, b, rank):
     """Per example: `a` where the batched scalar `pred` holds, else `b` (rank: a's per example)."""
     p = run_op(get_op("reshape"), [pred], {"shape": (-1,) + (1,) * rank})

@@ -256,7 +256,7 @@ def _swap01(x, rank):
 
 
 def _scan_batch(ctx, node, inputs, batched):
-    """Batched (graph/batching.py): the batch moves behind the rows of the sliced inputs, so
+    """Batched (graph/vectorize.py): the batch moves behind the rows of the sliced inputs, so
     one scan walks rows of whole batches; a carry any row makes batched is batched from the
     start; a batched stacked value comes back with the batch first. Every example has the
     same number of rows, so nothing is masked."""

@@ -5,7 +5,7 @@ in the per-example graph (its `.attrs`, and `.inputs` / `.outputs` with per-exam
 `inputs` the values to compute on, each either batched (the batch at axis 0, `ctx.size`
 long) or not (`batched[i]`), and at least one is. A rule emits ordinary ops (so the same
 rule runs eagerly and builds graph nodes) and returns one value and one flag per output;
-it raises UnimplementedError for a case it does not cover. The walker is graph/batching.py.
+it raises UnimplementedError for a case it does not cover. The walker is graph/vectorize.py.
 
 The shared rules are here; the op-specific ones are in runtime/ops/_batch.py (and the
 control-flow ops' beside their gradients, in graph/control_flow.py):
