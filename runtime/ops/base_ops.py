@@ -201,7 +201,7 @@ _DYNAMIC_RESHAPE = register("dynamic_reshape", _dynamic_reshape_kernel, _dynamic
                             lambda op, g: [run_op(_RESHAPE_LIKE, (g, op.inputs[0])), None],
                             num_inputs=2, attrs={"shape": "shape"}, defaults={},
                             onnx=lambda e, node, ins: e.op("Reshape", ins[0], e.cast(ins[1], dtypes.int64),
-                                                           allowzero=1), batch=vb.dynamic_shape(1, "batch"))
+                                                           allowzero=1), batch=bt.dynamic_shape(1, "batch"))
 
 
 # ------------------------------------------------------------------ expand_dims
@@ -365,7 +365,7 @@ def _dynamic_broadcast_to_kernel(x, dims, shape):
 _DYNAMIC_BROADCAST_TO = register(
     "dynamic_broadcast_to", _dynamic_broadcast_to_kernel, _dynamic_broadcast_to_infer,
     lambda op, g: [unbroadcast(g, op.inputs[0]), None], num_inputs=2, attrs={"shape": "shape"},
-    defaults={}, onnx=lambda e, node, ins: e.op("Expand", ins[0], e.cast(ins[1], dtypes.int64)), batch=vb.dynamic_shape(1, "batch", align=True))
+    defaults={}, onnx=lambda e, node, ins: e.op("Expand", ins[0], e.cast(ins[1], dtypes.int64)), batch=bt.dynamic_shape(1, "batch", align=True))
 
 
 # ------------------------------------------------------------------ shape, size

@@ -16,7 +16,7 @@ from defun.runtime.execute import run_op
 from defun.runtime.ops import _args, shape_rules
 from defun.runtime.ops.base_ops import _shape_input_infer, reduce_sum
 from defun.runtime.registry import Cost, register
-from defun.runtime.ops import _batch as vb
+from defun.runtime import batching as bt
 
 __all__ = ["dynamic_fill", "dynamic_tile", "dynamic_range", "range_length"]
 
@@ -50,6 +50,21 @@ def _fill_bytes(args, attrs):
     return _product_bytes(args[0], args[1].dtype.itemsize)
 
 
+def _dynamic_fill_batch(ctx, node, inputs, batched):
+    """(dims, value): a batched scalar value broadcast to the batch of shapes."""
+    dims, value = inputs
+    if batched[0]:
+        raise errors.UnimplementedError("dynamic_fill: batching covers a shape shared by every example")
+    r = len(node.outputs[0].shape)
+    dt = node.inputs[0].dtype
+    first = np.asarray([ctx.size], dt.np) if ctx.size is not None else \
+        bt.op("reshape", [bt.batch_size(ctx, dt)], shape=(1,))
+    full = bt.op("concat", [first, dims], axis=0)
+    v = bt.reshape_batch(ctx, value, (1,) * r)
+    out = bt.op("dynamic_broadcast_to", [v, full], shape=(ctx.size,) + tuple(node.attrs["shape"]))
+    return bt.all_batched([out])
+
+
 _DYNAMIC_FILL = register(
     name="dynamic_fill",
     kernel=_fill_kernel,
@@ -60,7 +75,7 @@ _DYNAMIC_FILL = register(
     defaults={},
     kinds=shape_rules.int_kinds,
     onnx=lambda e, node, ins: e.op("Expand", ins[1], e.cast(ins[0], dtypes.int64)),
-    batch=vb.dynamic_fill,
+    batch=_dynamic_fill_batch,
     cost=Cost(sized=_fill_bytes),
 )
 
@@ -128,7 +143,7 @@ _DYNAMIC_TILE = register(
     attrs={"shape": "shape"},
     defaults={},
     onnx=lambda e, node, ins: e.op("Tile", ins[0], e.cast(ins[1], dtypes.int64)),
-    batch=vb.dynamic_shape(1, 1),
+    batch=bt.dynamic_shape(1, 1),
     cost=Cost(sized=_tile_bytes),
 )
 # Internal: the gradient of dynamic_tile (`like`: the tiled input, for its shape); its own
@@ -161,7 +176,7 @@ _DYNAMIC_TILE_REDUCE = register(
     attrs={"shape": "shape"},
     defaults={},
     onnx=_tile_reduce_onnx,
-    batch=vb.dynamic_shape(1, 1),
+    batch=bt.dynamic_shape(1, 1),
 )
 
 

@@ -25,7 +25,6 @@ from defun.runtime.ops.math_ops import (abs, add, cast,
 from defun.runtime.registry import Cost, register
 from defun.runtime.tape import skip_input_indices
 from defun.runtime import batching as bt
-from defun.runtime.ops import _batch as vb
 
 __all__ = ["tan", "expm1", "erf", "softplus", "elu", "leaky_relu", "gelu", "is_nan", "is_finite",
            "clip_by_value", "reduce_logsumexp", "reduce_any", "reduce_all", "norm", "eye"]
@@ -317,6 +316,12 @@ def _clip_grad(op, g):
     return [dx, d_lo, d_hi]
 
 
+def _clip_batch(ctx, node, inputs, batched):
+    """The bounds broadcast to t, so t is batched whenever a bound is."""
+    xs = bt.materialize_all(ctx, node, inputs, batched, (0,))
+    return bt.elementwise(ctx, node, xs, [True] + list(batched[1:]))
+
+
 _CLIP = register(
     name="clip_by_value",
     kernel=_clip_kernel,
@@ -328,7 +333,7 @@ _CLIP = register(
     same_dtype=(0, 1, 2),
     kinds=shape_rules.numeric_kinds,
     onnx=lambda e, node, ins: e.op("Max", e.op("Min", ins[0], ins[2]), ins[1]),
-    batch=vb.clip_by_value,
+    batch=_clip_batch,
 )
 
 
@@ -562,6 +567,23 @@ def _norm_onnx(e, node, ins):
     return out if node.attrs["keepdims"] else e.squeeze(out, axes)
 
 
+def _norm_batch(ctx, node, inputs, batched):
+    attrs = dict(node.attrs)
+    r = len(node.inputs[0].shape)
+    x = inputs[0]
+    if attrs["axis"] is None:
+        if (attrs["ord"] != "euclidean" and r > 1) or r == 0:   # a vector norm of the flattened tensor
+            rows = bt.op("reshape", [x], shape=bt.flat_rows(ctx, node.inputs[0]))
+            out = bt.op("norm", [rows], ord=attrs["ord"], axis=(1,), keepdims=False)
+            if attrs["keepdims"]:
+                out = bt.reshape_batch(ctx, out, (1,) * r)
+            return bt.all_batched([out])
+        attrs["axis"] = tuple(range(1, r + 1))
+    else:
+        attrs["axis"] = tuple(bt.norm_axis(node, a, r) for a in attrs["axis"])
+    return bt.all_batched(bt.emit(node, [x], attrs))
+
+
 _NORM = register(
     name="norm",
     kernel=_norm_kernel,
@@ -572,7 +594,7 @@ _NORM = register(
     defaults={"ord": "euclidean", "axis": None, "keepdims": False},
     kinds=shape_rules.float_kinds,
     onnx=_norm_onnx,
-    batch=vb.norm,
+    batch=_norm_batch,
     cost=Cost(scratch=1.25),
 )
 
