@@ -5,7 +5,7 @@ their shape argument (or range's bounds) is known only at run time (`df.shape(x)
 with None sizes); a known shape keeps the ops with shape attrs (array_ops). Each node
 carries the sizes known while tracing (`shape`: None where unknown) and its kernel checks
 the run-time value against them (`_args.shape_value`), as the random ops do.
-`dynamic_reshape` and `dynamic_broadcast_to` live with their static forms in base_ops.
+`dynamic_reshape` and `dynamic_broadcast_to` live with their static forms (shape_ops, base_ops).
 """
 import math
 
