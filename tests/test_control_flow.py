@@ -497,7 +497,8 @@ def test_eager_cond_refuses_a_non_scalar_or_non_bool_predicate_like_traced_cond(
 def test_a_while_node_of_an_earlier_document_keeps_its_history_and_differentiates():
     """`history=True` (how loops were traced before): the node also returns the count and
     the loop variables that entered each iteration; a gradient raises it like any loop."""
-    from defun.graph.control_flow import WHILE, share_captures
+    from defun.graph.control_flow import share_captures
+    from defun.graph.while_op import WHILE
     from defun.graph.ir import Graph
     from defun.runtime.execute import run_op
 
