@@ -14,7 +14,7 @@ from defun.runtime.execute import run_op
 from defun.runtime.fast_dispatch import op_function
 from defun.runtime.fused import Elementwise as Ew, Kernel, Reduction
 from defun.runtime.ops import _args, elementwise, shape_rules
-from defun.runtime.ops._onnx import chain, exact_sum, reduce_form, reduced_axes, running, wide_int_mean
+from defun.runtime.ops._onnx import chain, exact_sum, reduce_form, reduced_axes, wide_int_mean
 from defun.runtime.ops.complex_ops import complex, conj, imag, real  # noqa: F401
 from defun.runtime.ops.prod_ops import PROD_OTHERS
 from defun.runtime.ops.base_ops import (_broadcast_back, _keepdims_grad, _mask, cast,  # noqa: F401
