@@ -308,12 +308,6 @@ def test_the_function_size_check_can_fail():
 # No package line is over 120 characters.
 
 MAX_LINE_CHARS = 120
-# Files still to go through the op-stanza codemod (issue 32: one keyword a line), which
-# rewrites their long `register(...)` calls; the list only shrinks. Each would pass 800 lines
-# once rewritten, so it is split first.
-LONG_LINES_ALLOWED = {
-    "runtime/ops/array_ops.py",
-}
 
 
 def long_lines(text, where):
@@ -323,17 +317,11 @@ def long_lines(text, where):
 
 
 def test_no_package_line_is_over_120_characters():
-    long, allowed_clean = [], []
+    long = []
     for _, _, path in modules():
-        rel = os.path.relpath(path, ROOT).replace(os.sep, "/")
         with open(path, encoding="utf-8") as fh:
-            found = long_lines(fh.read(), rel)
-        if rel in LONG_LINES_ALLOWED:
-            allowed_clean += [] if found else [rel]
-        else:
-            long += found
+            long += long_lines(fh.read(), os.path.relpath(path, ROOT).replace(os.sep, "/"))
     assert not long, f"lines over {MAX_LINE_CHARS} characters (wrap them):\n" + "\n".join(long)
-    assert not allowed_clean, f"no long line left: take them off LONG_LINES_ALLOWED: {allowed_clean}"
 
 
 def test_the_line_length_check_can_fail():
@@ -372,22 +360,12 @@ def opdef_fields():
     return [p for p in inspect.signature(OpDef.__init__).parameters if p != "self"]
 
 
-# Files whose rows are still to be rewritten; the list only shrinks.
-STANZA_PENDING = {"runtime/ops/array_ops.py"}
-
-
 def test_every_register_call_is_the_op_stanza():
-    order, faults, pending_clean = opdef_fields(), [], []
+    order, faults = opdef_fields(), []
     for _, _, path in modules():
-        rel = os.path.relpath(path, ROOT).replace(os.sep, "/")
         with open(path, encoding="utf-8") as fh:
-            found = stanza_faults(ast.parse(fh.read()), rel, order)
-        if rel in STANZA_PENDING:
-            pending_clean += [] if found else [rel]
-        else:
-            faults += found
+            faults += stanza_faults(ast.parse(fh.read()), os.path.relpath(path, ROOT).replace(os.sep, "/"), order)
     assert not faults, "register(...) calls not written as the op stanza (run the codemod):\n" + "\n".join(faults)
-    assert not pending_clean, f"every row a stanza: take them off STANZA_PENDING: {pending_clean}"
 
 
 def test_the_stanza_check_can_fail():

@@ -19,7 +19,8 @@ from defun.runtime import errors
 from defun.runtime.execute import run_op
 from defun.runtime.ops import _args, shape_rules
 from defun.runtime.ops._onnx import scatter_adjoint
-from defun.runtime.ops.array_ops import _check_same_arrays, ones_like
+from defun.runtime.ops.array_ops import ones_like
+from defun.runtime.ops.axis_ops import _check_same_arrays
 from defun.runtime.ops.index_ops import _rank
 from defun.runtime.ops.complex_ops import conj
 from defun.runtime.ops.math_ops import reduce_sum, unbroadcast
