@@ -2,8 +2,8 @@
 Python eagerly, one node while tracing.
 
 While tracing, `cond` traces each branch into its own function graph and `while_loop`
-traces `cond` and `body` the same way; graph/control_flow.py owns the `cond` and `while`
-ops those functions go into (kernels, inference, gradients). `scan`, `map_fn` and `foldl`
+traces `cond` and `body` the same way; graph/control_flow.py and graph/while_op.py own the
+`cond` and `while` ops those functions go into (kernels, inference, gradients). `scan`, `map_fn` and `foldl`
 trace `fn` once into the body of one `scan` node (graph/scan.py), whatever the number of
 rows. Tensors a branch or body uses
 from outside become extra inputs of the node. Here: the Python side only (structures,
@@ -19,7 +19,8 @@ from defun.runtime.ops.array_ops import concat, expand_dims, identity, stack, ze
 from defun.runtime.shapes import merge_shapes, shape_str, shapes_compatible
 from defun.runtime.tensor import EagerTensor, Tensor, convert_to_tensor
 from defun.runtime.variables import Variable
-from defun.graph.control_flow import cond_node, while_node
+from defun.graph.control_flow import cond_node
+from defun.graph.while_op import while_node
 from defun.graph.scan import scan_node
 from defun.graph.ir import Graph, unique_name
 from defun.graph.nodes import SymbolicTensor

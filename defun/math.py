@@ -20,7 +20,8 @@ from defun.runtime.ops.math_ops import (abs, add, add_n, angle, argmax, argmin, 
 from defun.runtime.ops.nn_ops import log_softmax, softmax  # noqa: F401
 from defun.runtime.ops.scatter_ops import segment_sum, unsorted_segment_sum  # noqa: F401
 from defun.runtime.ops.sort_ops import top_k  # noqa: F401
-from defun.runtime.ops.special_math_ops import (cumprod, cumsum, erf, expm1, is_finite, is_nan,  # noqa: F401
+from defun.runtime.ops.cumulative_ops import cumprod, cumsum  # noqa: F401
+from defun.runtime.ops.special_math_ops import (erf, expm1, is_finite, is_nan,  # noqa: F401
                                                 reduce_all, reduce_any, reduce_logsumexp, softplus, tan)
 from defun.runtime.ops.elementwise_ops import sinh, cosh  # noqa: F401
 from defun.runtime.ops.special_functions import (bessel_i0e, bessel_i1e, betainc, digamma, erfc, erfinv,  # noqa: F401

@@ -9,7 +9,8 @@ all of them.
 from defun.runtime.ops.composites import (bias_add, l2_loss, l2_normalize, log_sigmoid, moments,  # noqa: F401
                                           relu6, selu, sigmoid_cross_entropy_with_logits, silu, softsign,
                                           weighted_cross_entropy_with_logits)
-from defun.runtime.ops.conv_ops import avg_pool2d, conv2d, max_pool2d  # noqa: F401
+from defun.runtime.ops.conv_ops import conv2d  # noqa: F401
+from defun.runtime.ops.pool_ops import avg_pool2d, max_pool2d  # noqa: F401
 from defun.runtime.ops.math_ops import relu, sigmoid, tanh  # noqa: F401
 from defun.runtime.ops.nn_ops import (log_softmax, softmax, softmax_cross_entropy_with_logits,  # noqa: F401
                                       sparse_softmax_cross_entropy_with_logits)

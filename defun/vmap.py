@@ -1,7 +1,7 @@
 """`df.vmap` and `df.vectorized_map`: a function of one example run on a batch, as one graph.
 
 The function is traced once with per-example shapes (a function graph, as defun traces),
-then graph/batching.py rewrites it node by node with each op row's batching rule into
+then graph/vectorize.py rewrites it node by node with each op row's batching rule into
 ordinary batched ops, emitted where the call is: eagerly (under the tapes listening), or
 into the graph a defun is tracing (one node per op, exported like any other). Nothing
 loops per example unless `vectorized_map(..., fallback_to_while_loop=True)` was asked to,
@@ -26,7 +26,7 @@ from defun.runtime.nest import flatten, is_nested, pack_as, sorted_keys
 from defun.runtime.registry import get as get_op
 from defun.runtime.tensor import Tensor, convert_to_tensor
 from defun.runtime.variables import Variable, watch_read_handles
-from defun.graph.batching import BatchContext
+from defun.graph.vectorize import BatchContext
 from defun.graph.ir import Graph, unique_name
 from defun.graph.nodes import SymbolicTensor
 

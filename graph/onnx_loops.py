@@ -3,7 +3,7 @@
 A loop raised for its gradient keeps, per iteration, what its body's backward reads. Where
 that is a cond's side output, the branch that did not run gives an empty stand-in (zero
 size, control_flow._with_extras), and the kernels stack those rows as zeros of the real
-rows' shape (control_flow._stack). An ONNX scan output needs one shape in every iteration
+rows' shape (while_op._stack). An ONNX scan output needs one shape in every iteration
 (onnxruntime: "Inconsistent shape in loop output"), so such a value is carried instead: its
 real rows flattened end to end and the shape of a real row, with a flag per iteration (the
 scan output); after the loop the flags pick each iteration's row, a zero row for a

@@ -11,7 +11,7 @@ stacks its carries.
 
 The gradient is another scan, in the other direction, over the body's backward function,
 so it is one node too and has gradients of its own. It reads only what the forward saved,
-with the machinery of `while` (graph/control_flow.py): raised a level, the body also
+with the machinery of `while` (graph/while_op.py): raised a level, the body also
 returns (stacked per row, as any stacked value) what its backward reads; a row of a
 sliced input the backward reads is sliced again, not saved. The carries of the backward
 scan are the carries' gradients and the sums of the captures' gradients; its stacked
@@ -28,8 +28,8 @@ from defun.runtime.ops.array_ops import zeros_like
 from defun.runtime.registry import get as get_op, register
 from defun.runtime.shapes import shape_str, shapes_compatible
 from defun.runtime.variables import watch_read_handles
-from defun.graph.control_flow import (_as_list, _derived_level, _eager_stack, _materialized, _stack,
-                                      _zeros_for, holds_stand_ins, loop_gradient_level, share_captures)
+from defun.graph.control_flow import _as_list, _derived_level, _materialized, _zeros_for, share_captures
+from defun.graph.while_op import _eager_stack, _stack, holds_stand_ins, loop_gradient_level
 from defun.graph.functions import call_graph, input_grads, plan_of
 from defun.graph.onnx_loops import loop_keeping
 from defun.graph.gradients import levels_of
@@ -256,7 +256,7 @@ def _swap01(x, rank):
 
 
 def _scan_batch(ctx, node, inputs, batched):
-    """Batched (graph/batching.py): the batch moves behind the rows of the sliced inputs, so
+    """Batched (graph/vectorize.py): the batch moves behind the rows of the sliced inputs, so
     one scan walks rows of whole batches; a carry any row makes batched is batched from the
     start; a batched stacked value comes back with the batch first. Every example has the
     same number of rows, so nothing is masked."""

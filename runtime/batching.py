@@ -5,14 +5,17 @@ in the per-example graph (its `.attrs`, and `.inputs` / `.outputs` with per-exam
 `inputs` the values to compute on, each either batched (the batch at axis 0, `ctx.size`
 long) or not (`batched[i]`), and at least one is. A rule emits ordinary ops (so the same
 rule runs eagerly and builds graph nodes) and returns one value and one flag per output;
-it raises UnimplementedError for a case it does not cover. The walker is graph/batching.py.
+it raises UnimplementedError for a case it does not cover. The walker is graph/vectorize.py.
 
-The shared rules are here; the op-specific ones are in runtime/ops/_batch.py (and the
-control-flow ops' beside their gradients, in graph/control_flow.py):
-    elementwise   broadcasting ops (`add`, `exp`, `where`): ranks aligned, op run as is
-    leading       ops whose leading dimensions are batch dimensions already (`cholesky`)
-    axes(...)     ops with axis attrs (`reduce_sum`, `concat`): the axes moved past the batch
-    fold_leading  NHWC ops (`conv2d`, pools): the batch folded into N and out again
+The shared rules and the helpers rules are written with are here; an op-specific rule sits
+in its op's stanza, just above the `register(...)` naming it (`_matmul_batch` in
+runtime/ops/math_ops.py, `_cond_batch` in graph/control_flow.py). The shared rules:
+    elementwise       broadcasting ops (`add`, `exp`, `where`): ranks aligned, op run as is
+    leading           ops whose leading dimensions are batch dimensions already (`cholesky`)
+    axes(...)         ops with axis attrs (`reduce_sum`, `concat`): the axes moved past the batch
+    fold_leading(...) NHWC ops (`conv2d`, pools): the batch folded into N and out again
+    dynamic_shape(...) ops taking a shape tensor (`dynamic_reshape`, `dynamic_tile`): the batch
+                      size prefixed to it
 """
 import math
 
@@ -22,9 +25,10 @@ from defun.runtime import dtypes, errors
 from defun.runtime.execute import run_op
 from defun.runtime.registry import get as get_op
 
-__all__ = ["elementwise", "leading", "axes", "fold_leading", "materialize", "materialize_all",
+__all__ = ["elementwise", "leading", "axes", "fold_leading", "dynamic_shape", "materialize", "materialize_all",
            "expand_rank", "op", "norm_axis", "static_shape", "emit", "batch_size", "batch_shape",
-           "reshape_batch", "broadcast_batch"]
+           "reshape_batch", "broadcast_batch", "all_batched", "flat_rows", "iota", "example_like",
+           "batched_shape"]
 
 
 def op(name, inputs, **attrs):
@@ -123,6 +127,45 @@ def materialize_all(ctx, node, inputs, batched, which=None):
     return out
 
 
+def all_batched(outs):
+    """A rule's return for outputs `outs` that are all batched."""
+    return outs, [True] * len(outs)
+
+
+def flat_rows(ctx, t):
+    """(B, elements of one example of `t`): its flattened batch, -1 only if a size is unknown."""
+    shape = tuple(t.shape)
+    return (-1 if ctx.size is None else ctx.size, -1 if None in shape else int(np.prod(shape, dtype=np.int64)))
+
+
+def iota(ctx, dtype):
+    """[0, 1, ..., B - 1] of `dtype`."""
+    if ctx.size is None:
+        return op("dynamic_range", [np.zeros((), dtype.np), batch_size(ctx, dtype), np.ones((), dtype.np)])
+    return op("range", [], start=0.0, limit=float(ctx.size), delta=1.0, dtype=dtype)
+
+
+def example_like(ctx, node, like, like_batched):
+    """A tensor of one example's shape of `like` (batched or not; `node.inputs[1]` per example)
+    for an op that reads only its shape: zeros of the per-example shape (the shape is all they
+    say; a batch may be empty)."""
+    t = node.inputs[1]
+    if not like_batched:
+        return like
+    if None not in tuple(t.shape):
+        return np.zeros(tuple(t.shape), t.dtype.np)
+    return op("dynamic_fill", [op("shape", [like], out_type=dtypes.int32)[1:], np.zeros((), t.dtype.np)],
+              shape=tuple(t.shape))
+
+
+def batched_shape(ctx, like, like_batched):
+    """The run-time shape of `like` with the batch first (B prefixed when it is unbatched)."""
+    s = op("shape", [like], out_type=dtypes.int32)
+    if like_batched:
+        return s
+    return op("concat", [op("reshape", [batch_size(ctx, dtypes.int32)], shape=(1,)), s], axis=0)
+
+
 def elementwise(ctx, node, inputs, batched):
     """A broadcasting op: each batched input gets size-1 axes after the batch up to the
     largest per-example rank, so the batch axis lines up; unbatched inputs broadcast."""
@@ -183,4 +226,26 @@ def fold_leading(*folded):
         outs = emit(node, xs)
         shapes = [static_shape(node, o, "output") for o in node.outputs]
         return [reshape_batch(ctx, o, s) for o, s in zip(outs, shapes)], [True] * len(outs)
+    return rule
+
+
+def dynamic_shape(pos, lead, align=False):
+    """The rule of an op taking a shape tensor at input `pos` (unbatched): `lead` (the batch
+    size, or 1 for tile multiples) is prefixed to it and to its static value (the `shape`
+    attr); the other inputs are materialized (`align`: x broadcasts to the shape, ranks
+    aligned first)."""
+    def rule(ctx, node, inputs, batched):
+        if batched[pos]:
+            raise errors.UnimplementedError(
+                f"{node.op.name}: batching covers a shape shared by every example; its shape input is batched")
+        xs = materialize_all(ctx, node, inputs, batched, tuple(i for i in range(len(inputs)) if i != pos))
+        dims = inputs[pos]
+        n = ctx.size if lead == "batch" else lead
+        if align:
+            xs[0] = expand_rank(xs[0], len(node.inputs[0].shape), len(node.outputs[0].shape))
+        dt = node.inputs[pos].dtype
+        first = np.asarray([n], dt.np) if n is not None else op("reshape", [batch_size(ctx, dt)], shape=(1,))
+        xs[pos] = op("concat", [first, dims], axis=0)
+        attrs = dict(node.attrs, shape=(n,) + tuple(node.attrs["shape"]))
+        return all_batched(emit(node, xs, attrs))
     return rule

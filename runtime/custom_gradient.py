@@ -14,7 +14,7 @@ from defun.runtime.execute import run_op
 from defun.runtime.nest import flatten, pack_as
 from defun.runtime.registry import register
 from defun.runtime.tensor import Tensor, convert_to_tensor
-from defun.runtime.ops import _batch as vb
+from defun.runtime import batching as bt
 
 __all__ = ["custom_gradient"]
 
@@ -66,6 +66,49 @@ def _grad(op, *grads):
     return [None] * n + dxs + dvars
 
 
+def _batched_grad_fn(ctx, node, x_flags, scope):
+    n, nv = node.attrs["num_outputs"], node.attrs.get("num_variables", 0)
+    grad_fn, k = node.attrs["grad_fn"], len(x_flags)
+
+    def one_example(*dys):
+        if not nv:
+            dxs = grad_fn(*dys)
+            return list(dxs) if isinstance(dxs, (list, tuple)) else [dxs]
+        dxs, dvars = grad_fn(*dys, variables=list(node.attrs["variables"]))
+        return (list(dxs) if isinstance(dxs, (list, tuple)) else [dxs]) + list(dvars)
+
+    def batched_grad_fn(*dys, variables=None):
+        got, flags = ctx.call_batched(one_example, node.outputs[:n], dys, scope, node.graph)
+        if len(got) != k + nv:       # the op's own gradient names the mismatch
+            return got if not nv else (got[:k], got[k:])
+        res = []
+        for i, (g, f) in enumerate(zip(got, flags)):
+            if g is None:
+                res.append(None)
+            elif i < k and x_flags[i]:
+                res.append(g if f else bt.materialize(ctx, node, g, node.inputs[n + i]))
+            else:           # shared by every example: the examples' gradients summed
+                res.append(bt.op("reduce_sum", [g], axis=(0,), keepdims=False) if f else
+                           bt.op("multiply", [g, bt.batch_size(ctx, g.dtype)]))
+        return res[:k] if not nv else (res[:k], res[k:])
+    return batched_grad_fn
+
+
+def _custom_gradient_batch(ctx, node, inputs, batched):
+    """The batched op passes its outputs through (every one batched) and keeps a gradient:
+    the user's grad_fn, which speaks of one example, run on the batch (traced on one
+    example's cotangents, reading the batched values of what it closes over; ctx.call_batched).
+    Gradients of unbatched inputs and of variables are summed over the examples."""
+    n, nv = node.attrs["num_outputs"], node.attrs.get("num_variables", 0)
+    k = len(inputs) - n - nv
+    outs = bt.materialize_all(ctx, node, inputs[:n], batched[:n])
+    # a loaded document's custom_gradient has no Python grad_fn: batched, it has none either
+    # (differentiating it is then the loaded op's own typed refusal, not a call of None)
+    grad_fn = node.attrs["grad_fn"] and _batched_grad_fn(ctx, node, list(batched[n:n + k]), ctx.scope())
+    attrs = dict(node.attrs, grad_fn=grad_fn)
+    return bt.all_batched(bt.emit(node, outs + list(inputs[n:]), attrs))
+
+
 _OP = register(
     name="custom_gradient",
     kernel=_kernel,
@@ -78,7 +121,7 @@ _OP = register(
     num_outputs=lambda attrs, n: attrs["num_outputs"],
     # forward: the first num_outputs inputs pass through (the gradient is Python only)
     onnx=lambda e, node, ins: [e.op("Identity", x) for x in ins[:node.attrs["num_outputs"]]],
-    batch=vb.custom_gradient,
+    batch=_custom_gradient_batch,
 )
 
 

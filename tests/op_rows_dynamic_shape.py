@@ -1,6 +1,6 @@
 """Op rows: the ops whose shape is an input tensor (reshape, broadcast_to, tile, fill, range
-with a shape known only when the graph runs; runtime/ops/dynamic_shape_ops.py, base_ops.py),
-and `t[a:b]` whose bounds are run-time scalars (dynamic_strided_slice).
+with a shape known only when the graph runs; runtime/ops/dynamic_shape_ops.py, shape_ops.py,
+base_ops.py), and `t[a:b]` whose bounds are run-time scalars (dynamic_strided_slice).
 
 Each node carries the static sizes known while tracing (`shape`, None where unknown): the
 rows give both fully known and partly unknown ones, so inference must admit the kernel's

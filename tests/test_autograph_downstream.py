@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import defun as df
+from defun_helpers import nested_gradients
 
 
 def model(x, w):
@@ -63,13 +64,7 @@ def test_value_and_first_order_gradients_match_eager(w):
 def test_second_order_gradients_match_eager():
     def hessian_row_sums(fn):
         x, w = f64(X), f64(W)
-        with df.GradientTape() as outer:
-            outer.watch(w)
-            with df.GradientTape() as inner:
-                inner.watch(w)
-                y = fn(x, w)
-            s = df.reduce_sum(inner.gradient(y, w))
-        return outer.gradient(s, w).numpy()
+        return nested_gradients(lambda w: fn(x, w), w, combine=df.reduce_sum)[1].numpy()
     np.testing.assert_allclose(hessian_row_sums(df.defun(model)), hessian_row_sums(model), rtol=1e-10)
 
 

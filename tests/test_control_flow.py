@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import defun as df
-from defun_helpers import assert_close, numeric_grads, val
+from defun_helpers import assert_close, nested_gradients, numeric_grads, val
 
 
 def f64(x):
@@ -242,14 +242,7 @@ def test_cond_gradient_with_gradients_function_and_one_untaken_input():
 def test_cond_second_order():
     f = df.defun(lambda x: df.cond(x > 0.0, lambda: x * x * x, lambda: df.sin(x)))
     for xv, want in ((2.0, 12.0), (-1.0, -np.sin(-1.0))):
-        x = f64(xv)
-        with df.GradientTape() as outer:
-            outer.watch(x)
-            with df.GradientTape() as inner:
-                inner.watch(x)
-                y = f(x)
-            dy = inner.gradient(y, x)
-        assert_close(outer.gradient(dy, x), want, rtol=1e-10)
+        assert_close(nested_gradients(f, f64(xv))[1], want, rtol=1e-10)
 
 
 # ====================================================================== while_loop
@@ -431,13 +424,7 @@ def test_while_second_order_defun_vs_eager():
         return df.reduce_sum(df.while_loop(lambda i, y: i < 3, body, (0, x))[1])
 
     def hessian_row_sums(fn, x):
-        with df.GradientTape() as outer:
-            outer.watch(x)
-            with df.GradientTape() as inner:
-                inner.watch(x)
-                y = fn(x)
-            s = df.reduce_sum(inner.gradient(y, x))
-        return outer.gradient(s, x)
+        return nested_gradients(fn, x, combine=df.reduce_sum)[1]
 
     x = f64([0.3, 0.6])
     got = hessian_row_sums(df.defun(loss), x)
@@ -510,7 +497,8 @@ def test_eager_cond_refuses_a_non_scalar_or_non_bool_predicate_like_traced_cond(
 def test_a_while_node_of_an_earlier_document_keeps_its_history_and_differentiates():
     """`history=True` (how loops were traced before): the node also returns the count and
     the loop variables that entered each iteration; a gradient raises it like any loop."""
-    from defun.graph.control_flow import WHILE, share_captures
+    from defun.graph.control_flow import share_captures
+    from defun.graph.while_op import WHILE
     from defun.graph.ir import Graph
     from defun.runtime.execute import run_op
 
@@ -598,14 +586,7 @@ def test_while_gradient_through_a_cond_whose_branch_changes_between_iterations(s
     assert_close(module["backward"]([np.float64(1.0)], saved)[0], want, rtol=1e-12)
 
     def row_sums_of_hessian(fn):
-        t = f64(x)
-        with df.GradientTape() as outer:
-            outer.watch(t)
-            with df.GradientTape() as inner:
-                inner.watch(t)
-                y = fn(t)
-            s = df.reduce_sum(inner.gradient(y, t))
-        return outer.gradient(s, t)
+        return nested_gradients(fn, f64(x), combine=df.reduce_sum)[1]
     second = row_sums_of_hessian(f)
     assert_close(second, row_sums_of_hessian(switching_loop), rtol=1e-10)
     num = numeric_grads(lambda a: np.sum(switching_loop_gradient(a)), [x])[0]

@@ -308,13 +308,6 @@ def test_the_function_size_check_can_fail():
 # No package line is over 120 characters.
 
 MAX_LINE_CHARS = 120
-# Files still to go through the op-stanza codemod (issue 32: one keyword a line), which
-# rewrites their long `register(...)` calls; the list only shrinks. Each would pass 800 lines
-# once rewritten, so it is split first.
-LONG_LINES_ALLOWED = {
-    "runtime/ops/array_ops.py", "runtime/ops/base_ops.py", "runtime/ops/conv_ops.py",
-    "runtime/ops/linalg_ops.py", "runtime/ops/special_math_ops.py",
-}
 
 
 def long_lines(text, where):
@@ -324,21 +317,67 @@ def long_lines(text, where):
 
 
 def test_no_package_line_is_over_120_characters():
-    long, allowed_clean = [], []
+    long = []
     for _, _, path in modules():
-        rel = os.path.relpath(path, ROOT).replace(os.sep, "/")
         with open(path, encoding="utf-8") as fh:
-            found = long_lines(fh.read(), rel)
-        if rel in LONG_LINES_ALLOWED:
-            allowed_clean += [] if found else [rel]
-        else:
-            long += found
+            long += long_lines(fh.read(), os.path.relpath(path, ROOT).replace(os.sep, "/"))
     assert not long, f"lines over {MAX_LINE_CHARS} characters (wrap them):\n" + "\n".join(long)
-    assert not allowed_clean, f"no long line left: take them off LONG_LINES_ALLOWED: {allowed_clean}"
 
 
 def test_the_line_length_check_can_fail():
     assert long_lines("x = 1\n" + "y" * 121 + "\n" + "z" * 120, "a.py") == ["a.py:2 (121 characters)"]
+
+
+# ---------------------------------------------------------------------------------------
+# Every op row is the op stanza: `register(...)` with keywords only, one a line, in the
+# order of OpDef's fields (name, kernel, infer, grad, num_inputs, attrs, defaults, ...).
+
+def _is_register(func):
+    return (isinstance(func, ast.Name) and func.id == "register") or \
+        (isinstance(func, ast.Attribute) and func.attr == "register" and isinstance(func.value, ast.Name)
+         and func.value.id == "registry")
+
+
+def stanza_faults(tree, where, order):
+    """'where:line (what)' for each register(...) call of `tree` that is not a stanza."""
+    faults = []
+    for call in ast.walk(tree):
+        if not (isinstance(call, ast.Call) and _is_register(call.func)):
+            continue
+        keys, lines = [k.arg for k in call.keywords], [k.lineno for k in call.keywords]
+        if call.args or None in keys or any(k not in order for k in keys):
+            faults.append(f"{where}:{call.lineno} (positional, ** or unknown arguments)")
+        elif keys != sorted(keys, key=order.index):
+            faults.append(f"{where}:{call.lineno} (not in OpDef's order: {keys})")
+        elif len(set(lines)) != len(lines) or min(lines, default=call.lineno + 1) == call.lineno:
+            faults.append(f"{where}:{call.lineno} (not one keyword a line)")
+    return faults
+
+
+def opdef_fields():
+    import inspect  # only the stanza test reads a signature
+    from defun.runtime.registry import OpDef  # the order of its fields (the rest of this file imports nothing of defun)
+    return [p for p in inspect.signature(OpDef.__init__).parameters if p != "self"]
+
+
+def test_every_register_call_is_the_op_stanza():
+    order, faults = opdef_fields(), []
+    for _, _, path in modules():
+        with open(path, encoding="utf-8") as fh:
+            faults += stanza_faults(ast.parse(fh.read()), os.path.relpath(path, ROOT).replace(os.sep, "/"), order)
+    assert not faults, "register(...) calls not written as the op stanza (run the codemod):\n" + "\n".join(faults)
+
+
+def test_the_stanza_check_can_fail():
+    order = opdef_fields()
+    good = 'register(\n    name="a",\n    kernel=k,\n    infer=i,\n    num_inputs=1,\n)'
+    assert stanza_faults(ast.parse(good), "a.py", order) == []
+    assert stanza_faults(ast.parse('register("a", k, i)'), "a.py", order) == [
+        "a.py:1 (positional, ** or unknown arguments)"]
+    assert stanza_faults(ast.parse("register(\n    kernel=k,\n    name='a',\n)"), "a.py", order) == [
+        "a.py:1 (not in OpDef's order: ['kernel', 'name'])"]
+    assert stanza_faults(ast.parse("register(name='a', kernel=k,\n    infer=i)"), "a.py", order) == [
+        "a.py:1 (not one keyword a line)"]
 
 
 # ---------------------------------------------------------------------------------------

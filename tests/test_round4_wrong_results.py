@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import defun as df
+from defun_helpers import nested_gradients
 
 torch = pytest.importorskip("torch")
 
@@ -120,13 +121,8 @@ def test_complex_scan_forward_mode_and_second_order_in_a_defun():
     (g,) = torch.autograd.grad(_torch_loop(xt, "scan"), xt, create_graph=True)
     (g * torch.tensor(v)).real.sum().backward()
     for name, fn in (("eager", _scan_loss), ("defun", df.defun(_scan_loss))):
-        with df.GradientTape() as outer:
-            outer.watch(x)
-            with df.GradientTape() as inner:
-                inner.watch(x)
-                y = fn(x)
-            s = df.reduce_sum(df.real(inner.gradient(y, x) * df.constant(v)))
-        np.testing.assert_allclose(outer.gradient(s, x).numpy(), xt.grad.numpy(), rtol=1e-12, err_msg=name)
+        _, second = nested_gradients(fn, x, combine=lambda g: df.reduce_sum(df.real(g * df.constant(v))))
+        np.testing.assert_allclose(second.numpy(), xt.grad.numpy(), rtol=1e-12, err_msg=name)
 
 
 # ---------------------------------------------------------------------------------------
@@ -266,15 +262,12 @@ _PV = np.array([0.3 + 0.1j, -0.2 + 0.5j, 1.0 - 0.4j])
 
 def _prod_hvp(fn, z, v):
     """The gradient of Re<grad |prod z|^2, v> (TF's convention for complex gradients)."""
-    x = df.constant(z)
-    with df.GradientTape() as outer:
-        outer.watch(x)
-        with df.GradientTape() as inner:
-            inner.watch(x)
-            p = fn(x)
-            y = df.reduce_sum(df.real(p * df.conj(p)))
-        s = df.reduce_sum(df.real(inner.gradient(y, x) * df.conj(df.constant(v))))
-    return outer.gradient(s, x).numpy()
+    def squared_modulus(x):
+        p = fn(x)
+        return df.reduce_sum(df.real(p * df.conj(p)))
+    _, second = nested_gradients(squared_modulus, df.constant(z),
+                                 combine=lambda g: df.reduce_sum(df.real(g * df.conj(df.constant(v)))))
+    return second.numpy()
 
 
 def _central(fn, z, h):

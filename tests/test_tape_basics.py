@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import defun as df
-from defun_helpers import val
+from defun_helpers import nested_gradients, val
 
 
 # ------------------------------------------------------------------ basics and nesting
@@ -17,14 +17,7 @@ def test_gradient_of_polynomial_matches_hand_derivative():
 
 
 def test_nested_tapes_give_second_derivative():
-    x = df.constant(3.0)
-    with df.GradientTape() as outer:
-        outer.watch(x)
-        with df.GradientTape() as inner:
-            inner.watch(x)
-            y = x * x * x
-        dy = inner.gradient(y, x)
-    d2y = outer.gradient(dy, x)
+    dy, d2y = nested_gradients(lambda x: x * x * x, df.constant(3.0))
     assert float(dy) == pytest.approx(27.0)    # 3 x^2
     assert float(d2y) == pytest.approx(18.0)   # 6 x
 
@@ -69,13 +62,7 @@ def test_nested_gradients_function_gives_second_derivative():
 
 def test_second_order_through_exp_and_tanh():
     x = df.constant(np.array([0.3, -1.2]))
-    with df.GradientTape() as outer:
-        outer.watch(x)
-        with df.GradientTape() as inner:
-            inner.watch(x)
-            y = df.reduce_sum(df.tanh(x) * df.exp(x))
-        g = inner.gradient(y, x)
-    h = outer.gradient(g, x)
+    g, h = nested_gradients(lambda x: df.reduce_sum(df.tanh(x) * df.exp(x)), x)
     xs = val(x)
     th, e = np.tanh(xs), np.exp(xs)
     d1 = (1 - th ** 2) * e + th * e

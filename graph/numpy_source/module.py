@@ -29,7 +29,7 @@ from defun.runtime.tensor import ResourceHandle
 from defun.runtime.variables import values_as_one_step
 from defun.graph.analysis import live_nodes
 from defun.graph.arguments import bind_arguments
-from defun.graph.control_flow import holds_stand_ins
+from defun.graph.while_op import holds_stand_ins
 from defun.graph.functions import plan_of
 from defun.graph.input_gradients import DenseGrad
 from defun.graph.nodes import CONST, PLACEHOLDER

@@ -11,7 +11,8 @@ package imports every op module a document may name, and never `defun`.
 """
 from defun.runtime import custom_gradient as _custom_gradient  # noqa: F401  (registers its op)
 from defun.runtime import ops as _ops  # noqa: F401  (registers the ops a document may name)
-from defun.graph import control_flow as _control_flow  # noqa: F401  (registers `cond`, `while`)
+from defun.graph import control_flow as _control_flow  # noqa: F401  (registers `cond`)
+from defun.graph import while_op as _while_op  # noqa: F401  (registers `while`)
 from defun.graph import scan as _scan  # noqa: F401  (registers `scan`)
 from defun.graph import functions as _functions  # noqa: F401  (registers `call`)
 from defun.graph.serialize.build import from_document

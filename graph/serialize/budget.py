@@ -47,7 +47,7 @@ import numpy as np
 
 from defun.runtime import dtypes, errors
 from defun.graph.backends import NumpyBackend, Region
-from defun.graph.control_flow import _effective_body as effective_body, _num_loop_vars as num_loop_vars
+from defun.graph.while_op import _effective_body as effective_body, _num_loop_vars as num_loop_vars
 from defun.graph.executor import Plan
 from defun.graph.functions import plan_of
 

@@ -4,7 +4,7 @@ from defun.runtime.ops.math_ops import *  # noqa: F401,F403
 from defun.runtime.ops.array_ops import *  # noqa: F401,F403
 from defun.runtime.ops import nn_ops, resource_ops  # noqa: F401,E402
 from defun.runtime.ops.nn_ops import *  # noqa: F401,F403,E402
-from defun.runtime.ops import linalg_ops, numpy_methods  # noqa: F401,E402  (df.linalg: defun/linalg.py)
+from defun.runtime.ops import linalg_ops, decomposition_ops, numpy_methods  # noqa: F401,E402  (df.linalg)
 from defun.runtime.ops.elementwise_ops import *  # noqa: F401,F403,E402
 from defun.runtime.ops.reorder_ops import *  # noqa: F401,F403,E402
 from defun.runtime.ops.grid_ops import *  # noqa: F401,F403,E402
@@ -48,6 +48,8 @@ from defun.runtime.tensor import Tensor  # noqa: E402
 _install_operators(Tensor)
 from defun.runtime.ops import special_math_ops  # noqa: F401,E402
 from defun.runtime.ops.special_math_ops import *  # noqa: F401,F403,E402
+from defun.runtime.ops import cumulative_ops  # noqa: F401,E402
+from defun.runtime.ops.cumulative_ops import *  # noqa: F401,F403,E402
 from defun.runtime.ops import einsum_ops  # noqa: F401,E402
 from defun.runtime.ops.einsum_ops import *  # noqa: F401,F403,E402
 from defun.runtime.ops import sort_ops  # noqa: F401,E402
@@ -56,6 +58,8 @@ from defun.runtime.ops import scatter_ops  # noqa: F401,E402
 from defun.runtime.ops.scatter_ops import *  # noqa: F401,F403,E402
 from defun.runtime.ops import conv_ops  # noqa: F401,E402
 from defun.runtime.ops.conv_ops import *  # noqa: F401,F403,E402
+from defun.runtime.ops import pool_ops  # noqa: F401,E402
+from defun.runtime.ops.pool_ops import *  # noqa: F401,F403,E402
 from defun.runtime.ops import random_ops, debug_ops, fft_ops  # noqa: F401,E402
 from defun.runtime.ops.random_ops import *  # noqa: F401,F403,E402
 from defun.runtime.ops import special_functions  # noqa: F401,E402  (df.math's lgamma, igamma, ...)

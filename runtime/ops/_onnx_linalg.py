@@ -8,8 +8,8 @@ Loop over the matrix's columns, batched over the leading axes, any float dtype:
 - Cholesky by columns: l[:, j] = (a[:, j] - l l[j, :]^T) / sqrt(that at j), below the diagonal.
 - QR by Householder reflections, with LAPACK's sign choices (so the factors agree with numpy's).
 
-A singular matrix gives inf/nan (the kernels raise instead). Used by runtime/ops/linalg_ops.py;
-nothing here imports onnx.
+A singular matrix gives inf/nan (the kernels raise instead). Used by runtime/ops/linalg_ops.py
+and decomposition_ops.py; nothing here imports onnx.
 """
 from defun.runtime.ops._onnx import diag_part_of
 

@@ -7,7 +7,7 @@ one strided Slice per window offset (i, j), in an ONNX Loop over the kh * kw off
     total, = w.loop([(zeros, "float64", 4)], lambda window, i, j, acc: [acc + window(w.pad(x))])
 
 Sizes may be unknown (int64 [1] vectors computed when the model runs). Used by the forms in
-runtime/ops/conv_ops.py; nothing here imports onnx.
+runtime/ops/conv_ops.py and pool_ops.py; nothing here imports onnx.
 """
 from defun.runtime.ops._onnx import iota
 

@@ -275,7 +275,14 @@ def _check_batch_size_infer(shapes, dts, attrs):
 # Internal (df.vmap): a mapped argument whose batch size is unknown while tracing, checked
 # against the batch's when it runs: `message` names both arguments, with {got} and {want}.
 # An ONNX export keeps the value and drops the check (ONNX has no assertion).
-_CHECK_BATCH_SIZE = register("check_batch_size", _check_batch_size_kernel, _check_batch_size_infer,
-                             lambda op, g: [g, None], num_inputs=2, attrs={"message": "str"}, defaults={},
-                             onnx=lambda e, node, ins: e.op("Identity", ins[0]),
-                             batch="internal to vmap, emitted batched")
+_CHECK_BATCH_SIZE = register(
+    name="check_batch_size",
+    kernel=_check_batch_size_kernel,
+    infer=_check_batch_size_infer,
+    grad=lambda op, g: [g, None],
+    num_inputs=2,
+    attrs={"message": "str"},
+    defaults={},
+    onnx=lambda e, node, ins: e.op("Identity", ins[0]),
+    batch="internal to vmap, emitted batched",
+)

@@ -5,7 +5,7 @@ their shape argument (or range's bounds) is known only at run time (`df.shape(x)
 with None sizes); a known shape keeps the ops with shape attrs (array_ops). Each node
 carries the sizes known while tracing (`shape`: None where unknown) and its kernel checks
 the run-time value against them (`_args.shape_value`), as the random ops do.
-`dynamic_reshape` and `dynamic_broadcast_to` live with their static forms in base_ops.
+`dynamic_reshape` and `dynamic_broadcast_to` live with their static forms (shape_ops, base_ops).
 `t[a:b]` whose bounds are symbolic integer scalars (a loop counter) is one
 `dynamic_strided_slice`: strided_slice's attrs with those bounds as inputs.
 """
@@ -20,10 +20,10 @@ from defun.runtime.ops import _args, shape_rules
 from defun.runtime.ops._onnx import BIG, before_the_start, scatter_adjoint, shape_of
 from defun.runtime.ops.base_ops import _shape_input_infer, reduce_sum
 from defun.runtime.ops.index_ops import (_SLICE_ATTRS, _index_value, _numpy_key, _rank, _slice_attrs,
-                                         _strided_slice_infer, strided_slice)
+                                         _strided_slice_infer, slice_past_batch, strided_slice)
 from defun.runtime.registry import Cost, register
 from defun.runtime.tensor import EagerTensor, Tensor
-from defun.runtime.ops import _batch as vb
+from defun.runtime import batching as bt
 
 __all__ = ["dynamic_fill", "dynamic_tile", "dynamic_range", "range_length", "slice_helper"]
 
@@ -57,6 +57,21 @@ def _fill_bytes(args, attrs):
     return _product_bytes(args[0], args[1].dtype.itemsize)
 
 
+def _dynamic_fill_batch(ctx, node, inputs, batched):
+    """(dims, value): a batched scalar value broadcast to the batch of shapes."""
+    dims, value = inputs
+    if batched[0]:
+        raise errors.UnimplementedError("dynamic_fill: batching covers a shape shared by every example")
+    r = len(node.outputs[0].shape)
+    dt = node.inputs[0].dtype
+    first = np.asarray([ctx.size], dt.np) if ctx.size is not None else \
+        bt.op("reshape", [bt.batch_size(ctx, dt)], shape=(1,))
+    full = bt.op("concat", [first, dims], axis=0)
+    v = bt.reshape_batch(ctx, value, (1,) * r)
+    out = bt.op("dynamic_broadcast_to", [v, full], shape=(ctx.size,) + tuple(node.attrs["shape"]))
+    return bt.all_batched([out])
+
+
 _DYNAMIC_FILL = register(
     name="dynamic_fill",
     kernel=_fill_kernel,
@@ -67,7 +82,7 @@ _DYNAMIC_FILL = register(
     defaults={},
     kinds=shape_rules.int_kinds,
     onnx=lambda e, node, ins: e.op("Expand", ins[1], e.cast(ins[0], dtypes.int64)),
-    batch=vb.dynamic_fill,
+    batch=_dynamic_fill_batch,
     cost=Cost(sized=_fill_bytes),
 )
 
@@ -135,7 +150,7 @@ _DYNAMIC_TILE = register(
     attrs={"shape": "shape"},
     defaults={},
     onnx=lambda e, node, ins: e.op("Tile", ins[0], e.cast(ins[1], dtypes.int64)),
-    batch=vb.dynamic_shape(1, 1),
+    batch=bt.dynamic_shape(1, 1),
     cost=Cost(sized=_tile_bytes),
 )
 # Internal: the gradient of dynamic_tile (`like`: the tiled input, for its shape); its own
@@ -168,7 +183,7 @@ _DYNAMIC_TILE_REDUCE = register(
     attrs={"shape": "shape"},
     defaults={},
     onnx=_tile_reduce_onnx,
-    batch=vb.dynamic_shape(1, 1),
+    batch=bt.dynamic_shape(1, 1),
 )
 
 
@@ -444,17 +459,105 @@ def _view_bytes(x, bounds, attrs):
     return np.broadcast_to(np.zeros((), x.dtype), x.shape)[key].size * x.dtype.itemsize
 
 
+def _slice_past_batch_of(ctx, a):
+    """dynamic_strided_slice's attrs with a whole batch axis first (and on its known sizes)."""
+    return dict(slice_past_batch(a), shape=(ctx.size,) + tuple(a["shape"]) if a["shape"] else ())
+
+
+def _dynamic_slice_batch(ctx, node, inputs, batched):
+    """(x, *bounds) or its gradient's (g, like, *bounds), the tensors batched. Bounds shared
+    by every example: the op with a whole batch axis first. Bounds per example: the axes they
+    bound are taken whole by that op, then each is gathered per example (batch_gather) at
+    its own positions, which must be as many in every example (_example_positions)."""
+    op = bt.op
+    tensors = 2 if node.op.name.endswith("_grad") else 1
+    xs = bt.materialize_all(ctx, node, inputs, batched, tuple(range(tensors)))
+    if not any(batched[tensors:]):
+        return bt.all_batched(bt.emit(node, xs, _slice_past_batch_of(ctx, node.attrs)))
+    a, bounds = node.attrs, dict(zip(node.attrs["operands"], zip(inputs[tensors:], batched[tensors:])))
+    per = sorted({c // 3 for c, (_, b) in bounds.items() if b})     # the axes bounded per example
+    whole = sum(1 << d for d in per)
+    shared = dict(a, begin_mask=a["begin_mask"] | whole, end_mask=a["end_mask"] | whole, new_axis=(), shape=(),
+                  shrink_axis_mask=a["shrink_axis_mask"] & ~whole,
+                  strides=tuple(1 if d in per else st for d, st in enumerate(a["strides"])),
+                  operands=tuple(c for c in a["operands"] if c // 3 not in per))
+    kept = [x for c, (x, _) in bounds.items() if c // 3 not in per]
+    shared = slice_past_batch(shared)
+    x = xs[tensors - 1]
+    steps = [op(node.op.name.replace("_grad", ""), [x] + kept, **shared)]   # the whole-axes slice, gathered
+    place = {d: 1 + sum(1 for k in range(d) if not shared["shrink_axis_mask"] >> (k + 1) & 1) for d in per}
+    gathers = []        # (positions, axis), from the last bounded axis to the first
+    for d in reversed(per):
+        size = _axis_size(node.inputs[tensors - 1], x, d)
+        gathers.append((_example_positions(a, d, size, {c % 3: v for c, (v, _) in bounds.items() if c // 3 == d}),
+                        place[d]))
+        steps.append(op("batch_gather", [steps[-1], gathers[-1][0]], axis=place[d], batch_dims=1))
+    if tensors == 1:
+        y = steps[-1]
+        for p in a["new_axis"]:
+            y = op("expand_dims", [y], axis=p + 1)
+        return bt.all_batched([y])
+    g = xs[0]
+    for p in reversed(a["new_axis"]):
+        g = op("squeeze", [g], axis=(p + 1,))
+    for (idx, axis), before in zip(reversed(gathers), reversed(steps[:-1])):
+        g = op("batch_gather_grad", [g, idx, before], axis=axis, batch_dims=1)
+    return bt.all_batched([op(node.op.name, [g, x] + kept, **shared)])
+
+
+def _axis_size(t, x, d):
+    """Size of axis `d` of one example of `t` (batched value `x`): an int64 scalar tensor or int."""
+    n = tuple(t.shape)[d]
+    return np.int64(n) if n is not None else bt.op("shape", [x], out_type=dtypes.int64)[d + 1]
+
+
+def _example_positions(a, d, n, given):
+    """The positions along axis `d` (size `n`) each example's slice takes, as Python's slice
+    rules place them: (B,) for an index, (B, K) for a slice, K the largest count; an example
+    taking fewer gets the position n past the rest, which the gather refuses (out of range)
+    as the examples' slices would differ in size. `given`: {0 begin, 1 end, 2 step: batched
+    (B,) or shared scalar tensor}; the rest are static in the attrs `a` (or omitted)."""
+    op, i64 = bt.op, dtypes.int64
+
+    def bound(k, static):
+        return op("cast", [given[k]], dtype=i64) if k in given else np.int64(static)
+    start = bound(0, a["begin"][d])
+    if a["shrink_axis_mask"] >> d & 1:
+        return op("where", [op("less", [start, np.int64(0)]), op("add", [start, n]), start])
+    step = bound(2, a["strides"][d])
+    neg = op("less", [step, np.int64(0)])
+    last = op("subtract", [n, np.int64(1)])
+    lo, hi = op("where", [neg, np.int64(-1), np.int64(0)]), op("where", [neg, last, n])
+
+    def clamped(k, static, omitted):
+        if k not in given and a[("begin_mask", "end_mask")[k]] >> d & 1:
+            return omitted
+        v = bound(k, static)
+        return op("where", [op("less", [v, np.int64(0)]), op("maximum", [op("add", [v, n]), lo]),
+                            op("minimum", [v, hi])])
+    start = clamped(0, a["begin"][d], op("where", [neg, last, np.int64(0)]))
+    stop = clamped(1, a["end"][d], op("where", [neg, np.int64(-1), n]))
+    sign = op("where", [neg, np.int64(-1), np.int64(1)])
+    span = op("subtract", [op("add", [op("subtract", [stop, start]), step]), sign])
+    count = op("maximum", [op("floordiv", [span, step]), np.int64(0)])
+    k = op("dynamic_range", [np.int64(0), op("reduce_max", [op("concat", [
+        op("reshape", [count], shape=(-1,)), np.zeros(1, np.int64)], axis=0)], axis=None, keepdims=False), np.int64(1)])
+    column = [op("reshape", [v], shape=(-1, 1)) for v in (start, step, count)]
+    taken = op("add", [column[0], op("multiply", [op("reshape", [k], shape=(1, -1)), column[1]])])
+    return op("where", [op("less", [op("reshape", [k], shape=(1, -1)), column[2]]), taken, n])
+
+
 _DYNAMIC_SLICE = register(
     name="dynamic_strided_slice",
     kernel=_dynamic_slice_kernel,
     infer=_dynamic_slice_infer,
-    bind=_bind_dynamic_slice,
     grad=lambda op, g: [run_op(_DYNAMIC_SLICE_GRAD, (g,) + tuple(op.inputs), op.attrs)] + [None] * len(op.inputs[1:]),
     num_inputs=None,
     attrs=_DYNAMIC_SLICE_ATTRS,
     defaults={},
+    bind=_bind_dynamic_slice,
     onnx=lambda e, node, ins: _dynamic_slice_of(e, ins[0], node.attrs, ins[1:], node.inputs[0].shape),
-    batch=vb.dynamic_strided_slice,
+    batch=_dynamic_slice_batch,
     cost=Cost(sized=lambda args, attrs: _view_bytes(args[0], args[1:], attrs)),
 )
 # Internal: the gradient of dynamic_strided_slice, `g` scattered into zeros shaped like the
@@ -471,7 +574,7 @@ _DYNAMIC_SLICE_GRAD = register(
     onnx=lambda e, node, ins: scatter_adjoint(
         e, ins[0], shape_of(e, ins[1], node.inputs[1]), node.outputs[0].dtype,
         lambda idx: _dynamic_slice_of(e, idx, node.attrs, ins[2:], node.inputs[1].shape)),
-    batch=vb.dynamic_strided_slice,
+    batch=_dynamic_slice_batch,
     cost=Cost(sized=lambda args, attrs: args[1].size * args[0].dtype.itemsize),
 )
 

@@ -19,13 +19,14 @@ from defun.runtime import errors
 from defun.runtime.execute import run_op
 from defun.runtime.ops import _args, shape_rules
 from defun.runtime.ops._onnx import scatter_adjoint
-from defun.runtime.ops.array_ops import _check_same_arrays, ones_like
+from defun.runtime.ops.array_ops import ones_like
+from defun.runtime.ops.axis_ops import _check_same_arrays
 from defun.runtime.ops.index_ops import _rank
 from defun.runtime.ops.complex_ops import conj
 from defun.runtime.ops.math_ops import reduce_sum, unbroadcast
 from defun.runtime.registry import Cost, register
 from defun.runtime.tape import skip_input_indices
-from defun.runtime.ops import _batch as vb
+from defun.runtime import batching as bt
 
 __all__ = ["einsum", "tensordot"]
 
@@ -429,6 +430,22 @@ def _einsum_work(shapes, out_shapes, attrs):
     return int(float(found.group(1))) if found else 0
 
 
+def _einsum_batch(ctx, node, inputs, batched):
+    """A new letter for the batch, on every batched operand and on the result."""
+    eq = node.attrs["equation"].replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if not arrow:
+        letters = [c for c in lhs if c.isalpha()]
+        rhs = ("..." if "..." in lhs else "") + "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    free = [c for c in string.ascii_letters if c not in eq]
+    if not free:
+        raise errors.UnimplementedError("einsum: the equation uses every letter; none is left for the batch")
+    b = free[0]
+    terms = [b + t if flag else t for t, flag in zip(terms, batched)]
+    return bt.all_batched(bt.emit(node, inputs, {"equation": ",".join(terms) + "->" + b + rhs}))
+
+
 _EINSUM = register(
     name="einsum",
     kernel=_einsum_kernel,
@@ -439,7 +456,7 @@ _EINSUM = register(
     defaults={},
     kinds=shape_rules.numeric_complex_kinds,
     onnx=_einsum_onnx,
-    batch=vb.einsum,
+    batch=_einsum_batch,
     cost=Cost(work=_einsum_work),
 )
 
@@ -504,7 +521,7 @@ _EXPAND = register(
     defaults={},
     kinds=shape_rules.numeric_complex_kinds,
     onnx=_expand_onnx,
-    batch=vb.einsum,
+    batch=_einsum_batch,
 )
 
 

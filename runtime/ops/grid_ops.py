@@ -13,7 +13,6 @@ from defun.runtime.ops import array_ops as arr
 from defun.runtime.ops.index_ops import _rank
 from defun.runtime.registry import one_of, register
 from defun.runtime import batching as bt
-from defun.runtime.ops import _batch as vb
 
 
 __all__ = ["linspace", "meshgrid", "outer"]
@@ -162,6 +161,20 @@ def _meshgrid_onnx(e, node, ins):
     return outs
 
 
+def _meshgrid_batch(ctx, node, inputs, batched):
+    """Each 1-D input varies along one output axis: reshaped onto it and broadcast."""
+    n = len(inputs)
+    xy = node.attrs["indexing"] == "xy" and n >= 2
+    shape = bt.static_shape(node, node.outputs[0], "output")
+    outs = []
+    for k, x in enumerate(bt.materialize_all(ctx, node, inputs, batched)):
+        along = {0: 1, 1: 0}.get(k, k) if xy else k
+        s = [1] * n
+        s[along] = shape[along]
+        outs.append(bt.broadcast_batch(ctx, bt.reshape_batch(ctx, x, s), shape))
+    return bt.all_batched(outs)
+
+
 _MESHGRID = register(
     name="meshgrid",
     kernel=_meshgrid_kernel,
@@ -173,7 +186,7 @@ _MESHGRID = register(
     num_outputs=lambda attrs, n: n,
     none_grads=True,
     onnx=_meshgrid_onnx,
-    batch=vb.meshgrid,
+    batch=_meshgrid_batch,
 )
 
 

@@ -1,7 +1,8 @@
 """Indexing ops: gather (its sparse gradient densifies here), one_hot, strided slicing.
 
 Declarations and public functions; `runtime.ops.array_ops` re-exports them (the place op
-functions are found), and `Tensor.__getitem__` is `slice_helper`.
+functions are found), and `Tensor.__getitem__` is `slice_helper`. The module is long because
+each op keeps its kernel, inference, gradient, ONNX form and batching rule together.
 """
 import operator
 
@@ -16,7 +17,6 @@ from defun.runtime.ops.base_ops import reshape
 from defun.runtime.registry import register
 from defun.runtime.tensor import EagerTensor, Tensor
 from defun.runtime import batching as bt
-from defun.runtime.ops import _batch as vb
 
 __all__ = ["gather", "one_hot", "strided_slice", "slice_helper"]
 
@@ -94,6 +94,22 @@ def _gather_grad_onnx(e, node, ins):
                            lambda idx: e.op("Gather", idx, indices, axis=node.attrs["axis"]))
 
 
+def _gather_batch(ctx, node, inputs, batched):
+    params, indices = inputs
+    r = len(node.inputs[0].shape)
+    axis = bt.norm_axis(node, node.attrs["axis"], r) - 1
+    if batched[0] and not batched[1]:
+        return bt.all_batched(bt.emit(node, inputs, {"axis": axis + 1}))
+    if not batched[0]:       # result: params[:axis] + (B,) + indices + params[axis + 1:]
+        out = bt.emit(node, inputs)[0]
+        if axis:
+            k = len(node.outputs[0].shape) + 1
+            perm = (axis,) + tuple(i for i in range(k) if i != axis)
+            out = bt.op("transpose", [out], perm=perm)
+        return bt.all_batched([out])
+    return bt.all_batched([bt.op("batch_gather", inputs, axis=axis + 1, batch_dims=1)])
+
+
 _GATHER = register(
     name="gather",
     kernel=_gather_kernel,
@@ -103,7 +119,7 @@ _GATHER = register(
     attrs={"axis": "int"},
     defaults={},
     onnx="Gather",
-    batch=vb.gather,
+    batch=_gather_batch,
 )
 # Internal: the dense gradient of gather (axis != 0, or sizes unknown while tracing).
 def _adjoint_infer(name, forward_infer, forward_inputs):
@@ -118,6 +134,17 @@ def _adjoint_infer(name, forward_infer, forward_inputs):
 
 
 _GATHER_GRAD_INFER = _adjoint_infer("gather_grad", _gather_infer, (2, 1))
+
+
+def _gather_grad_batch(ctx, node, inputs, batched):
+    """(g, indices, params) -> zeros like params with g scattered in along `axis`."""
+    axis = bt.norm_axis(node, node.attrs["axis"], len(node.inputs[2].shape))
+    xs = bt.materialize_all(ctx, node, inputs, batched, (0, 2) if not batched[1] else None)
+    if not batched[1]:
+        return bt.all_batched(bt.emit(node, xs, {"axis": axis}))
+    return bt.all_batched([bt.op("batch_gather_grad", xs, axis=axis, batch_dims=1)])
+
+
 _GATHER_GRAD = register(
     name="gather_grad",
     kernel=_gather_grad_kernel,
@@ -127,7 +154,7 @@ _GATHER_GRAD = register(
     attrs={"axis": "int"},
     defaults={},
     onnx=_gather_grad_onnx,
-    batch=vb.gather_grad,
+    batch=_gather_grad_batch,
 )
 
 
@@ -213,6 +240,18 @@ def _batch_gather_grad_onnx(e, node, ins):
 
 
 _BATCH_ATTRS = {"axis": "int", "batch_dims": "int"}
+
+
+def _batch_gather_batch(ctx, node, inputs, batched):
+    params = node.inputs[-1] if node.op.name == "batch_gather_grad" else node.inputs[0]
+    axis = bt.norm_axis(node, node.attrs["axis"], len(params.shape))
+    b = node.attrs["batch_dims"]
+    if b < 0:
+        b += len(node.inputs[1].shape)
+    xs = bt.materialize_all(ctx, node, inputs, batched)
+    return bt.all_batched(bt.emit(node, xs, {"axis": axis, "batch_dims": b + 1}))
+
+
 _BATCH_GATHER = register(
     name="batch_gather",
     kernel=_batch_gather_kernel,
@@ -222,7 +261,7 @@ _BATCH_GATHER = register(
     attrs=_BATCH_ATTRS,
     defaults={},
     onnx=_batch_gather_onnx,
-    batch=vb.batch_gather,
+    batch=_batch_gather_batch,
 )
 # Internal: the (dense) gradient of batch_gather, whose own gradient is that gather.
 _BATCH_GATHER_GRAD_INFER = _adjoint_infer("batch_gather_grad", _batch_gather_infer, (2, 1))
@@ -235,7 +274,7 @@ _BATCH_GATHER_GRAD = register(
     attrs=_BATCH_ATTRS,
     defaults={},
     onnx=_batch_gather_grad_onnx,
-    batch=vb.batch_gather,
+    batch=_batch_gather_batch,
 )
 
 
@@ -291,6 +330,22 @@ def _to_dense_onnx(e, node, ins):
     return e.op("ScatterND", zeros, where, ins[0], reduction="add")
 
 
+def _to_dense_batch(ctx, node, inputs, batched):
+    """Example b's row i becomes row b * rows + i of one dense tensor."""
+    values, ids = bt.materialize_all(ctx, node, inputs, batched)
+    dense = bt.static_shape(node, node.outputs[0], "output")
+    if ctx.size is None:     # B unknown: a batched gather's gradient, into a broadcast zero of (B,) + dense
+        like = bt.op("dynamic_broadcast_to", [np.zeros((1,) * (len(dense) + 1), node.inputs[0].dtype.np),
+                                              bt.batch_shape(ctx, dense)], shape=(None,) + dense)
+        return bt.all_batched([bt.op("batch_gather_grad", [values, ids, like], axis=1, batch_dims=1)])
+    ishape = bt.static_shape(node, node.inputs[1])
+    rows = bt.op("multiply", [bt.iota(ctx, node.inputs[1].dtype), dense[0]])
+    offset = bt.reshape_batch(ctx, rows, (1,) * len(ishape))
+    out = bt.emit(node, [values, bt.op("add", [ids, offset])],
+                  {"dense_shape": (ctx.size * dense[0],) + dense[1:]})[0]
+    return bt.all_batched([bt.reshape_batch(ctx, out, dense)])
+
+
 _TO_DENSE = register(
     name="indexed_slices_to_dense",
     kernel=_to_dense_kernel,
@@ -300,7 +355,7 @@ _TO_DENSE = register(
     attrs={"dense_shape": "shape"},
     defaults={},
     onnx=_to_dense_onnx,
-    batch=vb.indexed_slices_to_dense,
+    batch=_to_dense_batch,
 )
 
 
@@ -468,6 +523,21 @@ def _strided_slice_of(e, x, a, shape):
     return x if axes or shrink or a["new_axis"] else e.op("Identity", x)
 
 
+def slice_past_batch(a):
+    """strided_slice attrs `a` (and dynamic_strided_slice's operands) with a whole batch axis first."""
+    attrs = dict(a, begin=(0,) + tuple(a["begin"]), end=(0,) + tuple(a["end"]),
+                 strides=(1,) + tuple(a["strides"]), begin_mask=a["begin_mask"] << 1 | 1,
+                 end_mask=a["end_mask"] << 1 | 1, shrink_axis_mask=a["shrink_axis_mask"] << 1,
+                 new_axis=tuple(p + 1 for p in a["new_axis"]))
+    if "operands" in a:
+        attrs["operands"] = tuple(c + 3 for c in a["operands"])
+    return attrs
+
+
+def _strided_slice_batch(ctx, node, inputs, batched):
+    return bt.all_batched(bt.emit(node, bt.materialize_all(ctx, node, inputs, batched), slice_past_batch(node.attrs)))
+
+
 _STRIDED_SLICE = register(
     name="strided_slice",
     kernel=_strided_slice_kernel,
@@ -477,7 +547,7 @@ _STRIDED_SLICE = register(
     attrs=_SLICE_ATTRS,
     defaults={},
     onnx=lambda e, node, ins: _strided_slice_of(e, ins[0], node.attrs, node.inputs[0].shape),
-    batch=vb.strided_slice,
+    batch=_strided_slice_batch,
 )
 # Internal: the gradient of strided_slice, scattering `g` into zeros shaped like the input.
 _STRIDED_SLICE_GRAD_INFER = _adjoint_infer("strided_slice_grad", _strided_slice_infer, (1,))
@@ -492,7 +562,7 @@ _STRIDED_SLICE_GRAD = register(
     onnx=lambda e, node, ins: scatter_adjoint(
         e, ins[0], shape_of(e, ins[1], node.inputs[1]), node.outputs[0].dtype,
         lambda idx: _strided_slice_of(e, idx, node.attrs, node.inputs[1].shape)),
-    batch=vb.strided_slice,
+    batch=_strided_slice_batch,
 )
 
 

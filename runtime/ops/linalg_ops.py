@@ -3,23 +3,13 @@
 TensorFlow's names and semantics (`tf.linalg.*`), numpy (LAPACK) kernels. Inputs are float32
 or float64 matrices `(..., M, N)`; a numerical failure (a singular matrix, one that is not
 positive definite, no convergence) raises `InvalidArgumentError` naming the op and the batch
-index, never numpy's LinAlgError. The module is long because it holds all its ops with
-their gradient rules, which share the batching, error and symmetrizing helpers at its top.
+index, never numpy's LinAlgError. The checks, failures and symmetrizing helpers at its top
+are shared with the factorizations (cholesky, eigh, svd, qr: decomposition_ops.py).
 
-Gradients are the published reverse-mode rules, written with ops (so they trace and have
-their own gradients):
-  - inv, solve, triangular_solve, det, slogdet: the matrix-calculus identities; det's is
-    g adj(A)^T (the internal op `adjugate`, by the SVD), so a singular A has one too;
-  - cholesky: Murray (2016), "Differentiation of the Cholesky decomposition";
-  - eigh: e.g. Giles (2008), "An extended collection of matrix derivative results", for
-    distinct eigenvalues;
-  - svd: Townsend (2016), "Differentiating the singular value decomposition", for distinct
-    non-zero singular values, reduced factors;
-  - qr: Walter and Lehmann (2018) / Liao et al. (2019) for the reduced factorization, tall
-    and wide.
-`cholesky` and `eigh` read only the lower triangle of their input (as LAPACK and TF do), so
-their gradients are the true derivatives of that: zero above the diagonal. Along symmetric
-perturbations they agree with the symmetric convention (TF's cholesky gradient).
+Gradients are written with ops (so they trace and have their own gradients): for inv, solve,
+triangular_solve, det, slogdet the matrix-calculus identities; det's is g adj(A)^T (the
+internal op `adjugate`, by the SVD), so a singular A has one too. The module is long because
+each op keeps its kernel, inference, gradient and ONNX form together.
 """
 import functools
 
@@ -205,8 +195,19 @@ def _cubic(factor):
     return Cost(work=work)
 
 
-_INV = register("inv", _inv_kernel, _square_infer("inv", lambda s: [s]), _inv_grad,
-                num_inputs=1, attrs={}, defaults={}, kinds="fc", onnx=_inv_onnx, batch=bt.leading, cost=_cubic(2))
+_INV = register(
+    name="inv",
+    kernel=_inv_kernel,
+    infer=_square_infer("inv", lambda s: [s]),
+    grad=_inv_grad,
+    num_inputs=1,
+    attrs={},
+    defaults={},
+    kinds="fc",
+    onnx=_inv_onnx,
+    batch=bt.leading,
+    cost=_cubic(2),
+)
 
 
 def inv(input, name=None):
@@ -238,52 +239,28 @@ def _solve_grad(op, g):
     return [m.unbroadcast(da, a), m.unbroadcast(db, b)]
 
 
-_SOLVE = register("solve", _solve_kernel, _solve_infer("solve"), _solve_grad, num_inputs=2,
-                  attrs={"adjoint": "bool"}, defaults={"adjoint": False}, same_dtype=(0, 1), kinds="fc",
-                  cost=_costs.triangular(2), onnx=lambda e, node, ins: la.solve(
-                      e, _t_onnx(e, ins[0], node.inputs[0]) if node.attrs["adjoint"] else ins[0], ins[1],
-                      len(node.inputs[0].shape), len(node.inputs[1].shape), node.outputs[0].dtype), batch=bt.elementwise)
+_SOLVE = register(
+    name="solve",
+    kernel=_solve_kernel,
+    infer=_solve_infer("solve"),
+    grad=_solve_grad,
+    num_inputs=2,
+    attrs={"adjoint": "bool"},
+    defaults={"adjoint": False},
+    same_dtype=(0, 1),
+    kinds="fc",
+    onnx=lambda e, node, ins: la.solve(
+        e, _t_onnx(e, ins[0], node.inputs[0]) if node.attrs["adjoint"] else ins[0], ins[1],
+        len(node.inputs[0].shape), len(node.inputs[1].shape), node.outputs[0].dtype),
+    batch=bt.elementwise,
+    cost=_costs.triangular(2),
+)
 
 
 def solve(matrix, rhs, adjoint=False, name=None):
     """X with `matrix @ X == rhs` (`matrix^T @ X == rhs` if `adjoint`); matrix (..., M, M),
     rhs (..., M, K), batch dimensions broadcast."""
     return run_op(_SOLVE, (matrix, rhs), {"adjoint": _args.bool_arg("solve", adjoint, "adjoint")}, name)
-
-
-# ------------------------------------------------------------------ cholesky
-def _cholesky_kernel(a):
-    _matrix("cholesky", a.shape, square=True)
-    try:
-        return np.linalg.cholesky(a)
-    except _LinAlgError:
-        raise _failure("cholesky", a, np.linalg.cholesky,
-                       "is not symmetric positive definite (only its lower triangle is read)",
-                       "make it positive definite, e.g. add a small multiple of the identity "
-                       "(jitter) to the diagonal") from None
-
-
-def _cholesky_grad(op, g):
-    low = op.outputs[0]
-    # S = L^-T phi(L^T g) L^-1 with phi: the lower triangle, diagonal halved (Murray 2016);
-    # the gradient w.r.t. the symmetric input is (S + S^T) / 2.
-    middle = m.matmul(low, g, transpose_a=True)
-    phi = m.subtract(band_part(middle, -1, 0), m.multiply(band_part(middle, 0, 0), 0.5))
-    left = triangular_solve(low, phi, lower=True, adjoint=True)                   # L^-T phi
-    s = _t(triangular_solve(low, _t(left), lower=True, adjoint=True))            # (L^-T phi) L^-1
-    return [_lower_part(s)]   # (_lower_part reads only s + s^T and the diagonal of s)
-
-
-_CHOLESKY = register("cholesky", _cholesky_kernel, _square_infer("cholesky", lambda s: [s]),
-                     _cholesky_grad, num_inputs=1, attrs={}, defaults={}, kinds="f", cost=_cubic(1),
-                     onnx=lambda e, node, ins: la.cholesky(e, ins[0], len(node.inputs[0].shape), node.outputs[0].dtype), batch=bt.leading)
-
-
-def cholesky(input, name=None):
-    """The lower-triangular L with L @ L^T == input, for symmetric positive definite matrices
-    (only the lower triangle of `input` is read). A matrix that is not positive definite
-    raises InvalidArgumentError naming `cholesky`."""
-    return run_op(_CHOLESKY, (input,), _EMPTY, name)
 
 
 # ------------------------------------------------------------------ triangular_solve
@@ -350,10 +327,19 @@ def _triangular_solve_onnx(e, node, ins):
 
 
 _TRIANGULAR_SOLVE = register(
-    "triangular_solve", _triangular_solve_kernel, _solve_infer("triangular_solve"),
-    _triangular_solve_grad, num_inputs=2, attrs={"lower": "bool", "adjoint": "bool"},
-    defaults={"lower": True, "adjoint": False}, same_dtype=(0, 1), kinds="f", onnx=_triangular_solve_onnx, batch=bt.elementwise,
-    cost=_costs.triangular(0))
+    name="triangular_solve",
+    kernel=_triangular_solve_kernel,
+    infer=_solve_infer("triangular_solve"),
+    grad=_triangular_solve_grad,
+    num_inputs=2,
+    attrs={"lower": "bool", "adjoint": "bool"},
+    defaults={"lower": True, "adjoint": False},
+    same_dtype=(0, 1),
+    kinds="f",
+    onnx=_triangular_solve_onnx,
+    batch=bt.elementwise,
+    cost=_costs.triangular(0),
+)
 
 
 def triangular_solve(matrix, rhs, lower=True, adjoint=False, name=None):
@@ -412,9 +398,19 @@ def _adjugate_onnx(e, node, ins):
     return la.adjugate(e, ins[0], len(a.shape), a.dtype, lambda t, r: _det_onnx(e, t, r, a.dtype))
 
 
-_ADJUGATE = register("adjugate", _adjugate_kernel, _square_infer("adjugate", lambda s: [s]), _adjugate_grad,
-                     num_inputs=1, attrs={}, defaults={}, kinds="fc", batch=bt.leading,
-                     cost=_cubic(10), onnx=_adjugate_onnx)      # an svd
+_ADJUGATE = register(
+    name="adjugate",
+    kernel=_adjugate_kernel,
+    infer=_square_infer("adjugate", lambda s: [s]),
+    grad=_adjugate_grad,
+    num_inputs=1,
+    attrs={},
+    defaults={},
+    kinds="fc",
+    onnx=_adjugate_onnx,
+    batch=bt.leading,
+    cost=_cubic(10),      # an svd
+)
 
 
 def _det_grad(op, g):
@@ -422,10 +418,19 @@ def _det_grad(op, g):
     return [m.multiply(_col(_col(g)), m.conj(_t(run_op(_ADJUGATE, (op.inputs[0],), _EMPTY))))]
 
 
-_DET = register("det", _det_kernel, _square_infer("det", lambda s: [s[:-2]]), _det_grad,
-                num_inputs=1, attrs={}, defaults={}, kinds="fc", cost=_cubic(2),
-                onnx=lambda e, node, ins: _det_onnx(e, ins[0], len(node.inputs[0].shape), node.inputs[0].dtype),
-                batch=bt.leading)
+_DET = register(
+    name="det",
+    kernel=_det_kernel,
+    infer=_square_infer("det", lambda s: [s[:-2]]),
+    grad=_det_grad,
+    num_inputs=1,
+    attrs={},
+    defaults={},
+    kinds="fc",
+    onnx=lambda e, node, ins: _det_onnx(e, ins[0], len(node.inputs[0].shape), node.inputs[0].dtype),
+    batch=bt.leading,
+    cost=_cubic(2),
+)
 
 
 def det(input, name=None):
@@ -439,194 +444,28 @@ def _slogdet_kernel(a):
     return sign, logdet
 
 
-_SLOGDET = register("slogdet", _slogdet_kernel, _square_infer("slogdet", lambda s: [s[:-2], s[:-2]]),
-                    lambda op, g_sign, g_log: [None if g_log is None
-                                               else _times_inverse_transpose(g_log, op.inputs[0])],
-                    num_inputs=1, attrs={}, defaults={}, kinds="f", num_outputs=2, none_grads=True,
-                    onnx=lambda e, node, ins: la.slogdet(e, ins[0], len(node.inputs[0].shape), node.inputs[0].dtype), batch=bt.leading, cost=_cubic(2))
+_SLOGDET = register(
+    name="slogdet",
+    kernel=_slogdet_kernel,
+    infer=_square_infer("slogdet", lambda s: [s[:-2], s[:-2]]),
+    grad=lambda op, g_sign, g_log: [None if g_log is None
+        else _times_inverse_transpose(g_log, op.inputs[0])],
+    num_inputs=1,
+    attrs={},
+    defaults={},
+    num_outputs=2,
+    none_grads=True,
+    kinds="f",
+    onnx=lambda e, node, ins: la.slogdet(e, ins[0], len(node.inputs[0].shape), node.inputs[0].dtype),
+    batch=bt.leading,
+    cost=_cubic(2),
+)
 
 
 def slogdet(input, name=None):
     """`(sign, log_abs_det)` of each square matrix: det == sign * exp(log_abs_det), without
     overflow. The sign has no gradient; a singular matrix gives (0, -inf)."""
     return run_op(_SLOGDET, (input,), _EMPTY, name)
-
-
-# ------------------------------------------------------------------ eigh
-def _eigh_kernel(a):
-    _matrix("eigh", a.shape, square=True)
-    try:
-        e, v = np.linalg.eigh(a)
-    except _LinAlgError:
-        raise _failure("eigh", a, np.linalg.eigh, "did not converge",
-                       "check the input for NaN or Inf") from None
-    return e, v
-
-
-def _eigh_grad(op, ge, gv):
-    e, v = op.outputs
-    if ge is None and gv is None:
-        return [None]
-    terms = [] if ge is None else [diag(ge)]
-    if gv is not None:   # F o (V^T gV), F_ij = 1 / (e_j - e_i)
-        terms.append(m.multiply(_off_diagonal_reciprocal(e), m.matmul(v, gv, transpose_a=True)))
-    inner = terms[0] if len(terms) == 1 else m.add(terms[0], terms[1])
-    g = m.matmul(v, m.matmul(inner, v, transpose_b=True))
-    return [_lower_part(g)]
-
-
-_EIGH = register("eigh", _eigh_kernel, _square_infer("eigh", lambda s: [s[:-1], s]), _eigh_grad,
-                 num_inputs=1, attrs={}, defaults={}, kinds="f", num_outputs=2, none_grads=True, batch=bt.leading, cost=_cubic(10))
-
-
-def eigh(tensor, name=None):
-    """`(eigenvalues, eigenvectors)` of symmetric matrices, eigenvalues ascending, eigenvectors
-    as columns (only the lower triangle is read). Gradients assume distinct eigenvalues."""
-    return run_op(_EIGH, (tensor,), _EMPTY, name)
-
-
-# ------------------------------------------------------------------ svd
-def _svd_kernel(a, full_matrices, compute_uv):
-    _matrix("svd", a.shape)
-    try:
-        if not compute_uv:
-            return (np.linalg.svd(a, full_matrices=full_matrices, compute_uv=False),)
-        u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
-    except _LinAlgError:
-        raise _failure("svd", a, np.linalg.svd, "did not converge",
-                       "check the input for NaN or Inf") from None
-    return s, u, vh.swapaxes(-1, -2)
-
-
-def _svd_infer(shapes, dts, attrs):
-    _check_dtype("svd", dts[0])
-    s = tuple(shapes[0])
-    rows, cols = _matrix("svd", s)
-    k = _min(rows, cols)
-    out = [(s[:-2] + (k,), dts[0])]
-    if attrs.get("compute_uv", True):
-        full = attrs.get("full_matrices", False)
-        out.append((s[:-2] + (rows, rows if full else k), dts[0]))
-        out.append((s[:-2] + (cols, cols if full else k), dts[0]))
-    return out
-
-
-def _svd_grad(op, *grads):
-    a = op.inputs[0]
-    rows, cols = tuple(a.shape)[-2:]
-    gs, gu, gv = grads if len(grads) == 3 else (grads[0], None, None)
-    if gs is None and gu is None and gv is None:
-        return [None]
-    full = op.attrs.get("full_matrices", False) and (rows is None or rows != cols)
-    if full and (gu is not None or gv is not None):
-        raise errors.UnimplementedError(
-            f"svd: the gradient of u and v with full_matrices=True is only defined for square "
-            f"matrices (got shape {shape_rules.shape_str(a.shape)}); use full_matrices=False")
-    if full or not op.attrs.get("compute_uv", True):
-        s, u, v = svd(a, full_matrices=False, compute_uv=True)   # the reduced factors, recomputed
-    else:
-        s, u, v = op.outputs
-    # Townsend (2016): dA = U [(F o (U^T gU - gU^T U)) S + diag(gS) + S (F o (V^T gV - gV^T V))] V^T
-    #                       + (I - U U^T) gU S^-1 V^T + U S^-1 gV^T (I - V V^T),  F_ij = 1/(s_j^2 - s_i^2)
-    terms = [] if gs is None else [diag(gs)]
-    extra = []
-    if gu is not None or gv is not None:
-        f = _off_diagonal_reciprocal(m.square(s))
-    if gu is not None:
-        utgu = m.matmul(u, gu, transpose_a=True)
-        terms.append(m.multiply(m.multiply(f, m.subtract(utgu, _t(utgu))), _row(s)))
-        if rows is None or cols is None or rows > cols:   # (I - U U^T) vanishes when U is square
-            extra.append(m.matmul(m.divide(m.subtract(gu, m.matmul(u, utgu)), _row(s)), v,
-                                  transpose_b=True))
-    if gv is not None:
-        vtgv = m.matmul(v, gv, transpose_a=True)
-        terms.append(m.multiply(_col(s), m.multiply(f, m.subtract(vtgv, _t(vtgv)))))
-        if rows is None or cols is None or cols > rows:   # (I - V V^T) vanishes when V is square
-            extra.append(m.matmul(u, m.divide(_t(m.subtract(gv, m.matmul(v, vtgv))), _col(s))))
-    inner = terms[0] if len(terms) == 1 else m.add_n(terms)
-    da = m.matmul(u, m.matmul(inner, v, transpose_b=True))
-    return [m.add_n([da] + extra) if extra else da]
-
-
-def _svd_outputs(attrs, n):
-    return 3 if attrs.get("compute_uv", True) else 1
-
-
-_SVD = register("svd", _svd_kernel, _svd_infer, _svd_grad, num_inputs=1,
-                attrs={"full_matrices": "bool", "compute_uv": "bool"},
-                defaults={"full_matrices": False, "compute_uv": True}, kinds="f",
-                num_outputs=_svd_outputs, none_grads=True, batch=bt.leading, cost=_cubic(10))
-
-
-def svd(tensor, full_matrices=False, compute_uv=True, name=None):
-    """Singular value decomposition, TF's order: `s, u, v = df.linalg.svd(x)` with
-    `x == u @ diag(s) @ v^T`, s descending; `compute_uv=False` returns s alone. Gradients
-    assume distinct, non-zero singular values (and full_matrices=False unless square)."""
-    out = run_op(_SVD, (tensor,), {"full_matrices": _args.bool_arg("svd", full_matrices, "full_matrices"),
-                                   "compute_uv": _args.bool_arg("svd", compute_uv, "compute_uv")},
-                 name)
-    return out if compute_uv else out[0]
-
-
-# ------------------------------------------------------------------ qr
-def _qr_kernel(a, full_matrices):
-    _matrix("qr", a.shape)
-    q, r = np.linalg.qr(a, mode="complete" if full_matrices else "reduced")
-    return q, r
-
-
-def _qr_infer(shapes, dts, attrs):
-    _check_dtype("qr", dts[0])
-    s = tuple(shapes[0])
-    rows, cols = _matrix("qr", s)
-    k = rows if attrs.get("full_matrices", False) else _min(rows, cols)
-    return [(s[:-2] + (rows, k), dts[0]), (s[:-2] + (k, cols), dts[0])]
-
-
-def _qr_square_grad(q, r, gq, gr):
-    """Gradient of A = Q R for R square (k x k): (gQ + Q copyltu(M)) R^-T, M = R gR^T - gQ^T Q,
-    copyltu(M) the symmetric matrix with M's lower triangle."""
-    mm = m.subtract(m.matmul(r, gr, transpose_b=True), m.matmul(gq, q, transpose_a=True))
-    low = band_part(mm, -1, 0)
-    copyltu = m.add(low, _t(m.subtract(low, band_part(mm, 0, 0))))
-    b = m.add(gq, m.matmul(q, copyltu))
-    return _t(triangular_solve(r, _t(b), lower=False))    # b R^-T
-
-
-def _qr_grad(op, gq, gr):
-    a = op.inputs[0]
-    q, r = op.outputs
-    rows, cols = tuple(a.shape)[-2:]
-    if op.attrs.get("full_matrices", False) and (rows is None or cols is None or rows > cols):
-        raise errors.UnimplementedError(
-            f"qr: the gradient with full_matrices=True is only defined when rows <= columns "
-            f"(got shape {shape_rules.shape_str(a.shape)}); use full_matrices=False")
-    if rows is not None and cols is not None:
-        if rows >= cols:
-            return [_qr_square_grad(q, r, gq, gr)]
-        # wide: A = [X | Y], R = [U | V], X = Q U, Y = Q V
-        y, u, gu, gv = a[..., :, rows:], r[..., :, :rows], gr[..., :, :rows], gr[..., :, rows:]
-        dx = _qr_square_grad(q, u, m.add(gq, m.matmul(y, gv, transpose_b=True)), gu)
-        return [arr.concat([dx, m.matmul(q, gv)], -1)]
-    # sizes unknown while tracing: the same split written with masks. P (N x K) has ones on
-    # its diagonal, so A P = X, R P = U; C = I - P P^T keeps the columns of Y (none when tall).
-    p = band_part(arr.ones_like(_t(r)), 0, 0)
-    c = m.subtract(diag(arr.ones_like(m.reduce_sum(r, axis=-2))), m.matmul(p, p, transpose_b=True))
-    gy = m.matmul(m.matmul(a, c), gr, transpose_b=True)                         # Y gV^T
-    dx = _qr_square_grad(q, m.matmul(r, p), m.add(gq, gy), m.matmul(gr, p))
-    return [m.add(m.matmul(dx, p, transpose_b=True), m.matmul(q, m.matmul(gr, c)))]
-
-
-_QR = register("qr", _qr_kernel, _qr_infer, _qr_grad, num_inputs=1, attrs={"full_matrices": "bool"},
-               onnx=lambda e, node, ins: la.qr(e, ins[0], len(node.inputs[0].shape), node.inputs[0].dtype,
-                                               node.attrs["full_matrices"]),
-               defaults={"full_matrices": False}, kinds="f", num_outputs=2, batch=bt.leading, cost=Cost(scratch=0.6, work=_cubic(4).work))
-
-
-def qr(input, full_matrices=False, name=None):
-    """`(q, r)` with input == q @ r, q with orthonormal columns, r upper triangular; reduced
-    (q: (..., M, K), r: (..., K, N), K = min(M, N)) unless `full_matrices`."""
-    return run_op(_QR, (input,), {"full_matrices": _args.bool_arg("qr", full_matrices, "full_matrices")}, name)
 
 
 # ------------------------------------------------------------------ diag, diag_part, trace
@@ -666,8 +505,17 @@ def _diag_onnx(e, node, ins):
     return e.where(la.eye_mask(e, n, n), e.op("Unsqueeze", ins[0], e.ints([-1])), e.scalar(0, v.dtype), v.dtype)
 
 
-_DIAG = register("diag", _diag_kernel, _diag_infer, lambda op, g: [diag_part(g)],
-                 num_inputs=1, attrs={}, defaults={}, onnx=_diag_onnx, batch=bt.leading)
+_DIAG = register(
+    name="diag",
+    kernel=_diag_kernel,
+    infer=_diag_infer,
+    grad=lambda op, g: [diag_part(g)],
+    num_inputs=1,
+    attrs={},
+    defaults={},
+    onnx=_diag_onnx,
+    batch=bt.leading,
+)
 
 
 def diag(diagonal, name=None):
@@ -693,17 +541,32 @@ def _diag_part_grad(op, g):
     return [run_op(_DIAG_PART_GRAD, (g, op.inputs[0]))]
 
 
-_DIAG_PART = register("diag_part", _diag_part_kernel, _diag_part_infer, _diag_part_grad,
-                      num_inputs=1, attrs={}, defaults={},
-                      onnx=lambda e, node, ins: diag_part_of(e, ins[0], node.inputs[0].shape), batch=bt.leading)
+_DIAG_PART = register(
+    name="diag_part",
+    kernel=_diag_part_kernel,
+    infer=_diag_part_infer,
+    grad=_diag_part_grad,
+    num_inputs=1,
+    attrs={},
+    defaults={},
+    onnx=lambda e, node, ins: diag_part_of(e, ins[0], node.inputs[0].shape),
+    batch=bt.leading,
+)
 # Internal: the gradient of diag_part for non-square (or unknown-size) matrices: `g` on the
 # diagonal of zeros shaped like the input.
-_DIAG_PART_GRAD = register("diag_part_grad", lambda g, like: _with_diagonal(g, like.shape),
-                           lambda s, d, attrs: [(tuple(s[1]), d[0])],
-                           lambda op, gg: [diag_part(gg), None], num_inputs=2, attrs={}, defaults={},
-                           onnx=lambda e, node, ins: scatter_adjoint(
-                               e, ins[0], shape_of(e, ins[1], node.inputs[1]), node.outputs[0].dtype,
-                               lambda idx: diag_part_of(e, idx, node.inputs[1].shape)), batch=bt.leading)
+_DIAG_PART_GRAD = register(
+    name="diag_part_grad",
+    kernel=lambda g, like: _with_diagonal(g, like.shape),
+    infer=lambda s, d, attrs: [(tuple(s[1]), d[0])],
+    grad=lambda op, gg: [diag_part(gg), None],
+    num_inputs=2,
+    attrs={},
+    defaults={},
+    onnx=lambda e, node, ins: scatter_adjoint(
+        e, ins[0], shape_of(e, ins[1], node.inputs[1]), node.outputs[0].dtype,
+        lambda idx: diag_part_of(e, idx, node.inputs[1].shape)),
+    batch=bt.leading,
+)
 
 
 def diag_part(input, name=None):
@@ -756,9 +619,17 @@ def _band_part_onnx(e, node, ins):
     return e.op("Identity", x)
 
 
-_BAND_PART = register("band_part", _band_part_kernel, _band_part_infer,
-                      lambda op, g: [run_op(_BAND_PART, (g,), op.attrs)], num_inputs=1,
-                      attrs={"num_lower": "int", "num_upper": "int"}, defaults={}, onnx=_band_part_onnx, batch=bt.leading)
+_BAND_PART = register(
+    name="band_part",
+    kernel=_band_part_kernel,
+    infer=_band_part_infer,
+    grad=lambda op, g: [run_op(_BAND_PART, (g,), op.attrs)],
+    num_inputs=1,
+    attrs={"num_lower": "int", "num_upper": "int"},
+    defaults={},
+    onnx=_band_part_onnx,
+    batch=bt.leading,
+)
 
 
 def band_part(input, num_lower, num_upper, name=None):

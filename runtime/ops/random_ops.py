@@ -24,7 +24,7 @@ from defun.runtime.ops import _args, shape_rules
 from defun.runtime.ops.math_ops import add, multiply, subtract
 from defun.runtime.registry import Cost, register
 from defun.runtime.tensor import Tensor
-from defun.runtime.ops import _batch as vb
+from defun.runtime import batching as bt
 
 __all__ = ["dropout"]
 
@@ -267,6 +267,16 @@ def _dropout_grad(op, g):
     return [run_op(_DROPOUT, (g, op.inputs[1]), op.attrs), None]
 
 
+def _dropout_batch(ctx, node, inputs, batched):
+    """One mask for every example (it depends on the seed alone, as per example)."""
+    if batched[1]:
+        raise errors.UnimplementedError("dropout: batching covers a shared seed only")
+    ns = node.attrs["noise_shape"]
+    xs = tuple(node.inputs[0].shape)
+    ns = xs if ns is None else tuple(x if n is None else n for n, x in zip(ns, xs))
+    return bt.all_batched(bt.emit(node, inputs, dict(node.attrs, noise_shape=(1,) + ns)))
+
+
 _DROPOUT = register(
     name="dropout",
     kernel=_dropout_kernel,
@@ -276,7 +286,7 @@ _DROPOUT = register(
     attrs={"rate": "float", "noise_shape": "shape"},
     defaults={},
     kinds=shape_rules.float_kinds,
-    batch=vb.dropout,
+    batch=_dropout_batch,
     cost=Cost(scratch=3.25),
 )
 

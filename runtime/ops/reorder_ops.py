@@ -16,7 +16,6 @@ from defun.runtime.ops._onnx import BIG, scatter_adjoint, shape_of
 from defun.runtime.registry import register
 from defun.runtime.tensor import Tensor
 from defun.runtime import batching as bt
-from defun.runtime.ops import _batch as vb
 
 
 __all__ = ["repeat", "roll", "reverse"]
@@ -131,6 +130,26 @@ def _repeat_grad_onnx(e, node, ins):
 
 
 _REPEAT_ATTRS = {"repeats": "ints", "axis": "opt_int"}
+
+
+def _flat_axis(ctx, node, inputs, batched, flatten):
+    """repeat / repeat_grad: axis None (the flattened tensor) becomes axis 1 of (B, -1)."""
+    attrs = dict(node.attrs)
+    xs = bt.materialize_all(ctx, node, inputs, batched)
+    if attrs["axis"] is None:
+        flat = [bt.op("reshape", [x], shape=bt.flat_rows(ctx, t)) for x, t in zip(xs[:flatten], node.inputs)]
+        xs = flat + xs[flatten:]
+        attrs["axis"] = 1
+    else:
+        attrs["axis"] = bt.norm_axis(node, attrs["axis"], len(node.inputs[0].shape))
+    return attrs, xs
+
+
+def _repeat_batch(ctx, node, inputs, batched):
+    attrs, xs = _flat_axis(ctx, node, inputs, batched, 1)
+    return bt.all_batched(bt.emit(node, xs, attrs))
+
+
 _REPEAT = register(
     name="repeat",
     kernel=_repeat_kernel,
@@ -140,7 +159,7 @@ _REPEAT = register(
     attrs=_REPEAT_ATTRS,
     defaults={"axis": None},
     onnx=_repeat_onnx,
-    batch=vb.repeat,
+    batch=_repeat_batch,
 )
 # Internal: the gradient of repeat (the sum of each element's copies); its gradient is repeat.
 def _repeat_grad_infer(shapes, dts, attrs):
@@ -148,6 +167,15 @@ def _repeat_grad_infer(shapes, dts, attrs):
     fwd = _repeat_infer([shapes[1]], [dts[1]], attrs)
     shape_rules.check_compatible("repeat_grad", "the gradient", shapes[0], "the repeated input", fwd[0][0])
     return [(tuple(shapes[1]), dts[0])]
+
+
+def _repeat_grad_batch(ctx, node, inputs, batched):
+    """(g, like): with axis None, `like` is flattened too and the result takes its shape."""
+    attrs, xs = _flat_axis(ctx, node, inputs, batched, 2)
+    out = bt.emit(node, xs, attrs)[0]
+    if node.attrs["axis"] is None:
+        out = bt.reshape_batch(ctx, out, bt.static_shape(node, node.outputs[0], "output"))
+    return bt.all_batched([out])
 
 
 _REPEAT_GRAD = register(
@@ -159,7 +187,7 @@ _REPEAT_GRAD = register(
     attrs=_REPEAT_ATTRS,
     defaults={"axis": None},
     onnx=_repeat_grad_onnx,
-    batch=vb.repeat_grad,
+    batch=_repeat_grad_batch,
 )
 
 

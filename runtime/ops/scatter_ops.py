@@ -8,7 +8,7 @@ params), scatter_nd's is gather_nd of the gradient, the segment sums' are gather
 """
 import numpy as np
 
-from defun.runtime import errors
+from defun.runtime import dtypes, errors
 from defun.runtime.dtypes import from_numpy
 from defun.runtime.execute import run_op
 from defun.runtime.ops import _args, shape_rules
@@ -17,7 +17,7 @@ from defun.runtime.ops.array_ops import expand_dims, gather, where, zeros_like
 from defun.runtime.ops.index_ops import _check_int_dtype
 from defun.runtime.ops.math_ops import cast, greater_equal, multiply
 from defun.runtime.registry import Cost, register
-from defun.runtime.ops import _batch as vb
+from defun.runtime import batching as bt
 
 __all__ = ["gather_nd", "scatter_nd", "segment_sum", "unsorted_segment_sum"]
 
@@ -101,6 +101,25 @@ def _scatter_add_onnx(e, zeros, indices, updates):
     return e.op("ScatterND", zeros, e.cast(indices, "int64"), updates, reduction="add")
 
 
+def _with_example_index(ctx, indices, shape):
+    """Batched nd-`indices` (B, ..., k), per example of `shape` (..., k), with each example's
+    number prefixed: (B, ..., k + 1)."""
+    iota = bt.reshape_batch(ctx, bt.iota(ctx, dtypes.as_dtype(indices.dtype)), (1,) * len(shape))
+    iota = bt.broadcast_batch(ctx, iota, shape[:-1] + (1,))
+    return bt.op("concat", [iota, indices], axis=len(shape))
+
+
+def _zeros_batch(ctx, rest, dtype):
+    """Zeros of (B,) + `rest` (all known), also when B is known only when the batch runs."""
+    return bt.broadcast_batch(ctx, np.zeros((1,) * (len(rest) + 1), dtype.np), rest)
+
+
+def _gather_nd_batch(ctx, node, inputs, batched):
+    params, indices = bt.materialize_all(ctx, node, inputs, batched)
+    idx = _with_example_index(ctx, indices, bt.static_shape(node, node.inputs[1]))
+    return bt.all_batched(bt.emit(node, [params, idx]))
+
+
 _GATHER_ND = register(
     name="gather_nd",
     kernel=_gather_nd_kernel,
@@ -110,8 +129,16 @@ _GATHER_ND = register(
     attrs={},
     defaults={},
     onnx=lambda e, node, ins: _gather_nd_onnx(e, *ins),
-    batch=vb.gather_nd,
+    batch=_gather_nd_batch,
 )
+
+
+def _gather_nd_grad_batch(ctx, node, inputs, batched):
+    g, indices, params = bt.materialize_all(ctx, node, inputs, batched)
+    idx = _with_example_index(ctx, indices, bt.static_shape(node, node.inputs[1]))
+    return bt.all_batched(bt.emit(node, [g, idx, params]))
+
+
 # Internal: the gradient of gather_nd, a scatter-add of g into zeros shaped like the params
 # (scatter_nd with the params' shape, which may be unknown while tracing).
 _GATHER_ND_GRAD = register(
@@ -126,7 +153,7 @@ _GATHER_ND_GRAD = register(
     onnx=lambda e, node, ins: scatter_adjoint(
         e, ins[0], shape_of(e, ins[2], node.inputs[2]), node.outputs[0].dtype,
         lambda idx: _gather_nd_onnx(e, idx, ins[1])),
-    batch=vb.gather_nd_grad,
+    batch=_gather_nd_grad_batch,
 )
 
 
@@ -162,6 +189,15 @@ def _scatter_nd_kernel(indices, updates, shape):
     return _scatter_add(indices, updates, tuple(shape), "scatter_nd")
 
 
+def _scatter_nd_batch(ctx, node, inputs, batched):
+    indices, updates = bt.materialize_all(ctx, node, inputs, batched)
+    idx = _with_example_index(ctx, indices, bt.static_shape(node, node.inputs[0]))
+    if ctx.size is None:    # the shape attr needs B: a scatter-add into zeros of the batch's shape instead
+        zeros = _zeros_batch(ctx, tuple(node.attrs["shape"]), node.outputs[0].dtype)
+        return bt.all_batched([bt.op("gather_nd_grad", [updates, idx, zeros])])
+    return bt.all_batched(bt.emit(node, [idx, updates], {"shape": (ctx.size,) + tuple(node.attrs["shape"])}))
+
+
 _SCATTER_ND = register(
     name="scatter_nd",
     kernel=_scatter_nd_kernel,
@@ -172,7 +208,7 @@ _SCATTER_ND = register(
     defaults={},
     onnx=lambda e, node, ins: _scatter_add_onnx(
         e, e.op("Expand", e.scalar(0, node.outputs[0].dtype), e.ints(node.attrs["shape"])), *ins),
-    batch=vb.scatter_nd,
+    batch=_scatter_nd_batch,
 )
 
 
@@ -322,6 +358,29 @@ def _unsorted_onnx(e, node, ins):
     return e.op("Slice", out, e.ints([0]), e.ints([n]), e.ints([0]))
 
 
+def _unsorted_segment_sum_batch(ctx, node, inputs, batched):
+    """Example b's segment s becomes segment b * num_segments + s of one sum (B unknown while
+    tracing: a scatter-add at (b, s) into zeros of (B, num_segments, ...))."""
+    data, ids = bt.materialize_all(ctx, node, inputs, batched)
+    n = node.attrs["num_segments"]
+    ishape = bt.static_shape(node, node.inputs[1])
+    if ctx.size is None:
+        rest = bt.static_shape(node, node.outputs[0], "output")
+        kept = bt.op("greater_equal", [ids, 0])       # negative ids dropped: their rows add zeros at 0
+        mask = kept
+        for _ in range(len(node.inputs[0].shape) - len(ishape)):
+            mask = bt.op("expand_dims", [mask], axis=-1)
+        data = bt.op("where", [mask, data, bt.op("zeros_like", [data])])
+        ids = bt.op("where", [kept, ids, bt.op("zeros_like", [ids])])
+        idx = _with_example_index(ctx, bt.op("expand_dims", [ids], axis=-1), ishape + (1,))
+        return bt.all_batched([bt.op("gather_nd_grad", [data, idx, _zeros_batch(ctx, rest, node.outputs[0].dtype)])])
+    offset = bt.reshape_batch(ctx, bt.op("multiply", [bt.iota(ctx, node.inputs[1].dtype), n]), (1,) * len(ishape))
+    ids = bt.op("where", [bt.op("greater_equal", [ids, 0]), bt.op("add", [ids, offset]), ids])  # < 0: dropped
+    out = bt.emit(node, [data, ids], {"num_segments": n * ctx.size})[0]
+    rest = bt.static_shape(node, node.outputs[0], "output")
+    return bt.all_batched([bt.reshape_batch(ctx, out, rest)])
+
+
 _UNSORTED = register(
     name="unsorted_segment_sum",
     kernel=_unsorted_kernel,
@@ -332,7 +391,7 @@ _UNSORTED = register(
     defaults={},
     kinds=shape_rules.numeric_kinds,
     onnx=_unsorted_onnx,
-    batch=vb.unsorted_segment_sum,
+    batch=_unsorted_segment_sum_batch,
 )
 
 

@@ -1,5 +1,5 @@
-"""More elementwise math, clipping, log-sum-exp, logical and norm reductions, cumulative sums
-and products, and `eye`: declarations and public functions.
+"""More elementwise math, clipping, log-sum-exp, logical and norm reductions, and `eye`:
+declarations and public functions (cumulative sums and products: cumulative_ops.py).
 
 Each op is declared once with its kernel, inference and gradient; gradients are written with
 the public functions, so they build graph nodes while tracing and differentiate again.
@@ -15,10 +15,9 @@ from defun.runtime.execute import run_op
 from defun.runtime.fused import Elementwise as Ew
 from defun.runtime.ops import _args, _costs, elementwise, shape_rules
 from defun.runtime.ops import _onnx_float64 as f64
-from defun.runtime.ops._onnx import reduced_axes, running, with_float64
-from defun.runtime.ops.array_ops import concat, ones_like, strided_slice, where, zeros_like
+from defun.runtime.ops._onnx import reduced_axes, with_float64
+from defun.runtime.ops.array_ops import ones_like, where, zeros_like
 from defun.runtime.ops.base_ops import _keepdims_grad, _reduce_infer
-from defun.runtime.ops.index_ops import _norm_axis, _rank
 from defun.runtime.ops.math_ops import (abs, add, cast,
                                         divide, equal, exp, greater, less, less_equal, logical_and, logical_not,
                                         minimum, multiply, negative, pow, reduce_sum, sigmoid, sign,
@@ -26,11 +25,9 @@ from defun.runtime.ops.math_ops import (abs, add, cast,
 from defun.runtime.registry import Cost, register
 from defun.runtime.tape import skip_input_indices
 from defun.runtime import batching as bt
-from defun.runtime.ops import _batch as vb
 
 __all__ = ["tan", "expm1", "erf", "softplus", "elu", "leaky_relu", "gelu", "is_nan", "is_finite",
-           "clip_by_value", "reduce_logsumexp", "reduce_any", "reduce_all", "norm", "cumsum", "cumprod",
-           "eye"]
+           "clip_by_value", "reduce_logsumexp", "reduce_any", "reduce_all", "norm", "eye"]
 
 _EMPTY = {}
 
@@ -164,8 +161,10 @@ softplus = _unary("softplus", lambda x: np.logaddexp(x.dtype.type(0), x),
                   lambda op, g: [multiply(g, sigmoid(op.inputs[0]))],
                   doc="log(1 + exp(features)), stable for large |x|: `df.softplus(1000.) -> 1000.`.",
                   names=("features",), cost=Cost(per_element=30),    # measured 17x an add
-                  onnx=lambda e, node, ins: e.op("Add", e.op("Max", ins[0], e.scalar(0, node.inputs[0].dtype)), e.op(
-                      "Log", e.op("Add", e.scalar(1, node.inputs[0].dtype), e.op("Exp", e.op("Neg", e.op("Abs", ins[0])))))))
+                  onnx=lambda e, node, ins: e.op(
+                      "Add", e.op("Max", ins[0], e.scalar(0, node.inputs[0].dtype)),
+                      e.op("Log", e.op("Add", e.scalar(1, node.inputs[0].dtype),
+                                       e.op("Exp", e.op("Neg", e.op("Abs", ins[0])))))))
 # the gradient uses y + 1 (= exp(x) where x <= 0): its own derivative is then elu' again, and
 # nothing overflows where x is large (exp(x) would, and 0 * inf is nan in second order)
 elu = _unary("elu", lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, x.dtype.type(0)))),
@@ -180,7 +179,8 @@ is_nan = _unary("is_nan", np.isnan, None, out_dtype=dtypes.bool,
 # x - x is 0 exactly when x is finite (onnxruntime has no float16 IsInf)
 is_finite = _unary("is_finite", np.isfinite, None, out_dtype=dtypes.bool,
                    doc="Elementwise: neither inf nor nan -> bool (not differentiable).",
-                   onnx=lambda e, node, ins: e.op("Equal", e.op("Sub", ins[0], ins[0]), e.scalar(0, node.inputs[0].dtype)))
+                   onnx=lambda e, node, ins: e.op("Equal", e.op("Sub", ins[0], ins[0]),
+                                                  e.scalar(0, node.inputs[0].dtype)))
 
 
 def _leaky_relu_kernel(x, alpha):
@@ -191,13 +191,20 @@ def _leaky_relu_grad(op, g):
     return [where(greater(op.inputs[0], 0), g, multiply(g, op.attrs["alpha"]))]
 
 
-_LEAKY_RELU = register("leaky_relu", _leaky_relu_kernel, shape_rules.unary_same("leaky_relu", shape_rules.float_kinds),
-                       _leaky_relu_grad, num_inputs=1, attrs={"alpha": "float"}, defaults={"alpha": 0.2},
-                       kinds=shape_rules.float_kinds,
-                       # (not LeakyRelu: an ONNX float attr is float32, alpha here has the input's dtype)
-                       onnx=lambda e, node, ins: e.op("Where", e.op("Greater", ins[0], e.scalar(0, node.inputs[0].dtype)),
-                                                      ins[0], e.op("Mul", ins[0], e.scalar(node.attrs["alpha"],
-                                                                                           node.inputs[0].dtype))), batch=bt.elementwise)
+_LEAKY_RELU = register(
+    name="leaky_relu",
+    kernel=_leaky_relu_kernel,
+    infer=shape_rules.unary_same("leaky_relu", shape_rules.float_kinds),
+    grad=_leaky_relu_grad,
+    num_inputs=1,
+    attrs={"alpha": "float"},
+    defaults={"alpha": 0.2},
+    kinds=shape_rules.float_kinds,
+    # (not LeakyRelu: an ONNX float attr is float32, alpha here has the input's dtype)
+    onnx=lambda e, node, ins: e.op("Where", e.op("Greater", ins[0], e.scalar(0, node.inputs[0].dtype)),
+                                   ins[0], e.op("Mul", ins[0], e.scalar(node.attrs["alpha"], node.inputs[0].dtype))),
+    batch=bt.elementwise,
+)
 
 
 def leaky_relu(features, alpha=0.2, name=None):
@@ -248,9 +255,20 @@ def _gelu_onnx(e, node, ins):
     return e.op("Mul", half_x, e.op("Sub", c(1), e.op("Erf", z)))
 
 
-_GELU = register("gelu", _gelu_kernel, shape_rules.unary_same("gelu", shape_rules.float_kinds), _gelu_grad, num_inputs=1,
-                 attrs={"approximate": "bool"}, defaults={"approximate": False}, kinds=shape_rules.float_kinds,
-                 onnx=_gelu_onnx, batch=bt.elementwise, cost=Cost(per_element=160))    # erf's series: 81x an add
+_GELU = register(
+    name="gelu",
+    kernel=_gelu_kernel,
+    infer=shape_rules.unary_same("gelu", shape_rules.float_kinds),
+    grad=_gelu_grad,
+    num_inputs=1,
+    attrs={"approximate": "bool"},
+    defaults={"approximate": False},
+    kinds=shape_rules.float_kinds,
+    onnx=_gelu_onnx,
+    batch=bt.elementwise,
+    # erf's series: 81x an add
+    cost=Cost(per_element=160),
+)
 
 
 def gelu(features, approximate=False, name=None):
@@ -266,10 +284,12 @@ def _clip_infer(shapes, dts, attrs):
     shape_rules.check_same("clip_by_value", dts)
     shape_rules.check_kinds("clip_by_value", dts[0], shape_rules.numeric_kinds)
     x = tuple(shapes[0])
-    out = shape_rules.broadcast_shapes("clip_by_value", shape_rules.broadcast_shapes("clip_by_value", x, shapes[1]), shapes[2])
+    out = shape_rules.broadcast_shapes("clip_by_value", shape_rules.broadcast_shapes("clip_by_value", x, shapes[1]),
+                                       shapes[2])
     if len(out) != len(x) or any(d is not None and d != o for d, o in zip(x, out)):
         raise errors.InvalidArgumentError(
-            f"clip_by_value: the bounds (shapes {shape_rules.shape_str(shapes[1])} and {shape_rules.shape_str(shapes[2])}) "
+            f"clip_by_value: the bounds (shapes {shape_rules.shape_str(shapes[1])} and "
+            f"{shape_rules.shape_str(shapes[2])}) "
             f"must broadcast to the shape of t {shape_rules.shape_str(x)}")
     return [(out, dts[0])]
 
@@ -296,9 +316,25 @@ def _clip_grad(op, g):
     return [dx, d_lo, d_hi]
 
 
-_CLIP = register("clip_by_value", _clip_kernel, _clip_infer, _clip_grad, num_inputs=3, attrs={}, defaults={},
-                 onnx=lambda e, node, ins: e.op("Max", e.op("Min", ins[0], ins[2]), ins[1]),
-                 same_dtype=(0, 1, 2), kinds=shape_rules.numeric_kinds, batch=vb.clip_by_value)
+def _clip_batch(ctx, node, inputs, batched):
+    """The bounds broadcast to t, so t is batched whenever a bound is."""
+    xs = bt.materialize_all(ctx, node, inputs, batched, (0,))
+    return bt.elementwise(ctx, node, xs, [True] + list(batched[1:]))
+
+
+_CLIP = register(
+    name="clip_by_value",
+    kernel=_clip_kernel,
+    infer=_clip_infer,
+    grad=_clip_grad,
+    num_inputs=3,
+    attrs={},
+    defaults={},
+    same_dtype=(0, 1, 2),
+    kinds=shape_rules.numeric_kinds,
+    onnx=lambda e, node, ins: e.op("Max", e.op("Min", ins[0], ins[2]), ins[1]),
+    batch=_clip_batch,
+)
 
 
 def clip_by_value(t, clip_value_min, clip_value_max, name=None):
@@ -341,8 +377,19 @@ def _logsumexp_grad(op, g):
 
 
 def _reduction(name, kernel, grad, kinds, doc, onnx=None, cost=None):
-    op = register(name, kernel, _reduce_infer(name, kinds), grad, num_inputs=1, attrs=_RED_ATTRS,
-                  defaults=_RED_DEFAULTS, kinds=kinds, onnx=onnx, batch=bt.axes("axis"), cost=cost)
+    op = register(
+        name=name,
+        kernel=kernel,
+        infer=_reduce_infer(name, kinds),
+        grad=grad,
+        num_inputs=1,
+        attrs=_RED_ATTRS,
+        defaults=_RED_DEFAULTS,
+        kinds=kinds,
+        onnx=onnx,
+        batch=bt.axes("axis"),
+        cost=cost,
+    )
 
     def f(input_tensor, axis=None, keepdims=False, name=None):
         return run_op(op, (input_tensor,), {"axis": _axis_tuple(op.name, axis),
@@ -520,9 +567,36 @@ def _norm_onnx(e, node, ins):
     return out if node.attrs["keepdims"] else e.squeeze(out, axes)
 
 
-_NORM = register("norm", _norm_kernel, _norm_infer, _norm_grad, num_inputs=1, onnx=_norm_onnx,
-                 attrs={"ord": "str", "axis": "opt_ints", "keepdims": "bool"},
-                 defaults={"ord": "euclidean", "axis": None, "keepdims": False}, kinds=shape_rules.float_kinds, batch=vb.norm, cost=Cost(scratch=1.25))
+def _norm_batch(ctx, node, inputs, batched):
+    attrs = dict(node.attrs)
+    r = len(node.inputs[0].shape)
+    x = inputs[0]
+    if attrs["axis"] is None:
+        if (attrs["ord"] != "euclidean" and r > 1) or r == 0:   # a vector norm of the flattened tensor
+            rows = bt.op("reshape", [x], shape=bt.flat_rows(ctx, node.inputs[0]))
+            out = bt.op("norm", [rows], ord=attrs["ord"], axis=(1,), keepdims=False)
+            if attrs["keepdims"]:
+                out = bt.reshape_batch(ctx, out, (1,) * r)
+            return bt.all_batched([out])
+        attrs["axis"] = tuple(range(1, r + 1))
+    else:
+        attrs["axis"] = tuple(bt.norm_axis(node, a, r) for a in attrs["axis"])
+    return bt.all_batched(bt.emit(node, [x], attrs))
+
+
+_NORM = register(
+    name="norm",
+    kernel=_norm_kernel,
+    infer=_norm_infer,
+    grad=_norm_grad,
+    num_inputs=1,
+    attrs={"ord": "str", "axis": "opt_ints", "keepdims": "bool"},
+    defaults={"ord": "euclidean", "axis": None, "keepdims": False},
+    kinds=shape_rules.float_kinds,
+    onnx=_norm_onnx,
+    batch=_norm_batch,
+    cost=Cost(scratch=1.25),
+)
 
 
 def norm(tensor, ord="euclidean", axis=None, keepdims=False, name=None):
@@ -541,157 +615,6 @@ def norm(tensor, ord="euclidean", axis=None, keepdims=False, name=None):
                   name)
 
 
-# ------------------------------------------------------------------ cumsum, cumprod
-_CUM_ATTRS = {"axis": "int", "exclusive": "bool", "reverse": "bool"}
-_CUM_DEFAULTS = {"exclusive": False, "reverse": False}
-
-
-def _cum_infer(name):
-    def infer(shapes, dts, attrs):
-        shape_rules.check_kinds(name, dts[0], shape_rules.numeric_kinds)
-        if not shapes[0]:
-            raise errors.InvalidArgumentError(f"{name}: input must have rank >= 1, got a scalar")
-        _norm_axis(name, attrs["axis"], len(shapes[0]))
-        return [(tuple(shapes[0]), dts[0])]
-    return infer
-
-
-def _cum_kernel(name, ufunc, identity):
-    def kernel(x, axis, exclusive, reverse):
-        if x.ndim == 0:
-            raise errors.InvalidArgumentError(f"{name}: input must have rank >= 1, got a scalar")
-        axis = _norm_axis(name, axis, x.ndim)
-        if reverse:
-            x = np.flip(x, axis)
-        if exclusive:  # out[0] = identity, out[i] = accumulate(x)[i - 1]
-            out = np.empty_like(x)
-            lead = (slice(None),) * axis
-            out[lead + (slice(0, 1),)] = identity
-            ufunc.accumulate(x[lead + (slice(0, -1),)], axis=axis, dtype=x.dtype, out=out[lead + (slice(1, None),)])
-        else:
-            out = ufunc.accumulate(x, axis=axis, dtype=x.dtype)
-        return np.flip(out, axis) if reverse else out
-    return kernel
-
-
-def _cumsum_grad(op, g):
-    a = op.attrs
-    return [cumsum(g, a["axis"], a["exclusive"], not a["reverse"])]
-
-
-def _shift_from_next(t, axis, reverse):
-    """t[i + 1] at position i along `axis` (t[i - 1] when `reverse`), 0 past the end.
-
-    The missing slot is filled by a zeros slice taken from t itself, so an empty axis stays
-    empty and the sizes may be unknown."""
-    lead = (slice(None),) * (axis % len(t.shape))
-    if reverse:
-        return concat([zeros_like(strided_slice(t, lead + (slice(0, 1),))),
-                       strided_slice(t, lead + (slice(None, -1),))], axis)
-    return concat([strided_slice(t, lead + (slice(1, None),)),
-                   zeros_like(strided_slice(t, lead + (slice(0, 1),)))], axis)
-
-
-def _cumprod_grad(op, g):
-    # d/dx_j of sum_i g_i y_i is (product of x before j) * S_j, with S_j = g_j + x_(j+1) S_(j+1)
-    # (forward scan; mirrored for reverse): a linear recurrence, so no division by x and zeros
-    # in x are exact. Exclusive products see g shifted by one place.
-    x = op.inputs[0]
-    axis, exclusive, reverse = op.attrs["axis"], op.attrs["exclusive"], op.attrs["reverse"]
-    if not x.dtype.is_floating:
-        return [None]
-    before = cumprod(x, axis, exclusive=True, reverse=reverse)
-    seed = _shift_from_next(g, axis, reverse) if exclusive else g
-    s = run_op(_LINEAR_SCAN, (seed, _shift_from_next(x, axis, reverse)), {"axis": axis, "reverse": not reverse})
-    return [multiply(before, s)]
-
-
-_CUM_COST = Cost(per_element=20)     # measured 10x an add per element (numpy's accumulate)
-_CUMSUM = register("cumsum", _cum_kernel("cumsum", np.add, 0), _cum_infer("cumsum"), _cumsum_grad, num_inputs=1,
-                   attrs=_CUM_ATTRS, defaults=_CUM_DEFAULTS, kinds=shape_rules.numeric_kinds,
-                   onnx=lambda e, node, ins: e.op("CumSum", ins[0], e.scalar(node.attrs["axis"], dtypes.int64),
-                                                  exclusive=int(node.attrs["exclusive"]),
-                                                  reverse=int(node.attrs["reverse"])), batch=bt.axes("axis"),
-                   cost=_CUM_COST)
-_CUMPROD = register("cumprod", _cum_kernel("cumprod", np.multiply, 1), _cum_infer("cumprod"), _cumprod_grad,
-                    num_inputs=1, attrs=_CUM_ATTRS, defaults=_CUM_DEFAULTS, kinds=shape_rules.numeric_kinds,
-                    # (ONNX has CumSum only: an exact running product in a Loop)
-                    onnx=lambda e, node, ins: running(
-                        e, ins, node.attrs["axis"], len(node.inputs[0].shape), node.inputs[0].dtype, 1,
-                        lambda s, x: e.op("Mul", s, x), node.attrs["exclusive"], node.attrs["reverse"]), batch=bt.axes("axis"),
-                    cost=_CUM_COST)
-
-
-def _cum_attrs(name, x, axis, exclusive, reverse):
-    rank = _rank(x)
-    if rank == 0:
-        raise _args.error(f"{name}: input must have rank >= 1, got a scalar")
-    return {"axis": _args.axis_arg(name, axis, rank), "exclusive": _args.bool_arg(name, exclusive, "exclusive"),
-            "reverse": _args.bool_arg(name, reverse, "reverse")}
-
-
-def cumsum(x, axis=0, exclusive=False, reverse=False, name=None):
-    """Running sums along `axis`: `df.cumsum([1, 2, 3]) -> [1, 3, 6]`; `exclusive` starts from 0,
-    `reverse` runs from the end: `df.cumsum([1, 2, 3], exclusive=True, reverse=True) -> [5, 3, 0]`."""
-    return run_op(_CUMSUM, (x,), _cum_attrs("cumsum", x, axis, exclusive, reverse), name)
-
-
-def cumprod(x, axis=0, exclusive=False, reverse=False, name=None):
-    """Running products along `axis`: `df.cumprod([1., 2., 3.]) -> [1., 2., 6.]` (flags as cumsum).
-    The gradient is exact when x holds zeros (it never divides by x)."""
-    return run_op(_CUMPROD, (x,), _cum_attrs("cumprod", x, axis, exclusive, reverse), name)
-
-
-# Internal: the linear recurrence s_i = b_i + a_i * s_(i-1) along `axis` (s_(i+1) when `reverse`),
-# s = 0 before the start; the gradient of cumprod. Its own gradient is the same recurrence run
-# the other way: ds/db transposed is the reverse scan with coefficients shifted by one, and
-# ds/da_i = (that scan)_i * s_(i-1). So cumprod is differentiable to any order.
-def _linear_scan_kernel(b, a, axis, reverse):
-    """Hillis-Steele prefix scan of the affine maps s -> b_i + a_i s: log2(n) vectorized steps."""
-    bs, cs = np.moveaxis(b, axis, -1), np.moveaxis(a, axis, -1)
-    if reverse:
-        bs, cs = bs[..., ::-1], cs[..., ::-1]
-    bs, cs = bs.copy(), cs.copy()
-    n, d = bs.shape[-1], 1
-    while d < n:  # element i now composes the maps of (i - 2d, i]
-        bs[..., d:] += cs[..., d:] * bs[..., :-d]
-        if 2 * d < n:
-            cs[..., d:] *= cs[..., :-d].copy()
-        d *= 2
-    if reverse:
-        bs = bs[..., ::-1]
-    return np.ascontiguousarray(np.moveaxis(bs, -1, axis))
-
-
-def _linear_scan_infer(shapes, dts, attrs):
-    shape_rules.check_same("linear_scan", dts)
-    shape_rules.check_kinds("linear_scan", dts[0], shape_rules.float_kinds)
-    if not shape_rules.shapes_compatible(shapes[0], shapes[1]):
-        raise errors.InvalidArgumentError(
-            f"linear_scan: values and coefficients must have the same shape, got {shape_rules.shape_str(shapes[0])} "
-            f"and {shape_rules.shape_str(shapes[1])}")
-    out = tuple(a if a is not None else b for a, b in zip(shapes[0], shapes[1]))
-    _norm_axis("linear_scan", attrs["axis"], len(out))
-    return [(out, dts[0])]
-
-
-def _linear_scan_grad(op, g):
-    b, a = op.inputs
-    axis, reverse = op.attrs["axis"], op.attrs["reverse"]
-    t = run_op(_LINEAR_SCAN, (g, _shift_from_next(a, axis, reverse)), {"axis": axis, "reverse": not reverse})
-    previous = _shift_from_next(op.outputs[0], axis, not reverse)
-    return [t, multiply(t, previous)]
-
-
-_LINEAR_SCAN = register("linear_scan", _linear_scan_kernel, _linear_scan_infer, _linear_scan_grad, num_inputs=2,
-                        attrs={"axis": "int", "reverse": "bool"}, defaults={}, same_dtype=(0, 1),
-                        kinds=shape_rules.float_kinds,
-                        onnx=lambda e, node, ins: running(
-                            e, ins, node.attrs["axis"] % len(node.outputs[0].shape), len(node.outputs[0].shape),
-                            node.outputs[0].dtype, 0, lambda s, b, a: e.op("Add", b, e.op("Mul", a, s)),
-                            reverse=node.attrs["reverse"]), batch=bt.axes("axis"))
-
-
 # ------------------------------------------------------------------ eye
 def _eye_infer(shapes, dts, attrs):
     n, m = attrs["num_rows"], attrs["num_columns"]
@@ -700,11 +623,18 @@ def _eye_infer(shapes, dts, attrs):
     return [((n, m), attrs["dtype"])]
 
 
-_EYE = register("eye", lambda num_rows, num_columns, dtype: np.eye(num_rows, num_columns, dtype=dtype.np),
-                _eye_infer, None, num_inputs=0, attrs={"num_rows": "int", "num_columns": "int", "dtype": "dtype"},
-                defaults={}, onnx=lambda e, node, ins: e.cast(e.op("EyeLike", e.op(
-                    "Expand", e.scalar(0, dtypes.float32), e.ints([node.attrs["num_rows"], node.attrs["num_columns"]]))),
-                    node.attrs["dtype"]))
+_EYE = register(
+    name="eye",
+    kernel=lambda num_rows, num_columns, dtype: np.eye(num_rows, num_columns, dtype=dtype.np),
+    infer=_eye_infer,
+    grad=None,
+    num_inputs=0,
+    attrs={"num_rows": "int", "num_columns": "int", "dtype": "dtype"},
+    defaults={},
+    onnx=lambda e, node, ins: e.cast(e.op("EyeLike", e.op(
+        "Expand", e.scalar(0, dtypes.float32), e.ints([node.attrs["num_rows"], node.attrs["num_columns"]]))),
+        node.attrs["dtype"]),
+)
 
 
 def eye(num_rows, num_columns=None, dtype=dtypes.float32, name=None):
