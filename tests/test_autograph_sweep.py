@@ -102,18 +102,6 @@ def _vmap_of_unconverted(comp):
     return any(t == "vmap" and not set(comp[i + 1:]) & set(sc.GRAPH_TRANSFORMS) for i, t in enumerate(comp))
 
 
-def _vmap_of_loaded_stand_in(fn, comp):
-    """Known failure: vmap over a loaded document (exported with its backward) whose loop
-    body has a tensor `if` on a per-example predicate with a side output in one branch only.
-    Such a branch returns an empty constant standing for the other's side output;
-    graph/loop_stacks.py is_stand_in finds it through `derived.saves_for`, which a document
-    does not record, so the batched cond selects between (B, 3) and (0,): `where` refuses."""
-    if "vmap" not in comp or "json" not in comp[comp.index("vmap"):]:
-        return False
-    inside_json = comp[comp.index("json"):]
-    return fn is breaking or (fn is collected and bool({"grad", "fwd"} & set(inside_json)))
-
-
 def _cases():
     out = []
     for i, comp in enumerate(COMPOSITIONS):
@@ -121,11 +109,7 @@ def _cases():
             continue
         for j, fn in enumerate(FUNCTIONS):
             dts = [df.float64, df.float32] if FULL else [df.float32 if (i + j) % 3 == 0 else df.float64]
-            marks = [pytest.mark.xfail(strict=True, raises=df.errors.InvalidArgumentError,
-                                       reason=_vmap_of_loaded_stand_in.__doc__)] \
-                if _vmap_of_loaded_stand_in(fn, comp) else []
-            out += [pytest.param(fn, comp, dt, id=f"{fn.__name__}-{'.'.join(comp)}-{dt.name}", marks=marks)
-                    for dt in dts]
+            out += [pytest.param(fn, comp, dt, id=f"{fn.__name__}-{'.'.join(comp)}-{dt.name}") for dt in dts]
     return out
 
 
