@@ -1,7 +1,8 @@
 """AutoGraph-converted code through compositions of the sweep's transformations
 (tests/sweep_compose.py: defun, vmap, grad, fwd, remat, json, numba): Python `if`, `for`,
-`while`, `break`, a conditional expression, a list collected in a loop and a slice
-`x[i:i + 2]` in a loop over a tensor range, each as the sweep's base function.
+`while`, `break`, a conditional expression, a list collected in a loop, a slice `x[i:i + 2]`
+in a loop over a tensor range and one whose start is computed from the data (per example
+under vmap), each as the sweep's base function.
 
 test_converted_code_matches_the_eager_python: a composition against the same composition of
 the plain Python function run eagerly (graph transformations dropped, vmap a loop of
@@ -85,7 +86,28 @@ def counted(x):
     return [y * y]
 
 
-FUNCTIONS = [branchy, sliced, breaking, collected, counted]
+def windowed(x):
+    """Two rows from a start computed from the data (per example under vmap), and a tensor
+    `if` on that count scaling by a row it picks."""
+    k = df.reduce_sum(df.cast(x[:, 0] > 0.0, df.int32))
+    w = x[k // 2:k // 2 + 2]
+    if k > 1:
+        w = w * df.exp(x[k - 1])
+    return [df.sin(w) * 2.0]
+
+
+def shrinking(x):
+    """A `while` counting down a tensor index, summing a two-row slice it bounds."""
+    n = df.shape(x)[0]
+    s = df.zeros_like(x[0])
+    i = n - 1
+    while i > 0:
+        s = s + df.reduce_sum(x[i - 1:i + 1] * x[0], axis=0)
+        i -= 1
+    return [s]
+
+
+FUNCTIONS = [branchy, sliced, breaking, collected, counted, windowed, shrinking]
 
 # x (rows of 3, four rows); the second vmap example is another value that takes other branches
 _X = np.array([[0.5, -0.3, 0.9], [-0.6, 0.2, -0.4], [0.1, 0.7, -0.2], [1.5, 0.4, 0.3]])
@@ -147,7 +169,7 @@ def test_eager_composition_matches_finite_differences(fn, comp):
 def test_the_functions_take_both_branches():
     """Each example input drives the converted code down different paths (so a composition that
     mixed up the vmap examples' branches would show): the eager values differ by branch."""
-    for fn in (branchy, breaking, collected):
+    for fn in (branchy, breaking, collected, windowed):
         a, b = (fn(df.constant(x))[0].numpy() for x in (_X, _X2))
         assert not np.allclose(a, b)
     assert df.reduce_sum(df.constant(_X[3])) > 0 > df.reduce_sum(df.constant(_X[1]))

@@ -86,6 +86,13 @@ def _rows_until_large(x):
     return s * 2.0 if df.reduce_sum(s) > 1.0 else s - 1.0
 
 
+def _scaled_by_a_row(x):
+    """A cond on a count whose first branch saves a slice at a run-time row (its bound a
+    scalar side output: the second branch's stand-in for it is a scalar, not empty)."""
+    k = df.reduce_sum(df.cast(x[:, 0] > 0.0, df.int32))
+    return df.cond(k > 1, lambda: x * df.exp(x[k - 1]), lambda: x)
+
+
 def test_vmap_of_a_loaded_cond_with_a_side_output_in_one_branch():
     """vmap over a document exported with its backward, a cond on a per-example predicate
     whose branches save different side outputs: the branch without one returns an empty
@@ -93,7 +100,7 @@ def test_vmap_of_a_loaded_cond_with_a_side_output_in_one_branch():
     document records no `saves_for` ('where: shapes (2, 3) and (0,) cannot be broadcast')."""
     xs = np.array([[0.5, 0.6, 0.7], [-0.4, 0.3, -0.5]])
     rows = np.stack([xs, xs[::-1] * 3.0])
-    for fn, batch in ((_scaled_exp_or_shift, xs), (_rows_until_large, rows)):
+    for fn, batch in ((_scaled_exp_or_shift, xs), (_rows_until_large, rows), (_scaled_by_a_row, rows)):
         loaded = _loaded_with_backward(fn, batch[0])
         want = np.stack([fn(df.constant(x)).numpy() for x in batch])
         np.testing.assert_allclose(df.vmap(lambda t: loaded(t))(df.constant(batch)).numpy(), want, rtol=1e-12)
