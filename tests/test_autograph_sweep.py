@@ -87,11 +87,11 @@ def counted(x):
 
 
 def windowed(x):
-    """Two rows from a start computed from the data (per example under vmap), and a tensor
-    `if` on that count scaling by a row it picks."""
-    k = df.reduce_sum(df.cast(x[:, 0] > 0.0, df.int32))
-    w = x[k // 2:k // 2 + 2]
-    if k > 1:
+    """Two rows from a start computed from the data (per example under vmap: rows 1:3 and
+    2:4 of the two examples), and a tensor `if` on that count scaling by a row it picks."""
+    k = df.reduce_sum(df.cast(x[:, 2] > 0.0, df.int32))
+    w = x[k - 1:k + 1]
+    if k > 2:
         w = w * df.exp(x[k - 1])
     return [df.sin(w) * 2.0]
 
@@ -107,7 +107,17 @@ def shrinking(x):
     return [s]
 
 
-FUNCTIONS = [branchy, sliced, breaking, collected, counted, windowed, shrinking]
+def first_rows(x):
+    """A `for` over a range counted from the data (a trip count per example under vmap),
+    slicing the row it is at."""
+    k = df.reduce_sum(df.cast(x[:, 2] > 0.0, df.int32))
+    s = df.zeros_like(x[0])
+    for i in range(k):
+        s = s + df.reduce_sum(x[i:i + 1] * df.cos(x[-1]), axis=0)
+    return [s]
+
+
+FUNCTIONS = [branchy, sliced, breaking, collected, counted, windowed, shrinking, first_rows]
 
 # x (rows of 3, four rows); the second vmap example is another value that takes other branches
 _X = np.array([[0.5, -0.3, 0.9], [-0.6, 0.2, -0.4], [0.1, 0.7, -0.2], [1.5, 0.4, 0.3]])
@@ -174,3 +184,4 @@ def test_the_functions_take_both_branches():
         assert not np.allclose(a, b)
     assert df.reduce_sum(df.constant(_X[3])) > 0 > df.reduce_sum(df.constant(_X[1]))
     assert np.max(_X[3]) > 1.2 and np.max(_X2[2]) > 1.2     # `breaking` breaks at different rows
+    assert np.sum(_X[:, 2] > 0) == 2 and np.sum(_X2[:, 2] > 0) == 3      # `windowed`, `first_rows`
