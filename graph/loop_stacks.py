@@ -37,8 +37,27 @@ def is_stand_in(branch, k):
     own = branch
     while own.derived.saves_for is not None:
         own = own.derived.saves_for
-    t = branch.outputs[k]
-    return k >= len(own.outputs) and t.node.op.name == "const" and t.node.attrs["value"].size == 0
+    if own is branch:   # a loaded document's raised branch (no saves_for kept) or the user's own: by its form
+        return _empty(branch.outputs[k]) and _raised_form(branch)
+    return k >= len(own.outputs) and _empty(branch.outputs[k])
+
+
+def _empty(t):
+    return t.node.op.name == "const" and t.node.attrs["value"].size == 0
+
+
+def _raised_form(branch):
+    """True if `branch` has the form _with_extras gives a raised branch: its inputs, one call
+    of the function with side outputs, and stand-ins (constants of shape (0,) * rank, a
+    scalar for a scalar); its outputs those of the call, in order, with stand-ins among or
+    after them (a document keeps no `saves_for`). A user's branch returning a defun's call
+    and an empty constant against a non-empty value has that form too: such a ragged cond
+    has no batched value, and takes the other's."""
+    calls = [n for n in branch.nodes if n.op.name == "call"]
+    if len(calls) != 1 or any(n.op.name not in ("placeholder", "call", "const") for n in branch.nodes):
+        return False
+    pad = lambda t: t.node.op.name == "const" and not any(t.node.attrs["value"].shape)  # noqa: E731
+    return [id(t) for t in branch.outputs if not pad(t)] == [id(t) for t in calls[0].outputs]
 
 
 def _largest(shapes):
