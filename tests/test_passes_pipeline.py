@@ -59,6 +59,44 @@ def test_optimize_calls_verify_after_every_pass_and_names_the_pass():
         passes.optimize(g, pipeline=(passes.simplify_algebra, reversing_pass))
 
 
+def test_a_pass_failing_on_what_an_earlier_pass_broke_names_the_earlier_pass():
+    """optimize verifies only its input and result; a failure (here a later pass raising on
+    the invalid graph an earlier one made) re-runs the pipeline verifying every pass."""
+    g = build("f", [((3,), F32)], lambda x: df.exp(df.tanh(x)))
+    calls = []
+
+    def breaking_pass(graph):
+        calls.append("breaking")
+        out = passes.GraphCopy(graph)
+        for n in graph.nodes:
+            if n.op.name != "placeholder":
+                out.copy(n)
+        out = out.finish()
+        out.nodes[1], out.nodes[2] = out.nodes[2], out.nodes[1]
+        return out
+
+    def strict_pass(graph):
+        calls.append("strict")
+        if [n.op.name for n in graph.nodes[1:3]] != ["tanh", "exp"]:
+            raise KeyError("strict_pass cannot read this graph")
+        return graph
+
+    with pytest.raises(VerifyError, match="pass breaking_pass produced an invalid graph"):
+        passes.optimize(g, pipeline=(breaking_pass, strict_pass))
+    assert calls == ["breaking", "strict", "breaking"]      # the checked run stops at the culprit
+
+
+def test_a_valid_pipeline_runs_each_pass_once():
+    g = build("f", [((3,), F32)], lambda x: df.exp(df.tanh(x)))
+    calls = []
+
+    def counting_pass(graph):
+        calls.append(1)
+        return passes.simplify_algebra(graph)
+    h = passes.optimize(g, pipeline=(counting_pass,))
+    assert calls == [1] and str(h) == str(passes.simplify_algebra(g))
+
+
 def test_optimize_rejects_an_invalid_input_graph():
     g = build("f", [((3,), F32)], lambda x: df.exp(df.tanh(x)))
     g.nodes[1], g.nodes[2] = g.nodes[2], g.nodes[1]
