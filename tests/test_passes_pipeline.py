@@ -43,17 +43,22 @@ def test_optimize_runs_the_pipeline():
     """)
 
 
+def _reversing(graph):
+    """A copy of `graph` with its first two ops swapped: invalid (an op before its input)."""
+    h = passes.GraphCopy(graph)
+    for n in graph.nodes:
+        if n.op.name != "placeholder":
+            h.copy(n)
+    out = h.finish()
+    out.nodes[1], out.nodes[2] = out.nodes[2], out.nodes[1]
+    return out
+
+
 def test_optimize_calls_verify_after_every_pass_and_names_the_pass():
     g = build("f", [((3,), F32)], lambda x: df.exp(df.tanh(x)))
 
     def reversing_pass(graph):
-        h = passes.GraphCopy(graph)
-        for n in graph.nodes:
-            if n.op.name != "placeholder":
-                h.copy(n)
-        out = h.finish()
-        out.nodes[1], out.nodes[2] = out.nodes[2], out.nodes[1]
-        return out
+        return _reversing(graph)
 
     with pytest.raises(VerifyError, match="pass reversing_pass produced an invalid graph"):
         passes.optimize(g, pipeline=(passes.simplify_algebra, reversing_pass))
@@ -67,13 +72,7 @@ def test_a_pass_failing_on_what_an_earlier_pass_broke_names_the_earlier_pass():
 
     def breaking_pass(graph):
         calls.append("breaking")
-        out = passes.GraphCopy(graph)
-        for n in graph.nodes:
-            if n.op.name != "placeholder":
-                out.copy(n)
-        out = out.finish()
-        out.nodes[1], out.nodes[2] = out.nodes[2], out.nodes[1]
-        return out
+        return _reversing(graph)
 
     def strict_pass(graph):
         calls.append("strict")
