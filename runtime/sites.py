@@ -70,7 +70,7 @@ def source_line(site):
 # Python 3.11's location table (Objects/locations.md in CPython): entries of up to 8 code
 # units, each a header byte 0x80 | kind << 3 | (units - 1) and the kind's data. Written here:
 # kind 13 (a line delta as a signed varint, no columns) and kind 15 (no location).
-_LINE_ENTRY, _NO_LOCATION = 0x80 | 13 << 3, 0x80 | 15 << 3
+LINE_ENTRY, NO_LOCATION = 0x80 | 13 << 3, 0x80 | 15 << 3
 
 
 def relocated(code, filename, lines, base):
@@ -87,7 +87,7 @@ def relocated(code, filename, lines, base):
     located = kind != 15
     generated = base + np.cumsum(delta)[located]
     new = np.asarray(lines, np.int64)[np.clip(generated - base, 0, len(lines) - 1)]
-    table = _write_entries(np.where(located, _LINE_ENTRY, _NO_LOCATION) | (units - 1), located,
+    table = write_entries(np.where(located, LINE_ENTRY, NO_LOCATION) | (units - 1), located,
                            np.diff(new, prepend=lines[0]))
     return code.replace(co_filename=filename, co_firstlineno=lines[0], co_linetable=table)
 
@@ -104,7 +104,7 @@ def _read_signed_varints(table, at):
     return np.where(value & 1, -(value >> 1), value >> 1)
 
 
-def _write_entries(heads, located, deltas):
+def write_entries(heads, located, deltas):
     """A location table: entry k is `heads[k]`, then, if `located[k]`, its line delta (the
     next of `deltas`) as a signed varint."""
     zigzag = np.where(deltas < 0, ((-deltas) << 1) | 1, deltas << 1)
@@ -147,9 +147,9 @@ def code_at(code, site, name=None):
                 n = min(units, 8)
                 units -= n
                 if line is None:
-                    table.append(_NO_LOCATION | (n - 1))
+                    table.append(NO_LOCATION | (n - 1))
                 else:
-                    table.append(_LINE_ENTRY | (n - 1))    # a line delta: +0
+                    table.append(LINE_ENTRY | (n - 1))    # a line delta: +0
                     table.append(0)
         hit = code.replace(co_filename=str(site[0]), co_firstlineno=site[1], co_linetable=bytes(table),
                            **({"co_name": name} if name else {}))
