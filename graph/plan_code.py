@@ -13,10 +13,9 @@ the user's (given per source line, as graph/executor.py's `_user_line_table` mak
 Python): the executor then compiles the source.
 """
 import dis
+import functools
 import re
 import sys
-
-import numpy as np
 
 from defun.runtime import sites
 
@@ -40,6 +39,7 @@ class _Unsupported(Exception):
 _STACK_GUIDE = 30     # compile()'s STACK_USE_GUIDELINE: past it, calls and tuples build a list
 
 
+@functools.lru_cache(maxsize=8192)
 def _instruction(op, arg=0):
     """Opcode `op` with argument `arg` (EXTENDED_ARG prefixes as needed) and its caches."""
     out = []
@@ -224,7 +224,7 @@ class _Writer:
         names = tuple(self.names)
         varnames = tuple(self.varnames)
         consts = tuple(self.consts)
-        source = _line_table(units, lines, 1)
+        source = sites.location_table(units, lines, 1)
         generated = _TEMPLATE.replace(
             co_argcount=self.n_inputs, co_nlocals=len(varnames), co_stacksize=self.depth, co_code=code,
             co_consts=consts, co_names=names, co_varnames=varnames, co_linetable=source,
@@ -233,21 +233,7 @@ class _Writer:
             return generated, generated
         user = [None if g is None else user_lines[g - 1] for g in lines]
         return generated.replace(co_filename=files[1], co_firstlineno=user_lines[0],
-                                 co_linetable=_line_table(units, user, user_lines[0])), generated
-
-
-def _line_table(units, lines, first):
-    """A 3.11 location table: per group, `units` code units at line `lines[k]` (None: no
-    location), deltas from line `first`."""
-    units = np.asarray(units, np.int64)
-    count = (units + 7) // 8                        # entries of up to 8 units
-    group = np.repeat(np.arange(len(units)), count)
-    within = np.arange(len(group)) - np.repeat(np.cumsum(count) - count, count)
-    size = np.minimum(units[group] - 8 * within, 8)
-    line = np.array([0 if x is None else x for x in lines], np.int64)[group]
-    located = np.array([x is not None for x in lines], bool)[group]
-    heads = np.where(located, sites.LINE_ENTRY, sites.NO_LOCATION) | (size - 1)
-    return sites.write_entries(heads, located, np.diff(line[located], prepend=first))
+                                 co_linetable=sites.location_table(units, user, user_lines[0])), generated
 
 
 def _exception_table(entries):
