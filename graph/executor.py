@@ -7,9 +7,9 @@ to partition the live nodes into steps and for each node's kernel, drops each va
 its last use, and generates one Python function whose body is one line per step.
 Names in the generated source are made here (a0, v3, k3), never taken from a graph or file.
 Per call the cost is the kernels plus one Python call per node. On CPython 3.11 the
-function's code is written from those lines by graph/plan_code.py, the bytes compile()
-would make of the source at a fifth of compile()'s cost (a plan with lines of other forms,
-or one that assigns, is compiled).
+function's code is written from those lines by graph/plan_code.py: the bytes compile()
+would make of the source, at about a fifth of compile()'s cost (a plan with lines of other
+forms, or one that assigns, is compiled).
 
 Where it points: the generated code's line numbers are rewritten to the user's source lines
 (each statement to its node's recorded site, in the file most of the plan's nodes come
