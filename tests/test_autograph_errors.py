@@ -104,6 +104,29 @@ def test_equality_on_a_tensor_in_a_condition(op):
     assert fix in msg and f"{HERE}:{line_of(fn, mark)}" in msg
 
 
+def test_equality_of_python_values_in_conditions_is_python_s():
+    """`==` / `!=` on Python values (ints, floats, strings, None, bools, numpy scalars) in
+    a converted condition answer as Python does; a tensor on either side is refused."""
+    def f(x, a, b):
+        if a == b:
+            x = x + 1.0
+        if a != b:
+            x = x * 3.0
+        return x
+    cases = [(1, 1), (1, 2), (1, 1.0), ("s", "s"), ("s", "t"), (None, None), (None, 0), (True, 1),
+             (np.float32(2), 2), (np.int64(3), 4)]
+    for a, b in cases:
+        got = df.defun(lambda x: f(x, a, b))(df.constant(1.0)).numpy()
+        assert got == ((1.0 + 1.0) if a == b else 3.0), (a, b)
+
+    def g(x):
+        if 1.0 == x:
+            x = x + 1.0
+        return x
+    msg, _ = trace_error(g, df.constant(0.0))
+    assert "df.equal" in msg
+
+
 def test_mutating_a_python_object_in_a_tensor_loop():
     def f(x):
         seen = {}

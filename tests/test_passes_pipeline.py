@@ -96,6 +96,22 @@ def test_a_valid_pipeline_runs_each_pass_once():
     assert calls == [1] and str(h) == str(passes.simplify_algebra(g))
 
 
+def test_a_graph_no_pass_changes_is_verified_once(monkeypatch):
+    """optimize returns such a graph itself: its input verify was the result's."""
+    g = build("f", [((3,), F32)], lambda x: df.exp(df.tanh(x)))
+    checked = []
+
+    def counting_verify(graph, recursive=True):
+        checked.append(graph)
+        return verify(graph, recursive)
+    monkeypatch.setattr(passes, "verify", counting_verify)
+    assert passes.optimize(g) is g and checked == [g]
+    h = build("f", [((3,), F32)], lambda x: df.exp(df.identity(x)))
+    checked.clear()
+    out = passes.optimize(h)
+    assert out is not h and checked == [h, out]       # a changed graph: its result too
+
+
 def test_optimize_rejects_an_invalid_input_graph():
     g = build("f", [((3,), F32)], lambda x: df.exp(df.tanh(x)))
     g.nodes[1], g.nodes[2] = g.nodes[2], g.nodes[1]

@@ -70,7 +70,12 @@ def ne(a, b, line):
     return a != b
 
 
+_PLAIN = frozenset([int, float, bool, str, type(None)])   # never a tensor: no isinstance tests
+
+
 def _no_identity(a, b, op, fix, line):
+    if a.__class__ in _PLAIN and b.__class__ in _PLAIN:
+        return
     if isinstance(a, (Tensor, Variable)) or isinstance(b, (Tensor, Variable)):
         raise errors.TracingError(
             f"`{op}` on a tensor in the condition at {where_text(line)}: on tensors `{op}` "

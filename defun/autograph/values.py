@@ -129,6 +129,8 @@ class ProbeList:
 
 def condition(c, what, line):
     """A condition as a Python bool, or a scalar bool symbolic tensor."""
+    if c.__class__ is bool:     # the usual Python condition (`i % 2 == 0`): no isinstance tests
+        return c
     if isinstance(c, Variable):
         c = c.read_value()
     if isinstance(c, Undefined):
