@@ -41,13 +41,10 @@ def size_labels(graph, classes):
     of `graph` whose rank is known. `classes`: one per unknown size of `graph.inputs`."""
     fresh = itertools.count(max(classes, default=-1) + 1)
     labels = {}
-    it = iter(classes)
-    for t in graph.inputs:
+    given = itertools.chain(classes, fresh)     # captures' unknown sizes: sizes of their own
+    for t in graph.all_inputs:
         if t.shape is not None:
-            labels[id(t)] = tuple(_label(next(it)) if d is None else d for d in t.shape)
-    for t in graph.all_inputs[len(graph.inputs):]:      # captures: sizes of their own
-        if t.shape is not None:
-            labels[id(t)] = tuple(_label(next(fresh)) if d is None else d for d in t.shape)
+            labels[id(t)] = tuple(_label(next(given)) if d is None else d for d in t.shape)
     for node in graph.nodes:
         if node.op is PLACEHOLDER:
             continue

@@ -186,3 +186,20 @@ def test_a_scalar_broadcast_to_one_size_is_not_multiplied_as_a_scalar_into_anoth
                                    else ones * b, rtol=1e-12)
         np.testing.assert_allclose(gb.numpy(), (ones * a).sum(axis=0, keepdims=True) if m == 1 and n != 1
                                    else ones * a, rtol=1e-12)
+
+
+def test_the_numba_backend_runs_the_plans_for_equal_and_unequal_sizes():
+    pytest.importorskip("numba")
+
+    def loss(a, b):
+        return df.reduce_mean(df.square(df.tanh(a) * 2.0 + df.exp(-b)))
+
+    fast = df.defun(df.value_and_gradients_function(loss, [0, 1]), backend="numba")
+    plain = df.defun(df.value_and_gradients_function(loss, [0, 1]))
+    for n, m in [(2, 2), (3, 3)] + SIZES:
+        a, b = df.constant(_vec(n).astype(f64)), df.constant(_vec(m, 1).astype(f64))
+        (v1, g1), (v2, g2) = fast(a, b), plain(a, b)
+        for got, want in zip([v1, *g1], [v2, *g2]):
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-300)
+    calls = list(fast._cache.values())[-1]._calls
+    assert fast.trace_count == 2 and {(0, 0), (0, 1)} <= set(calls._patterns)
