@@ -21,7 +21,7 @@ computes 2**52), so equal labels are equal sizes at run time, 0 and 1 included.
 """
 import itertools
 
-from defun.graph.nodes import CONST, PLACEHOLDER
+from defun.graph.nodes import PLACEHOLDER, infer_types
 from defun.graph.verify import functions_of
 
 __all__ = ["size_labels", "size_classes", "LABEL_BASE"]
@@ -46,13 +46,16 @@ def size_labels(graph, classes):
         if t.shape is not None:
             labels[id(t)] = tuple(_label(next(given)) if d is None else d for d in t.shape)
     for node in graph.nodes:
-        if node.op is PLACEHOLDER:
-            continue
         outs = node.outputs
-        if node.op is CONST or all(t.shape is not None and None not in t.shape for t in outs):
+        for t in outs:
+            shape = t.shape
+            if shape is None or None in shape:
+                break
+        else:       # every size known (a constant's, most of a gradient's)
             for t in outs:
-                if t.shape is not None:
-                    labels[id(t)] = tuple(t.shape)
+                labels[id(t)] = tuple(t.shape)
+            continue
+        if node.op is PLACEHOLDER:
             continue
         inferred, own = _inferred(node, labels)
         for j, t in enumerate(outs):
@@ -77,10 +80,19 @@ def _inferred(node, labels):
     own = {d for s in shapes if s is not None for d in s if d >= LABEL_BASE}
     if not own or None in shapes or node.op.function_attrs and functions_of(node):
         return None, own
-    try:
-        inferred = node.op.infer(shapes, [t.dtype for t in node.inputs], node.attrs)
+    try:    # (memoized: the labels are the same each time, and no real size is one)
+        inferred = infer_types(node.op, [_Typed(s, t.dtype) for s, t in zip(shapes, node.inputs)], node.attrs)
     except Exception:   # noqa: BLE001 - labels it refuses (two broadcast together): fresh sizes
         return None, own
     if type(inferred) is not list or len(inferred) != len(node.outputs):
         return None, own
     return inferred, own
+
+
+class _Typed:
+    """A tensor's type with its sizes labelled, as infer_types reads a tensor."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = shape, dtype

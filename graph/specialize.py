@@ -66,45 +66,89 @@ def unify_sizes(graph, classes):
     """A copy of `graph` computing the same for calls whose unknown sizes fit `classes`:
     sum_to_like / broadcast_like of a value of the same shape as `like` -> the value;
     sum_to_like of [..., d] to `like` [d] -> reduce_sum over the leading axes; x * s' where s'
-    is a scalar `s` made x's shape (broadcast_like, expand_dims) -> x * s."""
+    is a scalar `s` made x's shape (broadcast_like, expand_dims) -> x * s, leaving out the
+    nodes making s' when nothing else reads them (dead code elimination has nothing left)."""
     labels = size_labels(graph, classes)
+    plans = {}
+    for node in graph.nodes:
+        if node.op.name in _UNIFIED and not node.control_inputs:
+            plan = _unified(node, labels)
+            if plan is not None:
+                plans[id(node)] = plan
+    dropped = _unread_fills(graph, plans) if plans else ()
     cp = GraphCopy(graph)
     for node in graph.nodes:
-        if node.op is PLACEHOLDER:
+        if node.op is PLACEHOLDER or id(node) in dropped:
             continue
-        new = None if node.control_inputs else _unified(cp, node, labels)
-        if new is not None:
-            cp.replace(node, new)
-        else:
+        plan = plans.get(id(node))
+        if plan is None:
             cp.copy(node)
+            continue
+        out, (kind, ins) = node.outputs[0], plan
+        ins = [cp.tensors[id(t)] for t in ins]
+        if kind == "same":
+            cp.replace(node, ins)
+        elif kind == "sum":
+            attrs = {"axis": tuple(range(len(node.inputs[0].shape) - len(out.shape))), "keepdims": False}
+            cp.replace(node, cp.emit(_REDUCE_SUM, ins, attrs, [(out.shape, out.dtype)], node.site).outputs)
+        else:
+            cp.replace(node, cp.emit(node.op, ins, {}, [(out.shape, out.dtype)], node.site).outputs)
     return cp.finish()
 
 
-def _unified(cp, node, labels):
-    """The new tensors standing for `node`'s outputs, or None (copy it)."""
-    name, ins, out = node.op.name, node.inputs, node.outputs[0] if node.outputs else None
-    if name in ("sum_to_like", "broadcast_like"):
+_UNIFIED = ("sum_to_like", "broadcast_like", "multiply")
+
+
+def _unified(node, labels):
+    """How `node` is rewritten, from its tensors' labels: ("same", [x]): it is x; ("sum", [x]):
+    x summed over its leading axes; ("scalar", [a, b]): multiply(a, b), one of them the scalar
+    of a fill. None: copied as it is."""
+    ins, out = node.inputs, node.outputs[0]
+    if node.op.name != "multiply":
         x, like = ins
         lx, ll = labels.get(id(x)), labels.get(id(like))
         if lx is None or ll is None or x.dtype is not out.dtype:
             return None
         if lx == ll and tuple(x.shape) == tuple(out.shape):
-            return [cp.tensors[id(x)]]
+            return "same", [x]
         lead = len(lx) - len(ll)
-        if name == "sum_to_like" and lead > 0 and lx[lead:] == ll and None not in out.shape:
-            attrs = {"axis": tuple(range(lead)), "keepdims": False}
-            return cp.emit(_REDUCE_SUM, (cp.tensors[id(x)],), attrs, [(out.shape, out.dtype)], node.site).outputs
+        if node.op.name == "sum_to_like" and lead > 0 and lx[lead:] == ll and None not in out.shape:
+            return "sum", [x]
         return None
-    if name == "multiply" and len(ins) == 2:
-        for k in (0, 1):
-            s, other = _scalar_filled(ins[k]), ins[1 - k]
-            if s is not None and s.dtype is out.dtype and other.dtype is out.dtype and \
-                    labels.get(id(other)) == labels.get(id(out)) is not None and \
-                    tuple(other.shape) == tuple(out.shape):
-                pair = [cp.tensors[id(s)], cp.tensors[id(other)]]
-                return cp.emit(node.op, pair if k == 0 else pair[::-1], {}, [(out.shape, out.dtype)],
-                               node.site).outputs
+    for k in (0, 1):
+        s, other = _scalar_filled(ins[k]), ins[1 - k]
+        if s is not None and s.dtype is out.dtype and other.dtype is out.dtype and \
+                labels.get(id(other)) == labels.get(id(out)) is not None and tuple(other.shape) == tuple(out.shape):
+            return "scalar", [s, other] if k == 0 else [other, s]
     return None
+
+
+def _unread_fills(graph, plans):
+    """ids of the fill nodes (broadcast_like, expand_dims, reshape) that only rewritten
+    multiplies read: left out of the copy."""
+    reads = {}
+    for node in graph.nodes:
+        for t in node.inputs:
+            reads[id(t)] = reads.get(id(t), 0) + 1
+        for c in node.control_inputs:       # a control input stays
+            reads[id(c.outputs[0]) if c.outputs else id(c)] = 1 << 30
+    for t in graph.outputs:
+        reads[id(t)] = 1 << 30
+    dropped = set()
+    for node in graph.nodes:
+        plan = plans.get(id(node))
+        if plan is None or plan[0] != "scalar":
+            continue
+        t = next((u for u in node.inputs if all(u is not v for v in plan[1])), None)
+        while t is not None and t.node.op.name in _SCALAR_FILL and not t.node.stateful and len(t.node.outputs) == 1:
+            reads[id(t)] -= 1
+            if reads[id(t)]:
+                break
+            dropped.add(id(t.node))
+            if t.node.op.name == "broadcast_like":
+                break
+            t = t.node.inputs[0]
+    return dropped
 
 
 def _scalar_filled(t):
