@@ -203,3 +203,29 @@ def test_the_numba_backend_runs_the_plans_for_equal_and_unequal_sizes():
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-300)
     calls = list(fast._cache.values())[-1]._calls
     assert fast.trace_count == 2 and {(0, 0), (0, 1)} <= set(calls._patterns)
+
+
+def test_a_fill_read_by_more_than_the_multiplies_rewritten_stays_in_the_plan():
+    from defun.runtime.execute import run_op
+    from defun.runtime.registry import get
+
+    def f(x, y):
+        fill = df.expand_dims(run_op(get("broadcast_like"), [df.reduce_sum(x) * 0.5, x]), 1)
+        return fill * y[:, None], fill + 1.0     # the multiply is rewritten, the add keeps the fill
+
+    g = df.defun(f)
+    for n in (2, 3):
+        g(df.constant(_vec(n)), df.constant(_vec(n, 1)))
+    trace = list(g._cache.values())[-1]
+    plan = sizes_plan(trace.graph, (0, 0), "numpy")
+    ops = [n.op.name for n in plan.graph.nodes]
+    assert ops.count("broadcast_like") == 1
+    assert any(n.op.name == "multiply" and tuple(n.outputs[0].shape) == (None, 1) and
+               () in [tuple(t.shape) for t in n.inputs] for n in plan.graph.nodes)    # by the scalar
+    for n in (0, 1, 4):
+        x, y = _vec(n), _vec(n, 1)
+        product, plus = plan.run(x, y)
+        fill = np.full((n, 1), np.float32(x.sum()) * np.float32(0.5))
+        np.testing.assert_allclose(product, fill * y[:, None], rtol=1e-6)
+        np.testing.assert_allclose(plus, fill + 1, rtol=1e-6)
+        assert product.shape == plus.shape == (n, 1)
