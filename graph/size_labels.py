@@ -17,7 +17,11 @@ gives S. Anything else (S + 1, 2 * S, two labels broadcast together, an inferenc
 fails on them, a node running a function) gets a fresh label of its own: it is never
 taken for another size. An inference returns an input's label only when it passes a size
 through unchanged (a size computed from the labels, or a constant, is no label: no graph
-computes 2**52), so equal labels are equal sizes at run time, 0 and 1 included.
+computes 2**52), so equal labels are equal sizes at run time, 0 and 1 included. (This
+trusts that a size an inference gives as an input's label at sizes this large is that
+size at every size: so for passing through, broadcasting (which refuses two labels rather
+than taking either), reshape's -1, slicing's clamps (x[:c] keeps all of x only when c is
+past every real size); an op whose size were max(n, c) would break it, and no row has one.)
 """
 import itertools
 
