@@ -229,3 +229,23 @@ def test_a_fill_read_by_more_than_the_multiplies_rewritten_stays_in_the_plan():
         np.testing.assert_allclose(product, fill * y[:, None], rtol=1e-6)
         np.testing.assert_allclose(plus, fill + 1, rtol=1e-6)
         assert product.shape == plus.shape == (n, 1)
+
+
+def test_past_max_patterns_of_equal_sizes_the_traces_own_plan_runs():
+    from itertools import product
+
+    from defun.trace_calls import MAX_PATTERNS
+
+    def f(a, b, c, d):
+        return df.reduce_sum(df.tanh(a)) + df.reduce_sum(b * 2.0) + df.reduce_sum(c) - df.reduce_sum(d)
+
+    g = df.defun(f)
+    sizes = [s for s in product((1, 2, 3, 4), repeat=4)]       # 15 patterns of equal sizes
+    for s in [(5, 6, 7, 8)] + sizes:
+        args = [_vec(n, k) for k, n in enumerate(s)]
+        np.testing.assert_allclose(g(*map(df.constant, args)).numpy(),
+                                   np.tanh(args[0]).sum() + (args[1] * 2).sum() + args[2].sum() - args[3].sum(),
+                                   rtol=1e-5, atol=1e-6)
+    calls = list(g._cache.values())[-1]._calls
+    assert g.trace_count == 2 and len(calls._patterns) == MAX_PATTERNS
+    assert len({size_classes(s) for s in sizes}) == 15 and calls.fn._run is not None
