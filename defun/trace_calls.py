@@ -29,8 +29,10 @@ tape the forward with side outputs and one tape entry; inside a trace a call nod
 callbacks, reported as one op), the variables passed as arguments appended, the outputs
 packed as the trace returned them. `_move` is the one place the table is applied.
 
-A relaxed trace (unknown argument sizes) runs its own plan for argument shapes seen fewer
-than HOT_CALLS times, then a plan compiled from the trace made static for them (graph/
+A relaxed trace (unknown argument sizes) runs, for argument shapes seen fewer than
+HOT_CALLS times, its plan for the pattern of equal sizes among them (graph/specialize.py's
+sizes_plan: sizes still unknown, those equal known so; at most MAX_PATTERNS patterns, then
+its own plan), then a plan compiled from the trace made static for them (graph/
 specialize.py: what an exact trace's plan runs), for at most MAX_SPECIALIZED shapes.
 """
 import enum
@@ -40,15 +42,17 @@ from defun.runtime.context import busy_threads, execution_callbacks, state
 from defun.runtime.tensor import EagerTensor, next_tensor_id
 from defun.runtime.variables import _BY_HANDLE
 from defun.graph.functions import plan_of
-from defun.graph.specialize import specialize
+from defun.graph.size_labels import size_classes
+from defun.graph.specialize import sizes_plan, specialize
 
-__all__ = ["TraceCalls", "CallState", "MISS", "HOT_CALLS", "MAX_SPECIALIZED"]
+__all__ = ["TraceCalls", "CallState", "MISS", "HOT_CALLS", "MAX_SPECIALIZED", "MAX_PATTERNS"]
 
 # what `last_call(args)` returns for arguments it does not take as they are
 MISS = object()
 
 HOT_CALLS = 3
 MAX_SPECIALIZED = 16
+MAX_PATTERNS = 8
 
 
 class CallState(enum.Enum):
@@ -72,7 +76,7 @@ class TraceCalls:
 
     __slots__ = ("name", "graph", "fn", "captured", "arg_variables", "pack", "single", "state",
                  "watched", "call", "run", "last_call", "_runner", "_guarded", "_globals", "_cells",
-                 "_on_stale", "_seen", "_specialized", "_dims", "_user_fn")
+                 "_on_stale", "_seen", "_specialized", "_dims", "_user_fn", "_patterns")
 
     def __init__(self, concrete):
         self.name, self.graph, self.fn = concrete.name, concrete.graph, concrete._fn
@@ -87,6 +91,7 @@ class TraceCalls:
         self._seen = {}           # a relaxed trace: its unknown sizes -> calls seen (see _hot)
         self._specialized = {}    # its unknown sizes -> the plan made static for them
         self._dims = None         # (argument, axis) of each unknown size, once the runner is made
+        self._patterns = {}       # its classes of equal unknown sizes -> their plan (see _hot)
         self._move(FIRST)
 
     def _move(self, to):
@@ -153,9 +158,11 @@ class TraceCalls:
             self._move(GENERAL)
             return
         inputs = self.graph.inputs
+        self._dims = _unknown_sizes(inputs)
+        relaxed = self._relaxed_sizes()     # its runner runs _hot's plans: its own is compiled if needed
         ns = {"st": state, "busy": busy_threads, "callbacks": execution_callbacks, "general": self.general,
-              "run": self.fn.plan_run(), "new": object.__new__, "ET": EagerTensor, "nid": next_tensor_id,
-              "pack": self.pack, "MISS": MISS, "spec": self._specialized, "hot": self._hot}
+              "run": None if relaxed else self.fn.plan_run(), "new": object.__new__, "ET": EagerTensor,
+              "nid": next_tensor_id, "pack": self.pack, "MISS": MISS, "spec": self._specialized, "hot": self._hot}
         ns.update((f"c{j}", v) for j, v in enumerate(caps))
         specs = [t.shape for t in inputs]
         guard = all(s is not None for s in specs)
@@ -163,7 +170,6 @@ class TraceCalls:
             ns.update((f"s{i}", tuple(s)) for i, s in enumerate(specs))
             ns.update((f"s{i}_{k}", d) for i, s in enumerate(specs) for k, d in enumerate(s))
             ns.update((f"d{i}", t.dtype.np) for i, t in enumerate(inputs))
-        self._dims = _unknown_sizes(inputs)
         exec(_runner_code(self._runner_source(len(caps), guard)), ns)  # noqa: S102 - every value bound in ns
         if self._user_fn is not None:      # tracebacks show the user's def, not `<defun call>`
             sites.runs_at_definition(ns, ("run_flat", "last_call"), self._user_fn)
@@ -230,12 +236,29 @@ class TraceCalls:
         if count < HOT_CALLS or len(self._specialized) >= MAX_SPECIALIZED:
             if len(seen) < 4096:
                 seen[sizes] = count
-            return self.fn.plan_run()
+            return self._pattern_plan(sizes)
         try:
             run = plan_of(specialize(self.graph, self.shapes_of(sizes)), self.fn.backend).run
         except Exception:   # noqa: BLE001 - sizes the graph refuses: the relaxed plan says why
             run = self.fn.plan_run()
         self._specialized[sizes] = run
+        return run
+
+    def _pattern_plan(self, sizes):
+        """The plan for sizes not yet hot: the trace's plan for which of them are equal (its
+        own plan with an argument of unknown rank, past MAX_PATTERNS, or if that fails)."""
+        if self._dims is None:
+            return self.fn.plan_run()
+        classes = size_classes(sizes)
+        run = self._patterns.get(classes)
+        if run is None:
+            if len(self._patterns) >= MAX_PATTERNS:
+                return self.fn.plan_run()
+            try:
+                run = sizes_plan(self.graph, classes, self.fn.backend).run
+            except Exception:   # noqa: BLE001 - the trace's own plan runs and says what fails
+                run = self.fn.plan_run()
+            self._patterns[classes] = run
         return run
 
     def shapes_of(self, sizes):

@@ -39,6 +39,7 @@ from defun.graph.backends import Backend, Region, get_backend
 from defun.graph.nodes import CONST, PLACEHOLDER
 from defun.graph import plan_code
 from defun.graph.printer import format_node
+from defun.graph.size_labels import size_labels
 
 __all__ = ["compile_graph", "Plan"]
 
@@ -172,15 +173,20 @@ _UNDO_FINALLY = ["    finally:",
 
 
 # ---------------------------------------------------------------------------------------
-def compile_graph(graph, outputs=None, backend=None):
+def compile_graph(graph, outputs=None, backend=None, sizes=None):
     """Compile `graph` (its all_inputs -> `outputs`, default graph.outputs) into a Plan that
-    runs on `backend` (a name or a Backend; default numpy)."""
+    runs on `backend` (a name or a Backend; default numpy). `sizes`: for a graph with
+    unknown argument sizes, which of them the calls it runs have equal (graph/
+    size_labels.py): results are then written over dead temporaries of provably the same
+    shape, as for known shapes."""
     backend = get_backend(backend)
     outputs = list(graph.outputs if outputs is None else outputs)
     with paused_gc():
         nodes = live_nodes(graph, outputs)
         steps = backend.partition(nodes, outputs)
         writer = _PlanWriter(graph, outputs, steps, backend)
+        if sizes is not None:
+            writer.labels = size_labels(graph, sizes)
         for pos, step in enumerate(steps):
             if isinstance(step, Region):
                 writer.region(pos, step)
@@ -194,6 +200,7 @@ class _PlanWriter:
     """The generated plan's source, one step at a time (names made here: a0, v3, k3, c3)."""
 
     BODY = "        "
+    labels = None   # id(tensor) -> its shape, unknown sizes labelled (compile_graph's `sizes`)
 
     def __init__(self, graph, outputs, steps, backend):
         self.graph, self.outputs, self.backend = graph, outputs, backend
@@ -289,8 +296,10 @@ class _PlanWriter:
         reused = positional = None
         if outs and not pass_attrs and backend.writes_out(n, fn):
             out = outs[0]
-            if out.shape and None not in out.shape:     # _fresh_result, inlined
-                target = _reusable_input(inputs, out, pos, self.reusable, self.last_use)
+            labels = self.labels
+            shape = out.shape if labels is None else labels.get(id(out))
+            if shape and None not in shape:     # _fresh_result, inlined
+                target = _reusable_input(inputs, out, pos, self.reusable, self.last_use, labels)
                 if target is not None:   # write the result over a dead temporary: no allocation
                     reused = var_of[id(target)]
                     positional = backend.out_positional(n, fn)
@@ -391,14 +400,15 @@ def _fresh_result(t):
     return t.shape and None not in t.shape
 
 
-def _reusable_input(inputs, out, pos, reusable, last_use):
+def _reusable_input(inputs, out, pos, reusable, last_use, labels=None):
     """The input a node's fresh result `out` may be written over: a reusable value of the
-    same type whose last use is this step (`pos`), read once by the node; or None."""
+    same type whose last use is this step (`pos`), read once by the node; or None.
+    `labels`: shapes with unknown sizes labelled (size_labels), compared instead."""
     # (the candidate first: most inputs are not reusable, and then the node's inputs need
     # no test for repeats; every step input is in last_use)
     for t in inputs:
-        if id(t) in reusable and last_use[id(t)] == pos and t.shape == out.shape \
-                and t.dtype is out.dtype:
+        if id(t) in reusable and last_use[id(t)] == pos and t.dtype is out.dtype and \
+                (t.shape == out.shape if labels is None else labels.get(id(t)) == labels.get(id(out))):
             break
     else:
         return None
