@@ -85,13 +85,13 @@ def _located(nodes, src):
         fields = sub.__dict__       # a node's fields and locations (a missing location: not there)
         if "lineno" in fields:
             continue
-        if "lineno" in sub._attributes:
-            sub.lineno, sub.col_offset, sub.end_lineno, sub.end_col_offset = line, col, line, end
         for v in fields.values():
             if type(v) is list:
                 todo.extend(v)
             elif isinstance(v, ast.AST):
                 todo.append(v)
+        if "lineno" in sub._attributes:     # (after the walk of its fields: not walking these too)
+            sub.lineno, sub.col_offset, sub.end_lineno, sub.end_col_offset = line, col, line, end
     return nodes
 
 
