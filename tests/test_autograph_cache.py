@@ -247,3 +247,21 @@ def test_to_code_of_a_lambda():
     assert "ag__.if_exp" in df.autograph.to_code(h)
     agree(h, POS)
     agree(h, NEG)
+
+
+@pytest.mark.parametrize("k, form", list(enumerate(["y + 1.0", "-y", "y * x", "y < 0.0"])))
+def test_a_return_without_the_retval_check_still_names_a_variable_with_no_value(module_dir, k, form):
+    # `return <arithmetic or comparison>` is converted without ag__.retval: using y raises first
+    module_dir(f"ag_unset{k}", f"""
+        def f(x, flag):
+            if flag:
+                y = x * 2.0
+            return {form}
+        """)
+    f = importlib.import_module(f"ag_unset{k}").f
+    assert "ag__.retval" not in df.autograph.to_code(f)
+    with pytest.raises(UnboundLocalError):
+        f(df.constant(1.0), False)
+    with pytest.raises(UnboundLocalError, match="'y'"):
+        df.defun(f)(df.constant(1.0), False)
+    np.testing.assert_allclose(df.defun(f)(df.constant(1.0), True).numpy(), f(df.constant(1.0), True).numpy())

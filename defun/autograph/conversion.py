@@ -338,10 +338,12 @@ def callee(f):
     converted, defun's and libraries' as they are. Only `f` is looked at, so the call itself
     runs in the user's frame as written (no repacking of its arguments: tracing cost)."""
     t = type(f)
-    if t is types.FunctionType:
+    if t is _FUNCTION:
         made = _MADE.get(id(f))     # a function seen before (its code unchanged)
-        if made is not None and made[0]() is f and made[1] is f.__code__:
-            return f if made[2] is None else made[2]
+        if made is not None:
+            ref, code, g = made
+            if ref() is f and code is f.__code__:
+                return g or f
         return _function_callee(f)
     if t is type or t is types.BuiltinFunctionType:     # range, len, print ...; a class
         return _SPECIAL.get(f, f)
@@ -432,6 +434,7 @@ def entry_point(f):
 
 
 _LRU_CACHE = type(functools.lru_cache(None)(len))
+_FUNCTION = types.FunctionType
 _TAKES_FUNCTIONS = frozenset([cf.cond, cf.while_loop, cf.scan, cf.map_fn, cf.foldl])
 _SPECIAL = {builtins.print: operators.print_, builtins.range: operators.range_, builtins.len: operators.len_,
             builtins.enumerate: operators.enumerate_, builtins.zip: operators.zip_}

@@ -263,6 +263,13 @@ def _jumps(nodes, kind):
     return any(_facts(n)[k] for n in nodes)
 
 
+def _never_undefined(e):
+    """True if expression `e`'s value cannot be an ag__.Undefined (so `return e` needs no
+    ag__.retval check): arithmetic and comparisons raise on one (values.py), a constant is none."""
+    return isinstance(e, (ast.BinOp, ast.Compare, ast.Constant, ast.JoinedStr)) or \
+        isinstance(e, ast.UnaryOp) and not isinstance(e.op, ast.Not)
+
+
 def always_returns(stmts):
     """True if running statements `stmts` always ends in a `return` (or a raise)."""
     for s in stmts:
@@ -353,7 +360,9 @@ class Converter:
                 out += _located([_assign(flag, _const(True))], s)
                 return out
             if isinstance(s, ast.Return) and s.value is not None:
-                out += _located([ast.Return(value=_call(_ag("retval"), self.expr(s.value)))], s)
+                value = self.expr(s.value)
+                out += _located([ast.Return(value=value if _never_undefined(s.value) else _call(_ag("retval"), value))],
+                                s)
                 return out
             rest = stmts[i + 1:]
             if ctx.returns and rest and isinstance(s, ast.If) and always_returns(s.body) != always_returns(s.orelse):
@@ -675,7 +684,10 @@ class _Expressions(ast.NodeTransformer):
             return node
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == AG:
             return node
-        return _located([ast.Call(func=_call(_ag("callee"), f), args=node.args, keywords=node.keywords)], node)[0]
+        callee = _call(_ag("callee"), f)
+        for n in (callee, callee.func, callee.func.value):   # where f is: one run of the line table with it
+            ast.copy_location(n, f)
+        return _located([ast.Call(func=callee, args=node.args, keywords=node.keywords)], node)[0]
 
     def visit_Subscript(self, node):
         """`t[i]` (a single index, read): ag__.getitem, which also takes a tensor index."""
