@@ -265,3 +265,14 @@ def test_a_return_without_the_retval_check_still_names_a_variable_with_no_value(
     with pytest.raises(UnboundLocalError, match="'y'"):
         df.defun(f)(df.constant(1.0), False)
     np.testing.assert_allclose(df.defun(f)(df.constant(1.0), True).numpy(), f(df.constant(1.0), True).numpy())
+
+
+def test_a_recursive_function_calls_its_converted_self():
+    def down(x, n):
+        if df.reduce_sum(x) > 100.0:        # a tensor condition at every depth
+            return x
+        return down(x * 2.0, n - 1) if n > 0 else x
+    g = conversion.converted(down)
+    assert conversion.callee(g) is g and conversion.callee(g) is g     # the second time from the fast path
+    for x in (POS, NEG, df.constant([30.0, 40.0])):
+        agree(down, x, 5)

@@ -371,6 +371,8 @@ def _function_callee(f):
         why = entry.why
         return lambda *args, **kwargs: _annotated(f, why, args, kwargs)
     inner = _unwrapped(f) if hasattr(f, "__wrapped__") else None
+    if inner is f:
+        _remember(f, None)      # a converted function (a recursive one calling itself): as it is from now on
     if inner is not None:
         return inner
     if f in _TAKES_FUNCTIONS:     # df.cond(p, true_fn, false_fn), df.map_fn(fn, xs): the user's fns convert
