@@ -126,6 +126,8 @@ def test_methods_closures_decorators_and_odd_layouts_convert(module_dir):
         return m.step(x) + m.plain(x)
     for x in (POS, NEG):
         agree(use, x)
+        agree(m.plain, x)       # df.defun of a bound method: its function converts (traced as written before)
+        agree(m.step, x)
         agree(ag_layouts.Model.last, x)
         agree(ag_layouts.outer(5.0), x)
         agree(ag_layouts.outer(-2.0), x)     # another closure of the same code: its own cell

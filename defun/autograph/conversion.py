@@ -412,6 +412,9 @@ def _unwrapped(f):
 
 def entry_point(f):
     """What df.defun traces for `f` with autograph on."""
+    if type(f) is types.MethodType and type(f.__func__) is types.FunctionType:     # df.defun(obj.method)
+        g = entry_point(f.__func__)
+        return f if g is f.__func__ else types.MethodType(g, f.__self__)
     fn = f
     inner = _unwrapped(f) if type(f) is _LRU_CACHE or (isinstance(f, types.FunctionType) and hasattr(
         f, "__wrapped__") and isinstance(_entry(f), _Skip) and _entry(f).quiet) else None
