@@ -685,8 +685,10 @@ class _Expressions(ast.NodeTransformer):
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == AG:
             return node
         callee = _call(_ag("callee"), f)
-        for n in (callee, callee.func, callee.func.value):   # where f is: one run of the line table with it
-            ast.copy_location(n, f)
+        if "lineno" in f.__dict__:      # where f is: one run of the line table with it
+            loc = f.lineno, f.col_offset, f.end_lineno, f.end_col_offset
+            for n in (callee, callee.func, callee.func.value):
+                n.lineno, n.col_offset, n.end_lineno, n.end_col_offset = loc
         return _located([ast.Call(func=callee, args=node.args, keywords=node.keywords)], node)[0]
 
     def visit_Subscript(self, node):
