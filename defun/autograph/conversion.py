@@ -1,5 +1,5 @@
 """Which functions are converted, converting them once (cached per code object), and
-`call`, through which converted code makes every call.
+`callee`, through which converted code makes every call.
 
 Converted: the user's own Python functions (plain, nested, closures, methods, lambdas
 alone on their line), not those of installed packages, the standard library or defun.
@@ -15,7 +15,6 @@ import linecache
 import os
 import sys
 import sysconfig
-import textwrap
 import threading
 import types
 import weakref
@@ -28,7 +27,8 @@ from defun.autograph.transformer import AG, GEN, Converter, _located
 _LOCK = threading.RLock()
 _CACHE = {}     # id(code object) -> _Converted or a _Skip (_Self: converted code itself), holding that code
 # (by id: hashing a code object hashes its contents, and equal code from two files must stay apart)
-_MADE = weakref.WeakKeyDictionary()   # original function -> its converted function
+_MADE = {}      # id(function) -> (weak reference to it, its code, its converted function or None: call it as it is)
+# (None only for a library's or defun's plain function; the converted function holds the original)
 
 
 class _Skip:
@@ -49,7 +49,10 @@ class _Self(_Skip):
 class _Converted:
     __slots__ = ("code", "source", "of")
 
-    def __init__(self, code, source):    # source: the converted syntax tree (to_code unparses it)
+    def __init__(self, code, source):
+        # source: how to parse the function again for to_code (its lines, or a lambda's node),
+        # not the converted tree: thousands of objects kept for every function make garbage
+        # collection slower for the whole program
         self.code, self.source, self.of = code, source, None
 
 
@@ -81,9 +84,9 @@ def _why_not(f):
 
 def converted(f):
     """The converted version of plain function `f`, or `f` itself when it is not converted."""
-    made = _MADE.get(f)
-    if made is not None:
-        return made
+    made = _MADE.get(id(f))
+    if made is not None and made[0]() is f and made[1] is f.__code__:
+        return f if made[2] is None else made[2]
     entry = _entry(f)
     if not isinstance(entry, _Converted):
         return f
@@ -96,8 +99,18 @@ def converted(f):
     g.__qualname__, g.__module__, g.__doc__ = f.__qualname__, f.__module__, f.__doc__
     g.__dict__.update(f.__dict__)
     g.__wrapped__ = f
-    _MADE[f] = g
+    _remember(f, g)
     return g
+
+
+def _remember(f, g):
+    """Note what `callee` gives for function `f`: `g` (its converted function) or None (f itself)."""
+    key, code = id(f), f.__code__
+
+    def forget(ref):
+        if _MADE.get(key, (None,))[0] is ref:
+            del _MADE[key]
+    _MADE[key] = (weakref.ref(f, forget), code, g)
 
 
 def _cell(f, name, own):
@@ -134,17 +147,15 @@ def reason_not_converted(f):
 def _convert(f):
     """A _Converted for function `f` (or a _Skip saying why its source cannot be converted)."""
     code = f.__code__
+    linecache.checkcache(code.co_filename)      # a file edited (and its module reloaded) since it was read
     lines = linecache.getlines(code.co_filename, f.__globals__)
     if len(lines) < code.co_firstlineno:
         return _Skip(f"its source cannot be read ({code.co_filename} has no line {code.co_firstlineno})")
     try:
-        node = _parse(lines, code)
+        node, source = _parse(lines, code)
     except _NoSource as e:
         return _Skip(str(e))
-    conv = Converter()
-    new = conv.function(node)
-    if isinstance(new, ast.Lambda):
-        new = ast.Assign(targets=[ast.Name(id="lambda__ag", ctx=ast.Store())], value=new)
+    new = _rewritten(node, source)
     factory_args = [AG] + [n for n in code.co_freevars if n != "__class__"]
     body = [new]
     if "__class__" in code.co_freevars:    # zero-argument super(): keep the class cell
@@ -165,7 +176,16 @@ def _convert(f):
     if target is None:
         return _Skip("its converted code could not be found")
     _mark_converted(target)
-    return _Converted(target, new)
+    return _Converted(target, source)
+
+
+def _rewritten(node, source):
+    """The converted tree of FunctionDef or Lambda `node` (a lambda as `lambda__ag = lambda ...`);
+    `source`: its lines, as _parse gives them (a lambda's node)."""
+    new = Converter().function(node, walrus=isinstance(source, ast.AST) or any(":=" in t for t in source[0]))
+    if isinstance(new, ast.Lambda):
+        new = _located([ast.Assign(targets=[ast.Name(id="lambda__ag", ctx=ast.Store())], value=new)], node)[0]
+    return new
 
 
 class _NoSource(Exception):
@@ -173,6 +193,7 @@ class _NoSource(Exception):
 
 
 _FILES = {}      # file name -> (its lines as linecache gave them, {first line: [def/lambda nodes]})
+_FILES_KEPT = 4  # the files indexed last (a lambda's, or a def not parsed alone): a whole file's tree is large
 
 
 def _index(filename, lines):
@@ -189,32 +210,81 @@ def _index(filename, lines):
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             first = min([n.lineno] + [d.lineno for d in getattr(n, "decorator_list", [])])
             index.setdefault(first, []).append(n)
+    while len(_FILES) >= _FILES_KEPT:
+        del _FILES[next(iter(_FILES))]
     _FILES[filename] = (lines, index)
     return index
 
 
 def _parse(lines, code):
-    """A fresh FunctionDef or Lambda node of `code`, with the file's line numbers and columns."""
+    """A fresh FunctionDef or Lambda node of `code`, with the file's line numbers and columns,
+    and how to parse it again (to_code): a def is parsed from its own lines, found from the
+    lines of its code; the whole file (once) only when that fails, and for a lambda."""
+    if code.co_name != "<lambda>":
+        first = code.co_firstlineno - 1
+        source = (lines[first:_last_line(code, lines)], first, code)
+        node = _segment(*source)
+        if node is not None:
+            return node, source
     found = _index(code.co_filename, lines).get(code.co_firstlineno, [])
     if code.co_name == "<lambda>":
         found = [n for n in found if isinstance(n, ast.Lambda)]
         if len(found) != 1:
             raise _NoSource("it is a lambda whose line does not hold it alone (several lambdas on it)")
-        return copy.deepcopy(found[0])
+        return copy.deepcopy(found[0]), found[0]
     found = [n for n in found if not isinstance(n, ast.Lambda) and n.name == code.co_name]
-    if len(found) != 1:
+    source = (lines[found[0].lineno - 1:found[0].end_lineno], found[0].lineno - 1, code) if len(found) == 1 else None
+    node = _segment(*source) if source else None
+    if node is None:
         raise _NoSource("its source could not be found as written (was the file changed?)")
-    node = found[0]
-    first = node.lineno - 1
-    text = "".join(lines[first:node.end_lineno])
+    return node, source
+
+
+def _last_line(code, lines):
+    """The end (exclusive, 0-based) of the lines of the def of `code`, found without parsing:
+    past the last line its code (and its nested functions' code) starts an instruction on,
+    then past the blank, comment and further-indented lines after it. A string or bracket
+    going on at a lower indentation is cut short there: that fails to parse (see _parse)."""
+    last, todo = code.co_firstlineno, [code]
+    while todo:
+        c = todo.pop()
+        for _, _, line in c.co_lines():
+            if line is not None and line > last:
+                last = line
+        todo.extend(k for k in c.co_consts if type(k) is types.CodeType)
+    head = lines[code.co_firstlineno - 1]
+    indent = len(head) - len(head.lstrip(" \t"))
+    while last < len(lines):
+        line = lines[last]
+        text = line.lstrip(" \t")
+        if text and text[0] not in "#\r\n" and len(line) - len(text) <= indent:
+            break
+        last += 1
+    return last
+
+
+def _segment(lines, first, code):
+    """The FunctionDef of `code` that `lines` (the file's from 0-based line `first` on) hold
+    alone (decorators left out), with the file's line numbers and columns, or None when they
+    do not parse as a def of its name and parameters (a file changed since it was loaded)."""
+    text = "".join(lines)
     indent = len(text) - len(text.lstrip(" \t"))
-    tree = ast.parse("\n" * first + (textwrap.dedent(text) if indent else text))   # the file's line numbers
-    for n in ast.walk(tree) if indent else ():      # and its columns
-        if "col_offset" in n._attributes and hasattr(n, "col_offset"):
-            n.col_offset += indent
-            if getattr(n, "end_col_offset", None) is not None:
-                n.end_col_offset += indent
-    return tree.body[0]
+    if indent and not first:
+        return None
+    try:      # an indented def parses in an `if` block: its lines and columns are the file's as they are
+        tree = ast.parse("\n" * first + text if not indent else "\n" * (first - 1) + "if 1:\n" + text)
+    except (SyntaxError, ValueError):
+        return None
+    body = tree.body[0].body if indent else tree.body
+    if len(body) != 1 or type(body[0]) is not ast.FunctionDef or body[0].name != code.co_name:
+        return None
+    a = body[0].args
+    params = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if p is not None]
+    if tuple(params) != code.co_varnames[:len(params)] or len(params) != code.co_argcount + code.co_kwonlyargcount \
+            + bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS):
+        return None
+    body[0].decorator_list = []
+    return body[0]
 
 
 def _named(code, owner):
@@ -258,47 +328,60 @@ def to_code(f):
         raise ValueError(f"{fn.__qualname__} is already converted code")
     if isinstance(entry, _Skip):
         raise errors.TracingError(f"{fn.__qualname__} is not converted: {entry.why}")
-    return ast.unparse(entry.source) + "\n"
+    source = entry.source
+    node = copy.deepcopy(source) if isinstance(source, ast.Lambda) else _segment(*source)
+    return ast.unparse(_rewritten(node, source)) + "\n"
 
 
-def call(f, *args, **kwargs):
-    """`f(*args, **kwargs)` from converted code: the user's functions converted first."""
+def callee(f):
+    """What converted code calls for `f` (`ag__.callee(f)(*args)`): the user's functions
+    converted, defun's and libraries' as they are. Only `f` is looked at, so the call itself
+    runs in the user's frame as written (no repacking of its arguments: tracing cost)."""
     t = type(f)
-    if t is types.FunctionType:
-        code = f.__code__
-        entry = _CACHE.get(id(code))
-        if entry is None or entry.of is not code:
-            entry = _entry(f)
-        if entry.__class__ is _Converted:
-            return (_MADE.get(f) or converted(f))(*args, **kwargs)
-        if entry.quiet:
-            inner = _unwrapped(f) if hasattr(f, "__wrapped__") else None
-            if inner is not None:
-                return inner(*args, **kwargs)
-            if f in _TAKES_FUNCTIONS:     # df.cond(p, true_fn, false_fn), df.map_fn(fn, xs): the user's fns convert
-                args = [converted(a) if type(a) is types.FunctionType else a for a in args]
-                kwargs = {k: converted(a) if type(a) is types.FunctionType else a for k, a in kwargs.items()}
-            return f(*args, **kwargs)
-        return _annotated(f, entry.why, args, kwargs)
+    if t is _FUNCTION:
+        made = _MADE.get(id(f))     # a function seen before (its code unchanged)
+        if made is not None:
+            ref, code, g = made
+            if ref() is f and code is f.__code__:
+                return g or f
+        return _function_callee(f)
+    if t is type or t is types.BuiltinFunctionType:     # range, len, print ...; a class
+        return _SPECIAL.get(f, f)
     if t is types.MethodType and type(f.__func__) is types.FunctionType:
         g = converted(f.__func__)
-        return f(*args, **kwargs) if g is f.__func__ else g(f.__self__, *args, **kwargs)
+        return f if g is f.__func__ else types.MethodType(g, f.__self__)
     if t is _LRU_CACHE or (t is types.MethodType and type(f.__func__) is _LRU_CACHE):
         inner = _unwrapped(f.__func__ if t is types.MethodType else f)
         if inner is not None:
-            return inner(f.__self__, *args, **kwargs) if t is types.MethodType else inner(*args, **kwargs)
-    try:
-        special = _SPECIAL.get(f)
-    except TypeError:
-        special = None
-    if special is not None:
-        return special(*args, **kwargs)
+            return types.MethodType(inner, f.__self__) if t is types.MethodType else inner
     method = getattr(t, "__call__", None)
     if type(method) is types.FunctionType:      # an object of the user's class with __call__
         g = converted(method)
         if g is not method:
-            return g(f, *args, **kwargs)
-    return f(*args, **kwargs)
+            return types.MethodType(g, f)
+    return f
+
+
+def _function_callee(f):
+    """`callee` of Python function `f` the first time (or after its code changed)."""
+    entry = _entry(f)
+    if entry.__class__ is _Converted:
+        return converted(f)
+    if not entry.quiet:
+        why = entry.why
+        return lambda *args, **kwargs: _annotated(f, why, args, kwargs)
+    inner = _unwrapped(f) if hasattr(f, "__wrapped__") else None
+    if inner is f:
+        _remember(f, None)      # a converted function (a recursive one calling itself): as it is from now on
+    if inner is not None:
+        return inner
+    if f in _TAKES_FUNCTIONS:     # df.cond(p, true_fn, false_fn), df.map_fn(fn, xs): the user's fns convert
+        return lambda *args, **kwargs: f(*[converted(a) if type(a) is types.FunctionType else a for a in args],
+                                         **{k: converted(a) if type(a) is types.FunctionType else a
+                                            for k, a in kwargs.items()})
+    if not hasattr(f, "__wrapped__"):
+        _remember(f, None)      # a library's or defun's plain function: called as it is from now on
+    return f
 
 
 def _annotated(f, why, args, kwargs):
@@ -329,6 +412,9 @@ def _unwrapped(f):
 
 def entry_point(f):
     """What df.defun traces for `f` with autograph on."""
+    if type(f) is types.MethodType and type(f.__func__) is types.FunctionType:     # df.defun(obj.method)
+        g = entry_point(f.__func__)
+        return f if g is f.__func__ else types.MethodType(g, f.__self__)
     fn = f
     inner = _unwrapped(f) if type(f) is _LRU_CACHE or (isinstance(f, types.FunctionType) and hasattr(
         f, "__wrapped__") and isinstance(_entry(f), _Skip) and _entry(f).quiet) else None
@@ -353,7 +439,8 @@ def entry_point(f):
 
 
 _LRU_CACHE = type(functools.lru_cache(None)(len))
+_FUNCTION = types.FunctionType
 _TAKES_FUNCTIONS = frozenset([cf.cond, cf.while_loop, cf.scan, cf.map_fn, cf.foldl])
 _SPECIAL = {builtins.print: operators.print_, builtins.range: operators.range_, builtins.len: operators.len_,
             builtins.enumerate: operators.enumerate_, builtins.zip: operators.zip_}
-_NAMESPACE = types.SimpleNamespace(**{n: getattr(operators, n) for n in operators.__all__}, call=call)
+_NAMESPACE = types.SimpleNamespace(**{n: getattr(operators, n) for n in operators.__all__}, callee=callee)

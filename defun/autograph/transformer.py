@@ -22,12 +22,15 @@ _MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "
              "discard", "popitem", "sort", "reverse"}
 
 
+_LOAD, _STORE = ast.Load(), ast.Store()     # shared, as ast.parse shares them (nothing changes them)
+
+
 def _name(i, store=False):
-    return ast.Name(id=i, ctx=ast.Store() if store else ast.Load())
+    return ast.Name(id=i, ctx=_STORE if store else _LOAD)
 
 
 def _ag(attr):
-    return ast.Attribute(value=_name(AG), attr=attr, ctx=ast.Load())
+    return ast.Attribute(value=_name(AG), attr=attr, ctx=_LOAD)
 
 
 def _call(func, *args):
@@ -77,11 +80,18 @@ def _located(nodes, src):
     todo = list(nodes)
     while todo:
         sub = todo.pop()
-        if "lineno" in sub._attributes:
-            if hasattr(sub, "lineno"):
-                continue
+        if not isinstance(sub, ast.AST):        # an item of a list field that is no node (a name, None)
+            continue
+        fields = sub.__dict__       # a node's fields and locations (a missing location: not there)
+        if "lineno" in fields:
+            continue
+        for v in fields.values():
+            if type(v) is list:
+                todo.extend(v)
+            elif isinstance(v, ast.AST):
+                todo.append(v)
+        if "lineno" in sub._attributes:     # (after the walk of its fields: not walking these too)
             sub.lineno, sub.col_offset, sub.end_lineno, sub.end_col_offset = line, col, line, end
-        todo.extend(ast.iter_child_nodes(sub))
     return nodes
 
 
@@ -211,6 +221,7 @@ class _Ctx:
 
 _FACTS = {}      # id(node) -> (holds a return, a break of its loop, a continue of its loop)
 _WALRUS = []     # non-empty while converting a function that holds a walrus (:=)
+_SCAN = []       # non-empty while converting a function that may hold one: expressions are walked for it
 
 
 def _facts(node):
@@ -235,7 +246,7 @@ def _facts(node):
         loop = isinstance(node, (ast.For, ast.While, ast.AsyncFor))
         for field, value in ast.iter_fields(node):
             for child in value if isinstance(value, list) else [value]:
-                if isinstance(child, ast.AST):
+                if isinstance(child, ast.AST) and (_SCAN or not isinstance(child, ast.expr)):
                     r, b, c = _facts(child)
                     ret |= r
                     if not (loop and field == "body"):
@@ -250,6 +261,13 @@ def _jumps(nodes, kind):
     in a nested loop)."""
     k = 1 if kind is ast.Break else 2
     return any(_facts(n)[k] for n in nodes)
+
+
+def _never_undefined(e):
+    """True if expression `e`'s value cannot be an ag__.Undefined (so `return e` needs no
+    ag__.retval check): arithmetic and comparisons raise on one (values.py), a constant is none."""
+    return isinstance(e, (ast.BinOp, ast.Compare, ast.Constant, ast.JoinedStr)) or \
+        isinstance(e, ast.UnaryOp) and not isinstance(e.op, ast.Not)
 
 
 def always_returns(stmts):
@@ -282,15 +300,19 @@ class Converter:
         return self.count
 
     # ------------------------------------------------------------------ functions
-    def function(self, fdef):
-        """`fdef` (FunctionDef or Lambda) rewritten, a new node."""
+    def function(self, fdef, walrus=True):
+        """`fdef` (FunctionDef or Lambda) rewritten, a new node. `walrus=False`: its source
+        holds no `:=` (then the search for one, a walk of every expression, is left out)."""
         try:
+            if walrus:
+                _SCAN.append(True)
             for s in fdef.body if isinstance(fdef.body, list) else []:
                 _facts(s)           # (also notes a walrus)
             return self._function(fdef)
         finally:
             _FACTS.clear()
             _WALRUS.clear()
+            _SCAN.clear()
 
     def _function(self, fdef):
         if isinstance(fdef, ast.Lambda):
@@ -338,7 +360,9 @@ class Converter:
                 out += _located([_assign(flag, _const(True))], s)
                 return out
             if isinstance(s, ast.Return) and s.value is not None:
-                out += _located([ast.Return(value=_call(_ag("retval"), self.expr(s.value)))], s)
+                value = self.expr(s.value)
+                out += _located([ast.Return(value=value if _never_undefined(s.value) else _call(_ag("retval"), value))],
+                                s)
                 return out
             rest = stmts[i + 1:]
             if ctx.returns and rest and isinstance(s, ast.If) and always_returns(s.body) != always_returns(s.orelse):
@@ -467,8 +491,8 @@ class Converter:
         read as ag__.ld gives it: Undefined when it has no value)."""
         decl = self.declarations(names, ctx)
         values = [_call(_ag("ld"), _lambda(_name(i)), _const(i)) if i in deleted else _name(i) for i in names]
-        get = _def(f"get_state{GEN}{n}", [], [ast.Return(value=ast.Tuple(elts=values, ctx=ast.Load()))])
-        target = ast.Tuple(elts=[_name(i, True) for i in names], ctx=ast.Store())
+        get = _def(f"get_state{GEN}{n}", [], [ast.Return(value=ast.Tuple(elts=values, ctx=_LOAD))])
+        target = ast.Tuple(elts=[_name(i, True) for i in names], ctx=_STORE)
         put = _def(f"set_state{GEN}{n}", ["vals__"],
                    decl + ([ast.Assign(targets=[target], value=_name("vals__"))] if names else []))
         return _located([get, put], s)
@@ -660,7 +684,12 @@ class _Expressions(ast.NodeTransformer):
             return node
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == AG:
             return node
-        return _located([ast.Call(func=_ag("call"), args=[f] + node.args, keywords=node.keywords)], node)[0]
+        callee = _call(_ag("callee"), f)
+        if "lineno" in f.__dict__:      # where f is: one run of the line table with it
+            loc = f.lineno, f.col_offset, f.end_lineno, f.end_col_offset
+            for n in (callee, callee.func, callee.func.value):
+                n.lineno, n.col_offset, n.end_lineno, n.end_col_offset = loc
+        return _located([ast.Call(func=callee, args=node.args, keywords=node.keywords)], node)[0]
 
     def visit_Subscript(self, node):
         """`t[i]` (a single index, read): ag__.getitem, which also takes a tensor index."""
