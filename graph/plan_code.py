@@ -180,7 +180,7 @@ class _Writer:
             returned = [_LIST] + [self._load(r) + _APPEND for r in ret] + [_AS_TUPLE]
         else:
             returned = [self._load(r) for r in ret] + [_instruction(_OP["BUILD_TUPLE"], len(ret))]
-        self.depth = max(self.depth, min(len(ret), _STACK_GUIDE))
+        self.depth = max(self.depth, len(ret) if len(ret) <= _STACK_GUIDE else 2)   # a list and a value
         body += returned
         units.append(sum(len(b) for b in returned) // 2 + 1)
         lines.append(end)

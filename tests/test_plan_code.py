@@ -96,6 +96,19 @@ def test_small_frames_are_written_as_compile_makes_them():
         _assert_compile_makes(written[1], source)
 
 
+
+@pytest.mark.parametrize("n_targets, n_returned", [(1, 31), (23, 50), (3, 30), (29, 45)])
+def test_a_long_return_is_written_with_compiles_stack_size(n_targets, n_returned):
+    """Past 30 values the return builds a list a value at a time (two on the stack), so
+    its stack size is the body's (the written one said 30: safe, but not compile()'s)."""
+    names = [f"v1_{j}" for j in range(n_targets)]
+    body = [f"        {', '.join(names)}{',' if n_targets == 1 else ''} = k1(a0)"]
+    ret = (names * n_returned)[:n_returned]
+    source = ("def plan(a0):\n    try:\n" + body[0] + f"\n        return ({', '.join(ret)})\n"
+              "    except Exception as _e:\n        _fail(_e)\n        raise\n")
+    written = plan_code.assemble(body, 1, ret, "<defun plan f>", None, None)
+    _assert_compile_makes(written[1], source)
+
 def _chain_of_distinct_constants(x):
     for k in range(300):                # 300 constants: global names past 256
         x = df.tanh(x) * (1.0 + k / 1000)
