@@ -17,7 +17,7 @@ from defun.runtime import errors
 from defun.runtime.context import state
 from defun.runtime.nest import flatten, pack_as
 from defun.runtime.ops import math_ops
-from defun.runtime.ops.base_ops import cast, shape as shape_of
+from defun.runtime.ops.base_ops import cast, shape as shape_of, where
 from defun.runtime.ops.debug_ops import print as df_print
 from defun.runtime.ops.index_ops import gather
 from defun.runtime.tensor import Tensor, convert_to_tensor
@@ -262,11 +262,23 @@ def list_append(lst, value):
 
 
 def getitem(x, index):
-    """`x[index]`; a scalar integer tensor index of a tensor `x` gathers its row."""
+    """`x[index]`; a scalar integer tensor index of a tensor `x` gathers its row (a sparse
+    gradient), a negative index counting from the end as in Python."""
     if isinstance(index, SymbolicTensor) and isinstance(x, (Tensor, Variable)) and index.shape == () \
             and index.dtype.is_integer:
-        return gather(x.read_value() if isinstance(x, Variable) else x, index)
+        x = x.read_value() if isinstance(x, Variable) else x
+        return gather(x, index if index in loops.COUNTERS else _wrapped(x, index))
     return x[index]
+
+
+def _wrapped(x, i):
+    """Index `i` of axis 0 of `x`, a negative one counted from the end (three scalar ops; a
+    counter of a range loop counting up from 0 needs none): an index outside [-n, n) stays
+    outside [0, n), which gather refuses when the graph runs."""
+    if not x.shape:
+        return i        # a scalar: gather says so
+    n = x.shape[0] if x.shape[0] is not None else shape_of(x, i.dtype)[0]
+    return where(math_ops.less(i, 0), math_ops.add(i, n), i)
 
 
 def enumerate_(iterable, start=0):

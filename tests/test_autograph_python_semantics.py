@@ -1,0 +1,118 @@
+"""Converted code means what the same Python means (issue 29's gaps): each case compares the
+converted function with the Python run eagerly, then its gradients, df.vmap and the
+exports where the case puts a graph op in the way."""
+import json
+
+import numpy as np
+import pytest
+
+import defun as df
+from defun_helpers import numeric_grads
+
+X5 = np.array([0.5, -1.25, 2.0, 0.75, -0.3])
+
+
+def f64(a):
+    return df.constant(np.asarray(a, np.float64))
+
+
+def body_ops(graph):
+    """Every op name of `graph` and of the functions its nodes call (loop bodies, branches)."""
+    names = []
+    for n in graph.nodes:
+        names.append(n.op.name)
+        for v in n.attrs.values():
+            if hasattr(v, "nodes"):
+                names += body_ops(v)
+    return names
+
+
+def exported_agree(cf, args, want, rtol=1e-12):
+    """JSON export + reload, numpy source and ONNX (onnxruntime) of concrete function `cf`
+    give `want` on numpy `args`."""
+    loaded = df.load_json(json.loads(json.dumps(df.export_json(cf))))
+    np.testing.assert_allclose(np.asarray(loaded(*args)), want, rtol=rtol)
+    ns = {}
+    exec(compile(df.export_numpy_source(cf), "<semantics>", "exec"), ns)
+    np.testing.assert_allclose(ns["forward"](*args)[0], want, rtol=rtol)
+    ort = pytest.importorskip("onnxruntime")
+    sess = ort.InferenceSession(df.export_onnx(cf).SerializeToString(), providers=["CPUExecutionProvider"])
+    out = sess.run(None, {i.name: v for i, v in zip(sess.get_inputs(), args)})[0]
+    np.testing.assert_allclose(out, want, rtol=rtol)
+
+
+# ------------------------------------------------------------------ 1. negative tensor indices
+def ring(x):
+    """x[i - 1] * x[i] around the ring: i = 0 reads x[-1], as Python does."""
+    s = df.zeros([], x.dtype)
+    for i in range(df.shape(x)[0]):
+        s = s + x[i - 1] * x[i] * df.cast(i + 1, x.dtype)
+    return s
+
+
+def ring_numpy(x):
+    return sum(x[i - 1] * x[i] * (i + 1) for i in range(len(x)))
+
+
+def test_a_negative_loop_index_counts_from_the_end_as_in_python():
+    g = df.defun(ring)
+    want = ring_numpy(X5)
+    np.testing.assert_allclose(g(f64(X5)).numpy(), want, rtol=1e-12)
+    np.testing.assert_allclose(ring(f64(X5)).numpy(), want, rtol=1e-12)      # the Python itself
+    ops = body_ops(g.get_concrete_function(f64(X5)).graph)
+    assert ops.count("gather") == 2 and ops.count("where") == 1     # x[i] (a counter) is not wrapped
+    x = f64(X5)
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y = g(x)
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), numeric_grads(ring_numpy, [X5])[0], rtol=1e-6)
+    with df.ForwardAccumulator(x, f64(np.ones(5))) as acc:
+        y = g(x)
+    np.testing.assert_allclose(acc.jvp(y).numpy(), numeric_grads(ring_numpy, [X5])[0].sum(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_a_negative_index_in_every_export_and_backend(backend):
+    if backend == "numba":
+        pytest.importorskip("numba")
+    x32 = X5.astype(np.float32)
+    g = df.defun(ring, backend=backend)
+    np.testing.assert_allclose(g(df.constant(x32)).numpy(), ring_numpy(x32), rtol=1e-5)
+    if backend == "numpy":
+        exported_agree(g.get_concrete_function(df.constant(x32)), [x32], ring_numpy(x32), rtol=1e-5)
+
+
+def pick(x, j):
+    return x[j] * 2.0
+
+
+def test_a_symbolic_index_argument_wraps_in_range_and_is_refused_outside_it():
+    g = df.defun(pick)
+    x = f64(X5)
+    for j in range(-5, 5):
+        np.testing.assert_allclose(g(x, df.constant(j)).numpy(), X5[j] * 2.0)
+        np.testing.assert_allclose(pick(x, df.constant(j)).numpy(), X5[j] * 2.0)     # eager agrees
+    for j in (-6, 5):
+        with pytest.raises(df.errors.InvalidArgumentError, match=r"index -?\d+ is out of range \[0, 5\)"):
+            g(x, df.constant(j))
+    js = np.array([-1, 0, -5, 4], np.int32)
+    np.testing.assert_allclose(df.vmap(g, in_axes=(None, 0))(x, df.constant(js)).numpy(), X5[js] * 2.0)
+    with df.GradientTape() as tape:
+        tape.watch(x)
+        y = g(x, df.constant(-2))
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), [0, 0, 0, 2.0, 0])
+
+
+def test_negative_multi_indices_agree_with_numpy():
+    m = np.arange(12.0).reshape(3, 4)
+
+    @df.defun
+    def rows_and_cells(m):
+        s, c = df.zeros([2], m.dtype), df.zeros([], m.dtype)
+        for i in range(df.shape(m)[0]):
+            s = s + m[i - 1, 1:3]
+            c = c + m[i - 1, i - 2]
+        return s, c
+    s, c = rows_and_cells(f64(m))
+    np.testing.assert_allclose(s.numpy(), sum(m[i - 1, 1:3] for i in range(3)))
+    np.testing.assert_allclose(c.numpy(), sum(m[i - 1, i - 2] for i in range(3)))
