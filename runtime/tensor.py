@@ -416,7 +416,12 @@ def convert_to_tensor(value, dtype=None, name=None):
         # packed with df.stack (differentiable), as operand lists are
         t = convert.pack_list(value, want.np if want is not None else None, _is_tensor, _constant_of)
     else:
-        arr = to_array(value, want.np if want is not None else None)
+        try:
+            arr = to_array(value, want.np if want is not None else None)
+        except TypeError:
+            if hasattr(value, "_weak_tensor"):      # Python numbers an autograph `if` joined: weakly typed
+                return value._weak_tensor(want.np if want is not None else None)
+            raise
         g = state.graph
         t = g.constant(arr, name) if g is not None else EagerTensor(arr)
     if want is not None and t.dtype is not want:

@@ -116,3 +116,87 @@ def test_negative_multi_indices_agree_with_numpy():
     s, c = rows_and_cells(f64(m))
     np.testing.assert_allclose(s.numpy(), sum(m[i - 1, 1:3] for i in range(3)))
     np.testing.assert_allclose(c.numpy(), sum(m[i - 1, i - 2] for i in range(3)))
+
+
+# ------------------------------------------------------------------ 2. Python numbers joined by a tensor if
+def numbers(x, y):
+    """`a` is a Python number on each path: it takes y's dtype, as the Python number does."""
+    if df.reduce_sum(x) > 0:
+        a = 2.0
+    else:
+        a = 3.0
+    b = a + 1.0           # Python arithmetic with a Python number: still a Python number's kind
+    return a * y, y * b - a, df.exp(a), b
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_python_numbers_joined_by_a_tensor_if_take_the_dtype_they_meet(dtype, sign):
+    g = df.defun(numbers)
+    x, y = f64(sign * X5), df.constant(np.array([0.5, -2.0], dtype))
+    got, want = g(x, y), numbers(x, y)
+    assert [t.dtype for t in got] == [y.dtype, y.dtype, df.float32, df.float32]
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a.numpy(), np.asarray(b), rtol=1e-3 if dtype is np.float16 else 1e-6)
+    with df.GradientTape() as tape:
+        tape.watch(y)
+        out = g(x, y)
+        loss = df.reduce_sum(out[0]) + df.reduce_sum(out[1])
+    a = 2.0 if sign > 0 else 3.0
+    np.testing.assert_allclose(tape.gradient(loss, y).numpy(), [2 * a + 1] * 2, rtol=1e-3)
+
+
+def weighted(x, y):
+    if x[0] > 0.0:
+        a = 2.0
+    else:
+        a = -0.5
+    s = a           # enters a loop as a Python number would, and becomes y's dtype there
+    for r in x:
+        s = s * y[0] + r
+    return a * y + s
+
+
+def test_joined_numbers_in_a_loop_vmap_and_every_export():
+    g = df.defun(weighted)
+    xs = np.array([[1.0, 2.0, -1.0], [-1.0, 0.5, 3.0]])
+    y = np.array([0.5, 1.5])
+    for row in xs:
+        np.testing.assert_allclose(g(f64(row), f64(y)).numpy(), weighted(f64(row), f64(y)).numpy(), rtol=1e-12)
+    got = df.vmap(g, in_axes=(0, None))(f64(xs), f64(y)).numpy()
+    np.testing.assert_allclose(got, [weighted(f64(r), f64(y)).numpy() for r in xs], rtol=1e-12)
+    cf = g.get_concrete_function(f64(xs[0]), f64(y))
+    for row in xs:
+        exported_agree(cf, [row, y], weighted(f64(row), f64(y)).numpy())
+    pytest.importorskip("numba")
+    h = df.defun(weighted, backend="numba")
+    np.testing.assert_allclose(h(f64(xs[1]), f64(y)).numpy(), weighted(f64(xs[1]), f64(y)).numpy(), rtol=1e-12)
+
+
+def test_joined_floats_meeting_an_integer_tensor_is_an_error_naming_the_variable():
+    def f(x, k):
+        if df.reduce_sum(x) > 0:
+            a = 2.5
+        else:
+            a = 3.0
+        return a * k
+    with pytest.raises(df.errors.InvalidArgumentError, match=r"'a' holds the Python floats the tensor if at .*"
+                       r"test_autograph_python_semantics.py:\d+ .* an int64 tensor; use df.cast"):
+        df.defun(f)(f64(X5), df.constant([1, 2], df.int64))
+    with pytest.raises(df.errors.InvalidArgumentError, match="cannot use Python float"):
+        f(f64(X5), df.constant([1, 2], df.int64))       # as eagerly
+
+
+def test_joined_numbers_compare_by_value_as_python_numbers_do():
+    def f(x):
+        if df.reduce_sum(x) > 0:
+            a = 2.0
+        else:
+            a = 3.0
+        if a == 2.0:        # a Python number's ==, not a tensor's identity
+            return x * 10.0
+        return x
+    g = df.defun(f)
+    for v in (1.0, -1.0):
+        np.testing.assert_allclose(g(f64([v])).numpy(), f(f64([v])).numpy())
+

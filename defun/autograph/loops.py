@@ -18,8 +18,8 @@ from defun.runtime.tensor import Tensor, convert_to_tensor
 from defun.runtime.variables import Variable
 from defun.graph.ir import Graph, unique_name
 from defun import control_flow as cf
-from defun.autograph.values import (RETVAL, CollectFallback, Undefined, TensorList, ProbeList, SlotList, condition,
-                                    dynamic, dtype_of, describe, site, where_text)
+from defun.autograph.values import (RETVAL, CollectFallback, Undefined, TensorList, ProbeList, SlotList, WeakValue,
+                                    condition, dynamic, dtype_of, describe, site, where_text)
 
 
 COUNTERS = weakref.WeakSet()     # loop counters known to be >= 0 (of range(n), range(0, n, 2), ...)
@@ -194,7 +194,7 @@ class _Carry:
     def weak(self):
         """{(variable, leaf): value} for the Python numbers entering as loop variables."""
         return {(j, i): x for j, (kind, v) in enumerate(zip(self.kinds, self.entry)) if isinstance(kind, list)
-                for i, (x, f) in enumerate(zip(flatten(v), kind)) if f and isinstance(x, (bool, int, float))}
+                for i, (x, f) in enumerate(zip(flatten(v), kind)) if f and isinstance(x, (bool, int, float, WeakValue))}
 
     def learn_types(self, weak, after):
         """Give each Python number entering the loop the dtype the body makes of it."""

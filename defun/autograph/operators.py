@@ -26,7 +26,7 @@ from defun.graph.nodes import SymbolicTensor
 from defun import control_flow as cf
 from defun.autograph import loops
 from defun.autograph.values import (RETVAL, Undefined, TensorList, ProbeList, SlotList, condition, merge_branches,
-                                    where_text)
+                                    weak_outputs, where_text, WeakValue)
 
 __all__ = ["if_stmt", "while_stmt", "for_stmt", "if_exp", "and_", "or_", "not_", "eq", "ne",
            "assert_stmt", "print_", "list_append", "check_mutation", "ld", "range_", "len_", "getitem", "enumerate_",
@@ -71,6 +71,8 @@ def ne(a, b, line):
 
 
 def _no_identity(a, b, op, fix, line):
+    if isinstance(a, WeakValue) or isinstance(b, WeakValue):
+        return      # numbers joined by a tensor if: `==` compares their values, as Python's do
     if isinstance(a, (Tensor, Variable)) or isinstance(b, (Tensor, Variable)):
         raise errors.TracingError(
             f"`{op}` on a tensor in the condition at {where_text(line)}: on tensors `{op}` "
@@ -148,6 +150,7 @@ def if_stmt(c, body, orelse, get_state, set_state, names, info):
         return branch
     graphs, (a, b) = cf.trace_branches(state.graph, run(body), run(orelse))
     then_leaves, else_leaves, rebuild = merge_branches(a, b, entry, names, info, file)
+    weak_outputs(graphs, then_leaves, else_leaves)
     out = cf.join_branches(c, graphs, then_leaves, else_leaves)    # also with no outputs: effects
     after = rebuild(out)
     changed = info[3] if len(info) > 3 else ()
