@@ -29,6 +29,7 @@ from defun.runtime.variables import Variable, watch_read_handles
 from defun.graph.vectorize import BatchContext
 from defun.graph.ir import Graph, unique_name
 from defun.graph.nodes import SymbolicTensor
+from defun.autograph import conversion as _autograph
 
 __all__ = ["vmap", "vectorized_map", "VectorizationFallbackWarning"]
 
@@ -266,7 +267,7 @@ def _trace_example(fn, args, values, flags, name):
                 example.append(graph.placeholder(shape, v.dtype, getattr(v, "handle_data", None)))
             else:
                 example.append(v)
-        result = fn(*pack_as(args, example))
+        result = _autograph.for_tracing(fn)(*pack_as(args, example))     # converted, as df.defun's function
         out_leaves = flatten(result)
         outs = [_own_output(graph, leaf, name, k) for k, leaf in enumerate(out_leaves)]
     graph.finalize(outs)

@@ -200,3 +200,76 @@ def test_joined_numbers_compare_by_value_as_python_numbers_do():
     for v in (1.0, -1.0):
         np.testing.assert_allclose(g(f64([v])).numpy(), f(f64([v])).numpy())
 
+
+# ------------------------------------------------------------------ 4. functions given to df.vmap and friends
+def signed(x):
+    """A tensor `if` in a function df.vmap traces (or a function taking functions is given)."""
+    if df.reduce_sum(x) > 0:
+        return x * x
+    return -x
+
+
+Z = np.array([[1.0, 2.0], [-3.0, -4.0], [0.5, -0.25]])
+
+
+def per_example(fn, z):
+    return np.stack([np.asarray(fn(f64(r))) for r in z])
+
+
+def test_vmap_converts_its_function_and_selects_per_example():
+    want = per_example(signed, Z)
+    np.testing.assert_allclose(df.vmap(signed)(f64(Z)).numpy(), want)
+    np.testing.assert_allclose(df.vectorized_map(signed, f64(Z)).numpy(), want)
+    g = df.defun(lambda z: df.vmap(signed)(z))
+    np.testing.assert_allclose(g(f64(Z)).numpy(), want)
+    z = f64(Z)
+    with df.GradientTape() as tape:
+        tape.watch(z)
+        y = df.reduce_sum(df.vmap(signed)(z))
+    np.testing.assert_allclose(tape.gradient(y, z).numpy(), np.where(Z.sum(1, keepdims=True) > 0, 2 * Z, -1.0))
+    exported_agree(g.get_concrete_function(f64(Z)), [Z], want)
+    pytest.importorskip("numba")
+    np.testing.assert_allclose(df.defun(lambda z: df.vmap(signed)(z), backend="numba")(f64(Z)).numpy(), want)
+
+
+def total(x):
+    return df.reduce_sum(signed(x))
+
+
+@df.custom_gradient
+def doubled_gradient(x):
+    if df.reduce_sum(x) > 0:
+        y = x
+    else:
+        y = -x
+
+    def grad(dy):
+        return dy * 2.0
+    return y, grad
+
+
+def keep_going(i, a):
+    return i < 2
+
+
+def step(i, a):
+    return i + 1, signed(a) * 0.5
+
+
+def accumulate(acc, row):
+    return acc + signed(row)
+
+
+def functions_taking_functions(z):
+    """Each of defun's functions that take the user's functions, given module-level ones."""
+    return [df.gradients_function(total)(z)[0], df.value_and_gradients_function(total)(z)[0],
+            doubled_gradient(z), df.while_loop(keep_going, step, [0, z])[1], df.map_fn(signed, z),
+            df.scan(accumulate, z, df.zeros_like(z[0])), df.foldl(accumulate, z, df.zeros_like(z[0])),
+            df.cond(df.reduce_sum(z) > 0, lambda: signed(z), lambda: total(z) * z)]
+
+
+def test_functions_given_to_functions_taking_functions_convert_in_a_defun():
+    g = df.defun(functions_taking_functions)
+    for z in (Z, -Z):
+        for got, want in zip(g(f64(z)), functions_taking_functions(f64(z))):
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)

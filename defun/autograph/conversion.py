@@ -20,7 +20,7 @@ import threading
 import types
 import weakref
 
-from defun.runtime import errors, sites
+from defun.runtime import backprop, custom_gradient, errors, sites
 from defun import control_flow as cf
 from defun.autograph import operators
 from defun.autograph.transformer import AG, GEN, Converter, _located
@@ -272,12 +272,14 @@ def call(f, *args, **kwargs):
         if entry.__class__ is _Converted:
             return (_MADE.get(f) or converted(f))(*args, **kwargs)
         if entry.quiet:
+            if code is _CUSTOM_GRADIENT_CODE:       # @df.custom_gradient on the user's function
+                return _custom_gradient_of(f)(*args, **kwargs)
             inner = _unwrapped(f) if hasattr(f, "__wrapped__") else None
             if inner is not None:
                 return inner(*args, **kwargs)
             if f in _TAKES_FUNCTIONS:     # df.cond(p, true_fn, false_fn), df.map_fn(fn, xs): the user's fns convert
-                args = [converted(a) if type(a) is types.FunctionType else a for a in args]
-                kwargs = {k: converted(a) if type(a) is types.FunctionType else a for k, a in kwargs.items()}
+                args = [_converted_arg(a) for a in args]
+                kwargs = {k: _converted_arg(a) for k, a in kwargs.items()}
             return f(*args, **kwargs)
         return _annotated(f, entry.why, args, kwargs)
     if t is types.MethodType and type(f.__func__) is types.FunctionType:
@@ -299,6 +301,36 @@ def call(f, *args, **kwargs):
         if g is not method:
             return g(f, *args, **kwargs)
     return f(*args, **kwargs)
+
+
+def _converted_arg(a):
+    """An argument of a function taking functions: the user's function (or method) converted."""
+    t = type(a)
+    if t is types.FunctionType:
+        return converted(a)
+    if t is types.MethodType and type(a.__func__) is types.FunctionType:
+        g = converted(a.__func__)
+        return a if g is a.__func__ else types.MethodType(g, a.__self__)
+    return a
+
+
+def _custom_gradient_of(f):
+    """The custom_gradient wrapper `f` made, around the user's function converted."""
+    made = _REWRAPPED.get(f)
+    if made is None:
+        inner = getattr(f, "__wrapped__", None)
+        g = converted(inner) if type(inner) is types.FunctionType else inner
+        made = _REWRAPPED[f] = f if g is inner else custom_gradient.custom_gradient(g)
+    return made
+
+
+def for_tracing(fn):
+    """`fn` as a transformation that traces it calls it (df.vmap): converted as df.defun
+    converts its function (the user's own functions and methods; anything else as it is)."""
+    if type(fn) is types.FunctionType and not fn.__code__.co_flags & (
+            inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR):
+        return entry_point(fn)
+    return _converted_arg(fn)
 
 
 def _annotated(f, why, args, kwargs):
@@ -353,7 +385,13 @@ def entry_point(f):
 
 
 _LRU_CACHE = type(functools.lru_cache(None)(len))
-_TAKES_FUNCTIONS = frozenset([cf.cond, cf.while_loop, cf.scan, cf.map_fn, cf.foldl])
+_CUSTOM_GRADIENT_CODE = custom_gradient.custom_gradient(len).__code__
+_REWRAPPED = weakref.WeakKeyDictionary()     # a custom_gradient wrapper -> the one around its converted function
+# defun's functions taking the user's functions, which convert when converted code passes them
+# (df.vmap and df.defun convert the function they trace themselves, called from anywhere)
+_TAKES_FUNCTIONS = frozenset([cf.cond, cf.while_loop, cf.scan, cf.map_fn, cf.foldl, backprop.gradients_function,
+                              backprop.value_and_gradients_function, backprop.implicit_gradients,
+                              backprop.implicit_value_and_gradients, custom_gradient.custom_gradient])
 _SPECIAL = {builtins.print: operators.print_, builtins.range: operators.range_, builtins.len: operators.len_,
             builtins.enumerate: operators.enumerate_, builtins.zip: operators.zip_}
 _NAMESPACE = types.SimpleNamespace(**{n: getattr(operators, n) for n in operators.__all__}, call=call)
