@@ -201,6 +201,21 @@ def test_joined_numbers_compare_by_value_as_python_numbers_do():
         np.testing.assert_allclose(g(f64([v])).numpy(), f(f64([v])).numpy())
 
 
+
+def test_joined_numbers_used_inside_a_later_branch_of_their_dtype():
+    def f(x, y):
+        if x[0] > 0:
+            a = 2.0
+        else:
+            a = 0.5
+        if x[1] > 0:
+            return y * a        # a float64 y: the joined value itself, captured into the branch
+        return y
+    g = df.defun(f)
+    for x in ([1.0, 1.0], [-1.0, 1.0], [1.0, -1.0]):
+        np.testing.assert_allclose(g(f64(x), f64([3.0])).numpy(), f(f64(x), f64([3.0])).numpy())
+
+
 # ------------------------------------------------------------------ 4. functions given to df.vmap and friends
 def signed(x):
     """A tensor `if` in a function df.vmap traces (or a function taking functions is given)."""
@@ -273,3 +288,4 @@ def test_functions_given_to_functions_taking_functions_convert_in_a_defun():
     for z in (Z, -Z):
         for got, want in zip(g(f64(z)), functions_taking_functions(f64(z))):
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
+
