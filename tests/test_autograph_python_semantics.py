@@ -289,3 +289,84 @@ def test_functions_given_to_functions_taking_functions_convert_in_a_defun():
         for got, want in zip(g(f64(z)), functions_taking_functions(f64(z))):
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
 
+
+
+# ------------------------------------------------------------------ 3. the user's classes made in converted code
+class Signed:
+    """__init__ and __call__ with tensor ifs, attributes set in the branches."""
+
+    def __init__(self, x):
+        if df.reduce_sum(x) > 0:
+            self.s = x
+            self.scale = 2.0
+        else:
+            self.s = -x
+            self.scale = 0.5
+
+    def __call__(self, y):
+        if df.reduce_sum(y) > 0:
+            return self.s * y * self.scale
+        return self.s - y
+
+
+class Shifted(Signed):
+    def __init__(self, x, shift):
+        super().__init__(x)
+        if shift > 0.0:
+            self.s = self.s + shift
+
+
+def made_in_converted_code(x, y):
+    return Signed(x)(y) + Shifted(x, df.reduce_max(y)).s
+
+
+def test_a_class_made_in_converted_code_has_its_init_and_call_converted():
+    g = df.defun(made_in_converted_code)
+    cases = [(X5[:3], np.array([1.0, 0.5, -0.25])), (-X5[:3], np.array([-1.0, 0.5, -0.25]))]
+    for x, y in cases:
+        np.testing.assert_allclose(g(f64(x), f64(y)).numpy(), made_in_converted_code(f64(x), f64(y)).numpy(),
+                                   rtol=1e-12)
+        xt, yt = f64(x), f64(y)
+        with df.GradientTape() as tape:
+            tape.watch([xt, yt])
+            out = df.reduce_sum(g(xt, yt))
+        got = [t.numpy() for t in tape.gradient(out, [xt, yt])]
+        want = numeric_grads(lambda a, b: made_in_converted_code(f64(a), f64(b)).numpy().sum(), [x, y])
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-8)
+    xs, ys = np.stack([c[0] for c in cases]), np.stack([c[1] for c in cases])
+    want = np.stack([made_in_converted_code(f64(x), f64(y)).numpy() for x, y in cases])
+    np.testing.assert_allclose(df.vmap(g)(f64(xs), f64(ys)).numpy(), want, rtol=1e-12)
+    cf = g.get_concrete_function(f64(cases[0][0]), f64(cases[0][1]))
+    for (x, y), w in zip(cases, want):
+        exported_agree(cf, [x, y], w)
+
+
+def test_an_attribute_set_on_one_path_only_is_an_error_where_it_is_used():
+    class Half:
+        def __init__(self, x):
+            if df.reduce_sum(x) > 0:
+                self.s = x
+
+    @df.defun
+    def f(x):
+        return Half(x).s * 2.0
+    with pytest.raises(df.errors.TracingError, match=r"'self.s' is assigned only when the tensor condition"):
+        f(f64(X5))
+
+
+def test_classes_of_installed_packages_and_generated_inits_are_made_as_they_are():
+    import collections      # (a class of the standard library, made in converted code)
+    import dataclasses      # (a generated __init__: no source to convert)
+
+    @dataclasses.dataclass
+    class Pair:
+        a: object
+        b: object
+
+    @df.defun
+    def f(x):
+        d = collections.OrderedDict(x=x)
+        p = Pair(d["x"], 2.0)
+        return p.a * p.b
+    np.testing.assert_allclose(f(f64(X5)).numpy(), X5 * 2.0)

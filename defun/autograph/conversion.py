@@ -295,6 +295,13 @@ def call(f, *args, **kwargs):
         special = None
     if special is not None:
         return special(*args, **kwargs)
+    if isinstance(f, type) and t.__call__ is type.__call__:     # a class (no metaclass __call__): its __init__
+        init = f.__init__
+        if type(init) is types.FunctionType:
+            g = converted(init)
+            if g is not init:
+                return _instance(f, g, args, kwargs)
+        return f(*args, **kwargs)
     method = getattr(t, "__call__", None)
     if type(method) is types.FunctionType:      # an object of the user's class with __call__
         g = converted(method)
@@ -331,6 +338,15 @@ def for_tracing(fn):
             inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR):
         return entry_point(fn)
     return _converted_arg(fn)
+
+
+def _instance(cls, init, args, kwargs):
+    """`cls(*args, **kwargs)` as Python makes it (type.__call__), its __init__ the converted `init`."""
+    new = cls.__new__
+    obj = object.__new__(cls) if new is object.__new__ else new(cls, *args, **kwargs)
+    if isinstance(obj, cls):
+        init(obj, *args, **kwargs)
+    return obj
 
 
 def _annotated(f, why, args, kwargs):

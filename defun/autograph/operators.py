@@ -29,8 +29,8 @@ from defun.autograph.values import (RETVAL, Undefined, TensorList, ProbeList, Sl
                                     weak_outputs, where_text, WeakValue)
 
 __all__ = ["if_stmt", "while_stmt", "for_stmt", "if_exp", "and_", "or_", "not_", "eq", "ne",
-           "assert_stmt", "print_", "list_append", "check_mutation", "ld", "range_", "len_", "getitem", "enumerate_",
-           "zip_", "Undefined", "retval"]
+           "assert_stmt", "print_", "list_append", "check_mutation", "ld", "ld_attr", "range_", "len_", "getitem",
+           "enumerate_", "zip_", "Undefined", "retval"]
 
 _local = threading.local()
 
@@ -40,6 +40,14 @@ def ld(read, name):
     try:
         return read()
     except NameError:
+        return Undefined(name)
+
+
+def ld_attr(read, name):
+    """The attribute `read()` reads ('obj.attr'), or Undefined(name) when obj has none yet."""
+    try:
+        return read()
+    except AttributeError:
         return Undefined(name)
 
 
