@@ -370,3 +370,29 @@ def test_classes_of_installed_packages_and_generated_inits_are_made_as_they_are(
         p = Pair(d["x"], 2.0)
         return p.a * p.b
     np.testing.assert_allclose(f(f64(X5)).numpy(), X5 * 2.0)
+
+
+# ------------------------------------------------------------------ 5. lambdas sharing a line
+def branch_lambdas(z):
+    return df.cond(z[0, 0] > 0, lambda: signed(z), lambda: z * 3.0)
+
+
+def test_lambdas_sharing_a_line_convert_by_their_columns():
+    g = df.defun(lambda z: df.cond(z[0, 0] > 0, lambda: signed(z), lambda: signed(-z)))
+    loop = df.defun(lambda z: df.while_loop(lambda i, a: i < 2, lambda i, a: (i + 1, signed(a)), [0, z])[1])
+    for z in (Z, -Z):
+        want = signed(f64(z)).numpy() if z[0, 0] > 0 else signed(f64(-z)).numpy()
+        np.testing.assert_allclose(g(f64(z)).numpy(), want)
+        np.testing.assert_allclose(loop(f64(z)).numpy(), signed(signed(f64(z))).numpy())
+        np.testing.assert_allclose(df.defun(branch_lambdas)(f64(z)).numpy(), branch_lambdas(f64(z)).numpy())
+    pair = [lambda x: x * 2.0 if df.reduce_sum(x) > 0 else -x, lambda x: -x if df.reduce_sum(x) > 0 else x * 3.0]
+    for x in (X5, -X5):
+        np.testing.assert_allclose(df.defun(pair[0])(f64(x)).numpy(), pair[0](f64(x)).numpy())
+        np.testing.assert_allclose(df.defun(pair[1])(f64(x)).numpy(), pair[1](f64(x)).numpy())
+    z = f64(Z)
+    with df.GradientTape() as tape:
+        tape.watch(z)
+        y = df.reduce_sum(g(z))
+    np.testing.assert_allclose(tape.gradient(y, z).numpy(), 2 * Z if Z.sum() > 0 else -np.ones_like(Z))
+    exported_agree(g.get_concrete_function(z), [Z], g(z).numpy())
+

@@ -1,8 +1,10 @@
 """Which functions are converted, converting them once (cached per code object), and
 `call`, through which converted code makes every call.
 
-Converted: the user's own Python functions (plain, nested, closures, methods, lambdas
-alone on their line), not those of installed packages, the standard library or defun.
+Converted: the user's own Python functions (plain, nested, closures, methods, lambdas:
+one sharing its line with others is found by its columns, on Python >= 3.11), the __init__
+of the user's classes made in converted code, not those of installed packages, the
+standard library or defun.
 The converted function is compiled under the original file name with the original line
 numbers, and shares the original's globals and closure cells (only `ag__` is added).
 """
@@ -198,8 +200,11 @@ def _parse(lines, code):
     found = _index(code.co_filename, lines).get(code.co_firstlineno, [])
     if code.co_name == "<lambda>":
         found = [n for n in found if isinstance(n, ast.Lambda)]
+        if len(found) > 1:
+            found = _by_columns(found, code)
         if len(found) != 1:
-            raise _NoSource("it is a lambda whose line does not hold it alone (several lambdas on it)")
+            raise _NoSource("it is a lambda whose line does not hold it alone (several lambdas on it), and "
+                            "its columns could not tell which it is (they need Python 3.11 or later)")
         return copy.deepcopy(found[0])
     found = [n for n in found if not isinstance(n, ast.Lambda) and n.name == code.co_name]
     if len(found) != 1:
@@ -215,6 +220,19 @@ def _parse(lines, code):
             if getattr(n, "end_col_offset", None) is not None:
                 n.end_col_offset += indent
     return tree.body[0]
+
+
+def _by_columns(lambdas, code):
+    """[the one of `lambdas` (on one line) that is `code`]: the innermost whose body holds the
+    line and column of every instruction of `code` (Python >= 3.11's co_positions); all of
+    `lambdas` when that cannot tell. ((0, 0) columns are not the body's: its start and end.)"""
+    positions = getattr(code, "co_positions", None)
+    spans = [((a, c), (b, d)) for a, b, c, d in positions() if None not in (a, b, c, d) and (c, d) != (0, 0)] \
+        if positions is not None else []
+    holding = [n for n in lambdas if spans and all(
+        (n.body.lineno, n.body.col_offset) <= lo and hi <= (n.body.end_lineno, n.body.end_col_offset)
+        for lo, hi in spans)]
+    return [max(holding, key=lambda n: (n.lineno, n.col_offset))] if holding else lambdas
 
 
 def _named(code, owner):
