@@ -396,3 +396,34 @@ def test_lambdas_sharing_a_line_convert_by_their_columns():
     np.testing.assert_allclose(tape.gradient(y, z).numpy(), 2 * Z if Z.sum() > 0 else -np.ones_like(Z))
     exported_agree(g.get_concrete_function(z), [Z], g(z).numpy())
 
+
+# ------------------------------------------------------------------ 6. per-example slices of different sizes
+def tail_sum(x, k):
+    return df.reduce_sum(x[k:])
+
+
+def test_per_example_slices_of_different_sizes_are_a_clear_error_naming_the_line():
+    xs = f64(np.arange(8.0).reshape(2, 4))
+    same, ragged = df.constant(np.array([1, 1], np.int32)), df.constant(np.array([1, 2], np.int32))
+    g = df.defun(df.vmap(tail_sum))
+    np.testing.assert_allclose(g(xs, same).numpy(), [6.0, 18.0])
+    line = tail_sum.__code__.co_firstlineno + 1
+    msg = (rf"vmap: the slice at .*test_autograph_python_semantics.py:{line} \(return df.reduce_sum\(x\[k:\]\)\) "
+           r"takes a different number of elements along axis 0 in different examples \(only 1 of the 2 .*ragged")
+    cf = g.get_concrete_function(xs, same)
+    loaded = df.load_json(json.loads(json.dumps(df.export_json(cf))))
+    ns = {}
+    exec(compile(df.export_numpy_source(cf), "<ragged>", "exec"), ns)
+    runs = [df.vmap(tail_sum), g, lambda a, b: loaded(a.numpy(), b.numpy())]
+    if pytest.importorskip("numba"):
+        runs.append(df.defun(df.vmap(tail_sum), backend="numba"))
+    for run in runs:
+        np.testing.assert_allclose(np.asarray(run(xs, same)), [6.0, 18.0])
+        with pytest.raises(df.errors.InvalidArgumentError, match=msg):
+            run(xs, ragged)
+    with pytest.raises(Exception, match=msg):
+        ns["forward"](xs.numpy(), ragged.numpy())
+    ort = pytest.importorskip("onnxruntime")     # ONNX keeps the values (it cannot raise)
+    sess = ort.InferenceSession(df.export_onnx(cf).SerializeToString(), providers=["CPUExecutionProvider"])
+    out = sess.run(None, {i.name: v for i, v in zip(sess.get_inputs(), (xs.numpy(), same.numpy()))})[0]
+    np.testing.assert_allclose(out, [6.0, 18.0])
