@@ -293,6 +293,8 @@ def _batched_outputs(res, res_flags, outs, o_axes, ctx, name):
 def _own_output(graph, leaf, name, k):
     if isinstance(leaf, Variable):
         leaf = leaf.read_value()
+    if hasattr(leaf, "_weak_tensor"):       # numbers an autograph `if` joined: as a returned number
+        leaf = leaf._weak_tensor()
     if isinstance(leaf, SymbolicTensor) and leaf.node.graph is graph:
         return leaf
     if isinstance(leaf, Tensor):

@@ -216,6 +216,29 @@ def test_joined_numbers_used_inside_a_later_branch_of_their_dtype():
         np.testing.assert_allclose(g(f64(x), f64([3.0])).numpy(), f(f64(x), f64([3.0])).numpy())
 
 
+
+def joined(x):
+    if df.reduce_sum(x) > 0:
+        a = 2.0
+    else:
+        a = 3.0
+    return a
+
+
+def test_joined_numbers_returned_to_functions_taking_functions():
+    z = f64(Z)
+    want = [joined(f64(r)) for r in Z]                  # Python floats
+    carried = df.defun(lambda z: df.scan(lambda acc, r: joined(r), z, df.zeros([], df.float64)))
+    for got, dtype in [(df.vmap(joined)(z), df.float32), (df.defun(lambda z: df.map_fn(joined, z))(z), df.float32),
+                       (carried(z), df.float64)]:
+        assert got.dtype == dtype
+        np.testing.assert_allclose(got.numpy(), want)
+    picked = df.defun(lambda x: df.cond(x[0] > 0, lambda: joined(x), lambda: x[1]))     # the other branch's dtype
+    for row in Z:
+        np.testing.assert_allclose(picked(f64(row)).numpy(), joined(f64(row)) if row[0] > 0 else row[1])
+        assert picked(f64(row)).dtype == df.float64
+
+
 # ------------------------------------------------------------------ 4. functions given to df.vmap and friends
 def signed(x):
     """A tensor `if` in a function df.vmap traces (or a function taking functions is given)."""

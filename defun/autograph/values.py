@@ -280,6 +280,8 @@ def describe(v):
         return f"{'an' if v.dtype.name[0] in 'aeiou' else 'a'} {v.dtype.name}{list(v.shape)} tensor"
     if isinstance(v, TensorList):
         return "a list appended to in a tensor loop"
+    if isinstance(v, WeakValue):
+        return f"the Python {_KIND_NAME[weak_kind(v)]}s the tensor if at {v.where} joins"
     return f"a Python {type(v).__name__} ({v!r:.40})"
 
 
