@@ -290,11 +290,12 @@ def call(f, *args, **kwargs):
         if entry.__class__ is _Converted:
             return (_MADE.get(f) or converted(f))(*args, **kwargs)
         if entry.quiet:
-            if code is _CUSTOM_GRADIENT_CODE:       # @df.custom_gradient on the user's function
-                return _custom_gradient_of(f)(*args, **kwargs)
-            inner = _unwrapped(f) if hasattr(f, "__wrapped__") else None
-            if inner is not None:
-                return inner(*args, **kwargs)
+            if hasattr(f, "__wrapped__"):
+                if code is _CUSTOM_GRADIENT_CODE:       # @df.custom_gradient on the user's function
+                    return _custom_gradient_of(f)(*args, **kwargs)
+                inner = _unwrapped(f)
+                if inner is not None:
+                    return inner(*args, **kwargs)
             if f in _TAKES_FUNCTIONS:     # df.cond(p, true_fn, false_fn), df.map_fn(fn, xs): the user's fns convert
                 args = [_converted_arg(a) for a in args]
                 kwargs = {k: _converted_arg(a) for k, a in kwargs.items()}
