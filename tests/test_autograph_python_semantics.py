@@ -239,6 +239,26 @@ def test_joined_numbers_returned_to_functions_taking_functions():
         assert picked(f64(row)).dtype == df.float64
 
 
+
+def shown(x):
+    if df.reduce_sum(x) > 0:
+        a = 2.5
+    else:
+        a = 3.0
+    print("a is", a, [a])
+    df.print("df", a)
+    return x
+
+
+def test_joined_numbers_print_on_every_call_as_python_prints_them(capsys):
+    g = df.defun(shown)
+    for v in (1.0, -1.0, 1.0):
+        g(f64([v]))
+        traced = capsys.readouterr().out
+        shown(f64([v]))
+        assert traced == capsys.readouterr().out == ("a is 2.5 [2.5]\ndf 2.5\n" if v > 0 else "a is 3.0 [3.0]\ndf 3.0\n")
+
+
 # ------------------------------------------------------------------ 4. functions given to df.vmap and friends
 def signed(x):
     """A tensor `if` in a function df.vmap traces (or a function taking functions is given)."""

@@ -325,7 +325,7 @@ def len_(x):
 
 def print_(*args, sep=" ", end="\n", file=None, flush=False):
     """`print(...)`: df.print when an argument holds a symbolic tensor, else Python's print."""
-    if any(isinstance(v, (SymbolicTensor, TensorList)) for v in flatten(list(args))):
+    if any(isinstance(v, (SymbolicTensor, TensorList, WeakValue)) for v in flatten(list(args))):
         args = [v.buffer if isinstance(v, TensorList) else _shown(v) if isinstance(v, (list, tuple, dict)) else v
                 for v in args]
         return df_print(*args, sep=sep, end=end, output_stream=file)
@@ -335,7 +335,7 @@ def print_(*args, sep=" ", end="\n", file=None, flush=False):
 def _shown(v):
     """Container `v` with its Python leaves as Python's print shows them there (repr: 'text'
     quoted), for df.print, which prints strings as they are."""
-    if isinstance(v, (Tensor, Variable, TensorList)):
+    if isinstance(v, (Tensor, Variable, TensorList, WeakValue)):
         return v.buffer if isinstance(v, TensorList) else v
     if isinstance(v, dict):
         return {k: _shown(e) for k, e in v.items()}
