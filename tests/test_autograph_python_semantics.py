@@ -259,6 +259,38 @@ def test_joined_numbers_print_on_every_call_as_python_prints_them(capsys):
         assert traced == capsys.readouterr().out == ("a is 2.5 [2.5]\ndf 2.5\n" if v > 0 else "a is 3.0 [3.0]\ndf 3.0\n")
 
 
+
+def made_tensors(x):
+    a = joined(x)
+    return df.constant(a), df.constant(a, df.float64), df.convert_to_tensor(a, df.float64), df.cast(a, df.float16)
+
+
+def test_joined_numbers_made_tensors_as_python_numbers_are():
+    for row in Z:
+        got, want = df.defun(made_tensors)(f64(row)), made_tensors(f64(row))
+        assert [t.dtype for t in got] == [t.dtype for t in want] == [df.float32, df.float64, df.float64, df.float16]
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a.numpy(), b.numpy())
+
+
+
+def indexed_by_joined_ints(x):
+    if df.reduce_sum(x) > 0:
+        k = 1
+    else:
+        k = -1
+    s = x[k]                        # an index known when the graph runs (-1: the last)
+    for i in range(k + 2):          # a range of them: one loop node
+        s = s + x[i]
+    return s
+
+
+def test_joined_ints_index_and_count_as_python_ints_do():
+    g = df.defun(indexed_by_joined_ints)
+    for row in (X5[:3], -X5[:3]):
+        np.testing.assert_allclose(g(f64(row)).numpy(), indexed_by_joined_ints(f64(row)).numpy())
+
+
 # ------------------------------------------------------------------ 4. functions given to df.vmap and friends
 def signed(x):
     """A tensor `if` in a function df.vmap traces (or a function taking functions is given)."""

@@ -275,6 +275,8 @@ def list_append(lst, value):
 def getitem(x, index):
     """`x[index]`; a scalar integer tensor index of a tensor `x` gathers its row (a sparse
     gradient), a negative index counting from the end as in Python."""
+    if isinstance(index, WeakValue):        # ints a tensor if joined: an index known when it runs
+        index = index.wide
     if isinstance(index, SymbolicTensor) and isinstance(x, (Tensor, Variable)) and index.shape == () \
             and index.dtype.is_integer:
         x = x.read_value() if isinstance(x, Variable) else x
@@ -309,8 +311,8 @@ def zip_(*iterables):
 
 def range_(*args):
     """`range(...)`: a Python range, or a TensorRange when an argument is a symbolic tensor."""
-    if any(isinstance(a, (SymbolicTensor, Variable)) for a in args):
-        return loops.TensorRange(*args)
+    if any(isinstance(a, (SymbolicTensor, Variable, WeakValue)) for a in args):
+        return loops.TensorRange(*[a.wide if isinstance(a, WeakValue) else a for a in args])
     return builtins.range(*[int(a) if isinstance(a, Tensor) else a for a in args])
 
 
