@@ -129,13 +129,11 @@ def _branch_outputs(branches, then_leaves, else_leaves):
     """Each branch's result leaves as tensors of its graph, checked to agree in dtype and
     rank (a Python number takes the dtype of the other branch's tensor: weak typing)."""
     outs = ([], [])
-    for k, (a, b) in enumerate(zip(then_leaves, else_leaves)):
-        if not isinstance(a, (Tensor, Variable)) and isinstance(b, (Tensor, Variable)):
-            a = _weak(a, b)
-        elif not isinstance(b, (Tensor, Variable)) and isinstance(a, (Tensor, Variable)):
-            b = _weak(b, a)
-        for j, (g, leaf) in enumerate(zip(branches, (a, b))):
+    for k, pair in enumerate(zip(then_leaves, else_leaves)):
+        for j, (g, leaf) in enumerate(zip(branches, pair)):
             with g.building():
+                if not isinstance(leaf, (Tensor, Variable)) and isinstance(pair[1 - j], (Tensor, Variable)):
+                    leaf = _weak(leaf, pair[1 - j])
                 outs[j].append(_own_tensor(g, leaf, f"cond: output {k} of {('true_fn', 'false_fn')[j]}"))
         ta, tb = outs[0][-1], outs[1][-1]
         if ta.dtype is not tb.dtype:
@@ -150,6 +148,9 @@ def _branch_outputs(branches, then_leaves, else_leaves):
 
 
 def _weak(value, like):
+    """Python number `value` (or numbers an autograph `if` joined) in the dtype of tensor `like`."""
+    if hasattr(value, "_weak_tensor"):
+        return value._weak_tensor(like.dtype.np)
     dt = like.dtype
     arr = np.asarray(value)
     if arr.dtype.kind == "f" and not dt.is_floating:

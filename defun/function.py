@@ -653,6 +653,8 @@ def _output_tensor(leaf, graph, fname, pos):
         return leaf.read_value()
     if isinstance(leaf, (np.ndarray, np.generic, bool, int, float)):
         return graph.constant(to_array(leaf))
+    if hasattr(leaf, "_weak_tensor"):   # Python numbers an autograph `if` joined: as a returned number
+        return leaf._weak_tensor()
     raise errors.TracingError(
         f"defun {fname!r} returned a {type(leaf).__name__} ({leaf!r:.60}) as output leaf {pos}; a "
         f"traced function may return tensors, numbers, None, and nested lists/tuples/dicts of them")

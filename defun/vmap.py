@@ -29,6 +29,7 @@ from defun.runtime.variables import Variable, watch_read_handles
 from defun.graph.vectorize import BatchContext
 from defun.graph.ir import Graph, unique_name
 from defun.graph.nodes import SymbolicTensor
+from defun.autograph import conversion as _autograph
 
 __all__ = ["vmap", "vectorized_map", "VectorizationFallbackWarning"]
 
@@ -266,7 +267,7 @@ def _trace_example(fn, args, values, flags, name):
                 example.append(graph.placeholder(shape, v.dtype, getattr(v, "handle_data", None)))
             else:
                 example.append(v)
-        result = fn(*pack_as(args, example))
+        result = _autograph.for_tracing(fn)(*pack_as(args, example))     # converted, as df.defun's function
         out_leaves = flatten(result)
         outs = [_own_output(graph, leaf, name, k) for k, leaf in enumerate(out_leaves)]
     graph.finalize(outs)
@@ -292,6 +293,8 @@ def _batched_outputs(res, res_flags, outs, o_axes, ctx, name):
 def _own_output(graph, leaf, name, k):
     if isinstance(leaf, Variable):
         leaf = leaf.read_value()
+    if hasattr(leaf, "_weak_tensor"):       # numbers an autograph `if` joined: as a returned number
+        leaf = leaf._weak_tensor()
     if isinstance(leaf, SymbolicTensor) and leaf.node.graph is graph:
         return leaf
     if isinstance(leaf, Tensor):

@@ -171,6 +171,8 @@ class Tracing:
     def _operand_constant(self, x, dtype):
         # A Python scalar met again (the 1.01 of every step of a chain) reuses its
         # constant without converting it again. Not for zeros (0.0 == -0.0) or NaN.
+        if x.__class__ not in _PY_SCALARS and hasattr(x, "_weak_tensor"):
+            return self.capture(x._weak_tensor(dtype))    # numbers an autograph `if` joined (weakly typed)
         key = (x.__class__, x, dtype) if x.__class__ in _PY_SCALARS and x and x == x else None
         t = self._scalar_consts.get(key) if key is not None else None
         if t is None:

@@ -392,13 +392,27 @@ def constant(value, dtype=None, name=None):
                     f"cannot make a {npd.name} constant from {value!r:.60}: the values are not "
                     f"exactly representable; round them or use df.cast")
         else:
-            arr = to_array(value, npd)
+            try:
+                arr = to_array(value, npd)
+            except TypeError as e:
+                return _weak_or_raise(value, npd, e)
     else:
-        arr = to_array(value)  # a fresh array: to_array copies caller-owned arrays
+        try:
+            arr = to_array(value)  # a fresh array: to_array copies caller-owned arrays
+        except TypeError as e:
+            return _weak_or_raise(value, None, e)
     g = state.graph
     if g is not None:
         return g.constant(arr, name)
     return EagerTensor(arr)
+
+
+def _weak_or_raise(value, dtype, error):
+    """After to_array refused `value` (TypeError `error`): for numbers an autograph `if` joined
+    (known when the graph runs) their tensor of numpy `dtype`; else `error`."""
+    if hasattr(value, "_weak_tensor"):
+        return value._weak_tensor(dtype)
+    raise error
 
 
 def convert_to_tensor(value, dtype=None, name=None):
@@ -416,7 +430,10 @@ def convert_to_tensor(value, dtype=None, name=None):
         # packed with df.stack (differentiable), as operand lists are
         t = convert.pack_list(value, want.np if want is not None else None, _is_tensor, _constant_of)
     else:
-        arr = to_array(value, want.np if want is not None else None)
+        try:
+            arr = to_array(value, want.np if want is not None else None)
+        except TypeError as e:
+            return _weak_or_raise(value, want.np if want is not None else None, e)
         g = state.graph
         t = g.constant(arr, name) if g is not None else EagerTensor(arr)
     if want is not None and t.dtype is not want:

@@ -1,8 +1,10 @@
 """Which functions are converted, converting them once (cached per code object), and
 `callee`, through which converted code makes every call.
 
-Converted: the user's own Python functions (plain, nested, closures, methods, lambdas
-alone on their line), not those of installed packages, the standard library or defun.
+Converted: the user's own Python functions (plain, nested, closures, methods, lambdas:
+one sharing its line with others is found by its columns, on Python >= 3.11), the __init__
+of the user's classes made in converted code, not those of installed packages, the
+standard library or defun.
 The converted function is compiled under the original file name with the original line
 numbers, and shares the original's globals and closure cells (only `ag__` is added).
 """
@@ -19,7 +21,7 @@ import threading
 import types
 import weakref
 
-from defun.runtime import errors, sites
+from defun.runtime import backprop, custom_gradient, errors, sites
 from defun import control_flow as cf
 from defun.autograph import operators
 from defun.autograph.transformer import AG, GEN, Converter, _located
@@ -229,8 +231,11 @@ def _parse(lines, code):
     found = _index(code.co_filename, lines).get(code.co_firstlineno, [])
     if code.co_name == "<lambda>":
         found = [n for n in found if isinstance(n, ast.Lambda)]
+        if len(found) > 1:
+            found = _by_columns(found, code)
         if len(found) != 1:
-            raise _NoSource("it is a lambda whose line does not hold it alone (several lambdas on it)")
+            raise _NoSource("it is a lambda whose line does not hold it alone (several lambdas on it), and "
+                            "its columns could not tell which it is (they need Python 3.11 or later)")
         return copy.deepcopy(found[0]), found[0]
     found = [n for n in found if not isinstance(n, ast.Lambda) and n.name == code.co_name]
     source = (lines[found[0].lineno - 1:found[0].end_lineno], found[0].lineno - 1, code) if len(found) == 1 else None
@@ -285,6 +290,19 @@ def _segment(lines, first, code):
         return None
     body[0].decorator_list = []
     return body[0]
+
+
+def _by_columns(lambdas, code):
+    """[the one of `lambdas` (on one line) that is `code`]: the innermost whose body holds the
+    line and column of every instruction of `code` (Python >= 3.11's co_positions); all of
+    `lambdas` when that cannot tell. ((0, 0) columns are not the body's: its start and end.)"""
+    positions = getattr(code, "co_positions", None)
+    spans = [((a, c), (b, d)) for a, b, c, d in positions() if None not in (a, b, c, d) and (c, d) != (0, 0)] \
+        if positions is not None else []
+    holding = [n for n in lambdas if spans and all(
+        (n.body.lineno, n.body.col_offset) <= lo and hi <= (n.body.end_lineno, n.body.end_col_offset)
+        for lo, hi in spans)]
+    return [max(holding, key=lambda n: (n.lineno, n.col_offset))] if holding else lambdas
 
 
 def _named(code, owner):
@@ -346,7 +364,8 @@ def callee(f):
                 return g or f
         return _function_callee(f)
     if t is type or t is types.BuiltinFunctionType:     # range, len, print ...; a class
-        return _SPECIAL.get(f, f)
+        special = _SPECIAL.get(f)
+        return special if special is not None else _class_callee(f) if t is type else f
     if t is types.MethodType and type(f.__func__) is types.FunctionType:
         g = converted(f.__func__)
         return f if g is f.__func__ else types.MethodType(g, f.__self__)
@@ -354,6 +373,8 @@ def callee(f):
         inner = _unwrapped(f.__func__ if t is types.MethodType else f)
         if inner is not None:
             return types.MethodType(inner, f.__self__) if t is types.MethodType else inner
+    if isinstance(f, type) and t.__call__ is type.__call__:     # a class with a metaclass (ABCMeta ...)
+        return _class_callee(f)
     method = getattr(t, "__call__", None)
     if type(method) is types.FunctionType:      # an object of the user's class with __call__
         g = converted(method)
@@ -370,18 +391,69 @@ def _function_callee(f):
     if not entry.quiet:
         why = entry.why
         return lambda *args, **kwargs: _annotated(f, why, args, kwargs)
+    if f.__code__ is _CUSTOM_GRADIENT_CODE:     # @df.custom_gradient on the user's function
+        return _custom_gradient_of(f)
     inner = _unwrapped(f) if hasattr(f, "__wrapped__") else None
     if inner is f:
         _remember(f, None)      # a converted function (a recursive one calling itself): as it is from now on
     if inner is not None:
         return inner
     if f in _TAKES_FUNCTIONS:     # df.cond(p, true_fn, false_fn), df.map_fn(fn, xs): the user's fns convert
-        return lambda *args, **kwargs: f(*[converted(a) if type(a) is types.FunctionType else a for a in args],
-                                         **{k: converted(a) if type(a) is types.FunctionType else a
-                                            for k, a in kwargs.items()})
+        return lambda *args, **kwargs: f(*[_converted_arg(a) for a in args],
+                                         **{k: _converted_arg(a) for k, a in kwargs.items()})
     if not hasattr(f, "__wrapped__"):
         _remember(f, None)      # a library's or defun's plain function: called as it is from now on
     return f
+
+
+def _converted_arg(a):
+    """An argument of a function taking functions: the user's function (or method) converted."""
+    t = type(a)
+    if t is types.FunctionType:
+        return converted(a)
+    if t is types.MethodType and type(a.__func__) is types.FunctionType:
+        g = converted(a.__func__)
+        return a if g is a.__func__ else types.MethodType(g, a.__self__)
+    return a
+
+
+def _custom_gradient_of(f):
+    """The custom_gradient wrapper `f` made, around the user's function converted."""
+    made = _REWRAPPED.get(f)
+    if made is None:
+        inner = getattr(f, "__wrapped__", None)
+        g = converted(inner) if type(inner) is types.FunctionType else inner
+        made = _REWRAPPED[f] = f if g is inner else custom_gradient.custom_gradient(g)
+    return made
+
+
+def for_tracing(fn):
+    """`fn` as a transformation that traces it calls it (df.vmap): converted as df.defun
+    converts its function (the user's own functions and methods; anything else as it is)."""
+    if type(fn) is types.FunctionType and not fn.__code__.co_flags & (
+            inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR):
+        return entry_point(fn)
+    return _converted_arg(fn)
+
+
+def _class_callee(cls):
+    """`callee` of a class made with type.__call__: made as Python makes it, the user's
+    __init__ converted (a library's class, or one whose __init__ is not converted: as it is)."""
+    init = cls.__init__
+    if type(init) is types.FunctionType:
+        g = converted(init)
+        if g is not init:
+            return lambda *args, **kwargs: _instance(cls, g, args, kwargs)
+    return cls
+
+
+def _instance(cls, init, args, kwargs):
+    """`cls(*args, **kwargs)` as Python makes it (type.__call__), its __init__ the converted `init`."""
+    new = cls.__new__
+    obj = object.__new__(cls) if new is object.__new__ else new(cls, *args, **kwargs)
+    if isinstance(obj, cls):
+        init(obj, *args, **kwargs)
+    return obj
 
 
 def _annotated(f, why, args, kwargs):
@@ -440,7 +512,13 @@ def entry_point(f):
 
 _LRU_CACHE = type(functools.lru_cache(None)(len))
 _FUNCTION = types.FunctionType
-_TAKES_FUNCTIONS = frozenset([cf.cond, cf.while_loop, cf.scan, cf.map_fn, cf.foldl])
+_CUSTOM_GRADIENT_CODE = custom_gradient.custom_gradient(len).__code__
+_REWRAPPED = weakref.WeakKeyDictionary()     # a custom_gradient wrapper -> the one around its converted function
+# defun's functions taking the user's functions, which convert when converted code passes them
+# (df.vmap and df.defun convert the function they trace themselves, called from anywhere)
+_TAKES_FUNCTIONS = frozenset([cf.cond, cf.while_loop, cf.scan, cf.map_fn, cf.foldl, backprop.gradients_function,
+                              backprop.value_and_gradients_function, backprop.implicit_gradients,
+                              backprop.implicit_value_and_gradients, custom_gradient.custom_gradient])
 _SPECIAL = {builtins.print: operators.print_, builtins.range: operators.range_, builtins.len: operators.len_,
             builtins.enumerate: operators.enumerate_, builtins.zip: operators.zip_}
 _NAMESPACE = types.SimpleNamespace(**{n: getattr(operators, n) for n in operators.__all__}, callee=callee)

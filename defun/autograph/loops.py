@@ -4,6 +4,8 @@ assigns. A `for` over a tensor walks its rows by an index (its size may be unkno
 `for` over `range(n)` with a tensor `n` counts. A list appended to becomes a tensor of
 rows; loop variables whose sizes change get unknown sizes (df.while_loop relaxes them).
 """
+import weakref
+
 from defun.runtime import dtypes, errors
 from defun.runtime.context import state
 from defun.runtime.nest import flatten, pack_as
@@ -16,14 +18,17 @@ from defun.runtime.tensor import Tensor, convert_to_tensor
 from defun.runtime.variables import Variable
 from defun.graph.ir import Graph, unique_name
 from defun import control_flow as cf
-from defun.autograph.values import (RETVAL, CollectFallback, Undefined, TensorList, ProbeList, SlotList, condition,
-                                    dynamic, dtype_of, describe, site, where_text)
+from defun.autograph.values import (RETVAL, CollectFallback, Undefined, TensorList, ProbeList, SlotList, WeakValue,
+                                    condition, dynamic, dtype_of, describe, site, where_text)
+
+
+COUNTERS = weakref.WeakSet()     # loop counters known to be >= 0 (of range(n), range(0, n, 2), ...)
 
 
 class TensorRange:
     """`range(start, limit, delta)` with a symbolic tensor among them: drives one loop node."""
 
-    __slots__ = ("start", "limit", "delta", "_static_delta")
+    __slots__ = ("start", "limit", "delta", "_static_delta", "counts_up_from_zero")
 
     def __init__(self, *args):
         if not 1 <= len(args) <= 3:
@@ -36,6 +41,7 @@ class TensorRange:
         dt = dtypes.int64 if any(t.dtype is dtypes.int64 for t in ts) else dtypes.int32
         self.start, self.limit, self.delta = (t if t.dtype is dt else cast(t, dt) for t in ts)
         self._static_delta = delta if isinstance(delta, int) else None
+        self.counts_up_from_zero = isinstance(start, int) and start >= 0 and (self._static_delta or 0) > 0
 
     def __iter__(self):
         raise errors.TracingError("range() of a symbolic tensor can only drive a `for` statement of converted "
@@ -89,7 +95,11 @@ class _Iteration:
         if isinstance(self.rows, TensorRows):
             items = tuple(gather(t, i) for t in self.rows.tensors)
             return items if self.rows.offset is None else (i + self.rows.offset, items[0])
-        return i if self.rng else gather(self.rows, i)
+        if self.rng is None:
+            return gather(self.rows, i)
+        if self.rng.counts_up_from_zero:
+            COUNTERS.add(i)         # never negative: x[i] needs no wrapping (operators.getitem)
+        return i
 
     def step(self, i):
         return i + (self.rng.delta if self.rng else 1)
@@ -184,7 +194,7 @@ class _Carry:
     def weak(self):
         """{(variable, leaf): value} for the Python numbers entering as loop variables."""
         return {(j, i): x for j, (kind, v) in enumerate(zip(self.kinds, self.entry)) if isinstance(kind, list)
-                for i, (x, f) in enumerate(zip(flatten(v), kind)) if f and isinstance(x, (bool, int, float))}
+                for i, (x, f) in enumerate(zip(flatten(v), kind)) if f and isinstance(x, (bool, int, float, WeakValue))}
 
     def learn_types(self, weak, after):
         """Give each Python number entering the loop the dtype the body makes of it."""

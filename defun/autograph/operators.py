@@ -17,7 +17,7 @@ from defun.runtime import errors
 from defun.runtime.context import state
 from defun.runtime.nest import flatten, pack_as
 from defun.runtime.ops import math_ops
-from defun.runtime.ops.base_ops import cast, shape as shape_of
+from defun.runtime.ops.base_ops import cast, shape as shape_of, where
 from defun.runtime.ops.debug_ops import print as df_print
 from defun.runtime.ops.index_ops import gather
 from defun.runtime.tensor import Tensor, convert_to_tensor
@@ -26,11 +26,11 @@ from defun.graph.nodes import SymbolicTensor
 from defun import control_flow as cf
 from defun.autograph import loops
 from defun.autograph.values import (RETVAL, Undefined, TensorList, ProbeList, SlotList, condition, merge_branches,
-                                    where_text)
+                                    weak_outputs, where_text, WeakValue)
 
 __all__ = ["if_stmt", "while_stmt", "for_stmt", "if_exp", "and_", "or_", "not_", "eq", "ne",
-           "assert_stmt", "print_", "list_append", "check_mutation", "ld", "range_", "len_", "getitem", "enumerate_",
-           "zip_", "Undefined", "retval"]
+           "assert_stmt", "print_", "list_append", "check_mutation", "ld", "ld_attr", "range_", "len_", "getitem",
+           "enumerate_", "zip_", "Undefined", "retval"]
 
 _local = threading.local()
 
@@ -40,6 +40,14 @@ def ld(read, name):
     try:
         return read()
     except NameError:
+        return Undefined(name)
+
+
+def ld_attr(read, name):
+    """The attribute `read()` reads ('obj.attr'), or Undefined(name) when obj has none yet."""
+    try:
+        return read()
+    except AttributeError:
         return Undefined(name)
 
 
@@ -76,6 +84,8 @@ _PLAIN = frozenset([int, float, bool, str, type(None)])   # never a tensor: no i
 def _no_identity(a, b, op, fix, line):
     if a.__class__ in _PLAIN and b.__class__ in _PLAIN:
         return
+    if isinstance(a, WeakValue) or isinstance(b, WeakValue):
+        return      # numbers joined by a tensor if: `==` compares their values, as Python's do
     if isinstance(a, (Tensor, Variable)) or isinstance(b, (Tensor, Variable)):
         raise errors.TracingError(
             f"`{op}` on a tensor in the condition at {where_text(line)}: on tensors `{op}` "
@@ -153,6 +163,7 @@ def if_stmt(c, body, orelse, get_state, set_state, names, info):
         return branch
     graphs, (a, b) = cf.trace_branches(state.graph, run(body), run(orelse))
     then_leaves, else_leaves, rebuild = merge_branches(a, b, entry, names, info, file)
+    weak_outputs(graphs, then_leaves, else_leaves)
     out = cf.join_branches(c, graphs, then_leaves, else_leaves)    # also with no outputs: effects
     after = rebuild(out)
     changed = info[3] if len(info) > 3 else ()
@@ -267,11 +278,25 @@ def list_append(lst, value):
 
 
 def getitem(x, index):
-    """`x[index]`; a scalar integer tensor index of a tensor `x` gathers its row."""
+    """`x[index]`; a scalar integer tensor index of a tensor `x` gathers its row (a sparse
+    gradient), a negative index counting from the end as in Python."""
+    if isinstance(index, WeakValue):        # ints a tensor if joined: an index known when it runs
+        index = index.wide
     if isinstance(index, SymbolicTensor) and isinstance(x, (Tensor, Variable)) and index.shape == () \
             and index.dtype.is_integer:
-        return gather(x.read_value() if isinstance(x, Variable) else x, index)
+        x = x.read_value() if isinstance(x, Variable) else x
+        return gather(x, index if index in loops.COUNTERS else _wrapped(x, index))
     return x[index]
+
+
+def _wrapped(x, i):
+    """Index `i` of axis 0 of `x`, a negative one counted from the end (three scalar ops; a
+    counter of a range loop counting up from 0 needs none): an index outside [-n, n) stays
+    outside [0, n), which gather refuses when the graph runs."""
+    if not x.shape:
+        return i        # a scalar: gather says so
+    n = x.shape[0] if x.shape[0] is not None else shape_of(x, i.dtype)[0]
+    return where(math_ops.less(i, 0), math_ops.add(i, n), i)
 
 
 def enumerate_(iterable, start=0):
@@ -291,8 +316,8 @@ def zip_(*iterables):
 
 def range_(*args):
     """`range(...)`: a Python range, or a TensorRange when an argument is a symbolic tensor."""
-    if any(isinstance(a, (SymbolicTensor, Variable)) for a in args):
-        return loops.TensorRange(*args)
+    if any(isinstance(a, (SymbolicTensor, Variable, WeakValue)) for a in args):
+        return loops.TensorRange(*[a.wide if isinstance(a, WeakValue) else a for a in args])
     return builtins.range(*[int(a) if isinstance(a, Tensor) else a for a in args])
 
 
@@ -307,7 +332,7 @@ def len_(x):
 
 def print_(*args, sep=" ", end="\n", file=None, flush=False):
     """`print(...)`: df.print when an argument holds a symbolic tensor, else Python's print."""
-    if any(isinstance(v, (SymbolicTensor, TensorList)) for v in flatten(list(args))):
+    if any(isinstance(v, (SymbolicTensor, TensorList, WeakValue)) for v in flatten(list(args))):
         args = [v.buffer if isinstance(v, TensorList) else _shown(v) if isinstance(v, (list, tuple, dict)) else v
                 for v in args]
         return df_print(*args, sep=sep, end=end, output_stream=file)
@@ -317,7 +342,7 @@ def print_(*args, sep=" ", end="\n", file=None, flush=False):
 def _shown(v):
     """Container `v` with its Python leaves as Python's print shows them there (repr: 'text'
     quoted), for df.print, which prints strings as they are."""
-    if isinstance(v, (Tensor, Variable, TensorList)):
+    if isinstance(v, (Tensor, Variable, TensorList, WeakValue)):
         return v.buffer if isinstance(v, TensorList) else v
     if isinstance(v, dict):
         return {k: _shown(e) for k, e in v.items()}

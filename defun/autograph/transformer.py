@@ -29,6 +29,12 @@ def _name(i, store=False):
     return ast.Name(id=i, ctx=_STORE if store else _LOAD)
 
 
+def _attribute(dotted, store=False):
+    """`obj.attr` of 'obj.attr'."""
+    obj, attr = dotted.split(".")
+    return ast.Attribute(value=_name(obj), attr=attr, ctx=_STORE if store else _LOAD)
+
+
 def _ag(attr):
     return ast.Attribute(value=_name(AG), attr=attr, ctx=_LOAD)
 
@@ -192,6 +198,20 @@ def mutated_roots(stmts):
             if isinstance(t, ast.Name):
                 roots.setdefault(t.id, None)
     return list(roots)
+
+
+def attribute_stores(stmts):
+    """{'obj.attr': line} for each `obj.attr = v` (or `+=`) that statements `stmts` make on a
+    name `obj`, in first-seen order, not entering nested scopes: a tensor `if` carries them."""
+    out = {}
+    for s in _statements(stmts):
+        targets = s.targets if isinstance(s, ast.Assign) else \
+            [s.target] if isinstance(s, (ast.AugAssign, ast.AnnAssign)) else []
+        for t in targets:
+            for n in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
+                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
+                    out.setdefault(f"{n.value.id}.{n.attr}", n.lineno)
+    return out
 
 
 def first_lines(nodes):
@@ -490,15 +510,17 @@ class Converter:
         """get_state/set_state of statement `s` (a name in `deleted`, which `del` may unbind, is
         read as ag__.ld gives it: Undefined when it has no value)."""
         decl = self.declarations(names, ctx)
-        values = [_call(_ag("ld"), _lambda(_name(i)), _const(i)) if i in deleted else _name(i) for i in names]
+        values = [_call(_ag("ld_attr"), _lambda(_attribute(i)), _const(i)) if "." in i else
+                  _call(_ag("ld"), _lambda(_name(i)), _const(i)) if i in deleted else _name(i) for i in names]
         get = _def(f"get_state{GEN}{n}", [], [ast.Return(value=ast.Tuple(elts=values, ctx=_LOAD))])
-        target = ast.Tuple(elts=[_name(i, True) for i in names], ctx=_STORE)
+        target = ast.Tuple(elts=[_attribute(i, True) if "." in i else _name(i, True) for i in names], ctx=_STORE)
         put = _def(f"set_state{GEN}{n}", ["vals__"],
                    decl + ([ast.Assign(targets=[target], value=_name("vals__"))] if names else []))
         return _located([get, put], s)
 
     def declarations(self, names, ctx):
         out = []
+        names = [i for i in names if "." not in i]      # obj.attr: set on obj, nothing to declare
         local = [i for i in names if i not in ctx.globals]
         glob = [i for i in names if i in ctx.globals]
         if local:
@@ -512,7 +534,7 @@ class Converter:
         nested functions' `nonlocal x` finds x (and reads Undefined when it has none)."""
         out = []
         for i in names:
-            if i not in defined and i not in ctx.globals and i not in ctx.nonlocals:
+            if i not in defined and i not in ctx.globals and i not in ctx.nonlocals and "." not in i:
                 out.append(_assign(i, _call(_ag("ld"), _lambda(_name(i)), _const(i))))
                 defined.add(i)
         return _located(out, s)
@@ -521,15 +543,18 @@ class Converter:
         n = self.fresh()
         test = self.condition(s.test) if not generated else s.test
         roots = mutated_roots(s.body + s.orelse)      # before the blocks are rewritten
+        attrs = [attribute_stores(b) for b in (s.body, s.orelse)]
         body = self.block(s.body, ctx, set(defined))
         orelse = self.block(s.orelse, ctx, set(defined))
         names = assigned(body + orelse)
         changed = [i for i in roots if i in defined and i not in names]
         names += changed        # objects changed in place: each branch changes its own copy
+        names += [a for a in {**attrs[0], **attrs[1]} if a.split(".")[0] not in names]   # self.x = ...
         pre = self.bindings(names, defined, ctx, s)
         decl = self.declarations(names, ctx)
         defs = [_def(f"if_true{GEN}{n}", [], decl + body), _def(f"if_false{GEN}{n}", [], decl + orelse)]
-        info = (s.lineno, first_lines(s.body), first_lines(s.orelse), tuple(changed))
+        info = (s.lineno, first_lines(s.body) + tuple(attrs[0].items()), first_lines(s.orelse)
+                + tuple(attrs[1].items()), tuple(changed))
         call = _call(_ag("if_stmt"), test, _name(f"if_true{GEN}{n}"), _name(f"if_false{GEN}{n}"),
                      _name(f"get_state{GEN}{n}"), _name(f"set_state{GEN}{n}"), _const(tuple(names)), _const(info))
         deleted = {t.id for d in _statements(s.body + s.orelse) if isinstance(d, ast.Delete) for t in d.targets

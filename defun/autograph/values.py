@@ -6,12 +6,12 @@ loop (its rows are one tensor); `ProbeList` records what a loop body appends.
 """
 import numpy as np
 
-from defun.runtime import errors, sites
+from defun.runtime import dtypes, errors, sites
 from defun.runtime.nest import flatten, pack_as
 from defun.runtime.ops import math_ops
 from defun.runtime.ops.array_ops import concat
 from defun.runtime.ops.base_ops import cast, expand_dims
-from defun.runtime.tensor import Tensor, convert_to_tensor
+from defun.runtime.tensor import Tensor, convert_to_tensor, with_article
 from defun.runtime.variables import Variable
 from defun.graph.nodes import SymbolicTensor
 from defun import control_flow as cf
@@ -127,6 +127,103 @@ class ProbeList:
         return self
 
 
+class WeakValue:
+    """A variable that a tensor `if` gives a Python number on each path (`a = 2.0` / `a = 3.0`):
+    one tensor (`wide`) in the widest dtype of the numbers' kind (float64, int64, complex128)
+    that, like a Python number, adopts the dtype of the tensor it meets (`a * y64` is float64,
+    `a * y32` float32), is float32 / int32 / complex64 where no tensor gives a dtype
+    (`df.exp(a)`, a returned value), and stays such a value through Python arithmetic with
+    Python numbers (`a + 1.0`). Graph conversion asks it for a tensor by `_weak_tensor`."""
+
+    __slots__ = ("wide", "name", "where")
+
+    def __init__(self, wide, name, where):
+        self.wide, self.name, self.where = wide, name, where
+
+    def _weak_tensor(self, dtype=None):
+        """Its value as a tensor of numpy `dtype` (None: a Python number's default)."""
+        kind = self.wide.dtype.np.kind
+        if dtype is None:
+            dtype = _DEFAULT[kind]
+        dtype = np.dtype(dtype)
+        if (kind == "c" and dtype.kind != "c") or (kind == "f" and dtype.kind in "iub"):
+            raise errors.InvalidArgumentError(
+                f"{self.name!r} holds the Python {_KIND_NAME[kind]}s the tensor if at {self.where} gives it, "
+                f"which cannot be used with {with_article(dtype.name)} tensor; use df.cast")
+        return self.wide if self.wide.dtype.np == dtype else cast(self.wide, dtype)
+
+    def _arith(self, other, method):
+        """Python arithmetic `self <method> other`: with a Python number or another WeakValue
+        in the wider of their kinds, staying weak; with a tensor, adopting its dtype."""
+        if isinstance(other, WeakValue) or other.__class__ in (int, float, complex):
+            wide = _wide_of(self, other)
+            o = other._weak_tensor(wide) if isinstance(other, WeakValue) else other
+            out = _operator(method)(self._weak_tensor(wide), o)
+            return WeakValue(out, self.name, self.where) if out.dtype.np.kind in "iufc" else out
+        if isinstance(other, (Tensor, Variable, np.ndarray, np.generic)):
+            other = other.read_value() if isinstance(other, Variable) else convert_to_tensor(other)
+            return _operator(method)(self._weak_tensor(other.dtype.np), other)
+        return NotImplemented
+
+    def __eq__(self, other):        # values, as the Python numbers compare (not identity, as tensors)
+        return self._arith(other, "equal")
+
+    def __ne__(self, other):
+        return self._arith(other, "not_equal")
+
+    __hash__ = object.__hash__
+
+    def __neg__(self):
+        return WeakValue(-self.wide, self.name, self.where)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return WeakValue(math_ops.abs(self.wide), self.name, self.where)
+
+    def __bool__(self):
+        return bool(self.wide)      # the TracingError of a symbolic tensor's bool()
+
+    def __repr__(self):
+        return f"<{self.name!r}: Python {_KIND_NAME[self.wide.dtype.np.kind]}s joined by a tensor if: {self.wide!r}>"
+
+
+def _operator(name):
+    return getattr(Tensor, name) if name.startswith("__") else getattr(math_ops, name)
+
+
+def _weak_method(name):
+    return lambda self, other: self._arith(other, name)
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lt", "le", "gt", "ge"):
+    setattr(WeakValue, f"__{_name}__", _weak_method(f"__{_name}__"))
+    if _name not in ("lt", "le", "gt", "ge"):
+        setattr(WeakValue, f"__r{_name}__", _weak_method(f"__r{_name}__"))
+_DEFAULT = {"i": np.dtype(np.int32), "u": np.dtype(np.int32), "f": np.dtype(np.float32),
+            "c": np.dtype(np.complex64)}
+_WIDE = {"i": np.dtype(np.int64), "f": np.dtype(np.float64), "c": np.dtype(np.complex128)}
+_KIND_NAME = {"i": "int", "u": "int", "f": "float", "c": "complex"}
+
+
+def weak_kind(v):
+    """'i', 'f' or 'c' for a Python number (not a bool) or a WeakValue, else None."""
+    if isinstance(v, WeakValue):
+        return v.wide.dtype.np.kind
+    return {int: "i", float: "f", complex: "c"}.get(v.__class__)
+
+
+def _wide_of(*values):
+    """The widest dtype of the kinds of weak `values` (an int and a float: float64)."""
+    return _WIDE[max((weak_kind(v) for v in values), key="ifc".index)]
+
+
+def weak_leaf(v, dtype):
+    """Weak value `v` (Python number or WeakValue) as a tensor of numpy `dtype` in the graph being built."""
+    return v._weak_tensor(dtype) if isinstance(v, WeakValue) else convert_to_tensor(v, dtypes.from_numpy(dtype))
+
+
 def condition(c, what, line):
     """A condition as a Python bool, or a scalar bool symbolic tensor."""
     if c.__class__ is bool:     # the usual Python condition (`i % 2 == 0`): no isinstance tests
@@ -135,6 +232,8 @@ def condition(c, what, line):
         c = c.read_value()
     if isinstance(c, Undefined):
         c.fail()
+    if isinstance(c, WeakValue):
+        c = c.wide
     if not isinstance(c, SymbolicTensor):
         if isinstance(c, Tensor):
             return bool(np.asarray(c.numpy()).all()) if c.shape else bool(c.numpy())
@@ -156,7 +255,7 @@ def append_rows(buffer, value):
 
 def dynamic(v):
     """True for a value a graph can carry: a tensor, a number, a numpy array, a TensorList."""
-    return isinstance(v, (Tensor, TensorList, np.ndarray, np.generic, bool, int, float, complex))
+    return isinstance(v, (Tensor, TensorList, WeakValue, np.ndarray, np.generic, bool, int, float, complex))
 
 
 def dtype_of(v):
@@ -183,6 +282,8 @@ def describe(v):
         return f"{'an' if v.dtype.name[0] in 'aeiou' else 'a'} {v.dtype.name}{list(v.shape)} tensor"
     if isinstance(v, TensorList):
         return "a list appended to in a tensor loop"
+    if isinstance(v, WeakValue):
+        return f"the Python {_KIND_NAME[weak_kind(v)]}s the tensor if at {v.where} joins"
     return f"a Python {type(v).__name__} ({v!r:.40})"
 
 
@@ -201,7 +302,7 @@ def merge_branches(a, b, entry, names, info, file):
             continue
         then_leaves += ta
         else_leaves += tb
-        plan.append(("nest", va, kinds) if kinds is not None else ("value", va))
+        plan.append(("nest", va, kinds, name) if kinds is not None else ("value", va))
 
     def rebuild(out):
         it, values = iter(out), []
@@ -210,6 +311,7 @@ def merge_branches(a, b, entry, names, info, file):
                 values.append(p[1])
                 continue
             leaves = [x if kind is None else SlotList(next(it)) if kind == "slot" else
+                      WeakValue(next(it), p[3], site(file, line)) if kind == "weak" else
                       (TensorList(next(it)) if kind else next(it)) for x, kind in zip(flatten(p[1]), p[2])]
             values.append(pack_as(p[1], leaves) if isinstance(p[1], (list, tuple, dict)) else leaves[0])
         return tuple(values)
@@ -244,8 +346,26 @@ def _join(name, va, vb, lines, file, line):
         _check_pair(name, x, y, lines, file, line)
         ta.append(x.buffer if isinstance(x, TensorList) else x)
         tb.append(y.buffer if isinstance(y, TensorList) else y)
-        kinds.append(isinstance(x, TensorList))
+        kinds.append("weak" if weak_kind(x) and weak_kind(y) else isinstance(x, TensorList))
     return kinds, ta, tb, va
+
+
+def weak_outputs(graphs, then_leaves, else_leaves):
+    """The leaves one cond returns with its weak ones as tensors of their branch's graph: a
+    pair of Python numbers (or WeakValues) in the wider dtype of their kinds (the cond's
+    output is a WeakValue after the if), a WeakValue beside a tensor in that tensor's dtype."""
+    for k, (x, y) in enumerate(zip(then_leaves, else_leaves)):
+        if weak_kind(x) and weak_kind(y):
+            dt = _wide_of(x, y)
+        elif isinstance(x, WeakValue) or isinstance(y, WeakValue):
+            dt = (y if isinstance(x, WeakValue) else x).dtype
+            dt = getattr(dt, "np", dt)
+        else:
+            continue
+        for g, leaves in zip(graphs, (then_leaves, else_leaves)):
+            if weak_kind(leaves[k]):
+                with g.building():
+                    leaves[k] = weak_leaf(leaves[k], dt)
 
 
 def _check_pair(name, x, y, lines, file, line):
@@ -260,16 +380,21 @@ def _check_pair(name, x, y, lines, file, line):
         raise _differs(name, f"{dx.name} when true but {dy.name} when false", lines, file, line,
                        "the same dtype (use df.cast)")
     weak, other = (x, dy) if dx is None else (y, dx)
-    if (dx is None) != (dy is None) and isinstance(weak, float) and not other.is_floating and not other.is_complex:
+    if (dx is None) != (dy is None) and weak_kind(weak) == "f" and not other.is_floating and not other.is_complex:
         raise _differs(name, f"a Python float on one path but {other.name} on the other", lines, file,
                        line, "the same dtype (use df.cast)")
-    if dx is None and dy is None and type(x) is not type(y):
-        raise _differs(name, f"a Python {type(x).__name__} when true but a {type(y).__name__} when false",
+    if dx is None and dy is None and (weak_kind(x) or type(x)) != (weak_kind(y) or type(y)):
+        raise _differs(name, f"{_kind_text(x)} when true but {_kind_text(y)} when false",
                        lines, file, line, "the same dtype")
     rx, ry = (getattr(getattr(v, "buffer", v), "shape", None) for v in (x, y))
     if rx is not None and ry is not None and len(rx) != len(ry):
         raise _differs(name, f"rank {len(rx)} when true but rank {len(ry)} when false", lines, file, line,
                        "the same rank")
+
+
+def _kind_text(v):
+    k = weak_kind(v)
+    return f"Python {_KIND_NAME[k]}s" if isinstance(v, WeakValue) else f"a Python {type(v).__name__}"
 
 
 def _zeros_like(v):

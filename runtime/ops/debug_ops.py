@@ -145,7 +145,9 @@ def _stream_name(stream):
 
 
 def _is_tensor_value(v):
-    return isinstance(v, (Tensor, np.ndarray, np.generic)) or hasattr(v, "_as_tensor")
+    """A value printed when the op runs (a tensor, an array, a variable; numbers an autograph
+    `if` joined, which are known only then)."""
+    return isinstance(v, (Tensor, np.ndarray, np.generic)) or hasattr(v, "_as_tensor") or hasattr(v, "_weak_tensor")
 
 
 def print(*values, summarize=3, output_stream=None, sep=" ", end="\n", name=None):  # noqa: A001

@@ -7,13 +7,15 @@ carries the sizes known while tracing (`shape`: None where unknown) and its kern
 the run-time value against them (`_args.shape_value`), as the random ops do.
 `dynamic_reshape` and `dynamic_broadcast_to` live with their static forms (shape_ops, base_ops).
 `t[a:b]` whose bounds are symbolic integer scalars (a loop counter) is one
-`dynamic_strided_slice`: strided_slice's attrs with those bounds as inputs.
+`dynamic_strided_slice`: strided_slice's attrs with those bounds as inputs. The module is
+long because that slice's batching rule (each example's positions gathered, slices of
+different sizes per example refused by name) sits beside its row, as every rule does.
 """
 import math
 
 import numpy as np
 
-from defun.runtime import dtypes, errors
+from defun.runtime import dtypes, errors, sites
 from defun.runtime.context import state
 from defun.runtime.execute import run_op
 from defun.runtime.ops import _args, shape_rules
@@ -489,8 +491,8 @@ def _dynamic_slice_batch(ctx, node, inputs, batched):
     gathers = []        # (positions, axis), from the last bounded axis to the first
     for d in reversed(per):
         size = _axis_size(node.inputs[tensors - 1], x, d)
-        gathers.append((_example_positions(a, d, size, {c % 3: v for c, (v, _) in bounds.items() if c // 3 == d}),
-                        place[d]))
+        gathers.append((_example_positions(a, d, size, {c % 3: v for c, (v, _) in bounds.items() if c // 3 == d},
+                                           node.site), place[d]))
         steps.append(op("batch_gather", [steps[-1], gathers[-1][0]], axis=place[d], batch_dims=1))
     if tensors == 1:
         y = steps[-1]
@@ -511,11 +513,11 @@ def _axis_size(t, x, d):
     return np.int64(n) if n is not None else bt.op("shape", [x], out_type=dtypes.int64)[d + 1]
 
 
-def _example_positions(a, d, n, given):
+def _example_positions(a, d, n, given, site):
     """The positions along axis `d` (size `n`) each example's slice takes, as Python's slice
-    rules place them: (B,) for an index, (B, K) for a slice, K the largest count; an example
-    taking fewer gets the position n past the rest, which the gather refuses (out of range)
-    as the examples' slices would differ in size. `given`: {0 begin, 1 end, 2 step: batched
+    rules place them: (B,) for an index, (B, K) for a slice, K the largest count. Slices of
+    different sizes per example would be a ragged batch: an assert op refuses them when the
+    batch runs, naming the slice's line (`site`). `given`: {0 begin, 1 end, 2 step: batched
     (B,) or shared scalar tensor}; the rest are static in the attrs `a` (or omitted)."""
     op, i64 = bt.op, dtypes.int64
 
@@ -540,11 +542,30 @@ def _example_positions(a, d, n, given):
     sign = op("where", [neg, np.int64(-1), np.int64(1)])
     span = op("subtract", [op("add", [op("subtract", [stop, start]), step]), sign])
     count = op("maximum", [op("floordiv", [span, step]), np.int64(0)])
-    k = op("dynamic_range", [np.int64(0), op("reduce_max", [op("concat", [
-        op("reshape", [count], shape=(-1,)), np.zeros(1, np.int64)], axis=0)], axis=None, keepdims=False), np.int64(1)])
+    most = _largest(count)
+    agree = op("reduce_sum", [op("cast", [op("equal", [count, most])], dtype=i64)], axis=None, keepdims=False)
+    checked = op("check_batch_size", [op("dynamic_range", [np.int64(0), agree, np.int64(1)]),
+                                      op("size", [count], out_type=i64)], message=_ragged(site, d))
+    k = op("dynamic_range", [np.int64(0), _largest(op("gather", [count, checked], axis=0)), np.int64(1)])
     column = [op("reshape", [v], shape=(-1, 1)) for v in (start, step, count)]
     taken = op("add", [column[0], op("multiply", [op("reshape", [k], shape=(1, -1)), column[1]])])
     return op("where", [op("less", [op("reshape", [k], shape=(1, -1)), column[2]]), taken, n])
+
+
+def _largest(count):
+    """The largest of the (B,) counts (0 for no examples)."""
+    return bt.op("reduce_max", [bt.op("concat", [count, np.zeros(1, np.int64)], axis=0)], axis=None, keepdims=False)
+
+
+def _ragged(site, d):
+    """check_batch_size's message (its {got} and {want}) when the examples' slices differ in size."""
+    at = "" if site is None else f" at {sites.format_site(site)}" + (
+        f" ({sites.source_line(site)})" if sites.source_line(site) else "")
+    at = at.replace("{", "{{").replace("}", "}}")
+    return (f"vmap: the slice{at} takes a different number of elements along axis {d} in different examples "
+            "(only {got} of the {want} take as many as the largest); slices of different sizes cannot be stacked "
+            "into one batch (the result would be ragged): slice the same size in every example (x[k:k + m]), "
+            "or mask the elements instead (df.where)")
 
 
 _DYNAMIC_SLICE = register(
