@@ -2,6 +2,7 @@
 converted code calls for each function (kept per function object and its code), and
 nothing stale after a file is edited, a function redefined or its code replaced."""
 import functools
+import gc
 import importlib
 import json
 import linecache
@@ -9,6 +10,7 @@ import os
 import sys
 import textwrap
 import types
+import weakref
 
 import numpy as np
 import pytest
@@ -278,3 +280,43 @@ def test_a_recursive_function_calls_its_converted_self():
     assert conversion.callee(g) is g and conversion.callee(g) is g     # the second time from the fast path
     for x in (POS, NEG, df.constant([30.0, 40.0])):
         agree(down, x, 5)
+
+
+def test_a_converted_closure_is_freed_with_its_defun():
+    """The cache of converted functions holds them weakly both ways: a defun of a closure made
+    in a loop (each with its converted function holding the original) frees them all."""
+    def make(k):
+        def f(x):
+            if df.reduce_sum(x) > 0:
+                return helper(x) * k
+            return x
+
+        def helper(x):
+            if df.reduce_max(x) > 0:
+                return x + 1.0
+            return x
+        return f
+
+    x, refs = df.constant(np.ones(3)), []
+    for k in range(20):
+        f = make(float(k))
+        g = df.defun(f)
+        np.testing.assert_allclose(g(x).numpy(), 2.0 * k)
+        refs.append(weakref.ref(f))
+        del f, g
+    gc.collect()
+    assert sum(r() is not None for r in refs) == 0
+
+
+def test_a_converted_function_no_one_holds_is_made_again_when_called():
+    def helper(x):
+        if df.reduce_sum(x) > 0:
+            return x * 2.0
+        return -x
+    first = conversion.callee(helper)
+    assert first is not helper and first.__wrapped__ is helper
+    del first
+    gc.collect()
+    again = conversion.callee(helper)
+    assert again is not helper and again.__wrapped__ is helper
+    np.testing.assert_allclose(df.defun(lambda x: again(x))(df.constant(np.ones(2))).numpy(), [2.0, 2.0])

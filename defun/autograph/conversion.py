@@ -29,8 +29,11 @@ from defun.autograph.transformer import AG, GEN, Converter, _located
 _LOCK = threading.RLock()
 _CACHE = {}     # id(code object) -> _Converted or a _Skip (_Self: converted code itself), holding that code
 # (by id: hashing a code object hashes its contents, and equal code from two files must stay apart)
-_MADE = {}      # id(function) -> (weak reference to it, its code, its converted function or None: call it as it is)
-# (None only for a library's or defun's plain function; the converted function holds the original)
+_MADE = {}      # id(function) -> (weak reference to it, its code, a weak reference to its converted function,
+# or None: call it as it is (a library's or defun's plain function)). Weak both ways: the converted
+# function holds the original (__wrapped__), so a strong one here would keep every converted
+# function of the process alive (df.defun of a closure made in a loop); a converted function no
+# one holds any more is made again from its cached code when next called.
 
 
 class _Skip:
@@ -88,7 +91,11 @@ def converted(f):
     """The converted version of plain function `f`, or `f` itself when it is not converted."""
     made = _MADE.get(id(f))
     if made is not None and made[0]() is f and made[1] is f.__code__:
-        return f if made[2] is None else made[2]
+        if made[2] is None:
+            return f
+        g = made[2]()
+        if g is not None:
+            return g
     entry = _entry(f)
     if not isinstance(entry, _Converted):
         return f
@@ -109,10 +116,10 @@ def _remember(f, g):
     """Note what `callee` gives for function `f`: `g` (its converted function) or None (f itself)."""
     key, code = id(f), f.__code__
 
-    def forget(ref):
-        if _MADE.get(key, (None,))[0] is ref:
-            del _MADE[key]
-    _MADE[key] = (weakref.ref(f, forget), code, g)
+    def forget(ref, made=_MADE):    # (bound now: at exit the module's globals may be gone first)
+        if made.get(key, (None,))[0] is ref:
+            del made[key]
+    _MADE[key] = (weakref.ref(f, forget), code, None if g is None else weakref.ref(g))
 
 
 def _cell(f, name, own):
@@ -361,7 +368,11 @@ def callee(f):
         if made is not None:
             ref, code, g = made
             if ref() is f and code is f.__code__:
-                return g or f
+                if g is None:
+                    return f
+                g = g()
+                if g is not None:
+                    return g
         return _function_callee(f)
     if t is type or t is types.BuiltinFunctionType:     # range, len, print ...; a class
         special = _SPECIAL.get(f)
