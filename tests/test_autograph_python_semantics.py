@@ -322,6 +322,18 @@ def test_vmap_converts_its_function_and_selects_per_example():
     np.testing.assert_allclose(df.defun(lambda z: df.vmap(signed)(z), backend="numba")(f64(Z)).numpy(), want)
 
 
+def test_vmap_in_a_defun_with_autograph_off_runs_its_function_as_written():
+    """autograph=False reaches the functions df.vmap traces in that defun (the tensor `if`
+    is then the error it is there), not the defuns it calls nor an eager df.vmap."""
+    off = df.defun(lambda z: df.vmap(signed)(z), autograph=False)
+    with pytest.raises(df.errors.TracingError, match="df.cond"):
+        off(f64(Z))
+    want = per_example(signed, Z)
+    on_inside = df.defun(lambda z: df.defun(lambda w: df.vmap(signed)(w))(z), autograph=False)
+    np.testing.assert_allclose(on_inside(f64(Z)).numpy(), want)
+    np.testing.assert_allclose(df.vmap(signed)(f64(Z)).numpy(), want)     # eager, after the failed trace
+
+
 def total(x):
     return df.reduce_sum(signed(x))
 
