@@ -274,6 +274,38 @@ def test_joined_numbers_made_tensors_as_python_numbers_are():
 
 
 
+def in_lists(x, v):
+    """Joined numbers in lists given to ops (alone, with numbers, nested, with tensors)."""
+    if df.reduce_sum(x) > 0:
+        a = v
+    else:
+        a = v + v
+    y = x[:2]
+    return (df.reduce_sum([a, a]), df.add_n([a, a]), df.stack([[a, 1.0], [2.0, a]]), df.reduce_sum([a, True]),
+            df.concat([[a * 1.0, a], df.cast(y, df.float32)], 0), df.convert_to_tensor([a, y[0]]), df.constant([[a], [1.5]]),
+            df.constant((a, 2), df.float16), df.convert_to_tensor([a, a], df.float64), y * [a, a],
+            df.constant([a, 2 ** 40]), df.reduce_sum(df.convert_to_tensor([a, y[0]]) * y))
+
+
+def test_lists_holding_joined_numbers_convert_as_lists_of_python_numbers():
+    for v in (2.5, 3):
+        g = df.defun(in_lists)
+        for row in (X5[:3], -X5[:3]):
+            got, want = g(f64(row), v), in_lists(f64(row), v)
+            assert [t.dtype for t in got] == [t.dtype for t in want]
+            for a, b in zip(got, want):
+                np.testing.assert_array_equal(a.numpy(), b.numpy())
+            x = f64(row)
+            with df.GradientTape() as tape:
+                tape.watch(x)
+                y = g(x, v)[-1]
+            want_grad = [(v if row.sum() > 0 else 2 * v) + row[1], row[0], 0.0]     # of a y0 + y0 y1
+            np.testing.assert_allclose(tape.gradient(y, x).numpy(), want_grad)
+    # floats made integers: eagerly refused unless whole, so refused here, where their values are unknown
+    with pytest.raises(df.errors.InvalidArgumentError, match="'a' holds the Python floats .* use df.cast"):
+        df.defun(lambda x: df.constant([1, joined(x)], df.int32))(f64(X5))
+
+
 def indexed_by_joined_ints(x):
     if df.reduce_sum(x) > 0:
         k = 1

@@ -152,6 +152,11 @@ class WeakValue:
                 f"which cannot be used with {with_article(dtype.name)} tensor; use df.cast")
         return self.wide if self.wide.dtype.np == dtype else cast(self.wide, dtype)
 
+    @property
+    def _stand_in(self):
+        """A Python number of its kind (0, 0.0, 0j): what a list holding it converts as."""
+        return _STAND_IN[self.wide.dtype.np.kind]
+
     def _arith(self, other, method):
         """Python arithmetic `self <method> other`: with a Python number or another WeakValue
         in the wider of their kinds, staying weak; with a tensor, adopting its dtype."""
@@ -204,6 +209,7 @@ for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lt", "l
 _DEFAULT = {"i": np.dtype(np.int32), "u": np.dtype(np.int32), "f": np.dtype(np.float32),
             "c": np.dtype(np.complex64)}
 _WIDE = {"i": np.dtype(np.int64), "f": np.dtype(np.float64), "c": np.dtype(np.complex128)}
+_STAND_IN = {"i": 0, "u": 0, "f": 0.0, "c": 0j}
 _KIND_NAME = {"i": "int", "u": "int", "f": "float", "c": "complex"}
 
 
