@@ -312,7 +312,7 @@ BINARY = {"+": op.add, "-": op.sub, "*": op.mul, "/": op.truediv, "//": op.floor
           "<": op.lt, "<=": op.le, ">": op.gt, ">=": op.ge, "==": op.eq, "!=": op.ne, "&": op.and_, "|": op.or_,
           "^": op.xor, "<<": op.lshift, ">>": op.rshift, "@": op.matmul, "divmod": divmod}
 UNARY = {"-": op.neg, "+": op.pos, "abs": abs, "~": op.invert, "round": round, "round1": lambda v: round(v, 1),
-         "floor": math.floor, "ceil": math.ceil, "trunc": math.trunc}
+         "floor": math.floor, "ceil": math.ceil, "trunc": math.trunc, "pow3": lambda v: pow(v, 2, 5)}
 JOINED = {"int": (2, 3), "float": (2.5, -3.0), "complex": (2 + 1j, 3 - 1j)}
 
 
@@ -391,6 +391,9 @@ def test_joined_numbers_follow_the_numeric_protocol_of_python_numbers(kind):
                 np.testing.assert_allclose(rt.numpy(), wt.numpy(), rtol=rtol, err_msg=str(case))
     with pytest.raises(TypeError, match="no bitwise op"):
         df.defun(lambda x: round(joined(x)) & 1)(f64([1.0]))
+    for needs_value in (float, int, complex, lambda v: [0] * round(v)):     # a TracingError and a TypeError
+        with pytest.raises(df.errors.TracingError, match="needs the value of 'a'.*known only when the graph runs"):
+            df.defun(lambda x: needs_value(joined(x)))(f64([1.0]))
 
 
 def indexed_by_joined_ints(x):

@@ -70,6 +70,11 @@ for _name in ("__bool__", "__call__", "__iter__", "__len__", "__getitem__", "__s
     setattr(Undefined, _name, Undefined.fail)
 
 
+class UnknownValueError(errors.TracingError, TypeError):
+    """float(a), int(a), [0] * a of numbers a tensor `if` joined, known only when the graph runs:
+    the TracingError it is, and the TypeError a value that is not a number gives there."""
+
+
 class TensorList:
     """A list appended to in a tensor loop: its rows so far, one tensor `buffer`."""
 
@@ -241,6 +246,34 @@ class WeakValue:
     def __bool__(self):
         return bool(self.wide)      # the TracingError of a symbolic tensor's bool()
 
+    def _unknown(self, how):
+        raise UnknownValueError(
+            f"{how} needs the value of {self.name!r}, which holds the Python "
+            f"{_KIND_NAME[self.wide.dtype.np.kind]}s the tensor if at {self.where} joins: its value is known "
+            f"only when the graph runs; compute with it as a number "
+            f"(df.cast(a, df.int32) for a tensor of another dtype) or return it")
+
+    def __float__(self):
+        self._unknown("float()")
+
+    def __int__(self):
+        self._unknown("int()")
+
+    def __complex__(self):
+        self._unknown("complex()")
+
+    def __index__(self):
+        self._unknown("a Python int (a repeat count, a slice bound, a list index)")
+
+    def __pow__(self, other, mod=None):
+        if mod is None:
+            return self._binary(other, "pow", False)
+        if "c" in (weak_kind(self), weak_kind(other), weak_kind(mod)):
+            raise ValueError("complex modulo")
+        if {"i" if v.__class__ is bool else weak_kind(v) for v in (self, other, mod)} != {"i"}:
+            raise TypeError("pow() 3rd argument not allowed unless all arguments are integers")
+        return (self ** other) % mod
+
     def __repr__(self):
         return f"<{self.name!r}: Python {_KIND_NAME[self.wide.dtype.np.kind]}s joined by a tensor if: {self.wide!r}>"
 
@@ -294,7 +327,8 @@ def _weak_method(op, reflected):
 
 for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lt", "le", "gt", "ge", "and", "or",
               "xor", "lshift", "rshift", "divmod"):
-    setattr(WeakValue, f"__{_name}__", _weak_method(_name, False))
+    if _name != "pow":      # its own: pow(a, b, m)
+        setattr(WeakValue, f"__{_name}__", _weak_method(_name, False))
     if _name not in ("lt", "le", "gt", "ge"):
         setattr(WeakValue, f"__r{_name}__", _weak_method(_name, True))
 _DEFAULT = {"i": np.dtype(np.int32), "u": np.dtype(np.int32), "f": np.dtype(np.float32),
