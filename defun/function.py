@@ -481,7 +481,11 @@ class Function:
                 proxies = {}
                 b_args = _substitute(b_args, graph, proxies)
                 b_kwargs = _substitute(b_kwargs, graph, proxies)
-            result = self._traced()(*b_args, **b_kwargs)
+            saved = _autograph.conversion.tracing(self.autograph)   # df.vmap in it converts as this does
+            try:
+                result = self._traced()(*b_args, **b_kwargs)
+            finally:
+                _autograph.conversion.tracing(saved)
             out_leaves = flatten(result)
             outputs, out_index = [], []
             for pos, leaf in enumerate(out_leaves):

@@ -12,7 +12,7 @@ from defun.runtime.context import state
 from defun.runtime.convert import convert_operands
 from defun.runtime.execute import same_dtype_inputs
 from defun.runtime.registry import check_input_count
-from defun.runtime.tensor import EagerTensor, Tensor, to_array
+from defun.runtime.tensor import EagerTensor, Tensor, to_array, weak_or_raise
 from defun.graph.nodes import CONST, SymbolicTensor, infer_types
 
 __all__ = ["Tracing"]
@@ -176,7 +176,10 @@ class Tracing:
         key = (x.__class__, x, dtype) if x.__class__ in _PY_SCALARS and x and x == x else None
         t = self._scalar_consts.get(key) if key is not None else None
         if t is None:
-            t = self.constant(to_array(x, dtype))
+            try:
+                t = self.constant(to_array(x, dtype))
+            except TypeError as e:      # a list holding numbers an autograph `if` joined
+                return self.capture(weak_or_raise(x, dtype, e))
             if key is not None:
                 self._scalar_consts[key] = t
         return t

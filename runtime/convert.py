@@ -17,7 +17,7 @@ import numpy as np
 
 from defun.runtime import errors
 
-__all__ = ["convert_operands", "holds_tensor", "pack_list", "install_stack"]
+__all__ = ["convert_operands", "holds_tensor", "first_dtype", "pack_list", "install_stack"]
 
 # df.stack, installed by runtime.ops.array_ops (which is built on the dispatch that uses this
 # module, so it cannot be imported here)
@@ -45,11 +45,11 @@ def holds_tensor(value, is_tensor):
     return False
 
 
-def _first_dtype(value, is_tensor):
+def first_dtype(value, is_tensor):
     """The numpy dtype of the first tensor (or variable) in a nested list, else None."""
     for v in value:
         if isinstance(v, (list, tuple)):
-            d = _first_dtype(v, is_tensor)
+            d = first_dtype(v, is_tensor)
             if d is not None:
                 return d
         elif _tensorish(v, is_tensor):
@@ -62,7 +62,7 @@ def pack_list(value, dtype, is_tensor, make):
     variables read, Python numbers and lists as `make(x, dtype)`, `dtype` defaulting to the
     first tensor's) stacked with df.stack, so gradients flow to each tensor."""
     if dtype is None:
-        dtype = _first_dtype(value, is_tensor)
+        dtype = first_dtype(value, is_tensor)
     parts = []
     for v in value:
         if isinstance(v, (list, tuple)) and holds_tensor(v, is_tensor):
@@ -91,7 +91,7 @@ def convert_operands(op, inputs, is_tensor, make):
             target = x.dtype
             break
         if isinstance(x, (list, tuple)) and holds_tensor(x, is_tensor):
-            target = _first_dtype(x, is_tensor)
+            target = first_dtype(x, is_tensor)
             break
     out = list(inputs)
     for i, x in enumerate(out):

@@ -8,7 +8,7 @@ from defun.runtime import convert, dtypes, errors
 from defun.runtime.context import DEVICE, state
 
 __all__ = ["Tensor", "EagerTensor", "ResourceHandle", "HandleData", "tensor_id",
-           "to_array", "weak_scalar_tensor", "constant", "convert_to_tensor", "is_tensor_like"]
+           "to_array", "weak_scalar_tensor", "weak_or_raise", "constant", "convert_to_tensor", "is_tensor_like"]
 
 # Stable per-object tensor ids: a counter, so an id is never reused while a tape may
 # still refer to it (id() of a dead object can be).
@@ -322,11 +322,24 @@ def _list_to_array(value, dtype):
     if arr.dtype not in dtypes._BY_NUMPY and dtypes.native_order(arr.dtype) in dtypes._BY_NUMPY:
         arr = arr.astype(dtypes.native_order(arr.dtype))
     if arr.dtype not in dtypes._BY_NUMPY:
+        if arr.dtype == object and _holds_weak(value):     # made a tensor by weak_or_raise
+            raise TypeError("a list holding numbers an autograph `if` joined is known only in a graph")
         raise errors.InvalidArgumentError(f"unsupported dtype {arr.dtype.name!r}")
     if dtype is not None and arr.dtype != dtype:
         raise errors.InvalidArgumentError(
             f"cannot convert a {arr.dtype.name} value to {np.dtype(dtype).name}; use df.cast")
     return arr
+
+
+def _holds_weak(value):
+    """True if a nested list or tuple holds numbers an autograph `if` joined (`_weak_tensor`)."""
+    return any(_holds_weak(v) if isinstance(v, (list, tuple)) else hasattr(v, "_weak_tensor") for v in value)
+
+
+def _stand_ins(value):
+    """Nested list `value` with each joined number as a Python number of its kind."""
+    return [_stand_ins(v) if isinstance(v, (list, tuple)) else v._stand_in if hasattr(v, "_weak_tensor")
+            else v for v in value]
 
 
 def _refuse_narrowing(kind, dtype, value):
@@ -385,6 +398,8 @@ def constant(value, dtype=None, name=None):
                 arr = np.array(value, dtype=npd)  # explicit dtype: a deliberate cast
             except OverflowError as e:  # a Python int that does not fit (numpy would wrap)
                 raise errors.InvalidArgumentError(f"cannot make a {npd.name} constant: {e}") from None
+            except TypeError as e:
+                return weak_or_raise(value, npd, e)
             if npd.kind in "iub" and not isinstance(value, (np.ndarray, np.generic)) and \
                     all_python(value) and np.any(np.asarray(value, dtype=np.float64) != arr):
                 # Python numbers are not cast silently (1.5 -> 1): only numpy arrays are.
@@ -395,23 +410,29 @@ def constant(value, dtype=None, name=None):
             try:
                 arr = to_array(value, npd)
             except TypeError as e:
-                return _weak_or_raise(value, npd, e)
+                return weak_or_raise(value, npd, e)
     else:
         try:
             arr = to_array(value)  # a fresh array: to_array copies caller-owned arrays
         except TypeError as e:
-            return _weak_or_raise(value, None, e)
+            return weak_or_raise(value, None, e)
     g = state.graph
     if g is not None:
         return g.constant(arr, name)
     return EagerTensor(arr)
 
 
-def _weak_or_raise(value, dtype, error):
+def weak_or_raise(value, dtype, error):
     """After to_array refused `value` (TypeError `error`): for numbers an autograph `if` joined
     (known when the graph runs) their tensor of numpy `dtype`; else `error`."""
     if hasattr(value, "_weak_tensor"):
         return value._weak_tensor(dtype)
+    if isinstance(value, (list, tuple)) and _holds_weak(value):
+        # as the same list of Python numbers: the dtype given, else its first tensor's, else
+        # the one to_array gives the list (Python numbers standing in for the joined ones)
+        if dtype is None:
+            dtype = convert.first_dtype(value, _is_tensor) or to_array(_stand_ins(value)).dtype
+        return convert.pack_list(value, np.dtype(dtype), _is_tensor, _constant_of)
     raise error
 
 
@@ -433,7 +454,7 @@ def convert_to_tensor(value, dtype=None, name=None):
         try:
             arr = to_array(value, want.np if want is not None else None)
         except TypeError as e:
-            return _weak_or_raise(value, want.np if want is not None else None, e)
+            return weak_or_raise(value, want.np if want is not None else None, e)
         g = state.graph
         t = g.constant(arr, name) if g is not None else EagerTensor(arr)
     if want is not None and t.dtype is not want:
@@ -448,7 +469,10 @@ def _is_tensor(x):
 
 def _constant_of(value, np_dtype):
     """A constant tensor (of the graph being built, if any) of `value` adopting `np_dtype`."""
-    arr = to_array(value, np_dtype)
+    try:
+        arr = to_array(value, np_dtype)
+    except TypeError as e:
+        return weak_or_raise(value, np_dtype, e)
     g = state.graph
     return g.constant(arr) if g is not None else EagerTensor(arr)
 

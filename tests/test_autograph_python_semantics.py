@@ -2,6 +2,8 @@
 converted function with the Python run eagerly, then its gradients, df.vmap and the
 exports where the case puts a graph op in the way."""
 import json
+import math
+import operator as op
 
 import numpy as np
 import pytest
@@ -274,6 +276,126 @@ def test_joined_numbers_made_tensors_as_python_numbers_are():
 
 
 
+def in_lists(x, v):
+    """Joined numbers in lists given to ops (alone, with numbers, nested, with tensors)."""
+    if df.reduce_sum(x) > 0:
+        a = v
+    else:
+        a = v + v
+    y = x[:2]
+    return (df.reduce_sum([a, a]), df.add_n([a, a]), df.stack([[a, 1.0], [2.0, a]]), df.reduce_sum([a, True]),
+            df.concat([[a * 1.0, a], df.cast(y, df.float32)], 0), df.convert_to_tensor([a, y[0]]),
+            df.constant([[a], [1.5]]), df.constant((a, 2), df.float16), df.convert_to_tensor([a, a], df.float64), y * [a, a],
+            df.constant([a, 2 ** 40]), df.reduce_sum(df.convert_to_tensor([a, y[0]]) * y))
+
+
+def test_lists_holding_joined_numbers_convert_as_lists_of_python_numbers():
+    for v in (2.5, 3):
+        g = df.defun(in_lists)
+        for row in (X5[:3], -X5[:3]):
+            got, want = g(f64(row), v), in_lists(f64(row), v)
+            assert [t.dtype for t in got] == [t.dtype for t in want]
+            for a, b in zip(got, want):
+                np.testing.assert_array_equal(a.numpy(), b.numpy())
+            x = f64(row)
+            with df.GradientTape() as tape:
+                tape.watch(x)
+                y = g(x, v)[-1]
+            want_grad = [(v if row.sum() > 0 else 2 * v) + row[1], row[0], 0.0]     # of a y0 + y0 y1
+            np.testing.assert_allclose(tape.gradient(y, x).numpy(), want_grad)
+    # floats made integers: eagerly refused unless whole, so refused here, where their values are unknown
+    with pytest.raises(df.errors.InvalidArgumentError, match="'a' holds the Python floats .* use df.cast"):
+        df.defun(lambda x: df.constant([1, joined(x)], df.int32))(f64(X5))
+
+
+BINARY = {"+": op.add, "-": op.sub, "*": op.mul, "/": op.truediv, "//": op.floordiv, "%": op.mod, "**": op.pow,
+          "<": op.lt, "<=": op.le, ">": op.gt, ">=": op.ge, "==": op.eq, "!=": op.ne, "&": op.and_, "|": op.or_,
+          "^": op.xor, "<<": op.lshift, ">>": op.rshift, "@": op.matmul, "divmod": divmod}
+UNARY = {"-": op.neg, "+": op.pos, "abs": abs, "~": op.invert, "round": round, "round1": lambda v: round(v, 1),
+         "floor": math.floor, "ceil": math.ceil, "trunc": math.trunc, "pow3": lambda v: pow(v, 2, 5)}
+JOINED = {"int": (2, 3), "float": (2.5, -3.0), "complex": (2 + 1j, 3 - 1j)}
+
+
+def operands():
+    """Every kind of operand a Python number meets: numbers, numpy scalars, tensors, joined numbers."""
+    t = {d: df.constant(np.array([1 + 2j, 3] if d[0] == "c" else [True, False] if d == "bool" else [3, 1], d))
+         for d in ("float16", "float32", "float64", "int8", "int32", "int64", "uint8", "bool", "complex64",
+                   "complex128")}
+    return [True, 3, -2, 1.5, 1 + 2j, np.float16(1.5), np.float32(1.5), np.float64(1.5), np.int8(3), np.int32(3),
+            np.int64(3), np.uint8(3), np.bool_(True), np.complex64(1 + 2j), *t.values(), *JOINED]
+
+
+def protocol_cases():
+    return [(f, o, how) for o in operands() for f in BINARY.values() for how in (0, 1)] + \
+        [(f, None, 2) for f in UNARY.values()]
+
+
+def apply_all(cases, a, joined, errors=None):
+    """Each case on `a`: its result, or the class of its error (kept in `errors`, as a graph
+    returns tensors only)."""
+    out = []
+    for f, o, how in cases:
+        o = joined[o] if isinstance(o, str) else o
+        try:
+            out.append(f(a, o) if how == 0 else f(o, a) if how == 1 else f(a))
+        except Exception as e:      # noqa: BLE001 - which error is what is compared
+            out.append(type(e))
+    if errors is None:
+        return out
+    errors[:] = out
+    return {k: v for k, v in enumerate(out) if not isinstance(v, type)}
+
+
+def protocol(x, kind, cases, errors):
+    pair = JOINED[kind]
+    if df.reduce_sum(x) > 0:
+        a, joined = pair[0], {k: v[0] for k, v in JOINED.items()}
+    else:
+        a, joined = pair[1], {k: v[1] for k, v in JOINED.items()}
+    return apply_all(cases, a, joined, errors)
+
+
+def bitwise_or_complex_order(case, kind):
+    """Where the joined numbers differ from Python's by design: `&`, `|`, `^` of ints (defun
+    has no bitwise op) and numpy's order of complex scalars (df.less refuses complex)."""
+    f, o, how = case
+    if f in (op.and_, op.or_, op.xor):
+        return True
+    complex_pair = isinstance(o, np.complexfloating) or (kind == "complex" and isinstance(o, np.generic))
+    return complex_pair and f in (op.lt, op.le, op.gt, op.ge)
+
+
+@pytest.mark.parametrize("kind", JOINED)
+def test_joined_numbers_follow_the_numeric_protocol_of_python_numbers(kind):
+    """Every operator with every kind of operand: the value and dtype the same Python gives
+    (made a tensor as a returned number is), or the same kind of error."""
+    cases, errors = protocol_cases(), []
+    g = df.defun(lambda x: protocol(x, kind, cases, errors))
+    for sign, k in ((1, 0), (-1, 1)):
+        got = g(f64([sign]))
+        got = [got.get(i, e) for i, e in enumerate(errors)]
+        with np.errstate(all="ignore"):     # np.int8(3) - 2 ... overflow warnings of the Python run
+            want = apply_all(cases, JOINED[kind][k], {j: v[k] for j, v in JOINED.items()})
+        for case, r, w in zip(cases, got, want):
+            if case[0] is op.pow and isinstance(w, complex) and r.dtype.is_floating:
+                continue        # (-2) ** 2.5: Python's complex number is nan in a float dtype, as in numpy
+            if isinstance(w, type) or isinstance(r, type):
+                if bitwise_or_complex_order(case, kind) and r is TypeError:
+                    continue
+                assert isinstance(r, type) and isinstance(w, type) and issubclass(r, w), (case, r, w)
+                continue
+            for rt, wt in zip(*[v if isinstance(v, tuple) else (v,) for v in (r, w)]):
+                wt = df.convert_to_tensor(wt) if not isinstance(wt, df.Tensor) else wt
+                assert rt.dtype == wt.dtype, (case, rt, wt)
+                rtol = {"float16": 1e-3, "float32": 1e-6, "complex64": 1e-6}.get(rt.dtype.name, 1e-12)
+                np.testing.assert_allclose(rt.numpy(), wt.numpy(), rtol=rtol, err_msg=str(case))
+    with pytest.raises(TypeError, match="no bitwise op"):
+        df.defun(lambda x: round(joined(x)) & 1)(f64([1.0]))
+    for needs_value in (float, int, complex, lambda v: [0] * round(v)):     # a TracingError and a TypeError
+        with pytest.raises(df.errors.TracingError, match="needs the value of 'a'.*known only when the graph runs"):
+            df.defun(lambda x: needs_value(joined(x)))(f64([1.0]))
+
+
 def indexed_by_joined_ints(x):
     if df.reduce_sum(x) > 0:
         k = 1
@@ -320,6 +442,18 @@ def test_vmap_converts_its_function_and_selects_per_example():
     exported_agree(g.get_concrete_function(f64(Z)), [Z], want)
     pytest.importorskip("numba")
     np.testing.assert_allclose(df.defun(lambda z: df.vmap(signed)(z), backend="numba")(f64(Z)).numpy(), want)
+
+
+def test_vmap_in_a_defun_with_autograph_off_runs_its_function_as_written():
+    """autograph=False reaches the functions df.vmap traces in that defun (the tensor `if`
+    is then the error it is there), not the defuns it calls nor an eager df.vmap."""
+    off = df.defun(lambda z: df.vmap(signed)(z), autograph=False)
+    with pytest.raises(df.errors.TracingError, match="df.cond"):
+        off(f64(Z))
+    want = per_example(signed, Z)
+    on_inside = df.defun(lambda z: df.defun(lambda w: df.vmap(signed)(w))(z), autograph=False)
+    np.testing.assert_allclose(on_inside(f64(Z)).numpy(), want)
+    np.testing.assert_allclose(df.vmap(signed)(f64(Z)).numpy(), want)     # eager, after the failed trace
 
 
 def total(x):

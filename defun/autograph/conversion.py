@@ -27,6 +27,7 @@ from defun.autograph import operators
 from defun.autograph.transformer import AG, GEN, Converter, _located
 
 _LOCK = threading.RLock()
+_TRACE = threading.local()      # .on: False while a df.defun(..., autograph=False) traces its function
 _CACHE = {}     # id(code object) -> _Converted or a _Skip (_Self: converted code itself), holding that code
 # (by id: hashing a code object hashes its contents, and equal code from two files must stay apart)
 _MADE = {}      # id(function) -> (weak reference to it, its code, a weak reference to its converted function,
@@ -438,9 +439,20 @@ def _custom_gradient_of(f):
     return made
 
 
+def tracing(on):
+    """Say whether the df.defun trace about to run converts its function (autograph=`on`);
+    returns what to restore after it (for_tracing follows the innermost such trace)."""
+    saved = getattr(_TRACE, "on", True)
+    _TRACE.on = on
+    return saved
+
+
 def for_tracing(fn):
     """`fn` as a transformation that traces it calls it (df.vmap): converted as df.defun
-    converts its function (the user's own functions and methods; anything else as it is)."""
+    converts its function (the user's own functions and methods; anything else as it is),
+    unless the df.defun being traced has autograph=False (then as it is, as the defun's own)."""
+    if not getattr(_TRACE, "on", True):
+        return fn
     if type(fn) is types.FunctionType and not fn.__code__.co_flags & (
             inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR):
         return entry_point(fn)

@@ -8,7 +8,7 @@ import numpy as np
 
 from defun.runtime import dtypes, errors, sites
 from defun.runtime.nest import flatten, pack_as
-from defun.runtime.ops import math_ops
+from defun.runtime.ops import elementwise_ops, math_ops
 from defun.runtime.ops.array_ops import concat
 from defun.runtime.ops.base_ops import cast, expand_dims
 from defun.runtime.tensor import Tensor, convert_to_tensor, with_article
@@ -68,6 +68,11 @@ for _name in ("__bool__", "__call__", "__iter__", "__len__", "__getitem__", "__s
               "__matmul__", "__rmatmul__", "__neg__", "__pow__", "__lt__", "__le__", "__gt__", "__ge__",
               "__float__", "__int__", "__index__", "__array__", "__floordiv__", "__mod__", "__eq__", "__ne__"):
     setattr(Undefined, _name, Undefined.fail)
+
+
+class UnknownValueError(errors.TracingError, TypeError):
+    """float(a), int(a), [0] * a of numbers a tensor `if` joined, known only when the graph runs:
+    the TracingError it is, and the TypeError a value that is not a number gives there."""
 
 
 class TensorList:
@@ -131,7 +136,7 @@ class WeakValue:
     """A variable that a tensor `if` gives a Python number on each path (`a = 2.0` / `a = 3.0`):
     one tensor (`wide`) in the widest dtype of the numbers' kind (float64, int64, complex128)
     that, like a Python number, adopts the dtype of the tensor it meets (`a * y64` is float64,
-    `a * y32` float32), is float32 / int32 / complex64 where no tensor gives a dtype
+    `a * y32` float32), is float32 / int32 / complex128 (as df makes Python numbers) where no tensor gives a dtype
     (`df.exp(a)`, a returned value), and stays such a value through Python arithmetic with
     Python numbers (`a + 1.0`). Graph conversion asks it for a tensor by `_weak_tensor`."""
 
@@ -146,32 +151,56 @@ class WeakValue:
         if dtype is None:
             dtype = _DEFAULT[kind]
         dtype = np.dtype(dtype)
-        if (kind == "c" and dtype.kind != "c") or (kind == "f" and dtype.kind in "iub"):
+        if (kind == "c" and dtype.kind != "c") or (kind == "f" and dtype.kind in "iub") or dtype.kind == "b":
             raise errors.InvalidArgumentError(
                 f"{self.name!r} holds the Python {_KIND_NAME[kind]}s the tensor if at {self.where} gives it, "
                 f"which cannot be used with {with_article(dtype.name)} tensor; use df.cast")
         return self.wide if self.wide.dtype.np == dtype else cast(self.wide, dtype)
 
-    def _arith(self, other, method):
-        """Python arithmetic `self <method> other`: with a Python number or another WeakValue
-        in the wider of their kinds, staying weak; with a tensor, adopting its dtype."""
+    @property
+    def _stand_in(self):
+        """A Python number of its kind (0, 0.0, 0j): what a list holding it converts as."""
+        return _STAND_IN[self.wide.dtype.np.kind]
+
+    def _binary(self, other, op, reflected):
+        """Python's `self <op> other` (`other <op> self` if `reflected`): with a Python number
+        (a bool as an int) or another WeakValue in the wider of their kinds, staying weak; with
+        a numpy value in numpy's dtype of the pair (`a * np.int32(3)` is float64); with a
+        tensor adopting its dtype. A TypeError where Python has one (complex `//`, a float's `&`)."""
+        if other.__class__ is bool:
+            other = int(other)
         if isinstance(other, WeakValue) or other.__class__ in (int, float, complex):
             wide = _wide_of(self, other)
-            o = other._weak_tensor(wide) if isinstance(other, WeakValue) else other
-            out = _operator(method)(self._weak_tensor(wide), o)
-            return WeakValue(out, self.name, self.where) if out.dtype.np.kind in "iufc" else out
-        if isinstance(other, (Tensor, Variable, np.ndarray, np.generic)):
-            other = other.read_value() if isinstance(other, Variable) else convert_to_tensor(other)
-            return _operator(method)(self._weak_tensor(other.dtype.np), other)
-        return NotImplemented
+            if op == "pow" and wide.kind == "i" and not reflected and other.__class__ is int and other < 0:
+                wide = _WIDE["f"]       # 2 ** -1 is 0.5
+            _check_kinds(op, wide.kind, self, other, reflected)
+            if op in ("lshift", "rshift") and not reflected and other.__class__ is int and other < 0:
+                raise ValueError("negative shift count")
+            x, y = self._weak_tensor(wide), weak_leaf(other, wide)
+            out = _apply(op, *((y, x) if reflected else (x, y)))
+            return _weak_outputs(out, self)
+        if isinstance(other, (np.ndarray, np.generic)):
+            dt = np.result_type(other, self._stand_in)
+            _check_kinds(op, dt.kind, self, other, reflected)
+            y = convert_to_tensor(other)
+            y = y if y.dtype.np == dt else cast(y, dt)
+        elif isinstance(other, (Tensor, Variable)):
+            if op in ("eq", "ne", "and", "or", "xor", "lshift", "rshift", "divmod"):
+                return NotImplemented       # as a Python number's: the tensor's own (identity, its &)
+            y = other.read_value() if isinstance(other, Variable) else other
+        else:
+            return NotImplemented
+        x = self._weak_tensor(y.dtype.np)
+        return _apply(op, *((y, x) if reflected else (x, y)))
 
     def __eq__(self, other):        # values, as the Python numbers compare (not identity, as tensors)
-        return self._arith(other, "equal")
+        return self._binary(other, "eq", False)
 
     def __ne__(self, other):
-        return self._arith(other, "not_equal")
+        return self._binary(other, "ne", False)
 
     __hash__ = object.__hash__
+    __array_ufunc__ = None          # numpy defers to it (np.int32(3) * a is its __rmul__)
 
     def __neg__(self):
         return WeakValue(-self.wide, self.name, self.where)
@@ -182,28 +211,130 @@ class WeakValue:
     def __abs__(self):
         return WeakValue(math_ops.abs(self.wide), self.name, self.where)
 
+    def __invert__(self):
+        _check_kinds("invert", self.wide.dtype.np.kind, self, None, False)
+        return WeakValue(-self.wide - 1, self.name, self.where)
+
+    def __round__(self, ndigits=None):
+        """round(a) an int as Python's (half to even); round(a, n) a float, as numpy rounds."""
+        kind = _check_kinds("round", self.wide.dtype.np.kind, self, None, False)
+        w = self.wide
+        if ndigits is None or kind == "i":
+            if kind == "i" and (ndigits is None or ndigits >= 0):
+                return self
+            scale = 10.0 ** -(ndigits or 0)
+            r = math_ops.round(cast(w, np.float64) / scale) * scale
+            return WeakValue(cast(r, np.int64), self.name, self.where)
+        scale = 10.0 ** ndigits
+        return WeakValue(math_ops.round(w * scale) / scale, self.name, self.where)
+
+    def _whole(self, how):
+        """math.floor / ceil / trunc: an int, as Python gives."""
+        kind = _check_kinds(how, self.wide.dtype.np.kind, self, None, False)
+        w = self.wide if kind == "i" else cast(self.wide if how == "trunc" else _WHOLE[how](self.wide), np.int64)
+        return WeakValue(w, self.name, self.where)
+
+    def __floor__(self):
+        return self._whole("floor")
+
+    def __ceil__(self):
+        return self._whole("ceil")
+
+    def __trunc__(self):
+        return self._whole("trunc")
+
     def __bool__(self):
         return bool(self.wide)      # the TracingError of a symbolic tensor's bool()
+
+    def _unknown(self, how):
+        raise UnknownValueError(
+            f"{how} needs the value of {self.name!r}, which holds the Python "
+            f"{_KIND_NAME[self.wide.dtype.np.kind]}s the tensor if at {self.where} joins: its value is known "
+            f"only when the graph runs; compute with it as a number "
+            f"(df.cast(a, df.int32) for a tensor of another dtype) or return it")
+
+    def __float__(self):
+        self._unknown("float()")
+
+    def __int__(self):
+        self._unknown("int()")
+
+    def __complex__(self):
+        self._unknown("complex()")
+
+    def __index__(self):
+        self._unknown("a Python int (a repeat count, a slice bound, a list index)")
+
+    def __pow__(self, other, mod=None):
+        if mod is None:
+            return self._binary(other, "pow", False)
+        if "c" in (weak_kind(self), weak_kind(other), weak_kind(mod)):
+            raise ValueError("complex modulo")
+        if {"i" if v.__class__ is bool else weak_kind(v) for v in (self, other, mod)} != {"i"}:
+            raise TypeError("pow() 3rd argument not allowed unless all arguments are integers")
+        return (self ** other) % mod
 
     def __repr__(self):
         return f"<{self.name!r}: Python {_KIND_NAME[self.wide.dtype.np.kind]}s joined by a tensor if: {self.wide!r}>"
 
 
-def _operator(name):
-    return getattr(Tensor, name) if name.startswith("__") else getattr(math_ops, name)
+_WHOLE = {"floor": math_ops.floor, "ceil": elementwise_ops.ceil}
+_SYMBOL = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "** or pow()",
+           "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "and": "&", "or": "|", "xor": "^", "lshift": "<<",
+           "rshift": ">>", "divmod": "divmod()"}
+_NOT_COMPLEX = ("floordiv", "mod", "divmod", "lt", "le", "gt", "ge", "round", "floor", "ceil", "trunc")
+_INT_ONLY = ("and", "or", "xor", "lshift", "rshift", "invert")
 
 
-def _weak_method(name):
-    return lambda self, other: self._arith(other, name)
+def _check_kinds(op, kind, weak, other, reflected):
+    """`kind` (of the operands together); the TypeError Python raises for `op` on it."""
+    if (op in _NOT_COMPLEX and kind == "c") or (op in _INT_ONLY and kind not in "iub"):
+        kinds = [_KIND_NAME.get(weak_kind(v) or "", type(v).__name__) for v in (weak, other)]
+        if op in _SYMBOL:
+            a, b = kinds[::-1] if reflected else kinds
+            raise TypeError(f"unsupported operand type(s) for {_SYMBOL[op]}: '{a}' and '{b}' "
+                            f"({weak.name!r} holds the numbers the tensor if at {weak.where} joins)")
+        raise TypeError(f"bad operand type for {'unary ~' if op == 'invert' else op + '()'}: '{kinds[0]}' "
+                        f"({weak.name!r} holds the numbers the tensor if at {weak.where} joins)")
+    if op in ("and", "or", "xor"):
+        raise TypeError(f"{_SYMBOL[op]} of the Python ints the tensor if at {weak.where} joins into "
+                        f"{weak.name!r}: defun has no bitwise op for it to become; compute it before the if")
+    return kind
 
 
-for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lt", "le", "gt", "ge"):
-    setattr(WeakValue, f"__{_name}__", _weak_method(f"__{_name}__"))
+def _apply(op, x, y):
+    """`x <op> y` on tensors."""
+    if op == "divmod":
+        return math_ops.floordiv(x, y), math_ops.mod(x, y)
+    if op in ("lshift", "rshift"):      # by a power of two, as Python shifts ints
+        p = math_ops.pow(cast(2, y.dtype), y)
+        return x * p if op == "lshift" else math_ops.floordiv(x, p)
+    if op in ("eq", "ne"):
+        return (math_ops.equal if op == "eq" else math_ops.not_equal)(x, y)
+    return getattr(Tensor, f"__{op}__")(x, y)
+
+
+def _weak_outputs(out, weak):
+    """The result of Python arithmetic between weak values: weak unless a bool (`a < 1`)."""
+    if isinstance(out, tuple):
+        return tuple(_weak_outputs(o, weak) for o in out)
+    return WeakValue(out, weak.name, weak.where) if out.dtype.np.kind in "iufc" else out
+
+
+def _weak_method(op, reflected):
+    return lambda self, other: self._binary(other, op, reflected)
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lt", "le", "gt", "ge", "and", "or",
+              "xor", "lshift", "rshift", "divmod"):
+    if _name != "pow":      # its own: pow(a, b, m)
+        setattr(WeakValue, f"__{_name}__", _weak_method(_name, False))
     if _name not in ("lt", "le", "gt", "ge"):
-        setattr(WeakValue, f"__r{_name}__", _weak_method(f"__r{_name}__"))
+        setattr(WeakValue, f"__r{_name}__", _weak_method(_name, True))
 _DEFAULT = {"i": np.dtype(np.int32), "u": np.dtype(np.int32), "f": np.dtype(np.float32),
-            "c": np.dtype(np.complex64)}
+            "c": np.dtype(np.complex128)}
 _WIDE = {"i": np.dtype(np.int64), "f": np.dtype(np.float64), "c": np.dtype(np.complex128)}
+_STAND_IN = {"i": 0, "u": 0, "f": 0.0, "c": 0j}
 _KIND_NAME = {"i": "int", "u": "int", "f": "float", "c": "complex"}
 
 
