@@ -57,32 +57,33 @@ def args_of(batch, sizes=(32, 32, 10)):
 
 
 def many_sizes(trials):
-    """(traces, median ms) of 100 calls at batch sizes 1..100 (relaxed, exact) and at one size."""
+    """(traces, median ms) of 100 calls at batch sizes 1..100 (relaxed, exact) and at one size;
+    the workloads interleaved, a trial of each in turn (a busy machine's swings hit them alike)."""
     varied = [args_of(n) for n in range(1, 101)]
     one, mean = args_of(8), args_of(50)
-    out = {}
-    for name, calls, relax in (("100 sizes, reduce_retracing=True", varied, True),
-                               ("100 sizes, reduce_retracing=False", varied, False),
-                               ("100 calls at batch 8", [one] * 100, True),
-                               ("100 calls at batch 50", [mean] * 100, True)):
-        times, traces = [], None
-        for _ in range(trials):
+    runs = (("100 sizes, reduce_retracing=True", varied, True),
+            ("100 sizes, reduce_retracing=False", varied, False),
+            ("100 calls at batch 8", [one] * 100, True),
+            ("100 calls at batch 50", [mean] * 100, True))
+    again_name = "100 sizes, each size's exact trace made before (calls alone)"
+    times, traces = {name: [] for name, _, _ in runs}, {}
+    times[again_name] = []
+    for _ in range(trials):
+        for name, calls, relax in runs:
             step = step_of(reduce_retracing=relax)
             start = CLOCK()
             for a in calls:
                 step(*a)
-            times.append((CLOCK() - start) * 1e3)
-            traces = step.trace_count
-        out[name] = (traces, statistics.median(times))
-        if calls is varied and not relax:   # every size's exact trace made: the calls alone
-            again = []
-            for _ in range(trials):
+            times[name].append((CLOCK() - start) * 1e3)
+            traces[name] = step.trace_count
+            if calls is varied and not relax:   # every size's exact trace made: the calls alone
                 start = CLOCK()
                 for a in calls:
                     step(*a)
-                again.append((CLOCK() - start) * 1e3)
-            out["100 sizes, each size's exact trace made before (calls alone)"] = (0, statistics.median(again))
-    return out
+                times[again_name].append((CLOCK() - start) * 1e3)
+    traces[again_name] = 0
+    order = [name for name, _, _ in runs[:2]] + [again_name] + [name for name, _, _ in runs[2:]]
+    return {name: (traces[name], statistics.median(times[name])) for name in order}
 
 
 def relaxed_against_exact(backend, repeat):
