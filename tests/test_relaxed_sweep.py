@@ -22,7 +22,10 @@ DEFUN_SWEEP=full: 1,500 numpy seeds and 100 numba ones (3,200 cases).
 `python tests/test_relaxed_sweep.py [SEED...]` runs the cases (of the seeds given, printing
 each program) outside pytest.
 
-Mutations of the new plans' checks (unify_sizes' label tests for "same", "sum" and "scalar",
+The sweep found (December 2026): the numba backend's fused loops read an input's unknown
+size that is 1 at run time as if it had the loop's known size (out of bounds, garbage
+values) -- the relaxed trace of a program broadcasting [1, 4, N] against [2, 4, 2]; fixed in
+graph/numba_backend/codegen.py, test below. Mutations of the new plans' checks (unify_sizes' label tests for "same", "sum" and "scalar",
 size_labels' classes, the executor's label test for reuse) each fail cases of a 96-seed run.
 """
 import itertools
@@ -220,6 +223,32 @@ def test_the_ci_share_has_every_op_and_a_case_past_max_patterns():
     calls = trace._calls
     assert len(calls._patterns) == MAX_PATTERNS and len(calls._specialized) == 1
     assert calls.fn._run is not None    # the trace's own plan ran past MAX_PATTERNS
+
+
+def test_numba_reads_an_unknown_size_of_1_broadcast_against_a_known_size():
+    # found by the sweep (case 10033): y [1, 4, ?] times a [2, 4, 2] fused with another node
+    # read y[0, i1, i2] for i2 < 2 where y's size is 1 (out of bounds, no error): the loop's
+    # size is known, so the input's unknown size was never compared with it
+    pytest.importorskip("numba")
+    import defun.graph.numba_backend as nb     # (its fallback count; imported only with numba)
+
+    def f(b, c, y):
+        return df.stack([b, b], axis=2) * y, df.maximum(c, 0.5)
+
+    g = df.defun(f, backend="numba", input_signature=[df.TensorSpec([2, 4], df.float64),
+                 df.TensorSpec([3], df.float64), df.TensorSpec([1, 4, None], df.float64)])
+    rng = np.random.default_rng(5)
+    fallbacks = nb.stats["fallbacks"]
+    for n in (2, 1, 1, 0):
+        b, c, y = rng.normal(size=(2, 4)), rng.normal(size=3), rng.normal(size=(1, 4, n))
+        if n == 0:      # 0 against 2: numpy's error
+            with pytest.raises(df.errors.InvalidArgumentError, match="broadcast"):
+                g(b, c, y)
+            continue
+        prod, top = g(b, c, y)
+        np.testing.assert_array_equal(prod.numpy(), np.stack([b, b], 2) * y)
+        np.testing.assert_array_equal(top.numpy(), np.maximum(c, 0.5))
+    assert nb.stats["fallbacks"] == fallbacks + 3     # sizes 1 and 0: numpy's case
 
 
 if __name__ == "__main__":
