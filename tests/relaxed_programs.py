@@ -4,7 +4,7 @@ broadcast, reduce and combine sizes, with their argument shapes written in size 
 
     prog = generate(seed)
     shapes = prog.arg_shapes({"N": 3, "M": 1})      # None: sizes the program refuses
-    prog.run(df_ops, tensors) / prog.run(np_ops, arrays)
+    prog.run(DF_OPS, tensors), prog.run(NP_OPS, arrays)   # every value: arguments, then nodes
 
 A symbolic size is a variable name, an int, or ("add", a, b) (concat), ("mul", a, b)
 (reshape -1, tile), ("bc", a, b) (two sizes broadcast: equal, or one of them 1), ("sl", a,
@@ -46,6 +46,8 @@ def _bc(a, b):
 
 
 class Program:
+    """Arguments (float, or int32 indices below a bound) and nodes, with symbolic shapes."""
+
     def __init__(self, dtype):
         self.dtype = dtype
         self.args = []      # (kind "float" | "index", symbolic shape, bound of an index's values)
@@ -55,6 +57,7 @@ class Program:
 
     @property
     def variables(self):
+        """The size variables the arguments' shapes (and indices' bounds) name, sorted."""
         found = set()
 
         def walk(d):

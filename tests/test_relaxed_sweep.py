@@ -20,8 +20,9 @@ arrays or an earlier call's results (results are written over temporaries). A fa
 prints the program and the call.
 
 Default (CI): 40 numpy seeds and 2 numba ones, each a forward and a gradient case (84,
-~6 s). DEFUN_SWEEP=full: 1,500 numpy seeds and 100 numba ones (3,200 cases; all pass, 8 min
-49 s on 2 busy cores, December 2026). `python tests/test_relaxed_sweep.py [SEED...]` runs
+~6-8 s). DEFUN_SWEEP=full: 1,500 numpy seeds and 100 numba ones (3,200 cases; all pass,
+December 2026, on 2 busy cores: 2 min 55 s with numba's cache of the kernels warm, 8 min 49
+s before it). `python tests/test_relaxed_sweep.py [SEED...]` runs
 the cases (of the seeds given, printing each program) outside pytest.
 
 The sweep found (December 2026): the numba backend's fused loops read an input's unknown
