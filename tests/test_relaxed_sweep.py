@@ -77,7 +77,7 @@ def size_calls(prog, seed):
     cands += [dict(zip(names, (int(s) for s in rng.integers(0, 6, size=n)))) for _ in range(6)]
     cands = [{v: 2 for v in names}, {v: 3 for v in names}] + cands
     valid = [c for c in cands if _runs(prog, c)]
-    first = valid[0] if valid else cands[0]     # (a program with a size 3 against a variable: 1 and 3)
+    first = valid[0] if valid else cands[0]     # all 2 unless a size broadcasts against 3 (then 1 or 3)
     second = next((c for c in valid if all(c[v] != first[v] for v in names)), cands[1])
     calls = [first, second] + [c for c in valid if c not in (first, second)]
     hot = next((c for c in calls[2:] if len(set(c.values())) == n and min(c.values()) > 1), calls[-1])
