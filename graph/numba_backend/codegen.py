@@ -263,9 +263,9 @@ class _Writer:
             for jj, s in enumerate(t.shape):
                 j = jj + r - len(t.shape)
                 got = f"{self.arrays[id(t)]}.shape[{jj}]"
-                if s != 1 and shape[j] is None and got != sources[j]:
+                if s != 1 and (shape[j] is None and got != sources[j] or shape[j] is not None and s is None):
                     checks.append(f"{got} != {dims[j]}")
-        if checks:      # an unknown size that broadcasts (is 1) here: numpy's case
+        if checks:      # an unknown size that broadcasts (is 1) here, or differs: numpy's case
             self.emit(f"if {' or '.join(checks)}:\n{_IND * 2}raise _Fallback()")
         return dims
 
