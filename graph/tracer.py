@@ -8,6 +8,7 @@ inherits it: the graph itself is the builder the runtime calls.
 import numpy as np
 
 from defun.runtime import dtypes, errors, numerics, sites
+from defun.runtime.autodiff import GRADIENT_WALK
 from defun.runtime.context import state
 from defun.runtime.convert import convert_operands
 from defun.runtime.execute import same_dtype_inputs
@@ -43,8 +44,9 @@ class Tracing:
         dtypes.from_numpy(arr.dtype)
         arr = np.array(arr, copy=True)
         arr.flags.writeable = False
+        grad_of = state.grad_of
         node = self._new_node(CONST, [], {"value": arr}, [(arr.shape, dtypes.from_numpy(arr.dtype))],
-                              sites.user_site(2))
+                              sites.user_site(2) if grad_of is None else _gradient_site(grad_of))
         t = node.outputs[0]
         if key is not None:
             self._const_cache[key] = t
@@ -102,7 +104,8 @@ class Tracing:
 
     def add_op(self, op, inputs, attrs, name=None):
         """Add a node for OpDef `op` (called by runtime.execute.run_op); returns (inputs, outputs)."""
-        site = sites.user_site(3)
+        grad_of = state.grad_of
+        site = sites.user_site(3) if grad_of is None else _gradient_site(grad_of)
         inputs = self._convert_inputs(op, inputs, site)
         try:
             if op.num_inputs is not None and len(inputs) != op.num_inputs:
@@ -115,7 +118,7 @@ class Tracing:
             raise errors.InvalidArgumentError(
                 f"{op.name}: inference gave {len(out_types)} outputs, expected {n}")
         node = self._new_node(op, inputs, dict(attrs), out_types, site)
-        if state.grad_of is not None:     # a gradient: which forward op's (runtime/numerics.py)
+        if grad_of is not None:     # a gradient: which forward op's (runtime/numerics.py)
             numerics.note_backward(self.name, node.id)
         return inputs, node.outputs
 
@@ -212,3 +215,15 @@ class _Building:
     def __exit__(self, *exc):
         state.graph, state.tapes = self._saved
         return False
+
+
+def _gradient_site(grad_of):
+    """The line of a node traced as the gradient of `grad_of`'s forward op: in a gradient the
+    user wrote (a custom_gradient's function), its own line; in a built-in rule, the forward
+    op's line, where the plan's errors and warnings then point (not the line that asked for
+    the gradient, which every node of the backward would share)."""
+    site = sites.user_site_below(GRADIENT_WALK, 3)
+    if site is None:
+        forward = getattr(grad_of[1], "node", None)
+        site = forward.site if forward is not None and forward.site is not None else sites.user_site(3)
+    return site

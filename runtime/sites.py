@@ -35,6 +35,20 @@ def user_site(depth=1):
     return None
 
 
+def user_site_below(code, depth=1):
+    """`(filename, lineno)` of the innermost caller outside runtime/graph/defun when it is
+    below (called, however indirectly, by) the innermost frame running `code`, else None."""
+    f = sys._getframe(depth)
+    while f is not None:
+        if f.f_code is code:
+            return None
+        fn = f.f_code.co_filename
+        if not _is_own(fn):
+            return fn, f.f_lineno
+        f = f.f_back
+    return None
+
+
 def traceback_site(tb):
     """`(filename, lineno)` of the innermost frame of traceback `tb` outside
     runtime/graph/defun (where in the user's code an exception was raised), or None."""

@@ -84,3 +84,70 @@ def test_numbers_unchanged(tmp_path, gaps):
     for k in range(len(gaps)):
         expected = np.sin(expected) * (len(gaps) - k + 1)
     np.testing.assert_allclose(df.defun(f)(x).numpy(), expected, rtol=1e-12)
+
+
+def _line_of(marker):
+    """This file's line holding `marker` (in a comment)."""
+    with open(__file__) as f:
+        return next(n for n, text in enumerate(f, 1) if marker in text and "_line_of" not in text)
+
+
+def _grad_of_sqrt(x):
+    return df.reduce_sum(df.sqrt(x) * 3.0)   # MARK-forward-sqrt
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("inside", [False, True], ids=["tape-around", "gradient-inside"])
+def test_a_backward_warning_names_its_forward_line(dtype, inside):
+    """sqrt's gradient divides by sqrt(0): the backward plan's warning points at the line of
+    the sqrt it differentiates, not at the line that called the defun or asked for the gradient
+    (every backward node used to sit there)."""
+    x = df.constant(np.array([0.0, 4.0], dtype))
+    if inside:
+        f = df.defun(df.gradients_function(_grad_of_sqrt))
+    else:
+        fwd = df.defun(_grad_of_sqrt)
+
+        def f(x):
+            with df.GradientTape() as tape:
+                tape.watch(x)
+                y = fwd(x)
+            return [tape.gradient(y, x)]
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        (g,) = f(x)
+    assert g.numpy()[1] == pytest.approx(0.75, rel=1e-3)
+    assert np.isinf(g.numpy()[0])
+    divides = [r for r in rec if "divide" in str(r.message)]
+    assert divides and all((r.filename, r.lineno) == (__file__, _line_of("MARK-forward-sqrt")) for r in divides), \
+        [(r.filename, r.lineno, str(r.message)) for r in rec]
+
+
+def test_backward_nodes_sit_at_forward_lines_and_a_custom_gradient_at_its_own():
+    """Every node of a defun's backward a built-in rule made sits at its forward op's line; a
+    node the user's custom gradient made sits at that function's line; only the seed, the
+    watched input and the sum of its gradients sit at the line asking for the gradient."""
+    @df.custom_gradient
+    def clipped(x):
+        def grad(dy):
+            return dy * 0.5   # MARK-custom-grad
+        return df.identity(x), grad   # MARK-custom-forward
+
+    def loss(x):
+        y = df.tanh(x) * df.exp(x)   # MARK-forward-two
+        return df.reduce_sum(clipped(y)) + df.reduce_sum(x * x)   # MARK-forward-sum
+
+    x = df.constant(np.linspace(-1, 1, 5))
+    graph = df.defun(df.gradients_function(loss)).get_concrete_function(x).graph   # MARK-asked
+    at = {}
+    for n in graph.nodes:
+        if n.site is not None and n.site[0] == __file__:
+            at.setdefault(n.site[1], set()).add(n.op.name)
+    two, total, asked = _line_of("MARK-forward-two"), _line_of("MARK-forward-sum"), _line_of("MARK-asked")
+    custom, custom_forward = _line_of("MARK-custom-grad"), _line_of("MARK-custom-forward")
+    assert set(at) == {two, total, custom, custom_forward, asked}, at
+    assert at[asked] <= {"identity", "ones_like", "add_n"}, at[asked]
+    assert {"square", "subtract", "const"} <= at[two] and "multiply" in at[custom], at
+    (g,) = df.gradients_function(loss)(x)
+    v = x.numpy()
+    np.testing.assert_allclose(g.numpy(), 0.5 * ((1 - np.tanh(v) ** 2) * np.exp(v) + np.tanh(v) * np.exp(v)) + 2 * v)
