@@ -12,7 +12,9 @@ cross-entropy) and mlp_medium (batch 64, 256-256-10); the step is
                        every size has its exact trace (no trace in the time): sizes 1..100
                        do more arithmetic than batch 8, which alone takes a share of the 1.2x;
                        so also against 100 calls at batch 50, whose arithmetic is the sizes'
-                       mean (the cost of sizes changing, without the cost of larger sizes)
+                       mean (the cost of sizes changing, without the cost of larger sizes); and
+                       hand-written numpy's step (anchors.mlp_numpy) at the same sizes: what
+                       the sizes' arithmetic alone costs over batch 50's
   relaxed vs exact     steady calls at batch 8 of the relaxed trace (made by a call at batch
                        9 first) against the exact trace, numpy and numba backends (<= 1.05x);
                        the forward alone (the loss, no gradient) too; and the relaxed trace's
@@ -37,7 +39,7 @@ import warnings  # noqa: E402
 import numpy as np  # noqa: E402
 
 import defun as df  # noqa: E402
-from anchors import mlp_df_loss, mlp_problem  # noqa: E402
+from anchors import mlp_df_loss, mlp_numpy, mlp_problem  # noqa: E402
 from common import machine_figures, machine_line, markdown_table  # noqa: E402
 from common import median_us_interleaved as _median_wall  # noqa: E402
 
@@ -45,6 +47,7 @@ CLOCK = time.process_time
 median_us_interleaved = functools.partial(_median_wall, clock=CLOCK)
 
 PARAMS = [0, 1, 2, 3]
+NUMPY_SIZES, NUMPY_50 = "hand-written numpy step, 100 sizes", "hand-written numpy step, 100 calls at batch 50"
 
 
 def step_of(backend="numpy", reduce_retracing=True):
@@ -68,7 +71,15 @@ def many_sizes(trials):
     again_name = "100 sizes, each size's exact trace made before (calls alone)"
     times, traces = {name: [] for name, _, _ in runs}, {}
     times[again_name] = []
+    hand = {NUMPY_SIZES: [[t.numpy() for t in a] for a in varied],
+            NUMPY_50: [[t.numpy() for t in mean]] * 100}
+    times.update((name, []) for name in hand)
     for _ in range(trials):
+        for name, arrays in hand.items():   # the arithmetic alone: hand-written numpy's step
+            start = CLOCK()
+            for a in arrays:
+                mlp_numpy(*a)
+            times[name].append((CLOCK() - start) * 1e3)
         for name, calls, relax in runs:
             step = step_of(reduce_retracing=relax)
             start = CLOCK()
@@ -81,8 +92,8 @@ def many_sizes(trials):
                 for a in calls:
                     step(*a)
                 times[again_name].append((CLOCK() - start) * 1e3)
-    traces[again_name] = 0
-    order = [name for name, _, _ in runs[:2]] + [again_name] + [name for name, _, _ in runs[2:]]
+    traces[again_name] = traces[NUMPY_SIZES] = traces[NUMPY_50] = 0
+    order = [name for name, _, _ in runs[:2]] + [again_name] + [name for name, _, _ in runs[2:]] + list(hand)
     return {name: (traces[name], statistics.median(times[name])) for name in order}
 
 
@@ -166,12 +177,17 @@ def main():
     sizes = many_sizes(trials)
     base = sizes["100 calls at batch 8"][1]
     for name, (traces, ms) in sizes.items():
+        if name in (NUMPY_SIZES, NUMPY_50):    # their own row below
+            continue
         target = "2 traces, <= 1.2x" if name.endswith("=True") else ""
         rows.append([f"mlp_small step, {name}", f"{traces} traces, {ms:,.1f} ms" if traces else f"no trace, {ms:,.1f} ms",
                      f"{ms / base:.2f}x", target])
     relaxed, mean = sizes["100 sizes, reduce_retracing=True"][1], sizes["100 calls at batch 50"][1]
     rows.append(["mlp_small step, 100 sizes (relaxed) against 100 calls at batch 50 (their mean arithmetic)",
                  f"{relaxed:,.1f} vs {mean:,.1f} ms", f"{relaxed / mean:.2f}x", ""])
+    hand_sizes, hand_50 = sizes[NUMPY_SIZES][1], sizes[NUMPY_50][1]
+    rows.append(["hand-written numpy step, 100 sizes against 100 calls at batch 50 (the sizes' own arithmetic)",
+                 f"{hand_sizes:,.1f} vs {hand_50:,.1f} ms", f"{hand_sizes / hand_50:.2f}x", ""])
     for backend in [b for b in ("numpy", "numba") if b in df.backends()]:
         us = relaxed_against_exact(backend, repeat)
         for what in ("step", "forward", "plan"):
