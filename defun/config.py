@@ -10,6 +10,7 @@ puts the graph call back.
 import numpy as np
 
 from defun.runtime import errors
+from defun.runtime.context import state
 from defun.runtime.indexed_slices import IndexedSlices
 from defun.runtime.nest import flatten, pack_as
 from defun.runtime.tensor import EagerTensor, Tensor, to_array
@@ -47,7 +48,12 @@ def functions_run_eagerly():
 def _call_eagerly(self, *args, **kwargs):
     """`Function.__call__` while functions run eagerly: the Python function itself, on eager
     tensors (numpy arrays become tensors, as a trace takes them), its numbers and arrays
-    returned as tensors (as a graph returns them)."""
+    returned as tensors (as a graph returns them). Called while a trace is being built
+    (df.vmap's, a loop body's, another function's made meanwhile), where nothing runs
+    eagerly: the call a graph makes, as with the switch off (its Python converted by
+    AutoGraph, not run as written on symbolic tensors)."""
+    if state.graph is not None:
+        return self._call_graph(*args, **kwargs)
     if self._input_signature is not None:
         self._check_signature(args, kwargs)     # the same refusals as a graph call
     if not _as_is(args) or (kwargs and not _as_is(kwargs)):
