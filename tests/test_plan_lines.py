@@ -151,3 +151,21 @@ def test_backward_nodes_sit_at_forward_lines_and_a_custom_gradient_at_its_own():
     (g,) = df.gradients_function(loss)(x)
     v = x.numpy()
     np.testing.assert_allclose(g.numpy(), 0.5 * ((1 - np.tanh(v) ** 2) * np.exp(v) + np.tanh(v) * np.exp(v)) + 2 * v)
+
+
+def test_a_rematerialized_backward_names_its_forward_line_under_check_numerics():
+    """rematerialize=True traces its backward apart (forward ops again, then their gradients):
+    check numerics names the line of sqrt for the Inf of its gradient (it named the line
+    calling the defun, as that op's "forward op")."""
+    g = df.defun(_grad_of_sqrt, rematerialize=True)
+    x = df.constant(np.array([0.0, 1.0]))
+    df.debugging.enable_check_numerics()
+    try:
+        with df.GradientTape() as tape:
+            tape.watch(x)
+            y = g(x)
+        with pytest.raises(df.errors.InvalidArgumentError, match=r"in the backward") as info:
+            tape.gradient(y, x)
+    finally:
+        df.debugging.disable_check_numerics()
+    assert f"{__file__}:{_line_of('MARK-forward-sqrt')}" in str(info.value), str(info.value)
