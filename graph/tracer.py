@@ -44,9 +44,10 @@ class Tracing:
         dtypes.from_numpy(arr.dtype)
         arr = np.array(arr, copy=True)
         arr.flags.writeable = False
-        grad_of = state.grad_of
+        st = state
+        grad_of = st.grad_of
         node = self._new_node(CONST, [], {"value": arr}, [(arr.shape, dtypes.from_numpy(arr.dtype))],
-                              sites.user_site(2) if grad_of is None else _gradient_site(grad_of))
+                              (st.node_site or sites.user_site(2)) if grad_of is None else _gradient_site(grad_of))
         t = node.outputs[0]
         if key is not None:
             self._const_cache[key] = t
@@ -104,8 +105,9 @@ class Tracing:
 
     def add_op(self, op, inputs, attrs, name=None):
         """Add a node for OpDef `op` (called by runtime.execute.run_op); returns (inputs, outputs)."""
-        grad_of = state.grad_of
-        site = sites.user_site(3) if grad_of is None else _gradient_site(grad_of)
+        st = state
+        grad_of = st.grad_of
+        site = (st.node_site or sites.user_site(3)) if grad_of is None else _gradient_site(grad_of)
         inputs = self._convert_inputs(op, inputs, site)
         try:
             if op.num_inputs is not None and len(inputs) != op.num_inputs:

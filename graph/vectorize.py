@@ -51,15 +51,19 @@ class BatchContext:
         for ph, v, b in zip(graph.all_inputs, values, batched):
             env[id(ph)] = (v, b)
         self.envs.append(env)
+        st = state
+        outer_site = st.node_site
         try:
             for node in graph.nodes:
                 if node.op.name == "placeholder":
                     continue
                 ins = [env[id(t)] for t in node.inputs]
+                st.node_site = node.site or outer_site      # where its ops are (runtime/context.py)
                 outs, flags = self.run_node(node, [v for v, _ in ins], [b for _, b in ins])
                 for t, o, b in zip(node.outputs, outs, flags):
                     env[id(t)] = (o, b)
         finally:
+            st.node_site = outer_site
             self.envs.pop()
         res = [env[id(t)] for t in graph.outputs]
         return [v for v, _ in res], [b for _, b in res]
@@ -76,9 +80,14 @@ class BatchContext:
         run on the batched `values`: each tensor of `where` (or a graph it is in) `fn` reads
         takes its batched value from `scope`. Returns the results (None kept) and their flags."""
         g = Graph(unique_name("vmap_call"), outer=where, base_name="vmap_call")
-        with g.building():
-            got = list(fn(*[g.placeholder(t.shape, t.dtype, t.handle_data) for t in example]))
-            outs = [_own(g, o) for o in got if o is not None]
+        st = state
+        node_site, st.node_site = st.node_site, None      # the user's function: its own lines
+        try:
+            with g.building():
+                got = list(fn(*[g.placeholder(t.shape, t.dtype, t.handle_data) for t in example]))
+                outs = [_own(g, o) for o in got if o is not None]
+        finally:
+            st.node_site = node_site
         g.finalize(outs)
         feed, feed_flags = list(values), [True] * len(values)
         for outer in g.captured_values:

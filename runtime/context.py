@@ -38,6 +38,9 @@ class _ThreadState(threading.local):
     # (forward op name, its first output) while the reverse walk runs that op's gradient
     # function, if noted (runtime/numerics.py); None otherwise
     grad_of = None
+    # the user's site of the node whose batching rule runs (graph/vectorize.py), None
+    # otherwise: the line the ops it runs or traces are at (not the line calling df.vmap)
+    node_site = None
 
     def __init__(self):
         self._graph = None     # innermost graph builder; None means execute eagerly

@@ -132,10 +132,10 @@ def _check_eager(op_name, name, attrs, inputs, outputs):
                     fwd = _EAGER_SITES.get(getattr(t, "_id", None))
                     raise NumericsError(numerics_message(kind, op_name, True, fwd or sites.user_site(),
                                                          forward_op))
-                raise NumericsError(numerics_message(kind, op_name, False, sites.user_site()))
+                raise NumericsError(numerics_message(kind, op_name, False, st.node_site or sites.user_site()))
             if grad_of is None:
                 if site is None:
-                    site = sites.user_site()
+                    site = st.node_site or sites.user_site()
                 if len(_EAGER_SITES) >= _EAGER_SITES_LIMIT:
                     _EAGER_SITES.clear()
                 _EAGER_SITES[o._id] = site

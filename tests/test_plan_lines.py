@@ -169,3 +169,63 @@ def test_a_rematerialized_backward_names_its_forward_line_under_check_numerics()
     finally:
         df.debugging.disable_check_numerics()
     assert f"{__file__}:{_line_of('MARK-forward-sqrt')}" in str(info.value), str(info.value)
+
+
+def _per_example(x):
+    y = x - 1.0
+    return df.sqrt(y)   # MARK-vmapped-sqrt
+
+
+def test_vmapped_ops_sit_at_the_lines_of_the_function_vmap_was_given():
+    """df.vmap batches the ops of the function it traced: each batched op (in a defun's graph,
+    or run eagerly under check numerics) is at its line in that function, not the line calling
+    df.vmap (where every one of them used to be)."""
+    sqrt_line = _line_of("MARK-vmapped-sqrt")
+
+    @df.defun
+    def outer(xs):
+        return df.reduce_sum(df.vmap(_per_example)(xs))   # MARK-vmap-call
+
+    xs = df.constant(np.array([2.0, 0.5]))
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        total = outer(xs)
+    assert np.isnan(total.numpy())
+    assert [(r.filename, r.lineno) for r in rec if "sqrt" in str(r.message)] == [(__file__, sqrt_line)]
+    nodes = outer.get_concrete_function(xs).graph.nodes
+    assert {n.op.name: n.site[1] for n in nodes if n.site is not None and n.op.name in ("sqrt", "subtract")} == \
+        {"sqrt": sqrt_line, "subtract": sqrt_line - 1}
+    df.debugging.enable_check_numerics()
+    try:
+        with pytest.raises(df.errors.InvalidArgumentError, match=f"{__file__}:{sqrt_line}"):
+            df.vmap(_per_example)(xs)
+    finally:
+        df.debugging.disable_check_numerics()
+
+
+def test_per_example_gradients_under_vmap_keep_their_lines():
+    """A per-example gradient under vmap: the batched ops of a custom gradient's function stay
+    at its lines, those of a cond's branches at theirs (not at the line calling df.vmap)."""
+    @df.custom_gradient
+    def soft(x):
+        def grad(dy):
+            return dy * df.exp(-x)   # MARK-batched-custom-grad
+        return df.tanh(x), grad
+
+    def f(x):
+        y = df.cond(x > 0.0, lambda: df.exp(x),   # MARK-branch-true
+                    lambda: df.square(x))   # MARK-branch-false
+        return soft(y)   # MARK-soft-call
+
+    x = df.constant(np.array([1.0, -2.0]))
+    graph = df.defun(df.vmap(df.gradients_function(f))).get_concrete_function(x).graph
+    lines = {}
+    for n in graph.nodes:
+        if n.site is not None and n.op.name in ("exp", "square", "negative"):
+            lines.setdefault(n.op.name, set()).add(n.site[1])
+    assert lines["negative"] == {_line_of("MARK-batched-custom-grad")}, lines
+    assert _line_of("MARK-branch-true") in lines["exp"] and _line_of("MARK-branch-false") in lines["square"], lines
+    (g,) = df.vmap(df.gradients_function(f))(x)
+    v = x.numpy()
+    y = np.where(v > 0, np.exp(v), v * v)
+    np.testing.assert_allclose(g.numpy(), np.exp(-y) * np.where(v > 0, np.exp(v), 2 * v))
