@@ -340,3 +340,26 @@ def test_a_small_cnn_runs_the_same_in_onnxruntime():
     for spec in ([None, 8, 8, 1], [5, 8, 8, 1]):
         cf = classify.get_concrete_function(df.TensorSpec(spec, f32))
         close(run(df.export_onnx(cf), images), [cf(df.constant(images)).numpy()], rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_a_mean_over_an_unknown_size_that_is_zero_is_nan_as_numpys(dtype):
+    """A relaxed trace's mean over its unknown size: onnxruntime's ReduceMean of nothing is 0
+    where numpy's (and the graph's) is NaN, so an unknown (or zero) count exports as the sum
+    over the count; a count known and nonzero (axis 1's 3 columns) stays ReduceMean."""
+    def f(x):
+        return df.reduce_mean(x, axis=0), df.reduce_mean(x), df.reduce_mean(x, axis=1, keepdims=True)
+
+    relaxed = df.defun(f).get_concrete_function(df.TensorSpec([None, 3], df.as_dtype(dtype)))
+    model = df.export_onnx(relaxed)
+    assert [n.op_type for n in model.graph.node].count("ReduceMean") == 1     # axis 1: 3 columns
+    for n in (0, 1, 4):
+        x = np.arange(3 * n, dtype=dtype).reshape(n, 3)
+        with np.errstate(invalid="ignore"):
+            want = [x.mean(axis=0), np.asarray(x.mean(), dtype), x.mean(axis=1, keepdims=True)]
+        got = run(model, x)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.dtype == w.dtype
+            np.testing.assert_allclose(g, w, rtol=1e-3 if dtype is np.float16 else 1e-6)
+    exact = df.defun(f).get_concrete_function(df.TensorSpec([4, 3], df.as_dtype(dtype)))
+    assert _has(df.export_onnx(exact), "ReduceMean")

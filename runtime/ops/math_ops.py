@@ -705,7 +705,13 @@ def _mean_onnx(e, node, ins):
     x = node.inputs[0]
     axes, keep = reduced_axes(node), node.attrs.get("keepdims", False)
     if x.dtype.is_floating:
-        return e.reduce("ReduceMean", ins[0], axes, keep)
+        if all(x.shape[a] for a in (range(len(x.shape)) if axes is None else axes)):   # known, not 0
+            return e.reduce("ReduceMean", ins[0], axes, keep)
+        # a count that may be 0 (an unknown size): the sum over the count, NaN where there is
+        # nothing to average, as numpy's (onnxruntime's ReduceMean of nothing is 0)
+        s = e.reduce("ReduceSum", ins[0], axes, keep)
+        one = e.scalar(1, dtypes.int64)
+        return e.op("Div", s, e.cast(e.op("Div", e.op("Size", ins[0]), e.op("Max", e.op("Size", s), one)), x.dtype))
     # integers: the exact mean truncated toward zero, as the kernel's; narrow ones: the int64
     # sum divided by the count (Div truncates); int64 (uint64 has no form): as the kernel
     wide = x.dtype.np.itemsize == 8
