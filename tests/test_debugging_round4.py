@@ -593,3 +593,22 @@ def test_a_plans_error_points_at_the_failing_line_in_checked_and_assigning_plans
     with pytest.raises(df.errors.InvalidArgumentError, match="produced NaN") as info:
         g(df.constant(np.full((1, 3), np.nan, f32)), _rows(3, 5))
     assert _user_lines(info.value)[-1] == _line(_matmul_body, "MARK-double")
+
+
+def test_a_warning_turned_error_in_a_plan_points_at_its_line():
+    # (numpy's kernels: the numba backend's fused loops do not warn)
+    def body(x, d):
+        y = df.log(x) * 2.0         # MARK-log-error: log(0) warns
+        q = y / d                   # MARK-divide-error: divide's kernel is Python
+        return df.sort(q)           # MARK-warn-last
+
+    f = df.defun(body, input_signature=[df.TensorSpec([None])] * 2)
+    for n in (0, 1, 2):
+        f(df.constant(np.ones(n, f32)), df.constant(np.ones(n, f32)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for x, d, marker in [([0.0], [1.0], "MARK-log-error"), ([1.0, 2.0], [1.0, 0.0], "MARK-divide-error")]:
+            with pytest.raises(RuntimeWarning) as info:
+                f(df.constant(x), df.constant(d))
+            lines = _user_lines(info.value)
+            assert lines[-1] == _line(body, marker) and _line(body, "MARK-warn-last") not in lines, lines
