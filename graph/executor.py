@@ -18,8 +18,8 @@ the user's file and line, never `<defun plan ...>`; a kernel written in Python, 
 in a frame of its own, is bound as a copy reporting its node's site (`sites.function_at`,
 made at compile time); a kernel's error is re-raised naming the node and that line
 (`_fail`), by the plan's own bare `raise`, so the error's traceback has the plan's frame at
-the failing node's line, not at the handler's. A backend may ask for a check after any step (`Backend.output_check`: check
-numerics), compiled in as one more line.
+the failing node's line, not at the handler's. A backend may ask for a check after any step
+(`Backend.output_check`: check numerics), compiled in as one more line.
 
 A call that may assign is serializable and all-or-nothing: its plan holds the locks of the
 variables it receives for the call, logs each variable's old value before assigning (in a
