@@ -456,8 +456,8 @@ def _fail(exc):
     numerics' do) and the plan re-raises it (one traceback, the plan's frame at the node's
     line); any other becomes an InvalidArgumentError (MemoryError: ResourceExhaustedError)
     caused by it, which the plan re-raises (_reraised_as). A failure inside a fused region
-    may name the region's node that failed (`exc.failed_node`, set by its numpy run): that
-    node is named, and the plan's frame put at its line."""
+    may name the region's node that failed and the values it got (`exc.failed_node`, set by
+    its numpy run): that node is named, and the plan's frame put at its line."""
     if getattr(exc, "attributed", False):
         return
     head = tb = exc.__traceback__
@@ -474,14 +474,15 @@ def _fail(exc):
     inside = getattr(exc, "failed_node", None)
     if inside is not None:
         del exc.failed_node     # (a plan running this one names its own node)
-        node = inside
+        node, got = inside
         if node.site and node.site[0] == head.tb_frame.f_code.co_filename:
             head = TracebackType(head.tb_next, head.tb_frame, _lineless(code), node.site[1])
+    else:
+        # the values the node got: its input variables are still alive on the failing line
+        names = frame_globals["_var_names"]
+        scope = {**frame_globals, **frame.f_locals}
+        got = [scope.get(names.get(id(t))) for t in node.inputs]
     where = f" (traced at {sites.format_site(node.site)})" if node.site else ""
-    # the values the node got: its input variables are still alive on the failing line
-    names = frame_globals["_var_names"]
-    scope = {**frame_globals, **frame.f_locals}
-    got = [scope.get(names.get(id(t))) for t in node.inputs]
     given = ""
     if got and all(v is not None for v in got):
         given = " on " + ", ".join(describe_value(v) for v in got)

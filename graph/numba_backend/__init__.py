@@ -158,7 +158,7 @@ def _numpy_runner(nodes, args, outputs):
                     for t, o in zip(n.outputs, out):
                         env[id(t)] = o
         except Exception as e:
-            e.failed_node = n   # the plan names this node and its line, not the region's first
+            e.failed_node = (n, vals)   # the plan names this node, its values and line, not the region's first
             raise
         return tuple(env[id(t)] for t in outputs)
     return run
