@@ -17,8 +17,9 @@ from), so a warning a kernel gives (numpy's RuntimeWarning for a NaN) and a trac
 the user's file and line, never `<defun plan ...>`; a kernel written in Python, which runs
 in a frame of its own, is bound as a copy reporting its node's site (`sites.function_at`,
 made at compile time); a kernel's error is re-raised naming the node and that line
-(`_fail`). A backend may ask for a check after any step (`Backend.output_check`: check
-numerics), compiled in as one more line.
+(`_fail`), by the plan's own bare `raise`, so the error's traceback has the plan's frame at
+the failing node's line, not at the handler's. A backend may ask for a check after any step
+(`Backend.output_check`: check numerics), compiled in as one more line.
 
 A call that may assign is serializable and all-or-nothing: its plan holds the locks of the
 variables it receives for the call, logs each variable's old value before assigning (in a
@@ -26,9 +27,10 @@ per-thread undo log shared with the plans it calls) and undoes the log when the 
 KeyboardInterrupt included (the section "Calls that assign" below).
 """
 import collections
+import ctypes
 import sys
 import threading
-from types import FunctionType
+from types import FunctionType, TracebackType
 
 from defun.runtime import dtypes, errors, sites
 from defun.runtime.collector import paused_gc
@@ -452,11 +454,13 @@ def _fail(exc):
     """Name the node that was executing in kernel failure `exc`: defun's error or a warning
     turned error (-W error) gets it in its message (unless it already names it, as check
     numerics' do) and the plan re-raises it (one traceback, the plan's frame at the node's
-    line); any other is raised here as an InvalidArgumentError (MemoryError:
-    ResourceExhaustedError) caused by it."""
+    line); any other becomes an InvalidArgumentError (MemoryError: ResourceExhaustedError)
+    caused by it, which the plan re-raises (_reraised_as). A failure inside a fused region
+    may name the region's node that failed and the values it got (`exc.failed_node`, set by
+    its numpy run): that node is named, and the plan's frame put at its line."""
     if getattr(exc, "attributed", False):
         return
-    tb = exc.__traceback__
+    head = tb = exc.__traceback__
     frame_globals = sys._getframe(1).f_globals
     code = frame_globals["_code"]
     node = frame = None
@@ -467,17 +471,53 @@ def _fail(exc):
         tb = tb.tb_next
     if node is None:
         return
+    inside = getattr(exc, "failed_node", None)
+    if inside is not None:
+        del exc.failed_node     # (a plan running this one names its own node)
+        node, got = inside
+        if node.site and node.site[0] == head.tb_frame.f_code.co_filename:
+            head = TracebackType(head.tb_next, head.tb_frame, _lineless(code), node.site[1])
+    else:
+        # the values the node got: its input variables are still alive on the failing line
+        names = frame_globals["_var_names"]
+        scope = {**frame_globals, **frame.f_locals}
+        got = [scope.get(names.get(id(t))) for t in node.inputs]
     where = f" (traced at {sites.format_site(node.site)})" if node.site else ""
-    # the values the node got: its input variables are still alive on the failing line
-    names = frame_globals["_var_names"]
-    scope = {**frame_globals, **frame.f_locals}
-    got = [scope.get(names.get(id(t))) for t in node.inputs]
     given = ""
     if got and all(v is not None for v in got):
         given = " on " + ", ".join(describe_value(v) for v in got)
     if isinstance(exc, MemoryError):
-        raise errors.out_of_memory(f"while executing {format_node(node)}{given}{where}", exc) from exc
+        return _reraised_as(errors.out_of_memory(f"while executing {format_node(node)}{given}{where}", exc), exc, head)
     msg = f"while executing {format_node(node)}{given}{where}: {exc}"
     if not isinstance(exc, (errors.DefunError, Warning)):
-        raise errors.InvalidArgumentError(msg) from exc
+        return _reraised_as(errors.InvalidArgumentError(msg), exc, head)
     exc.args = (msg,)     # the same exception: its traceback keeps the plan's frame at the node
+    exc.__traceback__ = head
+
+
+def _lineless(code):
+    """The offset of an instruction of `code` that has no line (the handler's first), so that
+    a traceback entry at it shows its own line number (tb_lineno), without column marks."""
+    for k, position in enumerate(code.co_positions()):
+        if position[0] is None:
+            return 2 * k
+    return -1
+
+
+def _reraised_as(error, exc, head):
+    """Make `error` (caused by `exc`) the exception the plan's handler is handling, so that
+    its bare `raise` raises it: a `raise` would add the plan's frame at the handler's line
+    (the last node's user line); re-raised, `error`'s traceback is `head`, the plan's frame
+    at the failing node's line (the kernel's own frames are in `exc`'s)."""
+    error.__cause__ = error.__context__ = exc
+    if _set_handled is None or head is None or head.tb_frame is not sys._getframe(2):
+        raise error from exc
+    error.__traceback__ = TracebackType(None, head.tb_frame, head.tb_lasti, head.tb_lineno)
+    _set_handled(error)
+
+
+# The C API's PyErr_SetHandledException (3.11+): sets what a bare `raise` re-raises.
+_set_handled = getattr(ctypes.pythonapi, "PyErr_SetHandledException", None) \
+    if sys.version_info >= (3, 11) and hasattr(ctypes, "pythonapi") else None
+if _set_handled is not None:
+    _set_handled.argtypes, _set_handled.restype = (ctypes.py_object,), None

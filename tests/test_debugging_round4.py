@@ -434,3 +434,184 @@ def test_check_numerics_keeps_a_loaded_documents_budgets():
     del tight
     gc.collect()
     assert gone() is None
+
+
+# ====================================================================== where a plan's error points
+# A numpy error in a plan becomes an InvalidArgumentError caused by it; its own traceback
+# (not only its cause's) has the plan's frame at the failing node's line: the last frame in
+# the user's file, on every route a plan runs, and no frame at the plan's last line.
+_M = [df.TensorSpec([None, None], df.float32)] * 2
+
+
+def _matmul_body(a, b):
+    c = a * 2.0                   # MARK-double
+    d = df.matmul(c, b)           # MARK-matmul
+    e = d + 1.0
+    return df.tanh(e)             # MARK-matmul-last
+
+
+def _user_lines(exc):
+    """The line numbers of `exc`'s own traceback in this file (a loaded document's sites
+    name it by its base name)."""
+    base = os.path.basename(__file__)
+    return [fr.lineno for fr in traceback.extract_tb(exc.__traceback__) if os.path.basename(fr.filename) == base]
+
+
+def _fails_at(call, fn, marker, last_marker=None, cause=ValueError):
+    """Run `call`, which fails in a plan on `fn`'s line holding `marker`: its error's own
+    traceback ends, in this file, at that line; none of its frames is at `last_marker`'s."""
+    with pytest.raises(df.errors.InvalidArgumentError) as info:
+        call()
+    lines = _user_lines(info.value)
+    assert lines and lines[-1] == _line(fn, marker), (lines, info.value)
+    if last_marker is not None:
+        assert _line(fn, last_marker) not in lines, lines
+    assert type(info.value.__cause__) is cause
+    assert f"{os.path.basename(__file__)}:{_line(fn, marker)})" in str(info.value)
+    assert not any(fr.filename.endswith("executor.py") for fr in traceback.extract_tb(info.value.__traceback__))
+    return info.value
+
+
+def _rows(n, k):
+    return df.constant(np.ones((n, k), f32))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_a_plans_error_points_at_the_failing_line_in_the_quiet_runner(n, backend):
+    if backend not in df.backends():
+        pytest.skip("numba is not installed")
+    f = df.defun(_matmul_body, input_signature=_M, backend=backend)
+    assert f(_rows(n, 3), _rows(3, 5)).shape == (n, 5)
+    assert f(_rows(n, 3), _rows(3, 5)).shape == (n, 5)     # the fast call runner now
+    error = _fails_at(lambda: f(_rows(n, 3), _rows(4, 5)), _matmul_body, "MARK-matmul", "MARK-matmul-last")
+    # the failing node and its values (with numba: a node of a fused region, not its first)
+    assert re.search(rf"while executing %\d+: f32\[\?,\?\] = matmul\(.* on float32\[{n}, 3\], float32\[4, 5\] \(traced",
+                     str(error)), error
+
+
+def test_a_plans_error_points_at_the_failing_line_under_a_tape_forward_and_backward():
+    @df.custom_gradient
+    def pairs(x):
+        def grad(dy):
+            r = df.reshape(dy, [-1, 2])       # MARK-grad: odd sizes fail in the backward
+            return df.reshape(r, df.shape(dy))
+        return df.identity(x), grad
+
+    def body(x):
+        y = df.reshape(pairs(x), [-1, 3]) * 2.0    # MARK-forward
+        return df.reduce_sum(df.sin(y))             # MARK-forward-last
+
+    f = df.defun(body, input_signature=[df.TensorSpec([None])])
+
+    def gradient(x):
+        with df.GradientTape() as tape:
+            tape.watch(x)
+            y = f(x)
+        return tape.gradient(y, x)
+
+    for n in (0, 6):
+        np.testing.assert_allclose(gradient(df.constant(np.zeros(n, f32))).numpy(), np.full(n, 2.0))
+    for n in (1, 4):
+        _fails_at(lambda: gradient(df.constant(np.zeros(n, f32))), body, "MARK-forward", "MARK-forward-last")
+    _fails_at(lambda: gradient(df.constant(np.zeros(3, f32))), pairs, "MARK-grad")
+
+
+def test_a_plans_error_points_at_the_failing_line_in_relaxed_pattern_and_specialized_plans():
+    from defun.trace_calls import HOT_CALLS     # function-level: the count the test relies on
+
+    f = df.defun(_matmul_body)
+    for n in (2, 3):                # the second size relaxes the trace
+        f(_rows(n, n + 1), _rows(n + 1, 5))
+    for n in (0, 1):                # sizes not hot: a pattern plan
+        _fails_at(lambda: f(_rows(n, 3), _rows(4, 5)), _matmul_body, "MARK-matmul", "MARK-matmul-last")
+    assert f.trace_count == 2
+
+    def body(x, k):
+        y = df.pow(x * 2, k)        # MARK-relaxed: integers to negative powers fail (defun's error)
+        return y + 1                # MARK-relaxed-last
+
+    def ints(n):
+        return df.constant(np.ones(n, np.int32))
+
+    g = df.defun(body)
+    k, bad = df.constant(2), df.constant(-1)
+    for n in (4, 6):
+        g(ints(n), k)
+    for _ in range(HOT_CALLS + 1):  # 10 is hot: a plan specialized to it
+        np.testing.assert_array_equal(g(ints(10), k).numpy(), np.full(10, 5))
+    assert g.trace_count == 2 and len(list(g._cache.values())[-1]._calls._specialized) == 1
+    _fails_at(lambda: g(ints(10), bad), body, "MARK-relaxed", "MARK-relaxed-last", cause=type(None))
+
+
+def test_a_plans_error_points_at_the_failing_line_of_a_nested_defun():
+    # a loaded document's function stays a call node (a defun's is inlined)
+    inner = df.load_json(df.export_json(df.defun(_matmul_body, input_signature=_M).get_concrete_function()))
+
+    def outer(a, b):
+        y = inner(a, b) * 3.0       # MARK-call
+        return y - 1.0
+
+    f = df.defun(outer, input_signature=_M)
+    assert f(_rows(1, 3), _rows(3, 2)).shape == (1, 2)
+    error = _fails_at(lambda: f(_rows(1, 3), _rows(4, 2)), _matmul_body, "MARK-matmul", "MARK-matmul-last")
+    assert _line(outer, "MARK-call") in _user_lines(error)
+
+
+@pytest.mark.parametrize("form", ["cond", "while", "scan"])
+def test_a_plans_error_points_at_the_failing_line_in_a_control_flow_body(form):
+    def step(a, b):
+        return df.matmul(a, b) + 1.0        # MARK-body
+
+    def body(a, b):
+        if form == "cond":
+            y = df.cond(df.reduce_sum(b) > 0.0, lambda: step(a, b), lambda: a)
+        elif form == "while":
+            _, y = df.while_loop(lambda i, v: i < 2, lambda i, v: (i + 1, step(v, b)), (df.constant(0), a))
+        else:
+            y = df.scan(lambda acc, v: step(acc, b), df.zeros([2]), initializer=a)[-1]
+        return df.tanh(y)                   # MARK-flow-last
+
+    f = df.defun(body, input_signature=_M)
+    assert f(_rows(2, 3), _rows(3, 3)).shape == (2, 3)
+    error = _fails_at(lambda: f(_rows(2, 3), _rows(4, 3)), step, "MARK-body")
+    assert _line(body, "MARK-flow-last") not in _user_lines(error)
+
+
+def test_a_plans_error_points_at_the_failing_line_in_checked_and_assigning_plans():
+    v = df.Variable(np.zeros(2, f32))
+
+    def body(a, b):
+        v.assign_add(df.reduce_sum(a, axis=1)[:2])
+        d = df.matmul(a, b)                 # MARK-assigning
+        return d + v.read_value()[0]        # MARK-assigning-last
+
+    f = df.defun(body, input_signature=_M)
+    f(_rows(2, 3), _rows(3, 1))
+    _fails_at(lambda: f(_rows(2, 3), _rows(4, 1)), body, "MARK-assigning", "MARK-assigning-last")
+    np.testing.assert_allclose(v.numpy(), [3.0, 3.0])       # undone
+    df.debugging.enable_check_numerics()
+    g = df.defun(_matmul_body, input_signature=_M)
+    _fails_at(lambda: g(_rows(2, 3), _rows(4, 5)), _matmul_body, "MARK-matmul", "MARK-matmul-last")
+    with pytest.raises(df.errors.InvalidArgumentError, match="produced NaN") as info:
+        g(df.constant(np.full((1, 3), np.nan, f32)), _rows(3, 5))
+    assert _user_lines(info.value)[-1] == _line(_matmul_body, "MARK-double")
+
+
+def test_a_warning_turned_error_in_a_plan_points_at_its_line():
+    # (numpy's kernels: the numba backend's fused loops do not warn)
+    def body(x, d):
+        y = df.log(x) * 2.0         # MARK-log-error: log(0) warns
+        q = y / d                   # MARK-divide-error: divide's kernel is Python
+        return df.sort(q)           # MARK-warn-last
+
+    f = df.defun(body, input_signature=[df.TensorSpec([None])] * 2)
+    for n in (0, 1, 2):
+        f(df.constant(np.ones(n, f32)), df.constant(np.ones(n, f32)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for x, d, marker in [([0.0], [1.0], "MARK-log-error"), ([1.0, 2.0], [1.0, 0.0], "MARK-divide-error")]:
+            with pytest.raises(RuntimeWarning) as info:
+                f(df.constant(x), df.constant(d))
+            lines = _user_lines(info.value)
+            assert lines[-1] == _line(body, marker) and _line(body, "MARK-warn-last") not in lines, lines

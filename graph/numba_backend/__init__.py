@@ -146,16 +146,23 @@ def _numpy_runner(nodes, args, outputs):
 
     def run(*values):
         env = {id(t): v for t, v in zip(args, values)}
-        for n, fn, pass_attrs, dead in steps:
-            vals = [env[id(t)] if id(t) in env else t.node.attrs["value"] for t in n.inputs]
-            out = fn(*vals, **n.attrs) if pass_attrs else fn(*vals)
-            for k in dead:
-                env.pop(k, None)
-            if n.op.single:
-                env[id(n.outputs[0])] = out
-            else:
-                for t, o in zip(n.outputs, out):
-                    env[id(t)] = o
+        try:
+            for n, fn, pass_attrs, dead in steps:
+                vals = [env[id(t)] if id(t) in env else t.node.attrs["value"] for t in n.inputs]
+                out = fn(*vals, **n.attrs) if pass_attrs else fn(*vals)
+                for k in dead:
+                    env.pop(k, None)
+                if n.op.single:
+                    env[id(n.outputs[0])] = out
+                else:
+                    for t, o in zip(n.outputs, out):
+                        env[id(t)] = o
+        except Exception as e:
+            try:
+                e.failed_node = (n, vals)   # the plan names this node, its values and line, not the region's first
+            except AttributeError:      # an exception without attributes of its own: the region is named
+                pass
+            raise
         return tuple(env[id(t)] for t in outputs)
     return run
 
