@@ -8,7 +8,7 @@ import numpy as np
 
 from defun.runtime import dtypes, errors, sites
 from defun.runtime.nest import flatten, pack_as
-from defun.runtime.ops import elementwise_ops, math_ops
+from defun.runtime.ops import bitwise_ops, elementwise_ops, math_ops
 from defun.runtime.ops.array_ops import concat
 from defun.runtime.ops.base_ops import cast, expand_dims
 from defun.runtime.tensor import Tensor, convert_to_tensor, with_article
@@ -213,7 +213,7 @@ class WeakValue:
 
     def __invert__(self):
         _check_kinds("invert", self.wide.dtype.np.kind, self, None, False)
-        return WeakValue(-self.wide - 1, self.name, self.where)
+        return WeakValue(bitwise_ops.invert(self.wide), self.name, self.where)
 
     def __round__(self, ndigits=None):
         """round(a) an int as Python's (half to even); round(a, n) a float, as numpy rounds."""
@@ -296,9 +296,6 @@ def _check_kinds(op, kind, weak, other, reflected):
                             f"({weak.name!r} holds the numbers the tensor if at {weak.where} joins)")
         raise TypeError(f"bad operand type for {'unary ~' if op == 'invert' else op + '()'}: '{kinds[0]}' "
                         f"({weak.name!r} holds the numbers the tensor if at {weak.where} joins)")
-    if op in ("and", "or", "xor"):
-        raise TypeError(f"{_SYMBOL[op]} of the Python ints the tensor if at {weak.where} joins into "
-                        f"{weak.name!r}: defun has no bitwise op for it to become; compute it before the if")
     return kind
 
 
@@ -306,9 +303,8 @@ def _apply(op, x, y):
     """`x <op> y` on tensors."""
     if op == "divmod":
         return math_ops.floordiv(x, y), math_ops.mod(x, y)
-    if op in ("lshift", "rshift"):      # by a power of two, as Python shifts ints
-        p = math_ops.pow(cast(2, y.dtype), y)
-        return x * p if op == "lshift" else math_ops.floordiv(x, p)
+    if op in ("lshift", "rshift"):      # numpy's shifts: a count past the bits shifts them all out, as Python's
+        return (bitwise_ops.left_shift if op == "lshift" else bitwise_ops.right_shift)(x, y)
     if op in ("eq", "ne"):
         return (math_ops.equal if op == "eq" else math_ops.not_equal)(x, y)
     return getattr(Tensor, f"__{op}__")(x, y)
