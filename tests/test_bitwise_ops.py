@@ -57,21 +57,25 @@ def _check(got, want, what):
         np.testing.assert_array_equal(g, w, err_msg=f"{what} output {k}")
 
 
-@pytest.mark.parametrize("name", INTS + ("bool",))
-def test_eager_traced_reloaded_numpy_source_numba_and_vmap_agree_with_numpy(name, tmp_path, monkeypatch):
+def _traced(name):
+    """(the concrete function of the program on dtype `name`, its numpy inputs, the program)."""
     x, y, c = _inputs(name)
-    want = _reference(x, y, c)
     args = [x, y] + ([] if c is None else [c])
-    _check([t.numpy() for t in _program(*[df.constant(a) for a in args], *([None] if c is None else []))], want,
-           "eager")
     program = (lambda a, b: _program(a, b, None)) if c is None else _program
     spec = [df.TensorSpec(a.shape, getattr(df, name)) for a in args]
-    cf = df.defun(program).get_concrete_function(*spec)
+    return df.defun(program).get_concrete_function(*spec), args, program
+
+
+@pytest.mark.parametrize("name", INTS + ("bool",))
+def test_eager_traced_reloaded_numba_and_vmap_agree_with_numpy(name, monkeypatch):
+    x, y, c = _inputs(name)
+    want = _reference(x, y, c)
+    _check([t.numpy() for t in _program(*[df.constant(a) for a in (x, y)], None if c is None else df.constant(c))],
+           want, "eager")
+    cf, args, program = _traced(name)
+    spec = [df.TensorSpec(a.shape, getattr(df, name)) for a in args]
     _check(cf(*args), want, "traced")
     _check(df.load_json(df.export_json(cf))(*args), want, "reloaded")
-    got = run_without_defun({"m": df.export_numpy_source(cf)}, [{"module": "m", "call": "forward", "inputs": args}],
-                            tmp_path)
-    _check(got[0]["outputs"], want, "numpy source")
     monkeypatch.setattr(get_backend("numba"), "MIN_REGION", 1)
     numba = df.defun(program, backend="numba")
     _check([t.numpy() for t in numba(*args)], want, "numba")
@@ -80,6 +84,17 @@ def test_eager_traced_reloaded_numpy_source_numba_and_vmap_agree_with_numpy(name
         assert "r_0" in plan_of(source, "numba").source
     batched = df.vmap(program)(*args)               # rows as examples: the same values
     _check([t.numpy() for t in batched], want, "vmap")
+
+
+def test_numpy_source_of_every_dtype_agrees_with_numpy(tmp_path):
+    modules, cases, wants = {}, [], []
+    for name in INTS + ("bool",):       # one subprocess for all
+        cf, args, _ = _traced(name)
+        modules[name] = df.export_numpy_source(cf)
+        cases.append({"module": name, "call": "forward", "inputs": args})
+        wants.append(_reference(*_inputs(name)))
+    for name, got, want in zip(modules, run_without_defun(modules, cases, tmp_path), wants):
+        _check(got["outputs"], want, f"numpy source ({name})")
 
 
 @pytest.mark.parametrize("name", INTS + ("bool",))
