@@ -150,6 +150,10 @@ def test_operators_dispatch_by_dtype_and_take_python_numbers_weakly():
         np.testing.assert_array_equal(got.numpy(), want)
     graph = df.defun(lambda a, b: [a & b, a | b, ~a]).get_concrete_function(tp, tq).graph
     assert {n.op.name for n in graph.nodes} >= {"logical_and", "logical_or", "logical_not"}
+    for got, want in [(np.int8(3) & t, np.int8(3) & i8), (np.bitwise_xor(i8, t), i8 ^ i8),
+                      (df.defun(lambda a: np.left_shift(a, 2))(t), i8 << np.int8(2))]:    # numpy's ufuncs: the ops
+        assert isinstance(got, df.Tensor) and got.dtype is df.int8
+        np.testing.assert_array_equal(got.numpy(), want)
     v = df.Variable(np.int32(6))
     assert [int(r.numpy()) for r in (v & 3, 3 & v, v | 1, 1 | v, v ^ 5, ~v, v << 2, 1 << v, v >> 1)] == \
         [6 & 3, 3 & 6, 6 | 1, 1 | 6, 6 ^ 5, ~6, 6 << 2, 1 << 6, 6 >> 1]
