@@ -192,3 +192,21 @@ def test_a_bool_and_an_int_join_as_an_int_that_counts():
     g = df.defun(joined_ints)
     for row in (X3, -X3):
         np.testing.assert_allclose(g(f64(row)).numpy(), joined_ints(f64(row)).numpy())
+
+
+def ternaries(x):
+    """Conditional expressions join Python values as an `if` statement does."""
+    flag = True if df.reduce_sum(x) > 0 else False
+    a = 1 if df.reduce_sum(x) > 0 else 2.5
+    return flag + 1, not flag, a * x, a
+
+
+def test_conditional_expressions_join_python_values_as_if_statements_do():
+    g = df.defun(ternaries)
+    for row in (X3, -X3):
+        got, want = g(f64(row)), ternaries(f64(row))
+        assert [t.dtype for t in got] == [df.int32, df.bool, df.float64, df.float32]
+        for p, q in zip(got, want):
+            np.testing.assert_array_equal(p.numpy(), df.convert_to_tensor(q).numpy())
+    with pytest.raises(TypeError, match="range.. needs ints, and 'a if c else b' is a Python int when"):
+        df.defun(lambda x: [i for i in range(ternaries(x)[3])])(f64(X3))

@@ -26,7 +26,8 @@ from defun.graph.nodes import SymbolicTensor
 from defun import control_flow as cf
 from defun.autograph import loops
 from defun.autograph.values import (RETVAL, Undefined, TensorList, ProbeList, SlotList, condition, merge_branches,
-                                    weak_kind, weak_leaf, weak_outputs, weak_wide, where_text, WeakValue)
+                                    mixed_kinds, weak_kind, weak_leaf, weak_outputs, weak_wide, where_text,
+                                    WeakValue)
 
 __all__ = ["if_stmt", "while_stmt", "for_stmt", "if_exp", "and_", "or_", "not_", "eq", "ne",
            "assert_stmt", "print_", "list_append", "check_mutation", "ld", "ld_attr", "range_", "len_", "getitem",
@@ -103,8 +104,13 @@ def if_exp(c, true_fn, false_fn, line):
             f"the conditional expression at {where_text(line)} must return the same nested structure in both "
             f"branches (on a tensor condition it is one cond node): {cf._describe(a)} when true but "
             f"{cf._describe(b)} when false")
-    out = cf.join_branches(c, graphs, flatten(a), flatten(b))
-    return pack_as(a, out) if flatten(a) else a
+    la, lb = flatten(a), flatten(b)
+    weak_outputs(graphs, la, lb)        # Python numbers on both sides join as a weak value (as an if's)
+    out = cf.join_branches(c, graphs, la, lb)
+    here = f"{sys._getframe(1).f_code.co_filename}:{line}"
+    out = [WeakValue(o, "a if c else b", here, mixed_kinds(x, y)) if weak_kind(x) and weak_kind(y) else o
+           for o, x, y in zip(out, flatten(a), flatten(b))]
+    return pack_as(a, out) if la else a
 
 
 def and_(a, b_fn):

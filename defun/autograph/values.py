@@ -511,7 +511,7 @@ def _join(name, va, vb, lines, file, line):
         _check_pair(name, x, y, lines, file, line)
         ta.append(x.buffer if isinstance(x, TensorList) else x)
         tb.append(y.buffer if isinstance(y, TensorList) else y)
-        kinds.append(("weak", _mixed(x, y)) if weak_kind(x) and weak_kind(y) else isinstance(x, TensorList))
+        kinds.append(("weak", mixed_kinds(x, y)) if weak_kind(x) and weak_kind(y) else isinstance(x, TensorList))
     return kinds, ta, tb, va
 
 
@@ -533,7 +533,7 @@ def weak_outputs(graphs, then_leaves, else_leaves):
                     leaves[k] = weak_leaf(leaves[k], dt)
 
 
-def _mixed(x, y):
+def mixed_kinds(x, y):
     """None for joined numbers of one kind; else what they were on the true and the false path
     ('a Python int', 'a Python float'; an int with a bool is an int: bools are ints)."""
     kx, ky = weak_kind(x), weak_kind(y)
