@@ -210,3 +210,20 @@ def test_conditional_expressions_join_python_values_as_if_statements_do():
             np.testing.assert_array_equal(p.numpy(), df.convert_to_tensor(q).numpy())
     with pytest.raises(TypeError, match="range.. needs ints, and 'a if c else b' is a Python int when"):
         df.defun(lambda x: [i for i in range(ternaries(x)[3])])(f64(X3))
+
+
+def given_to_ops(x):
+    """Joined bools (and comparisons of joined numbers) where df functions take bools."""
+    flag = joined_flag(x)
+    small = (2.0 if flag else 0.5) < 1
+    assert not (flag and small), "never both"
+    return (df.cond(flag, lambda: x * 2.0, lambda: x * 3.0), df.cond(small, lambda: x, lambda: -x),
+            df.where(flag, x, -x), df.logical_and(small, x > 0), df.cast(flag, df.float32))
+
+
+def test_joined_bools_are_bools_where_df_takes_them():
+    g = df.defun(given_to_ops)
+    for row in (X3, -X3):
+        for got, want in zip(g(f64(row)), given_to_ops(f64(row))):
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
