@@ -227,3 +227,19 @@ def test_joined_bools_are_bools_where_df_takes_them():
         for got, want in zip(g(f64(row)), given_to_ops(f64(row))):
             assert got.dtype == want.dtype
             np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def returns_two_kinds(x):
+    if df.reduce_sum(x) > 0:
+        return 1
+    return 2.5
+
+
+def test_early_returns_of_an_int_and_a_float_join_as_a_float():
+    g = df.defun(lambda x: returns_two_kinds(x) * x)
+    for row in (X3, -X3):
+        got, want = g(f64(row)), returns_two_kinds(f64(row)) * f64(row)
+        assert got.dtype is df.float64
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    with pytest.raises(TypeError, match="range.. needs ints, and the value the function returns is a Python int"):
+        df.defun(lambda x: [i for i in range(returns_two_kinds(x))])(f64(X3))

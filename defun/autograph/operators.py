@@ -306,7 +306,7 @@ def getitem(x, index):
     gradient), a negative index counting from the end as in Python."""
     if isinstance(index, WeakValue) and isinstance(x, (Tensor, Variable)):   # an index known when it runs
         if index.wide.dtype.is_bool:      # as a Python bool's (a list's index: __index__, UnknownValueError)
-            raise TypeError(f"strided_slice: boolean index {index.name!r} (the Python bools the tensor if at "
+            raise TypeError(f"strided_slice: boolean index {index.label} (the Python bools the tensor if at "
                             f"{index.where} joins) is not supported; use df.where or df.gather")
         index = index._int_tensor("a tensor index")
     if isinstance(index, SymbolicTensor) and isinstance(x, (Tensor, Variable)) and index.shape == () \

@@ -148,12 +148,17 @@ class WeakValue:
     def __init__(self, wide, name, where, mixed=None):
         self.wide, self.name, self.where, self.mixed = wide, name, where, mixed
 
+    @property
+    def label(self):
+        """Its name in messages: "'a'", or what the function returns (an early `return`'s join)."""
+        return "the value the function returns" if self.name == RETVAL else repr(self.name)
+
     def _holds(self):
         """What it holds, for messages: "'a' holds the numbers the tensor if at f.py:3 joins"."""
         if self.mixed:
-            return (f"{self.name!r} is {self.mixed[0]} when the tensor if at {self.where} is true and "
+            return (f"{self.label} is {self.mixed[0]} when the tensor if at {self.where} is true and "
                     f"{self.mixed[1]} when false, joined as {_KIND_NAME[self.wide.dtype.np.kind]}s")
-        return f"{self.name!r} holds the numbers the tensor if at {self.where} joins"
+        return f"{self.label} holds the numbers the tensor if at {self.where} joins"
 
     def _int_tensor(self, how):
         """Its value as an int tensor for an int-only use (`how`: "range()"), as Python's ints and
@@ -172,7 +177,7 @@ class WeakValue:
         if (kind == "c" and dtype.kind != "c") or (kind == "f" and dtype.kind in "iub") or \
                 (dtype.kind == "b" and kind != "b"):
             raise errors.InvalidArgumentError(
-                f"{self.name!r} holds the Python {_KIND_NAME[kind]}s the tensor if at {self.where} gives it, "
+                f"{self.label} holds the Python {_KIND_NAME[kind]}s the tensor if at {self.where} gives it, "
                 f"which cannot be used with {with_article(dtype.name)} tensor; use df.cast")
         return self.wide if self.wide.dtype.np == dtype else cast(self.wide, dtype)
 
@@ -285,9 +290,9 @@ class WeakValue:
     def _unknown(self, how):
         kind = _KIND_NAME[self.wide.dtype.np.kind]
         holds = self._holds() if self.mixed else \
-            f"{self.name!r} holds the Python {kind}s the tensor if at {self.where} joins"
+            f"{self.label} holds the Python {kind}s the tensor if at {self.where} joins"
         raise UnknownValueError(
-            f"{how} needs the value of {self.name!r}, and {holds}: its value is known "
+            f"{how} needs the value of {self.label}, and {holds}: its value is known "
             f"only when the graph runs; compute with it as a number "
             f"(df.cast(a, df.int32) for a tensor of another dtype) or return it")
 
