@@ -79,6 +79,8 @@ def cond(pred, true_fn, false_fn, name=None):
                         f"{type(true_fn).__name__} and {type(false_fn).__name__}")
     if isinstance(pred, Variable):
         pred = pred.read_value()
+    elif hasattr(pred, "_weak_tensor"):     # bools a converted tensor `if` joined (autograph.values.WeakValue)
+        pred = pred._weak_tensor()
     outer = state.graph
     if outer is None or not isinstance(pred, SymbolicTensor):
         # Eager, or a predicate whose value is known now: plain Python.

@@ -12,7 +12,7 @@ from defun.runtime.fast_dispatch import SPECIALIZED
 # The qualifying ops whose public function is the op's own (fast_dispatch.op_function).
 FAST = [
     "abs", "acos", "acosh", "add", "angle", "asin", "asinh", "atan", "atan2", "atanh", "bessel_i0e", "bessel_i1e",
-    "ceil", "cos", "cosh", "digamma", "divide", "elu", "equal", "erf", "erfc", "erfinv", "exp", "expm1", "floor",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "invert", "left_shift", "right_shift", "ceil", "cos", "cosh", "digamma", "divide", "elu", "equal", "erf", "erfc", "erfinv", "exp", "expm1", "floor",
     "floordiv", "greater", "greater_equal", "hypot", "igamma", "igammac", "is_finite", "is_nan", "less",
     "less_equal", "lgamma", "log", "log10", "log1p", "log2", "logaddexp", "logical_and", "logical_not",
     "logical_or", "maximum", "minimum", "mod", "multiply", "negative", "not_equal", "polygamma", "pow",

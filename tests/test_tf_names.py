@@ -204,6 +204,8 @@ def _inputs_for(ufunc):
         return tuple(RNG.uniform(0.5, 3.0, 4) for _ in range(ufunc.nin))
     if ufunc in (np.logical_and, np.logical_or, np.logical_not):
         return tuple(RNG.uniform(size=4) > 0.5 for _ in range(ufunc.nin))
+    if ufunc in (np.bitwise_and, np.bitwise_or, np.bitwise_xor, np.invert, np.left_shift, np.right_shift):
+        return tuple(RNG.integers(-40, 40, 4) for _ in range(ufunc.nin))      # (negative shift counts too)
     if ufunc is np.matmul:
         return RNG.standard_normal((2, 3)), RNG.standard_normal((3, 2))
     if ufunc is np.power:

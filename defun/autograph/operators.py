@@ -26,7 +26,8 @@ from defun.graph.nodes import SymbolicTensor
 from defun import control_flow as cf
 from defun.autograph import loops
 from defun.autograph.values import (RETVAL, Undefined, TensorList, ProbeList, SlotList, condition, merge_branches,
-                                    weak_outputs, where_text, WeakValue)
+                                    mixed_kinds, weak_kind, weak_leaf, weak_outputs, weak_wide, where_text,
+                                    WeakValue)
 
 __all__ = ["if_stmt", "while_stmt", "for_stmt", "if_exp", "and_", "or_", "not_", "eq", "ne",
            "assert_stmt", "print_", "list_append", "check_mutation", "ld", "ld_attr", "range_", "len_", "getitem",
@@ -103,38 +104,61 @@ def if_exp(c, true_fn, false_fn, line):
             f"the conditional expression at {where_text(line)} must return the same nested structure in both "
             f"branches (on a tensor condition it is one cond node): {cf._describe(a)} when true but "
             f"{cf._describe(b)} when false")
-    out = cf.join_branches(c, graphs, flatten(a), flatten(b))
-    return pack_as(a, out) if flatten(a) else a
+    la, lb = flatten(a), flatten(b)
+    weak_outputs(graphs, la, lb)        # Python numbers on both sides join as a weak value (as an if's)
+    out = cf.join_branches(c, graphs, la, lb)
+    here = f"{sys._getframe(1).f_code.co_filename}:{line}"
+    out = [WeakValue(o, "a if c else b", here, mixed_kinds(x, y)) if weak_kind(x) and weak_kind(y) else o
+           for o, x, y in zip(out, flatten(a), flatten(b))]
+    return pack_as(a, out) if la else a
 
 
 def and_(a, b_fn):
-    """`a and b`: short-circuit on Python values, df.logical_and on a symbolic tensor."""
+    """`a and b`: short-circuit on Python values, df.logical_and on a symbolic tensor; on
+    numbers a tensor if joined (with Python values), `b if a else a` as Python gives it."""
     if isinstance(a, Variable):
         a = a.read_value()
-    if not isinstance(a, SymbolicTensor):
+    if not isinstance(a, (SymbolicTensor, WeakValue)):
         return a and b_fn()
-    return math_ops.logical_and(_as_bool(a), _as_bool(b_fn()))
+    b = b_fn()
+    if isinstance(a, WeakValue) and weak_kind(b):
+        return _weak_pick(a, b, a)
+    return math_ops.logical_and(_as_bool(a), _as_bool(b))
 
 
 def or_(a, b_fn):
     if isinstance(a, Variable):
         a = a.read_value()
-    if not isinstance(a, SymbolicTensor):
+    if not isinstance(a, (SymbolicTensor, WeakValue)):
         return a or b_fn()
-    return math_ops.logical_or(_as_bool(a), _as_bool(b_fn()))
+    b = b_fn()
+    if isinstance(a, WeakValue) and weak_kind(b):
+        return _weak_pick(a, a, b)
+    return math_ops.logical_or(_as_bool(a), _as_bool(b))
 
 
 def not_(a):
     if isinstance(a, Variable):
         a = a.read_value()
+    if isinstance(a, WeakValue):        # a joined bool, as `not` gives on each path
+        return WeakValue(math_ops.logical_not(_as_bool(a)), a.name, a.where)
     if not isinstance(a, SymbolicTensor):
         return not a
     return math_ops.logical_not(_as_bool(a))
 
 
+def _weak_pick(a, if_true, if_false):
+    """`if_true if a else if_false` for joined numbers `a` and Python or joined values: a joined
+    value of the wider kind (`flag and 2.5` is False or 2.5: a joined float)."""
+    wide = weak_wide(if_true, if_false)
+    return WeakValue(where(_as_bool(a), weak_leaf(if_true, wide), weak_leaf(if_false, wide)), a.name, a.where)
+
+
 def _as_bool(x):
     if isinstance(x, Variable):
         x = x.read_value()
+    if isinstance(x, WeakValue):
+        x = x.wide
     if isinstance(x, Tensor):
         return x if x.dtype.name == "bool" else math_ops.not_equal(x, cast(0, x.dtype))
     return convert_to_tensor(bool(x))
@@ -280,8 +304,11 @@ def list_append(lst, value):
 def getitem(x, index):
     """`x[index]`; a scalar integer tensor index of a tensor `x` gathers its row (a sparse
     gradient), a negative index counting from the end as in Python."""
-    if isinstance(index, WeakValue):        # ints a tensor if joined: an index known when it runs
-        index = index.wide
+    if isinstance(index, WeakValue) and isinstance(x, (Tensor, Variable)):   # an index known when it runs
+        if index.wide.dtype.is_bool:      # as a Python bool's (a list's index: __index__, UnknownValueError)
+            raise TypeError(f"strided_slice: boolean index {index.label} (the Python bools the tensor if at "
+                            f"{index.where} joins) is not supported; use df.where or df.gather")
+        index = index._int_tensor("a tensor index")
     if isinstance(index, SymbolicTensor) and isinstance(x, (Tensor, Variable)) and index.shape == () \
             and index.dtype.is_integer:
         x = x.read_value() if isinstance(x, Variable) else x
@@ -317,7 +344,7 @@ def zip_(*iterables):
 def range_(*args):
     """`range(...)`: a Python range, or a TensorRange when an argument is a symbolic tensor."""
     if any(isinstance(a, (SymbolicTensor, Variable, WeakValue)) for a in args):
-        return loops.TensorRange(*[a.wide if isinstance(a, WeakValue) else a for a in args])
+        return loops.TensorRange(*[a._int_tensor("range()") if isinstance(a, WeakValue) else a for a in args])
     return builtins.range(*[int(a) if isinstance(a, Tensor) else a for a in args])
 
 

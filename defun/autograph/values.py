@@ -8,7 +8,7 @@ import numpy as np
 
 from defun.runtime import dtypes, errors, sites
 from defun.runtime.nest import flatten, pack_as
-from defun.runtime.ops import elementwise_ops, math_ops
+from defun.runtime.ops import bitwise_ops, elementwise_ops, math_ops
 from defun.runtime.ops.array_ops import concat
 from defun.runtime.ops.base_ops import cast, expand_dims
 from defun.runtime.tensor import Tensor, convert_to_tensor, with_article
@@ -134,16 +134,39 @@ class ProbeList:
 
 class WeakValue:
     """A variable that a tensor `if` gives a Python number on each path (`a = 2.0` / `a = 3.0`):
-    one tensor (`wide`) in the widest dtype of the numbers' kind (float64, int64, complex128)
+    one tensor (`wide`) in the widest dtype of the numbers' kind (float64, int64, complex128;
+    bools: a bool tensor that computes as the int it is, as Python's bools do)
     that, like a Python number, adopts the dtype of the tensor it meets (`a * y64` is float64,
     `a * y32` float32), is float32 / int32 / complex128 (as df makes Python numbers) where no tensor gives a dtype
     (`df.exp(a)`, a returned value), and stays such a value through Python arithmetic with
-    Python numbers (`a + 1.0`). Graph conversion asks it for a tensor by `_weak_tensor`."""
+    Python numbers (`a + 1.0`). Graph conversion asks it for a tensor by `_weak_tensor`.
+    Numbers of two kinds (`a = 1` / `a = 2.5`) join as the wider (JAX's rule for weak types);
+    `mixed` says which they were, for the TypeError of an int-only use (`range(a)`, `a & 1`)."""
 
-    __slots__ = ("wide", "name", "where")
+    __slots__ = ("wide", "name", "where", "mixed")
 
-    def __init__(self, wide, name, where):
-        self.wide, self.name, self.where = wide, name, where
+    def __init__(self, wide, name, where, mixed=None):
+        self.wide, self.name, self.where, self.mixed = wide, name, where, mixed
+
+    @property
+    def label(self):
+        """Its name in messages: "'a'", or what the function returns (an early `return`'s join)."""
+        return "the value the function returns" if self.name == RETVAL else repr(self.name)
+
+    def _holds(self):
+        """What it holds, for messages: "'a' holds the numbers the tensor if at f.py:3 joins"."""
+        if self.mixed:
+            return (f"{self.label} is {self.mixed[0]} when the tensor if at {self.where} is true and "
+                    f"{self.mixed[1]} when false, joined as {_KIND_NAME[self.wide.dtype.np.kind]}s")
+        return f"{self.label} holds the numbers the tensor if at {self.where} joins"
+
+    def _int_tensor(self, how):
+        """Its value as an int tensor for an int-only use (`how`: "range()"), as Python's ints and
+        bools serve there; the TypeError a float (or complex) gives there otherwise."""
+        if self.wide.dtype.np.kind in "bi":
+            return self._as_int().wide
+        raise TypeError(f"{how} needs ints, and {self._holds()} ('{_KIND_NAME[self.wide.dtype.np.kind]}' object "
+                        f"cannot be interpreted as an integer); use df.cast or give it ints on both paths")
 
     def _weak_tensor(self, dtype=None):
         """Its value as a tensor of numpy `dtype` (None: a Python number's default)."""
@@ -151,9 +174,10 @@ class WeakValue:
         if dtype is None:
             dtype = _DEFAULT[kind]
         dtype = np.dtype(dtype)
-        if (kind == "c" and dtype.kind != "c") or (kind == "f" and dtype.kind in "iub") or dtype.kind == "b":
+        if (kind == "c" and dtype.kind != "c") or (kind == "f" and dtype.kind in "iub") or \
+                (dtype.kind == "b" and kind != "b"):
             raise errors.InvalidArgumentError(
-                f"{self.name!r} holds the Python {_KIND_NAME[kind]}s the tensor if at {self.where} gives it, "
+                f"{self.label} holds the Python {_KIND_NAME[kind]}s the tensor if at {self.where} gives it, "
                 f"which cannot be used with {with_article(dtype.name)} tensor; use df.cast")
         return self.wide if self.wide.dtype.np == dtype else cast(self.wide, dtype)
 
@@ -166,11 +190,20 @@ class WeakValue:
         """Python's `self <op> other` (`other <op> self` if `reflected`): with a Python number
         (a bool as an int) or another WeakValue in the wider of their kinds, staying weak; with
         a numpy value in numpy's dtype of the pair (`a * np.int32(3)` is float64); with a
-        tensor adopting its dtype. A TypeError where Python has one (complex `//`, a float's `&`)."""
+        tensor adopting its dtype. A TypeError where Python has one (complex `//`, a float's `&`).
+        Joined bools compute as ints (`flag + 1` is 2) but for `&`, `|`, `^` with bools (a bool)."""
+        if self.wide.dtype.np.kind == "b":
+            if op in ("and", "or", "xor") and (other.__class__ in (bool, np.bool_) or weak_kind(other) == "b"):
+                y = other.wide if isinstance(other, WeakValue) else convert_to_tensor(other)
+                return WeakValue(_apply(op, self.wide, y), self.name, self.where)
+            if not isinstance(other, (Tensor, Variable)):      # (a tensor: True adopts its dtype, bool too)
+                return self._as_int()._binary(other, op, reflected)
         if other.__class__ is bool:
             other = int(other)
+        elif weak_kind(other) == "b":
+            other = other._as_int()
         if isinstance(other, WeakValue) or other.__class__ in (int, float, complex):
-            wide = _wide_of(self, other)
+            wide = weak_wide(self, other)
             if op == "pow" and wide.kind == "i" and not reflected and other.__class__ is int and other < 0:
                 wide = _WIDE["f"]       # 2 ** -1 is 0.5
             _check_kinds(op, wide.kind, self, other, reflected)
@@ -202,21 +235,28 @@ class WeakValue:
     __hash__ = object.__hash__
     __array_ufunc__ = None          # numpy defers to it (np.int32(3) * a is its __rmul__)
 
+    def _as_int(self):
+        """Joined bools as the Python ints they compute as (True + 1 is 2); other values as they are."""
+        if self.wide.dtype.np.kind != "b":
+            return self
+        return WeakValue(cast(self.wide, _WIDE["i"]), self.name, self.where)
+
     def __neg__(self):
-        return WeakValue(-self.wide, self.name, self.where)
+        return WeakValue(-self._as_int().wide, self.name, self.where)
 
     def __pos__(self):
-        return self
+        return self._as_int()
 
     def __abs__(self):
-        return WeakValue(math_ops.abs(self.wide), self.name, self.where)
+        return WeakValue(math_ops.abs(self._as_int().wide), self.name, self.where)
 
     def __invert__(self):
         _check_kinds("invert", self.wide.dtype.np.kind, self, None, False)
-        return WeakValue(-self.wide - 1, self.name, self.where)
+        return WeakValue(bitwise_ops.invert(self._as_int().wide), self.name, self.where)
 
     def __round__(self, ndigits=None):
         """round(a) an int as Python's (half to even); round(a, n) a float, as numpy rounds."""
+        self = self._as_int()
         kind = _check_kinds("round", self.wide.dtype.np.kind, self, None, False)
         w = self.wide
         if ndigits is None or kind == "i":
@@ -230,6 +270,7 @@ class WeakValue:
 
     def _whole(self, how):
         """math.floor / ceil / trunc: an int, as Python gives."""
+        self = self._as_int()
         kind = _check_kinds(how, self.wide.dtype.np.kind, self, None, False)
         w = self.wide if kind == "i" else cast(self.wide if how == "trunc" else _WHOLE[how](self.wide), np.int64)
         return WeakValue(w, self.name, self.where)
@@ -247,9 +288,11 @@ class WeakValue:
         return bool(self.wide)      # the TracingError of a symbolic tensor's bool()
 
     def _unknown(self, how):
+        kind = _KIND_NAME[self.wide.dtype.np.kind]
+        holds = self._holds() if self.mixed else \
+            f"{self.label} holds the Python {kind}s the tensor if at {self.where} joins"
         raise UnknownValueError(
-            f"{how} needs the value of {self.name!r}, which holds the Python "
-            f"{_KIND_NAME[self.wide.dtype.np.kind]}s the tensor if at {self.where} joins: its value is known "
+            f"{how} needs the value of {self.label}, and {holds}: its value is known "
             f"only when the graph runs; compute with it as a number "
             f"(df.cast(a, df.int32) for a tensor of another dtype) or return it")
 
@@ -270,7 +313,7 @@ class WeakValue:
             return self._binary(other, "pow", False)
         if "c" in (weak_kind(self), weak_kind(other), weak_kind(mod)):
             raise ValueError("complex modulo")
-        if {"i" if v.__class__ is bool else weak_kind(v) for v in (self, other, mod)} != {"i"}:
+        if {"i" if v.__class__ is bool else weak_kind(v) for v in (self, other, mod)} - {"b"} != {"i"}:
             raise TypeError("pow() 3rd argument not allowed unless all arguments are integers")
         return (self ** other) % mod
 
@@ -292,13 +335,9 @@ def _check_kinds(op, kind, weak, other, reflected):
         kinds = [_KIND_NAME.get(weak_kind(v) or "", type(v).__name__) for v in (weak, other)]
         if op in _SYMBOL:
             a, b = kinds[::-1] if reflected else kinds
-            raise TypeError(f"unsupported operand type(s) for {_SYMBOL[op]}: '{a}' and '{b}' "
-                            f"({weak.name!r} holds the numbers the tensor if at {weak.where} joins)")
+            raise TypeError(f"unsupported operand type(s) for {_SYMBOL[op]}: '{a}' and '{b}' ({weak._holds()})")
         raise TypeError(f"bad operand type for {'unary ~' if op == 'invert' else op + '()'}: '{kinds[0]}' "
-                        f"({weak.name!r} holds the numbers the tensor if at {weak.where} joins)")
-    if op in ("and", "or", "xor"):
-        raise TypeError(f"{_SYMBOL[op]} of the Python ints the tensor if at {weak.where} joins into "
-                        f"{weak.name!r}: defun has no bitwise op for it to become; compute it before the if")
+                        f"({weak._holds()})")
     return kind
 
 
@@ -306,19 +345,18 @@ def _apply(op, x, y):
     """`x <op> y` on tensors."""
     if op == "divmod":
         return math_ops.floordiv(x, y), math_ops.mod(x, y)
-    if op in ("lshift", "rshift"):      # by a power of two, as Python shifts ints
-        p = math_ops.pow(cast(2, y.dtype), y)
-        return x * p if op == "lshift" else math_ops.floordiv(x, p)
+    if op in ("lshift", "rshift"):      # numpy's shifts: a count past the bits shifts them all out, as Python's
+        return (bitwise_ops.left_shift if op == "lshift" else bitwise_ops.right_shift)(x, y)
     if op in ("eq", "ne"):
         return (math_ops.equal if op == "eq" else math_ops.not_equal)(x, y)
     return getattr(Tensor, f"__{op}__")(x, y)
 
 
 def _weak_outputs(out, weak):
-    """The result of Python arithmetic between weak values: weak unless a bool (`a < 1`)."""
+    """The result of Python arithmetic between weak values: weak (`a < 1` a joined bool)."""
     if isinstance(out, tuple):
         return tuple(_weak_outputs(o, weak) for o in out)
-    return WeakValue(out, weak.name, weak.where) if out.dtype.np.kind in "iufc" else out
+    return WeakValue(out, weak.name, weak.where, weak.mixed if out.dtype.np.kind in "fc" else None)
 
 
 def _weak_method(op, reflected):
@@ -331,23 +369,24 @@ for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lt", "l
         setattr(WeakValue, f"__{_name}__", _weak_method(_name, False))
     if _name not in ("lt", "le", "gt", "ge"):
         setattr(WeakValue, f"__r{_name}__", _weak_method(_name, True))
-_DEFAULT = {"i": np.dtype(np.int32), "u": np.dtype(np.int32), "f": np.dtype(np.float32),
+_DEFAULT = {"b": np.dtype(np.bool_), "i": np.dtype(np.int32), "u": np.dtype(np.int32), "f": np.dtype(np.float32),
             "c": np.dtype(np.complex128)}
-_WIDE = {"i": np.dtype(np.int64), "f": np.dtype(np.float64), "c": np.dtype(np.complex128)}
-_STAND_IN = {"i": 0, "u": 0, "f": 0.0, "c": 0j}
-_KIND_NAME = {"i": "int", "u": "int", "f": "float", "c": "complex"}
+_WIDE = {"b": np.dtype(np.bool_), "i": np.dtype(np.int64), "f": np.dtype(np.float64), "c": np.dtype(np.complex128)}
+_STAND_IN = {"b": False, "i": 0, "u": 0, "f": 0.0, "c": 0j}
+_KINDS = {bool: "b", int: "i", float: "f", complex: "c"}
+_KIND_NAME = {"b": "bool", "i": "int", "u": "int", "f": "float", "c": "complex"}
 
 
 def weak_kind(v):
-    """'i', 'f' or 'c' for a Python number (not a bool) or a WeakValue, else None."""
+    """'b', 'i', 'f' or 'c' for a Python bool or number or a WeakValue, else None."""
     if isinstance(v, WeakValue):
         return v.wide.dtype.np.kind
-    return {int: "i", float: "f", complex: "c"}.get(v.__class__)
+    return _KINDS.get(v.__class__)
 
 
-def _wide_of(*values):
+def weak_wide(*values):
     """The widest dtype of the kinds of weak `values` (an int and a float: float64)."""
-    return _WIDE[max((weak_kind(v) for v in values), key="ifc".index)]
+    return _WIDE[max((weak_kind(v) for v in values), key="bifc".index)]
 
 
 def weak_leaf(v, dtype):
@@ -442,7 +481,7 @@ def merge_branches(a, b, entry, names, info, file):
                 values.append(p[1])
                 continue
             leaves = [x if kind is None else SlotList(next(it)) if kind == "slot" else
-                      WeakValue(next(it), p[3], site(file, line)) if kind == "weak" else
+                      WeakValue(next(it), p[3], site(file, line), kind[1]) if kind.__class__ is tuple else
                       (TensorList(next(it)) if kind else next(it)) for x, kind in zip(flatten(p[1]), p[2])]
             values.append(pack_as(p[1], leaves) if isinstance(p[1], (list, tuple, dict)) else leaves[0])
         return tuple(values)
@@ -477,7 +516,7 @@ def _join(name, va, vb, lines, file, line):
         _check_pair(name, x, y, lines, file, line)
         ta.append(x.buffer if isinstance(x, TensorList) else x)
         tb.append(y.buffer if isinstance(y, TensorList) else y)
-        kinds.append("weak" if weak_kind(x) and weak_kind(y) else isinstance(x, TensorList))
+        kinds.append(("weak", mixed_kinds(x, y)) if weak_kind(x) and weak_kind(y) else isinstance(x, TensorList))
     return kinds, ta, tb, va
 
 
@@ -487,7 +526,7 @@ def weak_outputs(graphs, then_leaves, else_leaves):
     output is a WeakValue after the if), a WeakValue beside a tensor in that tensor's dtype."""
     for k, (x, y) in enumerate(zip(then_leaves, else_leaves)):
         if weak_kind(x) and weak_kind(y):
-            dt = _wide_of(x, y)
+            dt = weak_wide(x, y)
         elif isinstance(x, WeakValue) or isinstance(y, WeakValue):
             dt = (y if isinstance(x, WeakValue) else x).dtype
             dt = getattr(dt, "np", dt)
@@ -497,6 +536,15 @@ def weak_outputs(graphs, then_leaves, else_leaves):
             if weak_kind(leaves[k]):
                 with g.building():
                     leaves[k] = weak_leaf(leaves[k], dt)
+
+
+def mixed_kinds(x, y):
+    """None for joined numbers of one kind; else what they were on the true and the false path
+    ('a Python int', 'a Python float'; an int with a bool is an int: bools are ints)."""
+    kx, ky = weak_kind(x), weak_kind(y)
+    if kx == ky or {kx, ky} == {"b", "i"}:
+        return (x.mixed if isinstance(x, WeakValue) else None) or (y.mixed if isinstance(y, WeakValue) else None)
+    return _kind_text(x), _kind_text(y)
 
 
 def _check_pair(name, x, y, lines, file, line):
@@ -514,7 +562,7 @@ def _check_pair(name, x, y, lines, file, line):
     if (dx is None) != (dy is None) and weak_kind(weak) == "f" and not other.is_floating and not other.is_complex:
         raise _differs(name, f"a Python float on one path but {other.name} on the other", lines, file,
                        line, "the same dtype (use df.cast)")
-    if dx is None and dy is None and (weak_kind(x) or type(x)) != (weak_kind(y) or type(y)):
+    if dx is None and dy is None and not (weak_kind(x) and weak_kind(y)) and type(x) is not type(y):
         raise _differs(name, f"{_kind_text(x)} when true but {_kind_text(y)} when false",
                        lines, file, line, "the same dtype")
     rx, ry = (getattr(getattr(v, "buffer", v), "shape", None) for v in (x, y))

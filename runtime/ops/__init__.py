@@ -9,11 +9,13 @@ from defun.runtime.ops.elementwise_ops import *  # noqa: F401,F403,E402
 from defun.runtime.ops.reorder_ops import *  # noqa: F401,F403,E402
 from defun.runtime.ops.grid_ops import *  # noqa: F401,F403,E402
 from defun.runtime.ops import sparse_ops  # noqa: F401,E402
+from defun.runtime.ops import bitwise_ops  # noqa: E402
+from defun.runtime.ops.bitwise_ops import *  # noqa: F401,F403,E402
 
 
 def _install_operators(cls):
     """Python operators on tensors (and variables), all routed through the registry."""
-    m, a = math_ops, array_ops
+    m, a, b = math_ops, array_ops, bitwise_ops
 
     def rev(f):
         return lambda self, other: f(other, self)
@@ -28,7 +30,13 @@ def _install_operators(cls):
         "__pow__": m.pow, "__rpow__": rev(m.pow),
         "__matmul__": m.matmul, "__rmatmul__": rev(m.matmul),
         "__lt__": m.less, "__le__": m.less_equal, "__gt__": m.greater, "__ge__": m.greater_equal,
-        "__and__": m.logical_and, "__or__": m.logical_or, "__invert__": m.logical_not,
+        # &, |, ~ the logical ops on bools, the bitwise ones on integers; ^ and shifts bitwise
+        "__and__": _by_dtype(m.logical_and, b.bitwise_and), "__rand__": _by_dtype(m.logical_and, b.bitwise_and, 1),
+        "__or__": _by_dtype(m.logical_or, b.bitwise_or), "__ror__": _by_dtype(m.logical_or, b.bitwise_or, 1),
+        "__xor__": b.bitwise_xor, "__rxor__": rev(b.bitwise_xor),
+        "__lshift__": b.left_shift, "__rlshift__": rev(b.left_shift),
+        "__rshift__": b.right_shift, "__rrshift__": rev(b.right_shift),
+        "__invert__": lambda self: (m.logical_not if self.dtype.is_bool else b.invert)(self),
         "__neg__": m.negative, "__abs__": m.abs, "__pos__": lambda self: self,
         "__getitem__": lambda self, key: a.slice_helper(self, key),
     }
@@ -37,6 +45,13 @@ def _install_operators(cls):
     for k, f in numpy_methods.METHODS.items():  # t.T, t.reshape, t.sum, ... (numpy's names)
         setattr(cls, k, f)
     cls.__array_ufunc__ = _array_ufunc
+
+
+def _by_dtype(logical, bitwise, reflected=False):
+    """The method `self <op> other` (`other <op> self` if `reflected`): `logical` on a bool tensor."""
+    if reflected:
+        return lambda self, other: (logical if self.dtype.is_bool else bitwise)(other, self)
+    return lambda self, other: (logical if self.dtype.is_bool else bitwise)(self, other)
 
 
 def _array_ufunc(self, ufunc, method, *inputs, **kwargs):

@@ -10,6 +10,7 @@ give, so it is a TracingError naming the df function to use.
 import numpy as np
 
 from defun.runtime import errors
+from defun.runtime.ops import bitwise_ops as b
 from defun.runtime.ops import composites as c
 from defun.runtime.ops import elementwise_ops as e
 from defun.runtime.ops import math_ops as m
@@ -32,7 +33,8 @@ UFUNC_OPS = {
     np.equal: m.equal, np.not_equal: m.not_equal, np.less: m.less, np.less_equal: m.less_equal,
     np.greater: m.greater, np.greater_equal: m.greater_equal, np.logical_and: m.logical_and,
     np.logical_or: m.logical_or, np.logical_not: m.logical_not, np.isnan: s.is_nan,
-    np.isfinite: s.is_finite, np.isinf: c.is_inf,
+    np.isfinite: s.is_finite, np.isinf: c.is_inf, np.bitwise_and: b.bitwise_and, np.bitwise_or: b.bitwise_or,
+    np.bitwise_xor: b.bitwise_xor, np.invert: b.invert, np.left_shift: b.left_shift, np.right_shift: b.right_shift,
 }
 
 
