@@ -70,7 +70,8 @@ def picks(x):
 
 def test_and_or_not_of_joined_bools_give_what_python_gives():
     """The values Python gives; where its type differs between the paths (`flag and 2.5`: the
-    int 1 or the float 3.5) the wider kind's, as the join of an int and a float."""
+    int 1 or the float 3.5) the wider kind's: an operator's value, as JAX's weak types join (a
+    variable an `if` assigns must have one kind on both paths: below)."""
     g = df.defun(picks)
     for row in (X3, -X3):
         got, want = g(f64(row)), picks(f64(row))
@@ -94,110 +95,36 @@ def test_uses_that_need_the_value_are_typed_errors():
 
 
 # ------------------------------------------------------------------ numbers of two kinds
-def mixed(x, y):
-    """`a` is an int on one path and a float on the other: joined as a (weak) float."""
+def two_kinds(x, which):
+    """`a` is a Python number of one kind on one path, of another on the other."""
+    pairs = {"int|float": (1, 2.5), "int|complex": (2, 1j), "float|complex": (0.5, 1 - 1j),
+             "bool|float": (True, 0.5), "bool|int": (True, 3)}
     if df.reduce_sum(x) > 0:     # the join
-        a = 1
-    else:
-        a = 2.5
-    return a * y, a + 1, a // 2, a, a * 2 * x[0] + df.reduce_sum(a * x)
-
-
-def test_an_int_and_a_float_join_as_a_float_with_python_values():
-    g = df.defun(mixed)
-    y = f64([1.5, -2.0])
-    for row in (X3, -X3):
-        got, want = g(f64(row), y), mixed(f64(row), y)
-        assert [t.dtype for t in got] == [df.float64, df.float32, df.float32, df.float32, df.float64]
-        for a, b in zip(got, want):         # Python's values (an int on one path: the same number)
-            np.testing.assert_allclose(a.numpy(), df.convert_to_tensor(b).numpy(), rtol=1e-12)
-    x = f64(-X3)
-    with df.GradientTape(persistent=True) as tape:
-        tape.watch([x, y])
-        out, eager = g(x, y), mixed(x, y)
-        s, s_eager = df.reduce_sum(out[0]) + out[4], df.reduce_sum(eager[0]) + eager[4]
-    for t in (x, y):
-        np.testing.assert_allclose(tape.gradient(s, t).numpy(), tape.gradient(s_eager, t).numpy(), rtol=1e-12)
-    rows = np.stack([X3, -X3])
-    want = np.stack([mixed(f64(r), y)[4].numpy() for r in rows])
-    np.testing.assert_allclose(df.vmap(lambda r: mixed(r, y)[4])(f64(rows)).numpy(), want, rtol=1e-12)
-    cf = df.defun(lambda r: mixed(r, y)[4]).get_concrete_function(f64(-X3))
-    exported_agree(cf, [-X3], mixed(f64(-X3), y)[4].numpy())
-
-
-def kinds(x, which):
-    """Joins of two kinds: the wider one (bool < int < float < complex)."""
-    pairs = {"int|complex": (2, 1j), "float|complex": (0.5, 1 - 1j), "bool|float": (True, 0.5), "bool|int": (True, 3)}
-    if df.reduce_sum(x) > 0:
         a = pairs[which][0]
     else:
         a = pairs[which][1]
-    return a * 2, a
+    return a * x
 
 
-@pytest.mark.parametrize("which,dtype", [("int|complex", df.complex128), ("float|complex", df.complex128),
-                                         ("bool|float", df.float32), ("bool|int", df.int32)])
-def test_other_pairs_of_kinds_join_as_the_wider(which, dtype):
-    g = df.defun(lambda x: kinds(x, which))
-    for row in (X3, -X3):
-        for a, b in zip(g(f64(row)), kinds(f64(row), which)):
-            assert a.dtype is dtype
-            np.testing.assert_array_equal(a.numpy(), np.asarray(b, dtype.np))
-
-
-def int_only(x, use):
-    if df.reduce_sum(x) > 0:     # the join
-        a = 1
-    else:
-        a = 2.5
-    s = x[0]
-    if use == "range":
-        for i in range(a):
-            s = s + i
-    elif use == "index":
-        s = x[a]
-    elif use == "and":
-        s = a & 1
-    elif use == "shift":
-        s = a << 1
-    elif use == "invert":
-        s = ~a
-    return s
-
-
-@pytest.mark.parametrize("use", ["range", "index", "and", "shift", "invert"])
-def test_int_only_uses_of_an_int_and_float_join_name_the_variable_and_the_if(use):
-    import inspect      # noqa: E402 - the line of the join, for the message
-    line = inspect.getsourcelines(int_only)[1] + 1
-    where = f"test_autograph_joined_values.py:{line}"
-    with pytest.raises(TypeError, match=f"'a' is a Python int when the tensor if at .*{where} is true and a "
-                                        f"Python float when false, joined as floats"):
-        df.defun(lambda x: int_only(x, use))(f64(X3))
-    with pytest.raises(TypeError, match="needs the value of 'a', and 'a' is a Python int when"):
-        df.defun(lambda x: [1, 2][mixed(x, x)[3]])(f64(X3))
-
-
-def joined_ints(x):
-    if df.reduce_sum(x) > 0:
-        k = True
-    else:
-        k = 2
-    s = x[0]
-    for i in range(k):          # a bool and an int join as an int: a count
-        s = s + x[i]
-    return s
-
-
-def test_a_bool_and_an_int_join_as_an_int_that_counts():
-    g = df.defun(joined_ints)
-    for row in (X3, -X3):
-        np.testing.assert_allclose(g(f64(row)).numpy(), joined_ints(f64(row)).numpy())
+@pytest.mark.parametrize("which", ["int|float", "int|complex", "float|complex", "bool|float", "bool|int"])
+def test_numbers_of_two_kinds_are_a_tracing_error_naming_the_variable_and_lines(which):
+    """API.md: a variable a converted statement assigns has the same dtype on every path, else
+    a TracingError naming it, the statement's line and the lines that differ (as TF's, whose
+    branches give an int32 and a float32): Python numbers of two kinds are that case."""
+    import inspect      # noqa: E402 - the lines of the join, for the message
+    start = inspect.getsourcelines(two_kinds)[1]
+    first, second = which.split("|")
+    with pytest.raises(df.errors.TracingError,
+                       match=f"'a' differs between the branches of the tensor if at .*test_autograph_joined_values.py:"
+                             f"{start + 4}: a Python {first} when true but a Python {second} when false "
+                             rf"\(true: line {start + 5}; false: line {start + 7}\)"):
+        df.defun(lambda x: two_kinds(x, which))(f64(X3))
 
 
 def ternaries(x):
     """Conditional expressions join Python values as an `if` statement does."""
     flag = True if df.reduce_sum(x) > 0 else False
-    a = 1 if df.reduce_sum(x) > 0 else 2.5
+    a = 1.0 if df.reduce_sum(x) > 0 else 2.5
     return flag + 1, not flag, a * x, a
 
 
@@ -208,8 +135,9 @@ def test_conditional_expressions_join_python_values_as_if_statements_do():
         assert [t.dtype for t in got] == [df.int32, df.bool, df.float64, df.float32]
         for p, q in zip(got, want):
             np.testing.assert_array_equal(p.numpy(), df.convert_to_tensor(q).numpy())
-    with pytest.raises(TypeError, match="range.. needs ints, and 'a if c else b' is a Python int when"):
-        df.defun(lambda x: [i for i in range(ternaries(x)[3])])(f64(X3))
+    with pytest.raises(df.errors.TracingError, match="the conditional expression at .* gives a Python int when "
+                                                     "true but a Python float when false"):
+        df.defun(lambda x: (1 if df.reduce_sum(x) > 0 else 2.5) * x)(f64(X3))
 
 
 def given_to_ops(x):
@@ -235,11 +163,8 @@ def returns_two_kinds(x):
     return 2.5
 
 
-def test_early_returns_of_an_int_and_a_float_join_as_a_float():
-    g = df.defun(lambda x: returns_two_kinds(x) * x)
-    for row in (X3, -X3):
-        got, want = g(f64(row)), returns_two_kinds(f64(row)) * f64(row)
-        assert got.dtype is df.float64
-        np.testing.assert_array_equal(got.numpy(), want.numpy())
-    with pytest.raises(TypeError, match="range.. needs ints, and the value the function returns is a Python int"):
-        df.defun(lambda x: [i for i in range(returns_two_kinds(x))])(f64(X3))
+def test_early_returns_of_an_int_and_a_float_are_a_tracing_error():
+    with pytest.raises(df.errors.TracingError, match="the function returns different kinds of value on the two "
+                                                     "paths of the tensor if at .*: a Python int when true but a "
+                                                     "Python float when false"):
+        df.defun(lambda x: returns_two_kinds(x) * x)(f64(X3))

@@ -26,7 +26,7 @@ from defun.graph.nodes import SymbolicTensor
 from defun import control_flow as cf
 from defun.autograph import loops
 from defun.autograph.values import (RETVAL, Undefined, TensorList, ProbeList, SlotList, condition, merge_branches,
-                                    mixed_kinds, weak_kind, weak_leaf, weak_outputs, weak_wide, where_text,
+                                    kind_text, mixed_kinds, weak_kind, weak_leaf, weak_outputs, weak_wide, where_text,
                                     WeakValue)
 
 __all__ = ["if_stmt", "while_stmt", "for_stmt", "if_exp", "and_", "or_", "not_", "eq", "ne",
@@ -105,6 +105,12 @@ def if_exp(c, true_fn, false_fn, line):
             f"branches (on a tensor condition it is one cond node): {cf._describe(a)} when true but "
             f"{cf._describe(b)} when false")
     la, lb = flatten(a), flatten(b)
+    for x, y in zip(la, lb):    # numbers of two kinds: the if statement's TracingError
+        if weak_kind(x) and weak_kind(y) and weak_kind(x) != weak_kind(y):
+            raise errors.TracingError(
+                f"the conditional expression at {where_text(line)} gives {kind_text(x)} when true but "
+                f"{kind_text(y)} when false; on a tensor condition it is one cond node, whose value has one "
+                f"dtype on both paths: give both the same kind (1.0 and 2.5, not 1 and 2.5)")
     weak_outputs(graphs, la, lb)        # Python numbers on both sides join as a weak value (as an if's)
     out = cf.join_branches(c, graphs, la, lb)
     here = f"{sys._getframe(1).f_code.co_filename}:{line}"

@@ -544,7 +544,7 @@ def mixed_kinds(x, y):
     kx, ky = weak_kind(x), weak_kind(y)
     if kx == ky or {kx, ky} == {"b", "i"}:
         return (x.mixed if isinstance(x, WeakValue) else None) or (y.mixed if isinstance(y, WeakValue) else None)
-    return _kind_text(x), _kind_text(y)
+    return kind_text(x), kind_text(y)
 
 
 def _check_pair(name, x, y, lines, file, line):
@@ -562,8 +562,8 @@ def _check_pair(name, x, y, lines, file, line):
     if (dx is None) != (dy is None) and weak_kind(weak) == "f" and not other.is_floating and not other.is_complex:
         raise _differs(name, f"a Python float on one path but {other.name} on the other", lines, file,
                        line, "the same dtype (use df.cast)")
-    if dx is None and dy is None and not (weak_kind(x) and weak_kind(y)) and type(x) is not type(y):
-        raise _differs(name, f"{_kind_text(x)} when true but {_kind_text(y)} when false",
+    if dx is None and dy is None and (weak_kind(x) or type(x)) != (weak_kind(y) or type(y)):
+        raise _differs(name, f"{kind_text(x)} when true but {kind_text(y)} when false",
                        lines, file, line, "the same dtype")
     rx, ry = (getattr(getattr(v, "buffer", v), "shape", None) for v in (x, y))
     if rx is not None and ry is not None and len(rx) != len(ry):
@@ -571,7 +571,7 @@ def _check_pair(name, x, y, lines, file, line):
                        "the same rank")
 
 
-def _kind_text(v):
+def kind_text(v):
     k = weak_kind(v)
     return f"Python {_KIND_NAME[k]}s" if isinstance(v, WeakValue) else f"a Python {type(v).__name__}"
 
