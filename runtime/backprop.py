@@ -266,6 +266,7 @@ def value_and_gradients_function(f, params=None):
                     f"argument {names[p]!r} (position {p}) of {getattr(f, '__name__', 'function')} is not "
                     f"connected to its result, so it has no gradient")
         return value, grads
+    decorated._gradient_of = (value_and_gradients_function, f, params)    # (autograph converts f: conversion.py)
     return decorated
 
 
@@ -286,6 +287,7 @@ def gradients_function(f, params=None):
     @functools.wraps(f)
     def decorated(*args, **kwargs):
         return vg(*args, **kwargs)[1]
+    decorated._gradient_of = (gradients_function, f, params)
     return decorated
 
 
@@ -304,6 +306,7 @@ def implicit_value_and_gradients(f):
                              f"there is nothing to differentiate; use gradients_function for arguments")
         grads = tape.gradient(value, variables)
         return value, list(zip(grads, variables))
+    decorated._gradient_of = (implicit_value_and_gradients, f)
     return decorated
 
 
@@ -314,4 +317,5 @@ def implicit_gradients(f):
     @functools.wraps(f)
     def decorated(*args, **kwargs):
         return vg(*args, **kwargs)[1]
+    decorated._gradient_of = (implicit_gradients, f)
     return decorated

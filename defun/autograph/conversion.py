@@ -405,6 +405,8 @@ def _function_callee(f):
         return lambda *args, **kwargs: _annotated(f, why, args, kwargs)
     if f.__code__ is _CUSTOM_GRADIENT_CODE:     # @df.custom_gradient on the user's function
         return _custom_gradient_of(f)
+    if hasattr(f, "_gradient_of"):     # df.gradients_function(fn) made outside converted code
+        return _gradient_function_of(f)
     inner = _unwrapped(f) if hasattr(f, "__wrapped__") else None
     if inner is f:
         _remember(f, None)      # a converted function (a recursive one calling itself): as it is from now on
@@ -427,6 +429,20 @@ def _converted_arg(a):
         g = converted(a.__func__)
         return a if g is a.__func__ else types.MethodType(g, a.__self__)
     return a
+
+
+def _gradient_function_of(f):
+    """The gradient function `f` (made by df.gradients_function and its kin: backprop's
+    `_gradient_of`, the maker and what it was given) made again around the user's function
+    converted; `f` itself when that is not converted."""
+    made = _REWRAPPED.get(f)
+    if made is None:
+        maker, fn, *rest = f._gradient_of
+        g = _converted_arg(fn)
+        if g is fn:
+            return f
+        made = _REWRAPPED[f] = maker(g, *rest)
+    return made
 
 
 def _custom_gradient_of(f):
@@ -511,6 +527,8 @@ def entry_point(f):
         g = entry_point(f.__func__)
         return f if g is f.__func__ else types.MethodType(g, f.__self__)
     fn = f
+    if type(f) is types.FunctionType and hasattr(f, "_gradient_of"):    # df.defun(df.gradients_function(loss))
+        return _gradient_function_of(f)
     inner = _unwrapped(f) if type(f) is _LRU_CACHE or (isinstance(f, types.FunctionType) and hasattr(
         f, "__wrapped__") and isinstance(_entry(f), _Skip) and _entry(f).quiet) else None
     if inner is not None:
@@ -536,7 +554,7 @@ def entry_point(f):
 _LRU_CACHE = type(functools.lru_cache(None)(len))
 _FUNCTION = types.FunctionType
 _CUSTOM_GRADIENT_CODE = custom_gradient.custom_gradient(len).__code__
-_REWRAPPED = weakref.WeakKeyDictionary()     # a custom_gradient wrapper -> the one around its converted function
+_REWRAPPED = weakref.WeakKeyDictionary()     # a custom_gradient or gradient function -> the one around its fn converted
 # defun's functions taking the user's functions, which convert when converted code passes them
 # (df.vmap and df.defun convert the function they trace themselves, called from anywhere)
 _TAKES_FUNCTIONS = frozenset([cf.cond, cf.while_loop, cf.scan, cf.map_fn, cf.foldl, backprop.gradients_function,
