@@ -405,7 +405,7 @@ def _function_callee(f):
         return lambda *args, **kwargs: _annotated(f, why, args, kwargs)
     if f.__code__ is _CUSTOM_GRADIENT_CODE:     # @df.custom_gradient on the user's function
         return _custom_gradient_of(f)
-    if hasattr(f, "_gradient_of"):     # df.gradients_function(fn) made outside converted code
+    if f in backprop.MADE_FROM:     # df.gradients_function(fn) made outside converted code
         return _gradient_function_of(f)
     inner = _unwrapped(f) if hasattr(f, "__wrapped__") else None
     if inner is f:
@@ -433,11 +433,11 @@ def _converted_arg(a):
 
 def _gradient_function_of(f):
     """The gradient function `f` (made by df.gradients_function and its kin: backprop's
-    `_gradient_of`, the maker and what it was given) made again around the user's function
+    MADE_FROM, the maker and what it was given) made again around the user's function
     converted; `f` itself when that is not converted."""
     made = _REWRAPPED.get(f)
     if made is None:
-        maker, fn, *rest = f._gradient_of
+        maker, fn, *rest = backprop.MADE_FROM[f]
         g = _converted_arg(fn)
         if g is fn:
             return f
@@ -527,7 +527,7 @@ def entry_point(f):
         g = entry_point(f.__func__)
         return f if g is f.__func__ else types.MethodType(g, f.__self__)
     fn = f
-    if type(f) is types.FunctionType and hasattr(f, "_gradient_of"):    # df.defun(df.gradients_function(loss))
+    if type(f) is types.FunctionType and f in backprop.MADE_FROM:    # df.defun(df.gradients_function(loss))
         return _gradient_function_of(f)
     inner = _unwrapped(f) if type(f) is _LRU_CACHE or (isinstance(f, types.FunctionType) and hasattr(
         f, "__wrapped__") and isinstance(_entry(f), _Skip) and _entry(f).quiet) else None
