@@ -577,7 +577,7 @@ def _matmul_batch(ctx, node, inputs, batched):
     (B * rows, k) @ (k, n); anything else broadcasts its leading axes (elementwise)."""
     a, b = node.inputs
     if batched[0] and not batched[1] and len(b.shape) == 2 and not node.attrs.get("transpose_a") \
-            and None not in tuple(a.shape):
+            and None not in tuple(a.shape) and a.shape[-1]:     # (k of 0: no -1 fits the rows)
         k = a.shape[-1]
         out = bt.emit(node, [bt.op("reshape", [inputs[0]], shape=(-1, k)), inputs[1]])[0]
         return bt.all_batched([bt.reshape_batch(ctx, out, bt.static_shape(node, node.outputs[0], "output"))])
