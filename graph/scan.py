@@ -26,7 +26,7 @@ from defun.runtime import dtypes, errors
 from defun.runtime.context import state
 from defun.runtime.execute import run_op
 from defun.runtime.indexed_slices import dense
-from defun.runtime.ops.array_ops import zeros_like
+from defun.runtime.ops.array_ops import expand_dims, zeros_like
 from defun.runtime.registry import get as get_op, register
 from defun.runtime.shapes import shape_str, shapes_compatible
 from defun.runtime.variables import watch_read_handles
@@ -350,7 +350,17 @@ def _eager_scan_batch(ctx, node, vals, flags, extra, eflags):
         for k, (o, f) in enumerate(zip(outs[n:], oflags[n:])):
             kept[k][t] = (o, f)
     stacks = [_eager_stack(ctx, k, t) for k, t in zip(kept, node.outputs[n:])]
-    return carry + stacks, cflags + [any(f for _, f in k) for k in kept]
+    sflags = [any(f for _, f in k) for k in kept]
+    if not length:      # a stacked carry: none of the rows of its initial value, tied to it (a tape's
+        body = attrs["body"]        # gradient: zeros, not 'not connected'), as df.scan's of no rows
+        carried = {id(t): i for i, t in enumerate(body.outputs[:n])}
+        for k, t in enumerate(body.outputs[n:]):
+            i = carried.get(id(t))
+            if i is not None and carry[i].dtype.is_floating:
+                c, f = carry[i], cflags[i]
+                stacks[k] = expand_dims(c, 1)[:, :0] if f else expand_dims(c, 0)[:0]
+                sflags[k] = f
+    return carry + stacks, cflags + sflags
 
 
 _SCAN_ATTRS = {"body": "func", "carries": "int", "sliced": "int", "reverse": "bool"}

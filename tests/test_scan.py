@@ -698,3 +698,17 @@ def test_an_eager_scan_of_no_rows_is_connected_to_its_rows():
     want = df.defun(df.gradients_function(total))(x)[0]
     got = df.gradients_function(total)(x)[0]
     assert got.shape == want.shape == (0, 2)
+
+
+@pytest.mark.parametrize("batch", [0, 2])
+def test_an_eager_vmap_of_a_scan_of_no_rows_is_connected_to_its_initializer(batch):
+    # found by tests/test_relaxed_sweep.py: the batched scan's stacks of no rows were zeros made
+    # anew, so an argument read only through the initializer was 'not connected' eagerly
+    def total(x, w):
+        per = df.vmap(lambda r: decay(r + w))(x)
+        return df.reduce_sum(per)
+    x, w = np.ones((batch, 0, 3)), np.ones(3)
+    want = df.defun(df.gradients_function(total))(x, w)
+    got = df.gradients_function(total)(x, w)
+    assert [g.shape for g in got] == [g.shape for g in want] == [x.shape, w.shape]
+    np.testing.assert_array_equal(got[1].numpy(), want[1].numpy())
