@@ -704,8 +704,13 @@ def _k_prod(x, axis, keepdims):
 def _mean_onnx(e, node, ins):
     x = node.inputs[0]
     axes, keep = reduced_axes(node), node.attrs.get("keepdims", False)
-    if x.dtype.is_floating:
+    dims = [x.shape[a] for a in axes]
+    if x.dtype.is_floating and None not in dims and 0 not in dims:
         return e.reduce("ReduceMean", ins[0], axes, keep)
+    if x.dtype.is_floating:     # the sum over the count: no elements give nan, as the kernel's
+        s = e.reduce("ReduceSum", ins[0], axes, keep)   # (onnxruntime's ReduceMean gives 0)
+        n = e.op("Div", e.op("Size", ins[0]), e.op("Max", e.op("Size", s), e.scalar(1, dtypes.int64)))
+        return e.op("Div", s, e.cast(n, x.dtype))
     # integers: the exact mean truncated toward zero, as the kernel's; narrow ones: the int64
     # sum divided by the count (Div truncates); int64 (uint64 has no form): as the kernel
     wide = x.dtype.np.itemsize == 8
@@ -714,7 +719,6 @@ def _mean_onnx(e, node, ins):
     def total(t):
         return exact_sum(e, t, axes, keep, dtypes.int64, len(x.shape))
     one = e.scalar(1, dtypes.int64)
-    dims = [x.shape[a] for a in axes]
     if None not in dims:
         n = e.scalar(max(int(np.prod(dims)), 1), dtypes.int64)
     else:
