@@ -279,9 +279,26 @@ def _scan_onnx(e, node, ins):
         return e.scalar(True, dtypes.bool), out[:n], out[n:]
     final, outs = loop_keeping(e, e.squeeze(length, [0]), e.scalar(True, dtypes.bool), init, carry_types, body,
                                y_types, [holds_stand_ins(t) for t in body_g.outputs[n:]], "scan")
+    if any(None in s for s, _ in y_types):     # a relaxed trace's stacks: their sizes stated (no rows
+        outs = _sized_stacks(e, node, ins, outs, length)        # made [0, 0, 0] of [0, 2, 3])
     if reverse:
         outs = [e.op("Slice", o, e.ints([-1]), e.ints([-(2 ** 63)]), e.ints([0]), e.ints([-1])) for o in outs]
     return final + outs
+
+
+def _sized_stacks(e, node, ins, outs, length):
+    """The ONNX stacks of a scan reshaped to their rows' sizes (empty_row_sizes: a carry's, or
+    an input's the body passes through), where those are all found."""
+    body, n, m = node.attrs["body"], node.attrs["carries"], node.attrs["sliced"]
+    sized = []
+    for o, row, t in zip(outs, empty_row_sizes(body, n, m), body.outputs[n:]):
+        if None not in t.shape or None in row:
+            sized.append(o)
+            continue
+        dims = [e.dim(ins[d[0]], d[1], tuple(node.inputs[d[0]].shape)) if type(d) is tuple else e.ints([d])
+                for d in row]
+        sized.append(e.op("Reshape", o, e.op("Concat", length, *dims, axis=0)))
+    return sized
 
 
 def _scan_prune(attrs, used):

@@ -712,3 +712,16 @@ def test_an_eager_vmap_of_a_scan_of_no_rows_is_connected_to_its_initializer(batc
     got = df.gradients_function(total)(x, w)
     assert [g.shape for g in got] == [g.shape for g in want] == [x.shape, w.shape]
     np.testing.assert_array_equal(got[1].numpy(), want[1].numpy())
+
+
+def test_a_relaxed_scan_of_no_rows_in_onnxruntime_stacks_rows_of_the_accumulators_shape():
+    # found by tests/test_relaxed_sweep.py: the ONNX Loop's stacks of no rows were [0, 0, 0]
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    cf = df.defun(decay).get_concrete_function(df.TensorSpec([None, None, None], f64))
+    sess = ort.InferenceSession(df.export_onnx(cf).SerializeToString(), providers=["CPUExecutionProvider"])
+    for shape in [(0, 2, 3), (4, 2, 3), (0, 1, 0)]:
+        x = RS.randn(*shape)
+        [got] = sess.run(None, {sess.get_inputs()[0].name: x})
+        np.testing.assert_allclose(got, decay(df.constant(x)).numpy(), rtol=1e-12)
+        assert got.shape == shape
