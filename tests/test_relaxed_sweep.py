@@ -65,7 +65,10 @@ comparing ranks instead of labels. With features (each fixed, its test beside th
 - df.vmap of matmul by a shared matrix with a contraction of 0: a reshape error, eagerly
   and in a defun (older; runtime/ops/math_ops.py, test_vmap_round4.py);
 - ONNX: a mean of no elements 0 in onnxruntime, nan in the kernel and numpy (older;
-  runtime/ops/math_ops.py, test_onnx.py).
+  runtime/ops/math_ops.py, test_onnx.py);
+- AutoGraph gave a lambda first converted after its file was edited (this sweep's programs,
+  while a sweep ran) the source of the lambda now at its line: another function, silently
+  (older; defun/autograph/conversion.py, test_autograph_cache.py).
 """
 import itertools
 import json
