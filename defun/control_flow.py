@@ -15,7 +15,7 @@ from defun.runtime import dtypes, errors, sites
 from defun.runtime.context import state
 from defun.runtime.nest import flatten, pack_as, sorted_keys
 from defun.runtime.ops._args import bool_arg, count_arg, error
-from defun.runtime.ops.array_ops import concat, expand_dims, identity, stack, zeros
+from defun.runtime.ops.array_ops import cast, concat, expand_dims, identity, reduce_sum, stack, zeros
 from defun.runtime.shapes import merge_shapes, shape_str, shapes_compatible
 from defun.runtime.tensor import EagerTensor, Tensor, convert_to_tensor
 from defun.runtime.variables import Variable
@@ -400,8 +400,7 @@ def _fold(what, fn, elems, initializer, reverse, stacked, name):
             history[t] = acc
         if not stacked:
             return pack_as(structure, acc)
-        out = [stack([h[k] for h in history]) if history else
-               zeros((0,) + tuple(init[k].shape), init[k].dtype) for k in range(len(init))]
+        out = [stack([h[k] for h in history]) if history else _no_rows(init[k], rows) for k in range(len(init))]
     else:
         body_g = _trace_fold(what, init, rows, step, stacked)
         out = scan_node(body_g, init, rows, reverse, name)
@@ -412,6 +411,18 @@ def _fold(what, fn, elems, initializer, reverse, stacked, name):
         ends = [expand_dims(a, 0) for a in init]
         out = [concat([o, e] if reverse else [e, o], 0) for o, e in zip(out, ends)]
     return pack_as(structure, out)
+
+
+def _no_rows(init, rows):
+    """Eagerly, what a scan of no rows stacks: empty, of the accumulator's shape, and (a tape's
+    gradient: zeros) of the initial accumulator and the float rows, as a traced scan's is (the
+    gradient of an argument only the rows read was 'not connected' eagerly, zeros in a defun)."""
+    out = expand_dims(init, 0)[:0]
+    if init.dtype.is_floating:
+        for x in rows:
+            if x.dtype.is_floating:     # (its sum: 0, over no row)
+                out = out + cast(reduce_sum(x), init.dtype)
+    return out
 
 
 def _elements(what, elems):

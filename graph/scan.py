@@ -20,11 +20,13 @@ values are the sliced inputs' gradients.
     %3, %4 = scan(%0, %1, %2) {body=@scan_body_0, carries=1, reverse=False, sliced=1}
 """
 
+import numpy as np
+
 from defun.runtime import dtypes, errors
 from defun.runtime.context import state
 from defun.runtime.execute import run_op
 from defun.runtime.indexed_slices import dense
-from defun.runtime.ops.array_ops import zeros_like
+from defun.runtime.ops.array_ops import expand_dims, zeros_like
 from defun.runtime.registry import get as get_op, register
 from defun.runtime.shapes import shape_str, shapes_compatible
 from defun.runtime.variables import watch_read_handles
@@ -34,8 +36,10 @@ from defun.graph.functions import call_graph, input_grads, plan_of
 from defun.graph.onnx_loops import loop_keeping
 from defun.graph.gradients import levels_of
 from defun.graph.ir import Graph, unique_name
+from defun.graph.size_labels import size_labels
+from defun.graph.specialize import specialize
 
-__all__ = ["SCAN", "scan_node"]
+__all__ = ["SCAN", "scan_node", "empty_row_sizes"]
 
 
 def _type_text(shape, dtype):
@@ -57,16 +61,57 @@ def _length(xs):
     return length
 
 
+def empty_row_sizes(body, carries, sliced):
+    """Each stacked value's row sizes in a scan of no rows, as a relaxed trace does not know
+    them: (k, axis), the size of the node's input k there, for a carry stacked (df.scan: its
+    initial value's shape) or a size the body passes through from an input (graph/size_labels.py:
+    a backward scan's rows of a sliced input's shape); else the size the body knows, else 0
+    (None: sizes only the rows decide, or the node's inputs' shapes)."""
+    labels = size_labels(body, ())      # every unknown input size a label of its own
+    where = {}
+    for k, p in enumerate(body.all_inputs):
+        for a, (d, label) in enumerate(zip(p.shape or (), labels.get(id(p), ()))):
+            if d is None:
+                where.setdefault(label, (k, a + 1 if carries <= k < carries + sliced else a))
+    carried = {id(t): k for k, t in enumerate(body.outputs[:carries])}
+    return [tuple((carried[id(t)], a) if id(t) in carried else d if d is not None else where.get(lab)
+                  for a, (d, lab) in enumerate(zip(t.shape, labels.get(id(t), (None,) * len(t.shape)))))
+            for t in body.outputs[carries:]]
+
+
+def _empty_stacks(attrs, vals, sizes):
+    """The stacks of a scan of no rows (`sizes`: empty_row_sizes), their sizes still unknown
+    inferred from the body's inputs' shapes (its graph made static for them: graph/specialize.py;
+    a backward scan's rows broadcast from two unknown sizes)."""
+    body, n, m = attrs["body"], attrs["carries"], attrs["sliced"]
+    shapes = [tuple(vals[d[0]].shape[d[1]] if type(d) is tuple else d for d in row) for row in sizes]
+    if any(None in row for row in sizes):
+        try:
+            known = specialize(body, [np.shape(v)[1:] if n <= k < n + m else np.shape(v)
+                                      for k, v in enumerate(vals[:len(body.inputs)])]).outputs[n:]
+            shapes = [s if None not in row else tuple(d or 0 for d in t.shape)
+                      for s, row, t in zip(shapes, sizes, known)]
+        except errors.InvalidArgumentError:
+            pass        # (a size the body refuses: it runs no row)
+    return tuple(np.zeros((0,) + tuple(d or 0 for d in s), t.dtype.np) for s, t in zip(shapes, body.outputs[n:]))
+
+
 def _scan_runner(attrs, backend=None):
     body = attrs["body"]
     run_body = plan_of(body, backend).run
     n, reverse = attrs["carries"], attrs["reverse"]
     kept = body.outputs[n:]
     loose = [holds_stand_ins(t) for t in kept]     # a cond's side outputs, raised (see _stack)
+    unknown = any(None in t.shape for t in kept)
+    empty = []      # empty_row_sizes, once a call has no rows
 
     def run_scan(*vals):
         carry, xs, consts = _split(attrs, vals)
         length = _length(xs)
+        if not length and unknown:
+            if not empty:
+                empty.append(empty_row_sizes(body, n, attrs["sliced"]))
+            return tuple(carry) + _empty_stacks(attrs, vals, empty[0])
         rows = [[] for _ in kept]     # grown row by row: a budget stops a long scan before
         for t in (range(length - 1, -1, -1) if reverse else range(length)):     # it allocates
             out = run_body(*carry, *[x[t, ...] for x in xs], *consts)
@@ -180,8 +225,9 @@ def _scan_grad(op, *grads):
         result[k] = out[j]
     for j, c in enumerate(cap):
         result[n + m + c] = out[nv + j]
-    for j, k in enumerate(rows_of):
-        result[n + k] = out[nv + nc + j]
+    for j, k in enumerate(rows_of):     # a scan of no rows cannot tell what sizes its rows' gradients
+        g = out[nv + nc + j]            # have (its body calls the backward): they have x's
+        result[n + k] = run_op(get_op("reshape_like"), [g, xs[k]], {}) if None in g.shape else g
     return result
 
 
@@ -233,9 +279,26 @@ def _scan_onnx(e, node, ins):
         return e.scalar(True, dtypes.bool), out[:n], out[n:]
     final, outs = loop_keeping(e, e.squeeze(length, [0]), e.scalar(True, dtypes.bool), init, carry_types, body,
                                y_types, [holds_stand_ins(t) for t in body_g.outputs[n:]], "scan")
+    if any(None in s for s, _ in y_types):     # a relaxed trace's stacks: their sizes stated (no rows
+        outs = _sized_stacks(e, node, ins, outs, length)        # made [0, 0, 0] of [0, 2, 3])
     if reverse:
         outs = [e.op("Slice", o, e.ints([-1]), e.ints([-(2 ** 63)]), e.ints([0]), e.ints([-1])) for o in outs]
     return final + outs
+
+
+def _sized_stacks(e, node, ins, outs, length):
+    """The ONNX stacks of a scan reshaped to their rows' sizes (empty_row_sizes: a carry's, or
+    an input's the body passes through), where those are all found."""
+    body, n, m = node.attrs["body"], node.attrs["carries"], node.attrs["sliced"]
+    sized = []
+    for o, row, t in zip(outs, empty_row_sizes(body, n, m), body.outputs[n:]):
+        if None not in t.shape or None in row:
+            sized.append(o)
+            continue
+        dims = [e.dim(ins[d[0]], d[1], tuple(node.inputs[d[0]].shape)) if type(d) is tuple else e.ints([d])
+                for d in row]
+        sized.append(e.op("Reshape", o, e.op("Concat", length, *dims, axis=0)))
+    return sized
 
 
 def _scan_prune(attrs, used):
@@ -304,7 +367,17 @@ def _eager_scan_batch(ctx, node, vals, flags, extra, eflags):
         for k, (o, f) in enumerate(zip(outs[n:], oflags[n:])):
             kept[k][t] = (o, f)
     stacks = [_eager_stack(ctx, k, t) for k, t in zip(kept, node.outputs[n:])]
-    return carry + stacks, cflags + [any(f for _, f in k) for k in kept]
+    sflags = [any(f for _, f in k) for k in kept]
+    if not length:      # a stacked carry: none of the rows of its initial value, tied to it (a tape's
+        body = attrs["body"]        # gradient: zeros, not 'not connected'), as df.scan's of no rows
+        carried = {id(t): i for i, t in enumerate(body.outputs[:n])}
+        for k, t in enumerate(body.outputs[n:]):
+            i = carried.get(id(t))
+            if i is not None and carry[i].dtype.is_floating:
+                c, f = carry[i], cflags[i]
+                stacks[k] = expand_dims(c, 1)[:, :0] if f else expand_dims(c, 0)[:0]
+                sflags[k] = f
+    return carry + stacks, cflags + sflags
 
 
 _SCAN_ATTRS = {"body": "func", "carries": "int", "sliced": "int", "reverse": "bool"}

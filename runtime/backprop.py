@@ -2,6 +2,7 @@
 import functools
 import inspect
 import warnings
+import weakref
 
 from defun.runtime import errors, tape as tape_mod
 from defun.runtime.autodiff import imperative_grad
@@ -216,6 +217,12 @@ def _param_names(f, n):
     return [names[i] if i < len(names) else f"arg{i}" for i in range(n)]
 
 
+# a gradient function -> (what made it, the function it was given, the rest of what it was given):
+# autograph makes it again around that function converted (defun/autograph/conversion.py). Not an
+# attribute: functools.wraps copies those onto a wrapper of the gradient function (df.vmap's)
+MADE_FROM = weakref.WeakKeyDictionary()
+
+
 def value_and_gradients_function(f, params=None):
     """`g(*args) -> (f(*args), [d f / d args[i] for i in params])`.
 
@@ -266,6 +273,7 @@ def value_and_gradients_function(f, params=None):
                     f"argument {names[p]!r} (position {p}) of {getattr(f, '__name__', 'function')} is not "
                     f"connected to its result, so it has no gradient")
         return value, grads
+    MADE_FROM[decorated] = (value_and_gradients_function, f, params)
     return decorated
 
 
@@ -286,6 +294,7 @@ def gradients_function(f, params=None):
     @functools.wraps(f)
     def decorated(*args, **kwargs):
         return vg(*args, **kwargs)[1]
+    MADE_FROM[decorated] = (gradients_function, f, params)
     return decorated
 
 
@@ -304,6 +313,7 @@ def implicit_value_and_gradients(f):
                              f"there is nothing to differentiate; use gradients_function for arguments")
         grads = tape.gradient(value, variables)
         return value, list(zip(grads, variables))
+    MADE_FROM[decorated] = (implicit_value_and_gradients, f)
     return decorated
 
 
@@ -314,4 +324,5 @@ def implicit_gradients(f):
     @functools.wraps(f)
     def decorated(*args, **kwargs):
         return vg(*args, **kwargs)[1]
+    MADE_FROM[decorated] = (implicit_gradients, f)
     return decorated

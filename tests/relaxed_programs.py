@@ -11,6 +11,14 @@ A symbolic size is a variable name, an int, or ("add", a, b) (concat), ("mul", a
 start, stop, step) (a slice's length). A program is a list of nodes, each an op name, the
 values it reads (arguments first, then nodes, by position) and its attributes; `describe`
 writes it as Python for a failure's reproduction.
+
+    prog = generate(seed, np.float32, "scan+cond")    # with features (FEATURES, PAIRS)
+    prog.run(DF_OPS, tensors, state)     # state: the run's variables ({"vars": [...]}), inner defun
+
+A feature is a node kind (for_rows, while, scan, capture, var_read, var_assign), a span of
+nodes run inside a wrapper (`Program.span`: nested, cond, ag_if; the wrapper gets the span
+as a function of every earlier value), or the whole program under df.vmap
+(`Program.batched`, the batch size variable B); see "features a program can use".
 """
 import numpy as np
 
@@ -54,6 +62,9 @@ class Program:
         self.nodes = []     # (op, operand positions, attrs)
         self.shapes = []    # symbolic shape of each value: arguments, then nodes
         self.floats = []    # whether each value is a float tensor
+        self.span = None    # (first node, node past the last, wrapper): nodes run inside a wrapper
+        self.batched = None     # under df.vmap: whether each argument has the batch axis B
+        self.var_inits = []     # each df.Variable's first value (scalars, made per run)
 
     @property
     def variables(self):
@@ -70,7 +81,7 @@ class Program:
             for d in shape:
                 walk(d)
             walk(bound)
-        return sorted(found)
+        return sorted(found) + (["B"] if self.batched else [])
 
     def arg(self, shape, kind="float", bound=None):
         """A new argument (placed before every node: positions of nodes move on by one)."""
@@ -96,7 +107,8 @@ class Program:
     def arg_shapes(self, env):
         """Each argument's shape for variables `env`, or None when a size is refused."""
         try:
-            return [tuple(size_of(d, env) for d in shape) for _, shape, _ in self.args]
+            return [((env["B"],) if self.batched and self.batched[k] else ()) + tuple(size_of(d, env) for d in shape)
+                    for k, (_, shape, _) in enumerate(self.args)]
         except Invalid:
             return None
 
@@ -116,21 +128,41 @@ class Program:
             out.append(rng.integers(0, max(n, 1), size=shape).astype(np.int32))
         return out
 
-    def run(self, ops, values):
-        values = list(values)
-        for op, ins, attrs in self.nodes:
-            values.append(ops[op](*[values[p] for p in ins], **attrs))
+    def run(self, ops, values, state=None):
+        """Every value (arguments, then nodes) of one example; `state`: the run's own variables
+        and inner functions (a dict), for nodes that read or assign one and for wrappers."""
+        values, (start, stop, wrapper) = list(values), self.span or (None, None, None)
+        values += self._nodes(ops, values, 0, start, state)
+        if start is not None:
+            values += ops["wrap_" + wrapper](lambda *vals: self._nodes(ops, list(vals), start, stop, state),
+                                             values, state)
+            values += self._nodes(ops, values, stop, None, state)
         return values
+
+    def _nodes(self, ops, values, start, stop, state):
+        """The values of nodes start..stop, after `values`."""
+        new = []
+        for op, ins, attrs in self.nodes[start:stop]:
+            args = [(values + new)[p] for p in ins]
+            new.append(ops[op](state, *args, **attrs) if op in STATEFUL else ops[op](*args, **attrs))
+        return new
 
     def describe(self):
         """The program as Python (df ops) for a reproduction."""
         names = [f"a{k}" for k in range(len(self.args))] + [f"t{k}" for k in range(len(self.nodes))]
-        lines = [f"# a{k}: {kind} {shape}" + (f" values < {bound}" if kind == "index" else "")
+        lines = [f"# a{k}: {kind} {shape}" + (f" values < {bound}" if kind == "index" else "") +
+                 (" (batched: B first)" if self.batched and self.batched[k] else "")
                  for k, (kind, shape, bound) in enumerate(self.args)]
+        if self.batched:
+            lines.append("# under df.vmap over B, in_axes " + str([0 if b else None for b in self.batched]))
         for k, (op, ins, attrs) in enumerate(self.nodes):
+            if self.span and k in self.span[:2]:
+                lines.append(f"# {'begin' if k == self.span[0] else 'end'} {self.span[2]}")
             extra = "".join(f", {a}={v!r}" for a, v in attrs.items())
             shape = self.shapes[len(self.args) + k]
             lines.append(f"t{k} = {op}({', '.join(names[p] for p in ins)}{extra})   # {shape}")
+        if self.span and self.span[1] == len(self.nodes):
+            lines.append(f"# end {self.span[2]}")
         lines.append(f"outputs: {[names[p] for p in self.sinks()]}")
         return "\n".join(lines)
 
@@ -192,6 +224,93 @@ NP_OPS = {
     "softmax": _np_softmax,
     "one_hot": lambda i, depth, dtype: np.eye(depth, dtype=dtype)[i],
 }
+
+
+# ---------------------------------------------------------------------- features a program can use
+# Node kinds: a loop over rows (AutoGraph `for row in x`), df.while_loop counting to an unknown
+# size, df.scan over rows, a captured outer tensor, a df.Variable read and assigned; wrappers
+# over a span of nodes (run(): they get the span as a function of every earlier value and give
+# its values): a nested defun, df.cond, an AutoGraph `if` on a tensor. A whole program under
+# df.vmap is Program.batched (tests/test_relaxed_sweep.py maps it).
+STATEFUL = {"var_read", "var_assign"}
+
+
+def _ag_for_rows(x):
+    acc = df.reduce_sum(x, axis=0) * 0.0
+    for row in x:       # AutoGraph: a loop node over an unknown number of rows
+        acc = acc * 0.5 + df.tanh(row)
+    return acc
+
+
+def _np_for_rows(x):
+    acc = np.sum(x, axis=0) * x.dtype.type(0)
+    for row in x:
+        acc = acc * x.dtype.type(0.5) + np.tanh(row)
+    return acc
+
+
+def _df_while(x):
+    n = df.minimum(df.shape(x)[0], 3)
+    _, y = df.while_loop(lambda i, y: i < n, lambda i, y: (i + 1, df.tanh(y) * 0.5 + y), [df.constant(0), x])
+    return y
+
+
+def _np_while(x):
+    for _ in range(min(x.shape[0], 3)):
+        x = np.tanh(x) * x.dtype.type(0.5) + x
+    return x
+
+
+def _np_scan(x):
+    acc, out = np.sum(x, axis=0) * x.dtype.type(0), []
+    for row in x:
+        acc = acc * x.dtype.type(0.5) + np.sin(row)
+        out.append(acc)
+    return np.stack(out) if out else np.zeros_like(x)
+
+
+def _df_assign(state, x, var):
+    v = state["vars"][var]
+    v.assign_add(df.reduce_sum(df.tanh(x)) * 0.01)
+    return x + v
+
+
+def _np_assign(state, x, var):
+    v = state["vars"][var]
+    state["vars"][var] = np.asarray(v + np.sum(np.tanh(x)) * x.dtype.type(0.01), x.dtype)
+    return x + state["vars"][var]
+
+
+def _ag_if(sub, vals, state):
+    if df.reduce_sum(vals[0]) > 0.0:        # AutoGraph: a cond node, both branches traced
+        out = list(sub(*vals))
+    else:
+        out = [t * 0.5 - 1.0 for t in sub(*vals)]
+    return out
+
+
+def _np_if(sub, vals, state):
+    out = sub(*vals)
+    return out if np.sum(vals[0]) > 0 else [t * t.dtype.type(0.5) - t.dtype.type(1) for t in out]
+
+
+DF_OPS.update({
+    "for_rows": _ag_for_rows, "while": _df_while,
+    "scan": lambda x: df.scan(lambda acc, row: acc * 0.5 + df.sin(row), x, initializer=df.reduce_sum(x, axis=0) * 0.0),
+    "capture": lambda x, c: x * c + 0.25,
+    "var_read": lambda state, x, var: x * state["vars"][var], "var_assign": _df_assign,
+    "wrap_nested": lambda sub, vals, state: list(state.setdefault("inner", df.defun(sub))(*vals)),
+    "wrap_cond": lambda sub, vals, state: list(df.cond(df.reduce_sum(vals[0]) > 0.0, lambda: list(sub(*vals)),
+                                                       lambda: [t * 0.5 - 1.0 for t in sub(*vals)])),
+    "wrap_ag_if": _ag_if,
+})
+
+NP_OPS.update({
+    "for_rows": _np_for_rows, "while": _np_while, "scan": _np_scan,
+    "capture": lambda x, c: x * c.numpy() + x.dtype.type(0.25),
+    "var_read": lambda state, x, var: x * state["vars"][var], "var_assign": _np_assign,
+    "wrap_nested": lambda sub, vals, state: sub(*vals), "wrap_cond": _np_if, "wrap_ag_if": _np_if,
+})
 
 
 # ---------------------------------------------------------------------- the generator
@@ -409,8 +528,9 @@ STEPS = [_unary, _binary, _binary, _binary, _binary, _reduce, _reduce, _center, 
          _concat, _stack, _slice, _gather, _where, _broadcast_to, _expand_squeeze, _tile, _softmax, _one_hot]
 
 
-def generate(seed, dtype=np.float64):
-    """A program of 2-5 steps on 1-4 size variables, from `seed`."""
+def generate(seed, dtype=np.float64, feature=None):
+    """A program of 2-5 steps on 1-4 size variables, from `seed`, with `feature` (one of
+    FEATURES) in it."""
     rng = np.random.default_rng(seed)
     g = _Gen(rng, dtype, int(rng.integers(2, 5)) if rng.random() < 0.9 else 1)
     rank = int(rng.integers(1, 4))
@@ -424,4 +544,60 @@ def generate(seed, dtype=np.float64):
             break
     if not g.p.nodes:
         _unary(g, 0)
+    if feature is not None:
+        _feature(g, feature)
     return g.p
+
+
+def _rows(g, x, op, drop=False):
+    shape = g.p.shapes[x]
+    return g.p.add(op, [x], {}, shape[1:] if drop else shape) if shape else None
+
+
+def _capture(g, x):
+    shape = g.p.shapes[x]
+    cs = (shape[-1],) if shape and type(shape[-1]) is int else (1,) * min(len(shape), 2)
+    c = df.constant(g.rng.normal(size=cs).astype(g.p.dtype))      # made outside every trace: captured
+    return g.p.add("capture", [x], {"c": c}, shape)
+
+
+def _variable(g, x, op):
+    g.p.var_inits.append(float(g.rng.normal()))
+    return g.p.add(op, [x], {"var": len(g.p.var_inits) - 1}, g.p.shapes[x])
+
+
+NODE_FEATURES = {"for_rows": lambda g, x: _rows(g, x, "for_rows", True), "while": lambda g, x: _rows(g, x, "while"),
+                 "scan": lambda g, x: _rows(g, x, "scan"), "capture": _capture,
+                 "var_read": lambda g, x: _variable(g, x, "var_read"),
+                 "var_assign": lambda g, x: _variable(g, x, "var_assign")}
+FEATURES = [*NODE_FEATURES, "nested", "cond", "ag_if", "vmap"]
+# two at once (an assignment under df.vmap is refused: not paired)
+PAIRS = ["while+vmap", "scan+vmap", "for_rows+vmap", "cond+vmap", "ag_if+vmap", "var_read+vmap", "capture+vmap",
+         "capture+nested", "scan+nested", "while+cond", "for_rows+ag_if", "var_assign+nested", "var_assign+cond",
+         "var_assign+ag_if", "scan+cond", "nested+vmap"]
+
+
+def _feature(g, feature):
+    """Puts `feature` into the program: a node kind on a value, then maybe another step; a
+    span of nodes wrapped; or every argument batched (some not) under df.vmap. "scan+cond":
+    both (node kinds first: a span or vmap may hold them)."""
+    if "+" in feature:
+        for f in sorted(feature.split("+"), key=lambda f: f not in NODE_FEATURES):
+            _feature(g, f)
+    elif feature == "vmap":
+        g.p.batched = [True] + [bool(g.rng.random() < 0.7) for _ in g.p.args[1:]]
+    elif feature in NODE_FEATURES:
+        for _ in range(5):
+            if NODE_FEATURES[feature](g, g.current()) is not None:
+                break
+        else:
+            NODE_FEATURES[feature](g, 0)    # the first argument: never a scalar
+        if g.rng.random() < 0.5:
+            for _ in range(5):
+                if g.pick(STEPS)(g, g.current()) is not None:
+                    break
+    else:
+        n = len(g.p.nodes)      # (holding a node kind of the program's, if it has one)
+        inside = next((k for k, (op, _, _) in enumerate(g.p.nodes) if op in NODE_FEATURES), None)
+        start = int(g.rng.integers(n if inside is None else inside + 1))
+        g.p.span = (start, int(g.rng.integers(max(start, inside or 0) + 1, n + 1)), feature)

@@ -193,6 +193,32 @@ def test_a_function_first_converted_after_its_file_changed_is_not_given_other_so
         df.defun(f)(POS, 2.0)
 
 
+def test_a_lambda_first_converted_after_its_file_changed_is_not_given_another_lambdas_source(module_dir):
+    # found by tests/test_relaxed_sweep.py (its programs' module edited while a sweep ran): the
+    # lambda at the line of the code was converted in its place, called with the wrong
+    # parameters (a TypeError) or, with the same ones, computing another function
+    module_dir("ag_lambdas", """
+        import defun as df
+        OPS = {"add": lambda a, b: a + b,
+               "sub": lambda a, b: a - b,
+                "mean": lambda x, axis: df.reduce_mean(x, axis=axis)}
+        """)
+    import ag_lambdas
+    ops = dict(ag_lambdas.OPS)
+    module_dir("ag_lambdas", """
+        import defun as df
+        # a line more: each lambda's line now holds the one before it
+        OPS = {"add": lambda a, b: a + b,
+               "sub": lambda a, b: a - b,
+                "mean": lambda x, axis: df.reduce_mean(x, axis=axis)}
+        """)
+    linecache.checkcache()
+    for name in ("sub", "mean"):
+        assert "changed" in conversion.reason_not_converted(ops[name])
+    np.testing.assert_allclose(df.defun(lambda x: ops["sub"](x, 1.0))(POS).numpy(), [0.0, 1.0])
+    np.testing.assert_allclose(df.defun(lambda x: ops["mean"](x, axis=0))(POS).numpy(), 1.5)
+
+
 def test_a_function_whose_code_is_replaced_is_converted_again():
     def f(x):
         if df.reduce_sum(x) > 0:

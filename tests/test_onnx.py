@@ -363,3 +363,15 @@ def test_a_mean_over_an_unknown_size_that_is_zero_is_nan_as_numpys(dtype):
             np.testing.assert_allclose(g, w, rtol=1e-3 if dtype is np.float16 else 1e-6)
     exact = df.defun(f).get_concrete_function(df.TensorSpec([4, 3], df.as_dtype(dtype)))
     assert _has(df.export_onnx(exact), "ReduceMean")
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("spec", [[None, 2], [0, 2]])
+def test_a_mean_of_no_elements_is_nan_as_numpys(dtype, spec):
+    # found by tests/test_relaxed_sweep.py: onnxruntime's ReduceMean gives 0 for no elements
+    f = df.defun(lambda x: (df.reduce_mean(x), df.reduce_mean(x, axis=0), df.reduce_mean(x, axis=1, keepdims=True)))
+    model = df.export_onnx(f.get_concrete_function(df.TensorSpec(spec, df.as_dtype(dtype))))
+    for x in [np.zeros((0, 2), dtype)] + ([np.arange(6, dtype=dtype).reshape(3, 2)] if spec[0] is None else []):
+        with np.errstate(all="ignore"):
+            want = [np.mean(x), np.mean(x, axis=0), np.mean(x, axis=1, keepdims=True)]
+        close(run(model, x), [np.asarray(w, dtype) for w in want])

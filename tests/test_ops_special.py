@@ -41,6 +41,19 @@ def test_gather_gradient_with_nd_indices_is_flattened_slices():
     np.testing.assert_array_equal(np.asarray(g)[:, 0], [0, 1, 2, 0, 1])
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("shape, index", [((2, 0), 1), ((3, 0, 2), [[1, 0]]), ((2, 3, 0), 0)])
+def test_gather_gradient_of_rows_of_no_elements(dtype, shape, index):
+    # found by tests/test_relaxed_sweep.py (`for row in x` over x [2, 3, 0], differentiated):
+    # the slices' values were reshaped to [-1, *row], which no size fits for a row of size 0
+    def total(x):
+        return df.reduce_sum(df.gather(x, index) * 2.0)
+    x = np.ones(shape, dtype)
+    for fn in (df.gradients_function(total), df.defun(df.gradients_function(total))):
+        g = np.asarray(fn(x)[0])
+        assert g.shape == shape and g.dtype == dtype
+
+
 def test_gather_gradient_on_other_axes_is_dense():
     params = df.constant(np.ones((2, 4)))
     with df.GradientTape() as tape:

@@ -650,3 +650,78 @@ def test_the_numba_backend_runs_the_body_and_its_backward():
         results.append([y.numpy()] + [g.numpy() for g in tape.gradient(y, args)])
     for a, b in zip(*results):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+# ------------------------------------------------------------------ no rows (found by tests/test_relaxed_sweep.py)
+def decay(x):
+    return df.scan(lambda acc, row: acc * 0.5 + df.sin(row), x, initializer=df.reduce_sum(x, axis=0) * 0.0)
+
+
+def decay_loss(x, w):
+    return df.reduce_sum(df.square(decay(x * w))) + df.reduce_sum(df.map_fn(lambda r: df.tanh(r) * 2.0, x))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_a_relaxed_scan_of_no_rows_stacks_rows_of_the_accumulators_shape(dtype):
+    # a relaxed trace's scan of 0 rows stacked rows of [0, 0] for its [?, ?] (a [0, 0, 0] result
+    # where eager gives [0, 2, 3]), and so did its backward (add_n then refused [0, 0, 0] and
+    # [0, 2, 3]); eagerly, w (read only through the scan) was 'not connected' at 0 rows
+    vg, fwd = df.defun(df.value_and_gradients_function(decay_loss)), df.defun(decay)
+    tol = dict(rtol=2e-2, atol=2e-2) if dtype == np.float16 else dict(rtol=1e-5, atol=1e-6)
+    for shape in [(2, 2, 2), (3, 3, 3), (0, 1, 1), (0, 2, 3), (1, 2, 3)]:
+        x, w = RS.normal(size=shape).astype(dtype), RS.normal(size=shape[1:]).astype(dtype)
+        want = df.value_and_gradients_function(decay_loss)(x, w)
+        got = vg(x, w)
+        for g, e in zip([got[0], *got[1]], [want[0], *want[1]]):
+            assert g.shape == e.shape and g.dtype == e.dtype
+            np.testing.assert_allclose(g.numpy(), e.numpy(), **tol)
+        assert fwd(x).shape == decay(df.constant(x)).shape == shape
+        if not shape[0]:
+            assert float(got[0]) == 0.0 and not np.any(got[1][1].numpy())
+    assert vg.trace_count == fwd.trace_count == 2
+    cf = list(vg._cache.values())[-1]
+    module = {}
+    exec(df.export_numpy_source(cf), module)    # noqa: S102 - the exported module
+    loaded = df.load_json(json.loads(json.dumps(df.export_json(cf))))
+    x, w = np.zeros((0, 2, 3), dtype), np.ones((2, 3), dtype)
+    assert [np.shape(v) for v in module["forward"](x, w)] == [(), (0, 2, 3), (2, 3)]
+    assert [tuple(v.shape) for v in loaded(x, w)[1]] == [(0, 2, 3), (2, 3)]
+    module = {}
+    exec(df.export_numpy_source(list(fwd._cache.values())[-1]), module)    # noqa: S102
+    assert np.shape(module["forward"](x)[0]) == (0, 2, 3)
+
+
+def test_an_eager_scan_of_no_rows_is_connected_to_its_rows():
+    def total(x):
+        return df.reduce_sum(df.scan(lambda a, r: a + r, x, initializer=df.zeros([2], x.dtype)))
+    x = np.zeros((0, 2))
+    want = df.defun(df.gradients_function(total))(x)[0]
+    got = df.gradients_function(total)(x)[0]
+    assert got.shape == want.shape == (0, 2)
+
+
+@pytest.mark.parametrize("batch", [0, 2])
+def test_an_eager_vmap_of_a_scan_of_no_rows_is_connected_to_its_initializer(batch):
+    # found by tests/test_relaxed_sweep.py: the batched scan's stacks of no rows were zeros made
+    # anew, so an argument read only through the initializer was 'not connected' eagerly
+    def total(x, w):
+        per = df.vmap(lambda r: decay(r + w))(x)
+        return df.reduce_sum(per)
+    x, w = np.ones((batch, 0, 3)), np.ones(3)
+    want = df.defun(df.gradients_function(total))(x, w)
+    got = df.gradients_function(total)(x, w)
+    assert [g.shape for g in got] == [g.shape for g in want] == [x.shape, w.shape]
+    np.testing.assert_array_equal(got[1].numpy(), want[1].numpy())
+
+
+def test_a_relaxed_scan_of_no_rows_in_onnxruntime_stacks_rows_of_the_accumulators_shape():
+    # found by tests/test_relaxed_sweep.py: the ONNX Loop's stacks of no rows were [0, 0, 0]
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    cf = df.defun(decay).get_concrete_function(df.TensorSpec([None, None, None], f64))
+    sess = ort.InferenceSession(df.export_onnx(cf).SerializeToString(), providers=["CPUExecutionProvider"])
+    for shape in [(0, 2, 3), (4, 2, 3), (0, 1, 0)]:
+        x = RS.randn(*shape)
+        [got] = sess.run(None, {sess.get_inputs()[0].name: x})
+        np.testing.assert_allclose(got, decay(df.constant(x)).numpy(), rtol=1e-12)
+        assert got.shape == shape

@@ -112,6 +112,21 @@ def test_reshape_minus_one_at_every_batch_size(b):
     _close(df.vmap(n)(x), np.abs(x).reshape(b, 6).sum(axis=1))
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("b, n, k", [(0, 0, 0), (2, 0, 0), (2, 3, 0), (0, 2, 2)])
+def test_a_batched_matmul_by_a_shared_matrix_with_a_contraction_of_0(dtype, b, n, k):
+    # found by tests/test_relaxed_sweep.py (df.vmap at sizes 0): the rows folded into
+    # reshape(-1, k) of no elements, which no size fits for k = 0
+    x, w = rng.normal(size=(b, n, k)).astype(dtype), rng.normal(size=(k, 3)).astype(dtype)
+    f = df.vmap(lambda a, w: df.matmul(a, w), in_axes=(0, None))
+    for got in (f(x, w), df.defun(f)(x, w)):
+        assert got.shape == (b, n, 3) and got.dtype == dtype
+        np.testing.assert_array_equal(got.numpy(), x @ w)
+    loss = lambda a, w: df.reduce_sum(f(a, w))     # noqa: E731
+    grads = df.gradients_function(loss)(x, w)
+    assert [g.shape for g in grads] == [x.shape, w.shape]
+
+
 # ---------------------------------------------------------------------------------------
 # a Python scalar under in_axes=None keeps its weak type
 

@@ -7,10 +7,14 @@ of the user's classes made in converted code, not those of installed packages, t
 standard library or defun.
 The converted function is compiled under the original file name with the original line
 numbers, and shares the original's globals and closure cells (only `ag__` is added).
+
+The module is long because finding a function's source as written (a def's lines, a lambda
+among others on its line, a file changed since it was loaded) belongs with converting it.
 """
 import ast
 import builtins
 import copy
+import dis
 import functools
 import inspect
 import linecache
@@ -18,6 +22,7 @@ import os
 import sys
 import sysconfig
 import threading
+import time
 import types
 import weakref
 
@@ -26,6 +31,8 @@ from defun import control_flow as cf
 from defun.autograph import operators
 from defun.autograph.transformer import AG, GEN, Converter, _located
 
+_JUMPS = frozenset(dis.hasjrel + dis.hasjabs)
+_STARTED = time.time()      # files changed since: see _edited
 _LOCK = threading.RLock()
 _TRACE = threading.local()      # .on: False while a df.defun(..., autograph=False) traces its function
 _CACHE = {}     # id(code object) -> _Converted or a _Skip (_Self: converted code itself), holding that code
@@ -237,10 +244,12 @@ def _parse(lines, code):
         if node is not None:
             return node, source
     found = _index(code.co_filename, lines).get(code.co_firstlineno, [])
-    if code.co_name == "<lambda>":
-        found = [n for n in found if isinstance(n, ast.Lambda)]
-        if len(found) > 1:
-            found = _by_columns(found, code)
+    if code.co_name == "<lambda>":      # (of its parameters, holding its columns: another lambda at
+        found = _by_columns([n for n in found if isinstance(n, ast.Lambda) and _params(n, code)], code)
+        if len(found) == 1 and _edited(code.co_filename):
+            found = [n for n in found if _compiles_to(n, code)]
+        if not found:                   # its line once the file changed is not converted in its place)
+            raise _NoSource("its source could not be found as written (was the file changed since it was loaded?)")
         if len(found) != 1:
             raise _NoSource("it is a lambda whose line does not hold it alone (several lambdas on it), and "
                             "its columns could not tell which it is (they need Python 3.11 or later)")
@@ -291,26 +300,76 @@ def _segment(lines, first, code):
     body = tree.body[0].body if indent else tree.body
     if len(body) != 1 or type(body[0]) is not ast.FunctionDef or body[0].name != code.co_name:
         return None
-    a = body[0].args
-    params = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if p is not None]
-    if tuple(params) != code.co_varnames[:len(params)] or len(params) != code.co_argcount + code.co_kwonlyargcount \
-            + bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS):
+    if not _params(body[0], code):
         return None
     body[0].decorator_list = []
     return body[0]
 
 
+def _params(node, code):
+    """Whether def or lambda `node` has the parameters of `code` (true of what has none to tell)."""
+    if not hasattr(code, "co_varnames"):
+        return True
+    a = node.args
+    params = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if p is not None]
+    return tuple(params) == code.co_varnames[:len(params)] and len(params) == code.co_argcount + \
+        code.co_kwonlyargcount + bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+
+
+def _edited(file):
+    """Whether `file` changed after defun was imported (its modules may then run code its
+    lines no longer hold: only then is a lambda's code compared with them, 0.4 ms)."""
+    try:
+        return os.stat(file).st_mtime >= _STARTED
+    except OSError:
+        return True
+
+
+def _compiles_to(node, code):
+    """Whether lambda `node` compiles to `code` (bytecode, names, constants): in a file changed
+    since it was loaded, the line of `code` may hold another lambda of its parameters and
+    columns (`"sub": lambda a, b: a - b` a line below `"add": lambda a, b: a + b`)."""
+    wrapper = ast.FunctionDef(name="w__ag", args=ast.arguments(        # its free names: cells, as they are
+        posonlyargs=[], args=[ast.arg(arg=n) for n in code.co_freevars], vararg=None, kwonlyargs=[],
+        kw_defaults=[], kwarg=None, defaults=[]), body=[ast.Return(value=copy.deepcopy(node))],
+        decorator_list=[], returns=None, type_comment=None)
+    if "type_params" in ast.FunctionDef._fields:
+        wrapper.type_params = []
+    try:
+        compiled = compile(ast.fix_missing_locations(ast.Module(body=[wrapper], type_ignores=[])),
+                           code.co_filename, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return False
+    outer = next(c for c in compiled.co_consts if isinstance(c, types.CodeType))
+    return any(isinstance(c, types.CodeType) and _alike(c, code) for c in outer.co_consts)
+
+
+def _alike(a, b):
+    return _instructions(a) == _instructions(b)
+
+
+def _instructions(code):
+    """`code`'s instructions, as far as its source decides them: a method call's LOAD_METHOD as
+    LOAD_ATTR (Python 3.11 does not use it on an imported name: it depends on the module), no
+    jump offsets (instruction sizes differ with that), nested code alike."""
+    return [("LOAD_ATTR" if i.opname == "LOAD_METHOD" else i.opname,
+             _instructions(i.argval) if isinstance(i.argval, types.CodeType) else
+             None if i.opcode in _JUMPS else repr(i.argval))
+            for i in dis.get_instructions(code) if i.opname not in ("PRECALL", "CACHE", "NOP")]
+
+
 def _by_columns(lambdas, code):
     """[the one of `lambdas` (on one line) that is `code`]: the innermost whose body holds the
-    line and column of every instruction of `code` (Python >= 3.11's co_positions); all of
-    `lambdas` when that cannot tell. ((0, 0) columns are not the body's: its start and end.)"""
+    line and column of every instruction of `code` (Python >= 3.11's co_positions; none: the
+    file changed); all of `lambdas` when that cannot tell. ((0, 0) columns are not the body's:
+    its start and end.)"""
     positions = getattr(code, "co_positions", None)
     spans = [((a, c), (b, d)) for a, b, c, d in positions() if None not in (a, b, c, d) and (c, d) != (0, 0)] \
         if positions is not None else []
     holding = [n for n in lambdas if spans and all(
         (n.body.lineno, n.body.col_offset) <= lo and hi <= (n.body.end_lineno, n.body.end_col_offset)
         for lo, hi in spans)]
-    return [max(holding, key=lambda n: (n.lineno, n.col_offset))] if holding else lambdas
+    return [max(holding, key=lambda n: (n.lineno, n.col_offset))] if holding else [] if spans else lambdas
 
 
 def _named(code, owner):
@@ -405,6 +464,8 @@ def _function_callee(f):
         return lambda *args, **kwargs: _annotated(f, why, args, kwargs)
     if f.__code__ is _CUSTOM_GRADIENT_CODE:     # @df.custom_gradient on the user's function
         return _custom_gradient_of(f)
+    if f in backprop.MADE_FROM:     # df.gradients_function(fn) made outside converted code
+        return _gradient_function_of(f)
     inner = _unwrapped(f) if hasattr(f, "__wrapped__") else None
     if inner is f:
         _remember(f, None)      # a converted function (a recursive one calling itself): as it is from now on
@@ -427,6 +488,20 @@ def _converted_arg(a):
         g = converted(a.__func__)
         return a if g is a.__func__ else types.MethodType(g, a.__self__)
     return a
+
+
+def _gradient_function_of(f):
+    """The gradient function `f` (made by df.gradients_function and its kin: backprop's
+    MADE_FROM, the maker and what it was given) made again around the user's function
+    converted; `f` itself when that is not converted."""
+    made = _REWRAPPED.get(f)
+    if made is None:
+        maker, fn, *rest = backprop.MADE_FROM[f]
+        g = _converted_arg(fn)
+        if g is fn:
+            return f
+        made = _REWRAPPED[f] = maker(g, *rest)
+    return made
 
 
 def _custom_gradient_of(f):
@@ -511,6 +586,8 @@ def entry_point(f):
         g = entry_point(f.__func__)
         return f if g is f.__func__ else types.MethodType(g, f.__self__)
     fn = f
+    if type(f) is types.FunctionType and f in backprop.MADE_FROM:    # df.defun(df.gradients_function(loss))
+        return _gradient_function_of(f)
     inner = _unwrapped(f) if type(f) is _LRU_CACHE or (isinstance(f, types.FunctionType) and hasattr(
         f, "__wrapped__") and isinstance(_entry(f), _Skip) and _entry(f).quiet) else None
     if inner is not None:
@@ -536,7 +613,7 @@ def entry_point(f):
 _LRU_CACHE = type(functools.lru_cache(None)(len))
 _FUNCTION = types.FunctionType
 _CUSTOM_GRADIENT_CODE = custom_gradient.custom_gradient(len).__code__
-_REWRAPPED = weakref.WeakKeyDictionary()     # a custom_gradient wrapper -> the one around its converted function
+_REWRAPPED = weakref.WeakKeyDictionary()     # a custom_gradient or gradient function -> the one around its fn converted
 # defun's functions taking the user's functions, which convert when converted code passes them
 # (df.vmap and df.defun convert the function they trace themselves, called from anywhere)
 _TAKES_FUNCTIONS = frozenset([cf.cond, cf.while_loop, cf.scan, cf.map_fn, cf.foldl, backprop.gradients_function,

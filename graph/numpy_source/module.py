@@ -31,6 +31,7 @@ from defun.graph.analysis import live_nodes
 from defun.graph.arguments import bind_arguments
 from defun.graph.while_op import holds_stand_ins
 from defun.graph.functions import plan_of
+from defun.graph.scan import empty_row_sizes
 from defun.graph.input_gradients import DenseGrad
 from defun.graph.nodes import CONST, PLACEHOLDER
 from defun.graph.printer import type_str
@@ -374,9 +375,12 @@ class _FunctionBody:
             self.var[id(tensor)] = v
         if nc:
             self.emit(f"{', '.join(names[:nc])}, = {c}")
+        sizes = empty_row_sizes(body, nc, m) if any(None in y.shape for y in body.outputs[nc:]) else None
         for j in range(k):
             y = body.outputs[nc + j]
-            empty = f"np.zeros({(0,) + tuple(d or 0 for d in y.shape)!r}, {numpy_type(y.dtype.np)})"
+            dims = [f"np.shape({args[d[0]]})[{d[1]}]" if type(d) is tuple else str(d or 0)
+                    for d in (sizes[j] if sizes else y.shape)]      # (a relaxed trace's sizes: the kernel's rule)
+            empty = f"np.zeros(({', '.join(['0'] + dims)},), {numpy_type(y.dtype.np)})"
             if holds_stand_ins(y):     # the kernel's rule for a cond's stand-ins
                 self.w.stand_ins = True
                 self.emit(f"{r}[{j}] = _stand_ins_shaped({r}[{j}])")

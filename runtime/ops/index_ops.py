@@ -72,8 +72,9 @@ def _gather_grad(op, g):
         # sparse: row indices[i] of the gradient is values[i]
         if len(indices.shape) == 1:
             return [IndexedSlices(g, indices, pshape), None]
-        if None not in tuple(indices.shape):
-            return [IndexedSlices(reshape(g, (-1,) + pshape[1:]), reshape(indices, (-1,)), pshape), None]
+        if None not in tuple(indices.shape):    # (the count, not -1: no size fits a row of 0 elements)
+            n = int(np.prod(indices.shape, dtype=np.int64))
+            return [IndexedSlices(reshape(g, (n,) + pshape[1:]), reshape(indices, (n,)), pshape), None]
     return [run_op(_GATHER_GRAD, (g, indices, params), op.attrs), None]
 
 

@@ -577,7 +577,7 @@ def _matmul_batch(ctx, node, inputs, batched):
     (B * rows, k) @ (k, n); anything else broadcasts its leading axes (elementwise)."""
     a, b = node.inputs
     if batched[0] and not batched[1] and len(b.shape) == 2 and not node.attrs.get("transpose_a") \
-            and None not in tuple(a.shape):
+            and None not in tuple(a.shape) and a.shape[-1]:     # (k of 0: no -1 fits the rows)
         k = a.shape[-1]
         out = bt.emit(node, [bt.op("reshape", [inputs[0]], shape=(-1, k)), inputs[1]])[0]
         return bt.all_batched([bt.reshape_batch(ctx, out, bt.static_shape(node, node.outputs[0], "output"))])
@@ -720,7 +720,6 @@ def _mean_onnx(e, node, ins):
     def total(t):
         return exact_sum(e, t, axes, keep, dtypes.int64, len(x.shape))
     one = e.scalar(1, dtypes.int64)
-    dims = [x.shape[a] for a in axes]
     if None not in dims:
         n = e.scalar(max(int(np.prod(dims)), 1), dtypes.int64)
     else:
