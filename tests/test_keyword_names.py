@@ -48,6 +48,9 @@ TF = {
     "less": "tf.math.less(x, y, name=)", "less_equal": "tf.math.less_equal(x, y, name=)",
     "greater": "tf.math.greater(x, y, name=)", "greater_equal": "tf.math.greater_equal(x, y, name=)",
     "logical_and": "tf.math.logical_and(x, y, name=)", "logical_or": "tf.math.logical_or(x, y, name=)",
+    "bitwise_and": "tf.bitwise.bitwise_and(x, y, name=)", "bitwise_or": "tf.bitwise.bitwise_or(x, y, name=)",
+    "bitwise_xor": "tf.bitwise.bitwise_xor(x, y, name=)", "invert": "tf.bitwise.invert(x, name=)",
+    "left_shift": "tf.bitwise.left_shift(x, y, name=)", "right_shift": "tf.bitwise.right_shift(x, y, name=)",
     "add_n": "tf.math.add_n(inputs, name=)",
     # complex numbers
     "angle": "tf.math.angle(input, name=)", "complex": "tf.dtypes.complex(real, imag, name=)",

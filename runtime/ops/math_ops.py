@@ -720,6 +720,7 @@ def _mean_onnx(e, node, ins):
     def total(t):
         return exact_sum(e, t, axes, keep, dtypes.int64, len(x.shape))
     one = e.scalar(1, dtypes.int64)
+    dims = [x.shape[a] for a in (range(len(x.shape)) if axes is None else axes)]
     if None not in dims:
         n = e.scalar(max(int(np.prod(dims)), 1), dtypes.int64)
     else:
