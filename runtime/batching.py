@@ -221,12 +221,25 @@ def fold_leading(*folded):
                 f"input {[i for i, b in enumerate(batched) if b and i not in folded][0]} is batched")
         xs = materialize_all(ctx, node, inputs, batched, folded)
         for i in folded:
-            shape = static_shape(node, node.inputs[i])
-            xs[i] = op("reshape", [xs[i]], shape=(-1 if ctx.size is None else ctx.size * shape[0],) + shape[1:])
+            xs[i] = _fold(ctx, xs[i], static_shape(node, node.inputs[i]))
         outs = emit(node, xs)
         shapes = [static_shape(node, o, "output") for o in node.outputs]
         return [reshape_batch(ctx, o, s) for o, s in zip(outs, shapes)], [True] * len(outs)
     return rule
+
+
+def _fold(ctx, x, shape):
+    """Batched `x`, (B,) + `shape`, with the batch folded into its first size: (B * shape[0],) +
+    shape[1:]; B * shape[0] computed when the batch runs if B is unknown and the rest holds no
+    elements (no -1 fits them)."""
+    rest = tuple(shape[1:])
+    if ctx.size is not None:
+        return op("reshape", [x], shape=(ctx.size * shape[0],) + rest)
+    if math.prod(rest):
+        return op("reshape", [x], shape=(-1,) + rest)
+    n = op("reshape", [op("multiply", [ctx.size_t, np.asarray(shape[0], np.int32)])], shape=(1,))
+    dims = op("concat", [n, np.asarray(rest, np.int32)], axis=0)
+    return op("dynamic_reshape", [x, dims], shape=(None,) + rest)
 
 
 def dynamic_shape(pos, lead, align=False):

@@ -127,6 +127,34 @@ def test_a_batched_matmul_by_a_shared_matrix_with_a_contraction_of_0(dtype, b, n
     assert [g.shape for g in grads] == [x.shape, w.shape]
 
 
+def _conv_ref(x, w):
+    return jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("b, n, h, c, o", [(0, 2, 3, 2, 2), (1, 2, 3, 2, 0), (2, 0, 3, 2, 2), (2, 1, 0, 2, 2),
+                                           (0, 1, 3, 0, 2)])
+def test_a_batched_conv_of_images_of_no_elements_at_an_unknown_batch_size(dtype, b, n, h, c, o):
+    # the folded rule reshaped [B, N, H, W, C] to [-1, H, W, C], which no size fits when an
+    # image holds no elements (H or C of 0) and B is known only when the batch runs
+    x, w = rng.normal(size=(b, n, h, 3, c)).astype(dtype), rng.normal(size=(3, 3, c, o)).astype(dtype)
+    f = df.vmap(lambda a, w: df.conv2d(a, w, strides=1, padding="SAME"), in_axes=(0, None))
+    loss = lambda a, w: df.reduce_sum(df.sin(f(a, w)))     # noqa: E731
+    relaxed = [df.TensorSpec([None, n, h, 3, c], dtype), df.TensorSpec([3, 3, c, o], dtype)]
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    want = jax.vmap(_conv_ref, in_axes=(0, None))(x64, w64)
+    want_grads = jax.grad(lambda a, w: jnp.sum(jnp.sin(jax.vmap(_conv_ref, in_axes=(0, None))(a, w))), (0, 1))(x64, w64)
+    tol = 2e-2 if dtype == np.float16 else 1e-5
+    for fn in (f, df.defun(f), df.defun(f, input_signature=relaxed)):
+        got = fn(x, w)
+        assert got.dtype == dtype
+        _close(got.numpy().astype(np.float64), want, tol)
+    for fn in (df.gradients_function(loss), df.defun(df.gradients_function(loss), input_signature=relaxed)):
+        for g, ref in zip(fn(x, w), want_grads):
+            assert g.dtype == dtype
+            _close(g.numpy().astype(np.float64), ref, tol * 5)
+
+
 # ---------------------------------------------------------------------------------------
 # a Python scalar under in_axes=None keeps its weak type
 
