@@ -132,10 +132,16 @@ def all_batched(outs):
     return outs, [True] * len(outs)
 
 
-def flat_rows(ctx, t):
-    """(B, elements of one example of `t`): its flattened batch, -1 only if a size is unknown."""
+def flat_rows(ctx, x, t):
+    """Batched `x` (one example: `t`) as (B, elements of one example), no -1 standing for a
+    size of an empty batch (B or an example of 0 elements): sizes unknown while tracing come
+    from x's shape when the batch runs."""
     shape = tuple(t.shape)
-    return (-1 if ctx.size is None else ctx.size, -1 if None in shape else int(np.prod(shape, dtype=np.int64)))
+    if None not in shape:
+        return reshape_batch(ctx, x, (int(np.prod(shape, dtype=np.int64)),))
+    dims = op("shape", [x], out_type=dtypes.int32)
+    per = op("reshape", [op("reduce_prod", [dims[1:]], axis=None, keepdims=False)], shape=(1,))
+    return op("dynamic_reshape", [x, op("concat", [dims[:1], per], axis=0)], shape=(ctx.size, None))
 
 
 def iota(ctx, dtype):

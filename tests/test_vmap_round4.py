@@ -113,6 +113,31 @@ def test_reshape_minus_one_at_every_batch_size(b):
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("b", [0, 1, 2])
+def test_flattened_examples_of_no_elements_at_an_unknown_size(dtype, b):
+    # repeat (axis None) and a vector norm flatten each example to (B, -1) or (-1, n): no
+    # size fits the -1 for an example of no elements with B unknown, or for B = 0 with the
+    # example's size unknown (mapped over axis 1 of a relaxed tensor); with the gradient
+    rep = lambda v: df.repeat(v, 2)                 # noqa: E731
+    norm = lambda v: df.norm(v, ord=1)              # noqa: E731
+    for x, sig, axis in [(rng.normal(size=(b, 3, 0)), [None, 3, 0], 0), (rng.normal(size=(3, b, 0)), [None, b, None], 1),
+                         (rng.normal(size=(3, b, 2)), [None, b, None], 1)]:
+        x = x.astype(dtype)
+        relaxed = [df.TensorSpec(sig, dtype)]
+        ex = np.moveaxis(x, axis, 0).reshape(b, int(np.prod(np.delete(x.shape, axis))))
+        loss = lambda v: df.reduce_sum(df.vmap(rep, in_axes=axis)(v) ** 2)    # noqa: E731
+        for fn, want in [(rep, np.repeat(ex, 2, axis=1)), (norm, np.abs(ex.astype(np.float64)).sum(axis=1))]:
+            for f in (df.vmap(fn, in_axes=axis), df.defun(df.vmap(fn, in_axes=axis), input_signature=relaxed)):
+                got = f(x)
+                assert got.dtype == dtype
+                _close(got.numpy().astype(np.float64), want, 2e-3 if dtype == np.float16 else 1e-6)
+        for f in (df.gradients_function(loss), df.defun(df.gradients_function(loss), input_signature=relaxed)):
+            (g,) = f(x)
+            assert g.dtype == dtype
+            np.testing.assert_array_equal(g.numpy(), 4 * x)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 @pytest.mark.parametrize("b, n, k", [(0, 0, 0), (2, 0, 0), (2, 3, 0), (0, 2, 2)])
 def test_a_batched_matmul_by_a_shared_matrix_with_a_contraction_of_0(dtype, b, n, k):
     # found by tests/test_relaxed_sweep.py (df.vmap at sizes 0): the rows folded into
