@@ -63,16 +63,17 @@ def reshape_batch(ctx, x, rest):
     """Batched `x` reshaped to (B,) + `rest` (per-example sizes, all known; one may be -1
     when B is known), also when B is known only when the batch runs."""
     rest = tuple(rest)
-    if ctx.size is not None:
+    if ctx.size is not None and (-1 not in rest or ctx.size * math.prod(rest)):
         return op("reshape", [x], shape=(ctx.size,) + rest)
     if -1 not in rest and math.prod(rest):      # B alone unknown: a -1 stands for it
         return op("reshape", [x], shape=(-1,) + rest)
-    if -1 in rest:      # both unknown: the -1 from x's size per example when the batch runs
+    if -1 in rest:      # the -1 from x's size per example when the batch runs (B unknown or 0)
         per = op("reduce_prod", [op("shape", [x], out_type=dtypes.int32)[1:]], axis=None, keepdims=False)
         fill = op("reshape", [op("floordiv", [per, max(1, -math.prod(rest))])], shape=(1,))
         parts = [np.asarray([d], np.int32) if d != -1 else fill for d in rest]
-        dims = op("concat", [op("reshape", [ctx.size_t], shape=(1,))] + parts, axis=0)
-        return op("dynamic_reshape", [x, dims], shape=(None,) + tuple(None if d == -1 else d for d in rest))
+        lead = np.asarray([ctx.size], np.int32) if ctx.size is not None else op("reshape", [ctx.size_t], shape=(1,))
+        dims = op("concat", [lead] + parts, axis=0)
+        return op("dynamic_reshape", [x, dims], shape=(ctx.size,) + tuple(None if d == -1 else d for d in rest))
     return op("dynamic_reshape", [x, batch_shape(ctx, rest)], shape=(None,) + rest)
 
 

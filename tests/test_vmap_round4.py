@@ -113,6 +113,26 @@ def test_reshape_minus_one_at_every_batch_size(b):
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("b", [0, 1, 3])
+def test_reshape_minus_one_of_examples_of_unknown_size(dtype, b):
+    # mapped over axis 1 of a relaxed tensor: B is known, an example's sizes are not, and
+    # (0, -1) or (0, 2, -1) is no shape for a batch of 0; with the gradient, cos(x)
+    x = rng.normal(size=(2, b, 3)).astype(dtype)
+    relaxed = [df.TensorSpec([None, b, None], dtype)]
+    for shape, each in (([-1], (6,)), ([2, -1], (2, 3)), ([-1, 2, 1], (3, 2, 1))):
+        f = df.vmap(lambda v: df.reshape(v, shape), in_axes=1)
+        loss = lambda v: df.reduce_sum(df.sin(f(v)))      # noqa: E731
+        want, want_g = np.moveaxis(x, 1, 0).reshape((b,) + each), np.cos(x.astype(np.float64))
+        got = df.defun(f, input_signature=relaxed)(x)
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got.numpy(), want)
+        for fn in (df.gradients_function(loss), df.defun(df.gradients_function(loss), input_signature=relaxed)):
+            (g,) = fn(x)
+            assert g.dtype == dtype
+            _close(g.numpy().astype(np.float64), want_g, 2e-3 if dtype == np.float16 else 1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 @pytest.mark.parametrize("b", [0, 1, 2])
 def test_flattened_examples_of_no_elements_at_an_unknown_size(dtype, b):
     # repeat (axis None) and a vector norm flatten each example to (B, -1) or (-1, n): no
