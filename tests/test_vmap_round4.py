@@ -200,6 +200,22 @@ def test_a_batched_conv_of_images_of_no_elements_at_an_unknown_batch_size(dtype,
             _close(g.numpy().astype(np.float64), ref, tol * 5)
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("b, n, h, c", [(0, 1, 4, 2), (1, 1, 4, 2), (2, 0, 4, 2), (2, 1, 4, 0)])
+def test_per_example_filter_gradients_at_an_unknown_batch_size(dtype, b, n, h, c):
+    # the filter gradient's rule reshaped its stacked offsets to (B, kh, kw, C, O) with B
+    # unknown while tracing (a TypeError); against a loop of unbatched gradients (the kernel)
+    x, w = rng.normal(size=(b, n, h, 3, c)).astype(dtype), rng.normal(size=(3, 3, c, 2)).astype(dtype)
+    loss = lambda w, e: df.reduce_sum(df.sin(df.conv2d(e, w, strides=1, padding="SAME")))    # noqa: E731
+    each = lambda x, w: df.vmap(lambda e: df.gradients_function(loss)(w, e)[0])(x)             # noqa: E731
+    relaxed = [df.TensorSpec([None, n, h, 3, c], dtype), df.TensorSpec([3, 3, c, 2], dtype)]
+    want = np.array([df.gradients_function(loss)(w, e)[0].numpy() for e in x], np.float64).reshape((b,) + w.shape)
+    for fn in (each, df.defun(each, input_signature=relaxed)):
+        got = fn(x, w)
+        assert got.dtype == dtype
+        _close(got.numpy().astype(np.float64), want, 5e-2 if dtype == np.float16 else 1e-6)
+
+
 # ---------------------------------------------------------------------------------------
 # a Python scalar under in_axes=None keeps its weak type
 

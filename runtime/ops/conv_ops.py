@@ -428,7 +428,7 @@ def _backprop_filter_batch(ctx, node, inputs, batched):
                       begin_mask=keep, end_mask=keep, shrink_axis_mask=0, new_axis=())
         per_offset.append(bt.op("einsum", [patch, dy], equation="bnhwc,bnhwo->bco"))
     out = bt.op("stack", per_offset, axis=1)
-    return [bt.op("reshape", [out], shape=(ctx.size, kh, kw, c, o))], [True]
+    return [bt.reshape_batch(ctx, out, (kh, kw, c, o))], [True]      # (B may be known only when run)
 
 
 _CONV_ATTRS = {"strides": "ints", "padding": one_of(*_PADDINGS), "dilations": "ints"}
