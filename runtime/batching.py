@@ -220,33 +220,44 @@ def axes(*names, rank_of="input", none="all", only=None, align=False):
 def fold_leading(*folded):
     """The rule of an op whose inputs `folded` (indices) and output have an independent
     leading axis (N of NHWC): the batch is folded into it (B*N) and unfolded from the output;
-    the other inputs must be unbatched (a filter shared by all examples)."""
+    the other inputs must be unbatched (a filter shared by all examples). Sizes unknown while
+    tracing (B, N, an image's) are read from the inputs' shapes when the batch runs."""
     def rule(ctx, node, inputs, batched):
         if any(b for i, b in enumerate(batched) if i not in folded):
             raise errors.UnimplementedError(
                 f"{node.op.name}: batching covers batched data inputs with shared parameters; "
                 f"input {[i for i, b in enumerate(batched) if b and i not in folded][0]} is batched")
         xs = materialize_all(ctx, node, inputs, batched, folded)
+        lead = xs[folded[0]]        # (B, N, ...): the output's first two sizes
         for i in folded:
-            xs[i] = _fold(ctx, xs[i], static_shape(node, node.inputs[i]))
+            xs[i] = _fold(ctx, xs[i], tuple(node.inputs[i].shape))
         outs = emit(node, xs)
-        shapes = [static_shape(node, o, "output") for o in node.outputs]
-        return [reshape_batch(ctx, o, s) for o, s in zip(outs, shapes)], [True] * len(outs)
+        return [_unfold(ctx, o, tuple(t.shape), lead) for o, t in zip(outs, node.outputs)], [True] * len(outs)
     return rule
 
 
 def _fold(ctx, x, shape):
     """Batched `x`, (B,) + `shape`, with the batch folded into its first size: (B * shape[0],) +
-    shape[1:]; B * shape[0] computed when the batch runs if B is unknown and the rest holds no
-    elements (no -1 fits them)."""
-    rest = tuple(shape[1:])
-    if ctx.size is not None:
+    shape[1:]; from x's shape when the batch runs if a size is unknown and no -1 fits (B or
+    N unknown with the rest holding no elements, or a size of the rest unknown)."""
+    rest = shape[1:]
+    if None not in shape and ctx.size is not None:
         return op("reshape", [x], shape=(ctx.size * shape[0],) + rest)
-    if math.prod(rest):
+    if None not in rest and math.prod(rest):
         return op("reshape", [x], shape=(-1,) + rest)
-    n = op("reshape", [op("multiply", [ctx.size_t, np.asarray(shape[0], np.int32)])], shape=(1,))
-    dims = op("concat", [n, np.asarray(rest, np.int32)], axis=0)
-    return op("dynamic_reshape", [x, dims], shape=(None,) + rest)
+    dims = op("shape", [x], out_type=dtypes.int32)
+    n = op("reshape", [op("reduce_prod", [dims[:2]], axis=None, keepdims=False)], shape=(1,))
+    lead = ctx.size * shape[0] if ctx.size is not None and shape[0] is not None else None
+    return op("dynamic_reshape", [x, op("concat", [n, dims[2:]], axis=0)], shape=(lead,) + rest)
+
+
+def _unfold(ctx, out, shape, lead):
+    """A folded op's output, (B * N,) + `shape`[1:], as (B,) + `shape`, N (and B) from `lead`."""
+    if None not in shape:
+        return reshape_batch(ctx, out, shape)
+    dims = op("concat", [op("shape", [lead], out_type=dtypes.int32)[:2],
+                         op("shape", [out], out_type=dtypes.int32)[1:]], axis=0)
+    return op("dynamic_reshape", [out, dims], shape=(ctx.size,) + shape)
 
 
 def dynamic_shape(pos, lead, align=False):

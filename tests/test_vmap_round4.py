@@ -181,20 +181,23 @@ def _conv_ref(x, w):
                                            (0, 1, 3, 0, 2)])
 def test_a_batched_conv_of_images_of_no_elements_at_an_unknown_batch_size(dtype, b, n, h, c, o):
     # the folded rule reshaped [B, N, H, W, C] to [-1, H, W, C], which no size fits when an
-    # image holds no elements (H or C of 0) and B is known only when the batch runs
+    # image holds no elements (H or C of 0) and B is known only when the batch runs; an
+    # unknown N was refused (one trace per N)
     x, w = rng.normal(size=(b, n, h, 3, c)).astype(dtype), rng.normal(size=(3, 3, c, o)).astype(dtype)
     f = df.vmap(lambda a, w: df.conv2d(a, w, strides=1, padding="SAME"), in_axes=(0, None))
     loss = lambda a, w: df.reduce_sum(df.sin(f(a, w)))     # noqa: E731
     relaxed = [df.TensorSpec([None, n, h, 3, c], dtype), df.TensorSpec([3, 3, c, o], dtype)]
+    relaxed_n = [df.TensorSpec([None, None, h, 3, c], dtype), relaxed[1]]
     x64, w64 = x.astype(np.float64), w.astype(np.float64)
     want = jax.vmap(_conv_ref, in_axes=(0, None))(x64, w64)
     want_grads = jax.grad(lambda a, w: jnp.sum(jnp.sin(jax.vmap(_conv_ref, in_axes=(0, None))(a, w))), (0, 1))(x64, w64)
     tol = 2e-2 if dtype == np.float16 else 1e-5
-    for fn in (f, df.defun(f), df.defun(f, input_signature=relaxed)):
+    for fn in (f, df.defun(f), df.defun(f, input_signature=relaxed), df.defun(f, input_signature=relaxed_n)):
         got = fn(x, w)
         assert got.dtype == dtype
         _close(got.numpy().astype(np.float64), want, tol)
-    for fn in (df.gradients_function(loss), df.defun(df.gradients_function(loss), input_signature=relaxed)):
+    for fn in (df.gradients_function(loss), df.defun(df.gradients_function(loss), input_signature=relaxed),
+               df.defun(df.gradients_function(loss), input_signature=relaxed_n)):
         for g, ref in zip(fn(x, w), want_grads):
             assert g.dtype == dtype
             _close(g.numpy().astype(np.float64), ref, tol * 5)
@@ -204,13 +207,15 @@ def test_a_batched_conv_of_images_of_no_elements_at_an_unknown_batch_size(dtype,
 @pytest.mark.parametrize("b, n, h, c", [(0, 1, 4, 2), (1, 1, 4, 2), (2, 0, 4, 2), (2, 1, 4, 0)])
 def test_per_example_filter_gradients_at_an_unknown_batch_size(dtype, b, n, h, c):
     # the filter gradient's rule reshaped its stacked offsets to (B, kh, kw, C, O) with B
-    # unknown while tracing (a TypeError); against a loop of unbatched gradients (the kernel)
+    # unknown while tracing (a TypeError), and refused an unknown N; against a loop of
+    # unbatched gradients (the kernel)
     x, w = rng.normal(size=(b, n, h, 3, c)).astype(dtype), rng.normal(size=(3, 3, c, 2)).astype(dtype)
     loss = lambda w, e: df.reduce_sum(df.sin(df.conv2d(e, w, strides=1, padding="SAME")))    # noqa: E731
     each = lambda x, w: df.vmap(lambda e: df.gradients_function(loss)(w, e)[0])(x)             # noqa: E731
     relaxed = [df.TensorSpec([None, n, h, 3, c], dtype), df.TensorSpec([3, 3, c, 2], dtype)]
     want = np.array([df.gradients_function(loss)(w, e)[0].numpy() for e in x], np.float64).reshape((b,) + w.shape)
-    for fn in (each, df.defun(each, input_signature=relaxed)):
+    relaxed_n = [df.TensorSpec([None, None, h, 3, c], dtype), relaxed[1]]
+    for fn in (each, df.defun(each, input_signature=relaxed), df.defun(each, input_signature=relaxed_n)):
         got = fn(x, w)
         assert got.dtype == dtype
         _close(got.numpy().astype(np.float64), want, 5e-2 if dtype == np.float16 else 1e-6)
