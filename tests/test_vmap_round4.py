@@ -203,6 +203,23 @@ def test_a_batched_conv_of_images_of_no_elements_at_an_unknown_batch_size(dtype,
             _close(g.numpy().astype(np.float64), ref, tol * 5)
 
 
+def test_batched_conv_and_pool_of_unknown_image_sizes_trace_once():
+    # B, N, H and W unknown while tracing: the folded rule reads them when the batch runs
+    # (they were refused); against eager vmap (sizes known), the gradient too, sizes 0 and 1
+    f = df.vmap(lambda a, w: df.nn.max_pool2d(df.conv2d(a, w, strides=1, padding="SAME"), 2, 2, "SAME"),
+                in_axes=(0, None))
+    loss = df.gradients_function(lambda a, w: df.reduce_sum(df.sin(f(a, w))))
+    sig = [df.TensorSpec([None, None, None, None, 2], df.float64), df.TensorSpec([3, 3, 2, 2], df.float64)]
+    traced, traced_loss = df.defun(f, input_signature=sig), df.defun(loss, input_signature=sig)
+    w = rng.normal(size=(3, 3, 2, 2))
+    for shape in ((2, 1, 4, 5), (0, 2, 3, 3), (1, 0, 2, 2), (2, 2, 0, 3), (1, 1, 1, 1)):
+        x = rng.normal(size=shape + (2,))
+        _close(traced(x, w), f(x, w).numpy(), 1e-12)
+        for got, want in zip(traced_loss(x, w), loss(x, w)):
+            _close(got, want.numpy(), 1e-12)
+    assert traced.trace_count == traced_loss.trace_count == 1
+
+
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 @pytest.mark.parametrize("b, n, h, c", [(0, 1, 4, 2), (1, 1, 4, 2), (2, 0, 4, 2), (2, 1, 4, 0)])
 def test_per_example_filter_gradients_at_an_unknown_batch_size(dtype, b, n, h, c):
