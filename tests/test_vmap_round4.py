@@ -133,6 +133,34 @@ def test_reshape_minus_one_of_examples_of_unknown_size(dtype, b):
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("mode", ["REFLECT", "SYMMETRIC"])
+@pytest.mark.parametrize("b", [0, 1])
+def test_a_mirror_pad_at_batch_size_0(dtype, mode, b):
+    # the batch axis is padded by [0, 0], which REFLECT refused for an axis of size 0 (at
+    # most -1): vmap of a reflect pad at B = 0 raised, eagerly, in a defun, relaxed
+    x = rng.normal(size=(b, 4)).astype(dtype)
+    f = df.vmap(lambda v: df.pad(v, [[1, 2]], mode=mode))
+    loss = df.gradients_function(lambda v: df.reduce_sum(f(v) * np.arange(7, dtype=dtype)))
+    want = np.pad(x, [(0, 0), (1, 2)], mode=mode.lower())
+    relaxed = [df.TensorSpec([None, 4], dtype)]
+    for fn in (f, df.defun(f), df.defun(f, input_signature=relaxed)):
+        got = fn(x)
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got.numpy(), want)
+    want_g = np.zeros((b, 4))     # each padded entry's weight added to the entry it mirrors
+    np.add.at(want_g, (slice(None), np.pad(np.arange(4), (1, 2), mode=mode.lower())), np.arange(7.0))
+    for fn in (loss, df.defun(loss, input_signature=relaxed)):
+        (g,) = fn(x)
+        assert g.dtype == dtype
+        np.testing.assert_array_equal(g.numpy(), want_g.astype(dtype))
+    # an empty axis takes no padding but 0 (nothing to mirror), as numpy
+    np.testing.assert_array_equal(df.pad(x[:0], [[0, 0], [1, 2]], mode=mode).numpy(), want[:0])
+    with pytest.raises(errors.InvalidArgumentError, match=f"{mode} padding \\[1, 0\\] is too large .* size 0 "
+                                                          f"\\(at most 0\\)"):
+        df.pad(x[:0], [[1, 0], [0, 0]], mode=mode)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 @pytest.mark.parametrize("b", [0, 1, 2])
 def test_flattened_examples_of_no_elements_at_an_unknown_size(dtype, b):
     # repeat (axis None) and a vector norm flatten each example to (B, -1) or (-1, n): no
