@@ -133,6 +133,25 @@ def test_reshape_minus_one_of_examples_of_unknown_size(dtype, b):
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("b", [0, 1, 3])
+def test_a_reshape_to_a_shape_tensor_with_minus_one_at_every_batch_size(dtype, b):
+    # the shared shape tensor was prefixed with B as it was: (0, 3, -1) fits no batch of 0
+    # examples (a reshape error when the traced batch ran); with the gradient, cos(x)
+    def f(x, dims):
+        return df.vmap(lambda v: df.reshape(v, dims))(x)
+    loss = df.gradients_function(lambda x, dims: df.reduce_sum(df.sin(f(x, dims))), params=[0])
+    relaxed = [df.TensorSpec([None, 2, 3], dtype), df.TensorSpec([2], df.int32)]
+    x = rng.normal(size=(b, 2, 3)).astype(dtype)
+    for dims, each in (([3, -1], (3, 2)), ([-1, 1], (6, 1)), ([6, 1], (6, 1))):
+        got = df.defun(f, input_signature=relaxed)(x, np.asarray(dims, np.int32))
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got.numpy(), x.reshape((b,) + each))
+        (g,) = df.defun(loss, input_signature=relaxed)(x, np.asarray(dims, np.int32))
+        assert g.dtype == dtype
+        _close(g.numpy().astype(np.float64), np.cos(x.astype(np.float64)), 2e-3 if dtype == np.float16 else 1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 @pytest.mark.parametrize("mode", ["REFLECT", "SYMMETRIC"])
 @pytest.mark.parametrize("b", [0, 1])
 def test_a_mirror_pad_at_batch_size_0(dtype, mode, b):
