@@ -1,12 +1,14 @@
 """vmap where it meets other features (issue 28's vmap items, issue 30's unknown batch size).
 
-Each case is compared with a reference: jax.vmap / jax.grad, a Python loop of eager calls,
-or finite differences. Cases: in_axes/out_axes nests that do not match the arguments (jax
-raises; so do we, naming the mismatch), a parameter default under defun(vmap(f)), reshape
-to -1 at batch 0, a Python scalar under in_axes=None (weakly typed), a tape around eager
-vmap reading a variable, custom_gradient through every vmap/defun composition, eager vmap
-over scan differentiated, nested while loops, and vmap inside a defun whose batch size is
-unknown. The generated composition sweep is tests/test_vmap_sweep.py.
+Each case is compared with a reference: jax.vmap / jax.grad, numpy, a Python loop of eager
+calls, or finite differences. Cases: in_axes/out_axes nests that do not match the arguments
+(jax raises; so do we, naming the mismatch), a parameter default under defun(vmap(f)), reshape
+to -1 at batch 0, rules at sizes 0 and 1 with B or an example's sizes unknown (conv2d and its
+gradients, pools, repeat, norms, mirror pads, reshapes to a shape tensor), a Python scalar
+under in_axes=None (weakly typed), a tape around eager vmap reading a variable,
+custom_gradient through every vmap/defun composition, eager vmap over scan differentiated,
+nested while loops, and vmap inside a defun whose batch size is unknown. The generated
+composition sweep is tests/test_vmap_sweep.py.
 """
 import jax
 import jax.numpy as jnp
