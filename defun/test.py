@@ -87,7 +87,7 @@ def _theoretical_rev(f, args, k, ysize):
         y = _output(f, args, "compute_gradient")
     if not (x.dtype.is_complex or y.dtype.is_complex):
         jac = tape.jacobian(y, x, unconnected_gradients="zero")
-        return np.asarray(jac.numpy(), np.float64).reshape(ysize, -1)
+        return np.asarray(jac.numpy(), np.float64).reshape(ysize, _real_size(x))    # (no -1: y or x may be empty)
     rows = np.zeros((ysize, _real_size(x)))
     for r in range(ysize):      # the output gradient 1 (or 1j) on one real part of y
         g = tape.gradient(y, x, output_gradients=constant(_unit(y, r)), unconnected_gradients="zero")

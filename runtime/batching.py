@@ -63,16 +63,17 @@ def reshape_batch(ctx, x, rest):
     """Batched `x` reshaped to (B,) + `rest` (per-example sizes, all known; one may be -1
     when B is known), also when B is known only when the batch runs."""
     rest = tuple(rest)
-    if ctx.size is not None:
+    if ctx.size is not None and (-1 not in rest or ctx.size * math.prod(rest)):
         return op("reshape", [x], shape=(ctx.size,) + rest)
     if -1 not in rest and math.prod(rest):      # B alone unknown: a -1 stands for it
         return op("reshape", [x], shape=(-1,) + rest)
-    if -1 in rest:      # both unknown: the -1 from x's size per example when the batch runs
+    if -1 in rest:      # the -1 from x's size per example when the batch runs (B unknown or 0)
         per = op("reduce_prod", [op("shape", [x], out_type=dtypes.int32)[1:]], axis=None, keepdims=False)
         fill = op("reshape", [op("floordiv", [per, max(1, -math.prod(rest))])], shape=(1,))
         parts = [np.asarray([d], np.int32) if d != -1 else fill for d in rest]
-        dims = op("concat", [op("reshape", [ctx.size_t], shape=(1,))] + parts, axis=0)
-        return op("dynamic_reshape", [x, dims], shape=(None,) + tuple(None if d == -1 else d for d in rest))
+        lead = np.asarray([ctx.size], np.int32) if ctx.size is not None else op("reshape", [ctx.size_t], shape=(1,))
+        dims = op("concat", [lead] + parts, axis=0)
+        return op("dynamic_reshape", [x, dims], shape=(ctx.size,) + tuple(None if d == -1 else d for d in rest))
     return op("dynamic_reshape", [x, batch_shape(ctx, rest)], shape=(None,) + rest)
 
 
@@ -132,10 +133,16 @@ def all_batched(outs):
     return outs, [True] * len(outs)
 
 
-def flat_rows(ctx, t):
-    """(B, elements of one example of `t`): its flattened batch, -1 only if a size is unknown."""
+def flat_rows(ctx, x, t):
+    """Batched `x` (one example: `t`) as (B, elements of one example), no -1 standing for a
+    size of an empty batch (B or an example of 0 elements): sizes unknown while tracing come
+    from x's shape when the batch runs."""
     shape = tuple(t.shape)
-    return (-1 if ctx.size is None else ctx.size, -1 if None in shape else int(np.prod(shape, dtype=np.int64)))
+    if None not in shape:
+        return reshape_batch(ctx, x, (int(np.prod(shape, dtype=np.int64)),))
+    dims = op("shape", [x], out_type=dtypes.int32)
+    per = op("reshape", [op("reduce_prod", [dims[1:]], axis=None, keepdims=False)], shape=(1,))
+    return op("dynamic_reshape", [x, op("concat", [dims[:1], per], axis=0)], shape=(ctx.size, None))
 
 
 def iota(ctx, dtype):
@@ -213,20 +220,44 @@ def axes(*names, rank_of="input", none="all", only=None, align=False):
 def fold_leading(*folded):
     """The rule of an op whose inputs `folded` (indices) and output have an independent
     leading axis (N of NHWC): the batch is folded into it (B*N) and unfolded from the output;
-    the other inputs must be unbatched (a filter shared by all examples)."""
+    the other inputs must be unbatched (a filter shared by all examples). Sizes unknown while
+    tracing (B, N, an image's) are read from the inputs' shapes when the batch runs."""
     def rule(ctx, node, inputs, batched):
         if any(b for i, b in enumerate(batched) if i not in folded):
             raise errors.UnimplementedError(
                 f"{node.op.name}: batching covers batched data inputs with shared parameters; "
                 f"input {[i for i, b in enumerate(batched) if b and i not in folded][0]} is batched")
         xs = materialize_all(ctx, node, inputs, batched, folded)
+        lead = xs[folded[0]]        # (B, N, ...): the output's first two sizes
         for i in folded:
-            shape = static_shape(node, node.inputs[i])
-            xs[i] = op("reshape", [xs[i]], shape=(-1 if ctx.size is None else ctx.size * shape[0],) + shape[1:])
+            xs[i] = _fold(ctx, xs[i], tuple(node.inputs[i].shape))
         outs = emit(node, xs)
-        shapes = [static_shape(node, o, "output") for o in node.outputs]
-        return [reshape_batch(ctx, o, s) for o, s in zip(outs, shapes)], [True] * len(outs)
+        return [_unfold(ctx, o, tuple(t.shape), lead) for o, t in zip(outs, node.outputs)], [True] * len(outs)
     return rule
+
+
+def _fold(ctx, x, shape):
+    """Batched `x`, (B,) + `shape`, with the batch folded into its first size: (B * shape[0],) +
+    shape[1:]; from x's shape when the batch runs if a size is unknown and no -1 fits (B or
+    N unknown with the rest holding no elements, or a size of the rest unknown)."""
+    rest = shape[1:]
+    if None not in shape and ctx.size is not None:
+        return op("reshape", [x], shape=(ctx.size * shape[0],) + rest)
+    if None not in rest and math.prod(rest):
+        return op("reshape", [x], shape=(-1,) + rest)
+    dims = op("shape", [x], out_type=dtypes.int32)
+    n = op("reshape", [op("reduce_prod", [dims[:2]], axis=None, keepdims=False)], shape=(1,))
+    lead = ctx.size * shape[0] if ctx.size is not None and shape[0] is not None else None
+    return op("dynamic_reshape", [x, op("concat", [n, dims[2:]], axis=0)], shape=(lead,) + rest)
+
+
+def _unfold(ctx, out, shape, lead):
+    """A folded op's output, (B * N,) + `shape`[1:], as (B,) + `shape`, N (and B) from `lead`."""
+    if None not in shape:
+        return reshape_batch(ctx, out, shape)
+    dims = op("concat", [op("shape", [lead], out_type=dtypes.int32)[:2],
+                         op("shape", [out], out_type=dtypes.int32)[1:]], axis=0)
+    return op("dynamic_reshape", [out, dims], shape=(ctx.size,) + shape)
 
 
 def dynamic_shape(pos, lead, align=False):

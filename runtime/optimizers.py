@@ -34,7 +34,7 @@ from defun.runtime import dtypes, errors
 from defun.runtime.context import init_scope, state
 from defun.runtime.indexed_slices import IndexedSlices
 from defun.runtime.ops._args import bool_arg, float_arg
-from defun.runtime.ops.array_ops import gather, reshape
+from defun.runtime.ops.array_ops import gather, reshape, size
 from defun.runtime.ops.math_ops import cast, pow, sqrt, square
 from defun.runtime.ops.sparse_ops import sum_duplicate_rows
 from defun.runtime.tape import stop_recording
@@ -179,8 +179,13 @@ class Optimizer:
     def _apply_sparse(self, g, v, slots, lr, step):
         """Gather the touched rows, apply the dense rule to them, scatter them back."""
         row_shape = tuple(v.shape[1:])
-        indices = reshape(g.indices, (-1,))
-        values = reshape(g.values, (-1,) + row_shape)
+        ishape = tuple(g.indices.shape)
+        if len(ishape) == 1 and tuple(g.values.shape)[1:] == row_shape:     # rows already (a gather's)
+            indices, values = g.indices, g.values
+        else:   # the indices' count, not -1: no count fits rows of no elements (v [5, 0])
+            n = int(np.prod(ishape, dtype=np.int64)) if None not in ishape else size(g.indices)
+            indices = reshape(g.indices, (n,))
+            values = reshape(g.values, (n,) + row_shape)
         total = sum_duplicate_rows(values, indices)   # each occurrence sees its row's sum
         rows = {"var": gather(v, indices)}
         for s, slot in slots.items():

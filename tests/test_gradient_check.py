@@ -29,6 +29,20 @@ def test_compute_gradient_has_tf_layout_and_the_analytic_values():
     np.testing.assert_allclose(num[1], jw.reshape(8, 12), rtol=1e-9, atol=1e-10)
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.complex128])
+@pytest.mark.parametrize("shape", [(0,), (2, 0), (1,)])
+def test_jacobians_of_no_elements(dtype, shape):
+    # the reverse Jacobian was reshaped to (y.size, -1), which no size fits when y or x is
+    # empty (a numpy ValueError): an x or a y of 0 elements has a Jacobian of 0 rows or columns
+    x = df.constant(np.ones(shape, dtype))
+    xsize = int(np.prod(shape)) * (2 if dtype == np.complex128 else 1)
+    for f, ysize in ((lambda a: df.sin(a), xsize), (lambda a: df.sin(a)[:0], 0)):
+        theo, num = df.test.compute_gradient(f, [x])
+        assert theo[0].shape == num[0].shape == (ysize, xsize)
+        np.testing.assert_allclose(theo[0], num[0], rtol=5e-2, atol=5e-2)
+    df.test.check_gradients(lambda a: df.reduce_sum(df.sin(a)), [x], order=2)
+
+
 def test_compute_gradient_of_an_elementwise_function_is_diagonal():
     x = df.constant(np.array([0.5, -1.0, 2.0], np.float32))
     theo, num = df.test.compute_gradient(lambda x: df.sin(x), [x])

@@ -384,6 +384,33 @@ def test_scatter_nd_adds_duplicates_and_its_gradient_gathers():
     np.testing.assert_array_equal(g, [[3., 4.], [3., 4.], [1., 2.]])
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(3, 0), (0,), (2,)])
+def test_indices_of_depth_0_into_no_elements(dtype, shape):
+    # each index of depth 0 names the whole tensor; the updates were summed after a reshape
+    # to [-1, *shape], which no size fits for a shape of no elements: eagerly, in a defun and
+    # in a relaxed trace, at 0, 1 and 2 indices; gather_nd's gradient is the same scatter-add
+    relaxed = [df.TensorSpec([None, 0], i32), df.TensorSpec((None,) + shape, dtype)]
+    scatter = lambda i, u: df.scatter_nd(i, u, shape)       # noqa: E731
+
+    def grads(i, u):      # of scatter_nd (a gather_nd) and of gather_nd (a scatter-add)
+        p = df.ones(shape, dtype)
+        with df.GradientTape() as tape:
+            tape.watch([u, p])
+            y = df.reduce_sum(scatter(i, u) * 3.0) + df.reduce_sum(df.gather_nd(p, i) * u)
+        return tape.gradient(y, [u, p])
+    for k in (0, 1, 2):
+        i, u = np.zeros((k, 0), np.int32), np.arange(k * np.prod(shape), dtype=dtype).reshape((k,) + shape)
+        for fn in (scatter, df.defun(scatter), df.defun(scatter, input_signature=relaxed)):
+            got = fn(i, u).numpy()
+            assert got.dtype == dtype
+            np.testing.assert_array_equal(got, u.sum(axis=0, dtype=dtype))
+        for fn in (grads, df.defun(grads), df.defun(grads, input_signature=relaxed)):
+            gu, gp = (g.numpy() for g in fn(df.constant(i), df.constant(u)))
+            np.testing.assert_array_equal(gu, np.full(u.shape, 4.0, dtype))
+            np.testing.assert_array_equal(gp, u.sum(axis=0, dtype=dtype))
+
+
 # ---------------------------------------------------------------------------------------
 # gather with batch_dims, as TensorFlow defines it
 

@@ -228,6 +228,31 @@ def test_reduce_prod_third_order_is_refused():
         t3.gradient(g2, x)
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("shape, axis", [((0, 3), 1), ((3, 0), 1), ((0, 3), 0), ((2, 0, 3), (0, 2)), ((1, 0), None)])
+def test_reduce_prod_gradients_of_no_elements(dtype, shape, axis):
+    # the groups were flattened by a reshape to [*kept, -1], which no size fits when a kept
+    # axis is 0, and an empty group had one running product: eagerly, in a defun and in a
+    # relaxed trace, first and second order (x has no elements: so have its gradients)
+    def grads(x):
+        with df.GradientTape() as t2:
+            t2.watch(x)
+            with df.GradientTape() as t1:
+                t1.watch(x)
+                p = df.reduce_prod(x, axis=axis)
+                y = df.reduce_sum(df.sin(p))
+            g1 = t1.gradient(y, x)
+            s = df.reduce_sum(g1 * g1)
+        return p, g1, t2.gradient(s, x)
+    x = np.full(shape, 0.5, dtype)
+    relaxed = [df.TensorSpec([None] * len(shape), dtype)]
+    for fn in (grads, df.defun(grads), df.defun(grads, input_signature=relaxed)):
+        p, g1, g2 = fn(df.constant(x))
+        np.testing.assert_array_equal(p.numpy(), np.prod(x, axis=axis))
+        for g in (g1, g2):
+            assert g.shape == shape and g.dtype == dtype
+
+
 def test_integer_mean_truncates_toward_zero():
     assert int(df.reduce_mean(df.constant([-3, 0], df.int32))) == -1
     np.testing.assert_array_equal(df.reduce_mean(df.constant([[-7, 2], [7, 2]]), axis=1).numpy(), [-2, 4])

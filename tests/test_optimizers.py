@@ -141,6 +141,54 @@ def test_sparse_sgd_equals_dense_sgd():
     np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
+
+def _sparse_step(table, opt):
+    def step(ids):
+        with df.GradientTape() as tape:
+            loss = df.reduce_sum(df.gather(table, ids) * 2.0)
+        opt.apply_gradients([(tape.gradient(loss, table), table)])
+    return step
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("shape, ids", [((5, 0), [1, 2]), ((5, 3, 0), [[1, 2]]), ((5, 0), []), ((5, 3), []),
+                                        ((5, 3), [[3, 0], [3, 1]])])
+def test_sparse_steps_of_no_ids_or_rows_of_no_elements(dtype, shape, ids):
+    # the IndexedSlices' values were reshaped to [-1, *row], which no size fits for a row of
+    # no elements (an embedding of width 0): eagerly, in a defun and in a relaxed trace
+    ids = np.asarray(ids, np.int32).reshape((-1,) if not ids else np.shape(ids))
+    table0 = np.arange(np.prod(shape)).reshape(shape).astype(dtype) / 8
+    dense = np.zeros(shape, dtype)
+    np.add.at(dense, ids, 2.0)
+    relaxed = [df.TensorSpec([None] * ids.ndim, df.int32)]
+    for make in (lambda: df.optimizers.SGD(0.5, momentum=0.5), lambda: df.optimizers.Adam(0.25)):
+        twin, twin_opt = df.Variable(table0), make()
+        twin_opt.apply_gradients([(df.constant(dense), twin)])
+        for wrap in (lambda f: f, df.defun, lambda f: df.defun(f, input_signature=relaxed)):
+            table, opt = df.Variable(table0), make()
+            wrap(_sparse_step(table, opt))(ids)
+            assert int(opt.iterations.numpy()) == 1
+            for a, b in zip([table] + opt.variables()[1:], [twin] + twin_opt.variables()[1:]):
+                assert a.numpy().shape == shape and a.numpy().dtype == dtype
+                np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+@pytest.mark.parametrize("rows", [0, 1, 3])
+def test_sparse_slices_of_unknown_nd_indices_in_a_relaxed_trace(rows):
+    # indices [None, None]: their count is known only when the step runs
+    for width in (0, 2):
+        table, opt = df.Variable(np.ones((4, width))), df.optimizers.SGD(1.0)
+        spec = [df.TensorSpec([None, None, width], df.float64), df.TensorSpec([None, None], df.int32)]
+        step = df.defun(lambda v, i: opt.apply_gradients([(df.IndexedSlices(v, i, (4, width)), table)]),
+                        input_signature=spec)
+        ids = np.arange(rows * 2, dtype=np.int32).reshape(rows, 2) % 4
+        values = np.full((rows, 2, width), 0.5)
+        step(values, ids)
+        want = np.ones((4, width))
+        np.subtract.at(want, ids, values)
+        np.testing.assert_array_equal(table.numpy(), want)
+
+
 # ---------------------------------------------------------------------------------------
 # defun: eager == traced bit for bit, no retrace, slots captured by handle
 

@@ -1,12 +1,14 @@
 """vmap where it meets other features (issue 28's vmap items, issue 30's unknown batch size).
 
-Each case is compared with a reference: jax.vmap / jax.grad, a Python loop of eager calls,
-or finite differences. Cases: in_axes/out_axes nests that do not match the arguments (jax
-raises; so do we, naming the mismatch), a parameter default under defun(vmap(f)), reshape
-to -1 at batch 0, a Python scalar under in_axes=None (weakly typed), a tape around eager
-vmap reading a variable, custom_gradient through every vmap/defun composition, eager vmap
-over scan differentiated, nested while loops, and vmap inside a defun whose batch size is
-unknown. The generated composition sweep is tests/test_vmap_sweep.py.
+Each case is compared with a reference: jax.vmap / jax.grad, numpy, a Python loop of eager
+calls, or finite differences. Cases: in_axes/out_axes nests that do not match the arguments
+(jax raises; so do we, naming the mismatch), a parameter default under defun(vmap(f)), reshape
+to -1 at batch 0, rules at sizes 0 and 1 with B or an example's sizes unknown (conv2d and its
+gradients, pools, repeat, norms, mirror pads, reshapes to a shape tensor), a Python scalar
+under in_axes=None (weakly typed), a tape around eager vmap reading a variable,
+custom_gradient through every vmap/defun composition, eager vmap over scan differentiated,
+nested while loops, and vmap inside a defun whose batch size is unknown. The generated
+composition sweep is tests/test_vmap_sweep.py.
 """
 import jax
 import jax.numpy as jnp
@@ -113,6 +115,98 @@ def test_reshape_minus_one_at_every_batch_size(b):
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("b", [0, 1, 3])
+def test_reshape_minus_one_of_examples_of_unknown_size(dtype, b):
+    # mapped over axis 1 of a relaxed tensor: B is known, an example's sizes are not, and
+    # (0, -1) or (0, 2, -1) is no shape for a batch of 0; with the gradient, cos(x)
+    x = rng.normal(size=(2, b, 3)).astype(dtype)
+    relaxed = [df.TensorSpec([None, b, None], dtype)]
+    for shape, each in (([-1], (6,)), ([2, -1], (2, 3)), ([-1, 2, 1], (3, 2, 1))):
+        f = df.vmap(lambda v: df.reshape(v, shape), in_axes=1)
+        loss = lambda v: df.reduce_sum(df.sin(f(v)))      # noqa: E731
+        want, want_g = np.moveaxis(x, 1, 0).reshape((b,) + each), np.cos(x.astype(np.float64))
+        got = df.defun(f, input_signature=relaxed)(x)
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got.numpy(), want)
+        for fn in (df.gradients_function(loss), df.defun(df.gradients_function(loss), input_signature=relaxed)):
+            (g,) = fn(x)
+            assert g.dtype == dtype
+            _close(g.numpy().astype(np.float64), want_g, 2e-3 if dtype == np.float16 else 1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("b", [0, 1, 3])
+def test_a_reshape_to_a_shape_tensor_with_minus_one_at_every_batch_size(dtype, b):
+    # the shared shape tensor was prefixed with B as it was: (0, 3, -1) fits no batch of 0
+    # examples (a reshape error when the traced batch ran); with the gradient, cos(x)
+    def f(x, dims):
+        return df.vmap(lambda v: df.reshape(v, dims))(x)
+    loss = df.gradients_function(lambda x, dims: df.reduce_sum(df.sin(f(x, dims))), params=[0])
+    relaxed = [df.TensorSpec([None, 2, 3], dtype), df.TensorSpec([2], df.int32)]
+    x = rng.normal(size=(b, 2, 3)).astype(dtype)
+    for dims, each in (([3, -1], (3, 2)), ([-1, 1], (6, 1)), ([6, 1], (6, 1))):
+        got = df.defun(f, input_signature=relaxed)(x, np.asarray(dims, np.int32))
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got.numpy(), x.reshape((b,) + each))
+        (g,) = df.defun(loss, input_signature=relaxed)(x, np.asarray(dims, np.int32))
+        assert g.dtype == dtype
+        _close(g.numpy().astype(np.float64), np.cos(x.astype(np.float64)), 2e-3 if dtype == np.float16 else 1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("mode", ["REFLECT", "SYMMETRIC"])
+@pytest.mark.parametrize("b", [0, 1])
+def test_a_mirror_pad_at_batch_size_0(dtype, mode, b):
+    # the batch axis is padded by [0, 0], which REFLECT refused for an axis of size 0 (at
+    # most -1): vmap of a reflect pad at B = 0 raised, eagerly, in a defun, relaxed
+    x = rng.normal(size=(b, 4)).astype(dtype)
+    f = df.vmap(lambda v: df.pad(v, [[1, 2]], mode=mode))
+    loss = df.gradients_function(lambda v: df.reduce_sum(f(v) * np.arange(7, dtype=dtype)))
+    want = np.pad(x, [(0, 0), (1, 2)], mode=mode.lower())
+    relaxed = [df.TensorSpec([None, 4], dtype)]
+    for fn in (f, df.defun(f), df.defun(f, input_signature=relaxed)):
+        got = fn(x)
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got.numpy(), want)
+    want_g = np.zeros((b, 4))     # each padded entry's weight added to the entry it mirrors
+    np.add.at(want_g, (slice(None), np.pad(np.arange(4), (1, 2), mode=mode.lower())), np.arange(7.0))
+    for fn in (loss, df.defun(loss, input_signature=relaxed)):
+        (g,) = fn(x)
+        assert g.dtype == dtype
+        np.testing.assert_array_equal(g.numpy(), want_g.astype(dtype))
+    # an empty axis takes no padding but 0 (nothing to mirror), as numpy
+    np.testing.assert_array_equal(df.pad(x[:0], [[0, 0], [1, 2]], mode=mode).numpy(), want[:0])
+    with pytest.raises(errors.InvalidArgumentError, match=f"{mode} padding \\[1, 0\\] is too large .* size 0 "
+                                                          f"\\(at most 0\\)"):
+        df.pad(x[:0], [[1, 0], [0, 0]], mode=mode)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("b", [0, 1, 2])
+def test_flattened_examples_of_no_elements_at_an_unknown_size(dtype, b):
+    # repeat (axis None) and a vector norm flatten each example to (B, -1) or (-1, n): no
+    # size fits the -1 for an example of no elements with B unknown, or for B = 0 with the
+    # example's size unknown (mapped over axis 1 of a relaxed tensor); with the gradient
+    rep = lambda v: df.repeat(v, 2)                 # noqa: E731
+    norm = lambda v: df.norm(v, ord=1)              # noqa: E731
+    for x, sig, axis in [(rng.normal(size=(b, 3, 0)), [None, 3, 0], 0), (rng.normal(size=(3, b, 0)), [None, b, None], 1),
+                         (rng.normal(size=(3, b, 2)), [None, b, None], 1)]:
+        x = x.astype(dtype)
+        relaxed = [df.TensorSpec(sig, dtype)]
+        ex = np.moveaxis(x, axis, 0).reshape(b, int(np.prod(np.delete(x.shape, axis))))
+        loss = lambda v: df.reduce_sum(df.vmap(rep, in_axes=axis)(v) ** 2)    # noqa: E731
+        for fn, want in [(rep, np.repeat(ex, 2, axis=1)), (norm, np.abs(ex.astype(np.float64)).sum(axis=1))]:
+            for f in (df.vmap(fn, in_axes=axis), df.defun(df.vmap(fn, in_axes=axis), input_signature=relaxed)):
+                got = f(x)
+                assert got.dtype == dtype
+                _close(got.numpy().astype(np.float64), want, 2e-3 if dtype == np.float16 else 1e-6)
+        for f in (df.gradients_function(loss), df.defun(df.gradients_function(loss), input_signature=relaxed)):
+            (g,) = f(x)
+            assert g.dtype == dtype
+            np.testing.assert_array_equal(g.numpy(), 4 * x)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 @pytest.mark.parametrize("b, n, k", [(0, 0, 0), (2, 0, 0), (2, 3, 0), (0, 2, 2)])
 def test_a_batched_matmul_by_a_shared_matrix_with_a_contraction_of_0(dtype, b, n, k):
     # found by tests/test_relaxed_sweep.py (df.vmap at sizes 0): the rows folded into
@@ -125,6 +219,81 @@ def test_a_batched_matmul_by_a_shared_matrix_with_a_contraction_of_0(dtype, b, n
     loss = lambda a, w: df.reduce_sum(f(a, w))     # noqa: E731
     grads = df.gradients_function(loss)(x, w)
     assert [g.shape for g in grads] == [x.shape, w.shape]
+
+
+def _conv_ref(x, w):
+    """A batch of NHWC images (B, N, H, W, C) convolved with a 3x3 HWIO filter, SAME, stride 1,
+    and the gradients of sum(sin(y)) (x, w), by numpy sums over the nine offsets."""
+    h, wd = x.shape[2:4]
+    xp = np.pad(x, [(0, 0), (0, 0), (1, 1), (1, 1), (0, 0)])
+    taps = [(i, j, xp[:, :, i:i + h, j:j + wd]) for i in range(3) for j in range(3)]
+    y = sum(np.einsum("bnhwc,co->bnhwo", t, w[i, j]) for i, j, t in taps)
+    gy, gxp, gw = np.cos(y), np.zeros_like(xp), np.zeros_like(w)
+    for i, j, t in taps:
+        gw[i, j] = np.einsum("bnhwc,bnhwo->co", t, gy)
+        gxp[:, :, i:i + h, j:j + wd] += np.einsum("bnhwo,co->bnhwc", gy, w[i, j])
+    return y, (gxp[:, :, 1:h + 1, 1:wd + 1], gw)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("b, n, h, c, o", [(0, 2, 3, 2, 2), (1, 2, 3, 2, 0), (2, 0, 3, 2, 2), (2, 1, 0, 2, 2),
+                                           (0, 1, 3, 0, 2), (1, 2, 3, 2, 2)])
+def test_a_batched_conv_of_images_of_no_elements_at_an_unknown_batch_size(dtype, b, n, h, c, o):
+    # the folded rule reshaped [B, N, H, W, C] to [-1, H, W, C], which no size fits when an
+    # image holds no elements (H or C of 0) and B is known only when the batch runs; an
+    # unknown N was refused (one trace per N)
+    x, w = rng.normal(size=(b, n, h, 3, c)).astype(dtype), rng.normal(size=(3, 3, c, o)).astype(dtype)
+    f = df.vmap(lambda a, w: df.conv2d(a, w, strides=1, padding="SAME"), in_axes=(0, None))
+    loss = lambda a, w: df.reduce_sum(df.sin(f(a, w)))     # noqa: E731
+    relaxed = [df.TensorSpec([None, n, h, 3, c], dtype), df.TensorSpec([3, 3, c, o], dtype)]
+    relaxed_n = [df.TensorSpec([None, None, h, 3, c], dtype), relaxed[1]]
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    want, want_grads = _conv_ref(x64, w64)
+    tol = 2e-2 if dtype == np.float16 else 1e-5
+    for fn in (f, df.defun(f), df.defun(f, input_signature=relaxed), df.defun(f, input_signature=relaxed_n)):
+        got = fn(x, w)
+        assert got.dtype == dtype
+        _close(got.numpy().astype(np.float64), want, tol)
+    for fn in (df.gradients_function(loss), df.defun(df.gradients_function(loss), input_signature=relaxed),
+               df.defun(df.gradients_function(loss), input_signature=relaxed_n)):
+        for g, ref in zip(fn(x, w), want_grads):
+            assert g.dtype == dtype
+            _close(g.numpy().astype(np.float64), ref, tol * 5)
+
+
+def test_batched_conv_and_pool_of_unknown_image_sizes_trace_once():
+    # B, N, H and W unknown while tracing: the folded rule reads them when the batch runs
+    # (they were refused); against eager vmap (sizes known), the gradient too, sizes 0 and 1
+    f = df.vmap(lambda a, w: df.nn.max_pool2d(df.conv2d(a, w, strides=1, padding="SAME"), 2, 2, "SAME"),
+                in_axes=(0, None))
+    loss = df.gradients_function(lambda a, w: df.reduce_sum(df.sin(f(a, w))))
+    sig = [df.TensorSpec([None, None, None, None, 2], df.float64), df.TensorSpec([3, 3, 2, 2], df.float64)]
+    traced, traced_loss = df.defun(f, input_signature=sig), df.defun(loss, input_signature=sig)
+    w = rng.normal(size=(3, 3, 2, 2))
+    for shape in ((2, 1, 4, 5), (0, 2, 3, 3), (1, 0, 2, 2), (2, 2, 0, 3), (1, 1, 1, 1)):
+        x = rng.normal(size=shape + (2,))
+        _close(traced(x, w), f(x, w).numpy(), 1e-12)
+        for got, want in zip(traced_loss(x, w), loss(x, w)):
+            _close(got, want.numpy(), 1e-12)
+    assert traced.trace_count == traced_loss.trace_count == 1
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("b, n, h, c", [(0, 1, 4, 2), (1, 1, 4, 2), (2, 0, 4, 2), (2, 1, 4, 0)])
+def test_per_example_filter_gradients_at_an_unknown_batch_size(dtype, b, n, h, c):
+    # the filter gradient's rule reshaped its stacked offsets to (B, kh, kw, C, O) with B
+    # unknown while tracing (a TypeError), and refused an unknown N; against a loop of
+    # unbatched gradients (the kernel)
+    x, w = rng.normal(size=(b, n, h, 3, c)).astype(dtype), rng.normal(size=(3, 3, c, 2)).astype(dtype)
+    loss = lambda w, e: df.reduce_sum(df.sin(df.conv2d(e, w, strides=1, padding="SAME")))    # noqa: E731
+    each = lambda x, w: df.vmap(lambda e: df.gradients_function(loss)(w, e)[0])(x)             # noqa: E731
+    relaxed = [df.TensorSpec([None, n, h, 3, c], dtype), df.TensorSpec([3, 3, c, 2], dtype)]
+    want = np.array([df.gradients_function(loss)(w, e)[0].numpy() for e in x], np.float64).reshape((b,) + w.shape)
+    relaxed_n = [df.TensorSpec([None, None, h, 3, c], dtype), relaxed[1]]
+    for fn in (each, df.defun(each, input_signature=relaxed), df.defun(each, input_signature=relaxed_n)):
+        got = fn(x, w)
+        assert got.dtype == dtype
+        _close(got.numpy().astype(np.float64), want, 5e-2 if dtype == np.float16 else 1e-6)
 
 
 # ---------------------------------------------------------------------------------------

@@ -146,10 +146,11 @@ def _check_pad(shape, paddings, mode):
     limit = {"REFLECT": 1, "SYMMETRIC": 0}.get(mode)
     if limit is not None:
         for d, (b, a) in zip(shape, _pairs(paddings)):
-            if d is not None and max(b, a) > d - limit:
+            most = None if d is None else max(d - limit, 0)     # an empty axis: nothing to mirror, 0 fits
+            if d is not None and max(b, a) > most:
                 raise errors.InvalidArgumentError(
                     f"pad: {mode} padding {[b, a]} is too large for an axis of size {d} "
-                    f"(at most {d - limit}) in shape {shape_rules.shape_str(shape)}")
+                    f"(at most {most}) in shape {shape_rules.shape_str(shape)}")
 
 
 def _pad_infer(shapes, dts, attrs):

@@ -413,7 +413,9 @@ def _backprop_filter_batch(ctx, node, inputs, batched):
     """Each example's filter gradient: per window offset (i, j), the sum over its N, H, W of
     its input at that offset times its output gradient: kh * kw einsums on the batch."""
     x, _, dy = bt.materialize_all(ctx, node, inputs, batched, (0, 2))
-    n, h, w, c = bt.static_shape(node, node.inputs[0])
+    n, h, w, c = node.inputs[0].shape          # N may be unknown: the einsums sum over it
+    if None in (h, w, c):
+        bt.static_shape(node, node.inputs[0])   # (raises: the windows need H, W and C)
     kh, kw, _, o = bt.static_shape(node, node.inputs[1])
     a = node.attrs
     g = _Geometry(node.op.name, h, w, kh, kw, a.get("strides", (1, 1)), a.get("dilations", (1, 1)),
@@ -428,7 +430,7 @@ def _backprop_filter_batch(ctx, node, inputs, batched):
                       begin_mask=keep, end_mask=keep, shrink_axis_mask=0, new_axis=())
         per_offset.append(bt.op("einsum", [patch, dy], equation="bnhwc,bnhwo->bco"))
     out = bt.op("stack", per_offset, axis=1)
-    return [bt.op("reshape", [out], shape=(ctx.size, kh, kw, c, o))], [True]
+    return [bt.reshape_batch(ctx, out, (kh, kw, c, o))], [True]      # (B may be known only when run)
 
 
 _CONV_ATTRS = {"strides": "ints", "padding": one_of(*_PADDINGS), "dilations": "ints"}

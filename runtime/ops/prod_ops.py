@@ -21,7 +21,8 @@ def _group_last(x, axis):
     keep = [i for i in range(x.ndim) if i not in axes]
     perm = keep + list(axes)
     xt = np.transpose(x, perm)
-    flat = xt.reshape(xt.shape[:len(keep)] + (-1,))
+    # the group's size, not -1: no size fits when a kept axis is 0 (x [0, 3] reduced over 1)
+    flat = xt.reshape(xt.shape[:len(keep)] + (int(np.prod(xt.shape[len(keep):], dtype=np.int64)),))
 
     def undo(r):
         return np.transpose(r.reshape(xt.shape), np.argsort(perm))
@@ -30,6 +31,8 @@ def _group_last(x, axis):
 
 def _exclusive_products(flat):
     """out[..., i] = product of flat[..., k] for k != i (no division, so zeros are safe)."""
+    if not flat.shape[-1]:      # empty groups: no products (the running ones below have one)
+        return flat.copy()
     ones = np.ones(flat.shape[:-1] + (1,), flat.dtype)
     left = np.cumprod(np.concatenate([ones, flat[..., :-1]], -1), -1)
     right = np.cumprod(np.concatenate([ones, flat[..., :0:-1]], -1), -1)[..., ::-1]

@@ -137,7 +137,7 @@ def _flat_axis(ctx, node, inputs, batched, flatten):
     attrs = dict(node.attrs)
     xs = bt.materialize_all(ctx, node, inputs, batched)
     if attrs["axis"] is None:
-        flat = [bt.op("reshape", [x], shape=bt.flat_rows(ctx, t)) for x, t in zip(xs[:flatten], node.inputs)]
+        flat = [bt.flat_rows(ctx, x, t) for x, t in zip(xs[:flatten], node.inputs)]
         xs = flat + xs[flatten:]
         attrs["axis"] = 1
     else:

@@ -64,8 +64,9 @@ def _scatter_add(indices, updates, shape, op_name):
     out = np.zeros(shape, updates.dtype)
     if index:
         np.add.at(out, index, updates)
-    else:  # indices of depth 0 each name the whole tensor
-        out += np.add.reduce(updates.reshape((-1,) + tuple(shape)), axis=0, dtype=updates.dtype)
+    else:  # indices of depth 0 each name the whole tensor (their count, not -1: none fits no elements)
+        n = int(np.prod(indices.shape[:-1], dtype=np.int64))
+        out += np.add.reduce(updates.reshape((n,) + tuple(shape)), axis=0, dtype=updates.dtype)
     return out
 
 

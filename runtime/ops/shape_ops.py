@@ -275,6 +275,23 @@ def _dynamic_reshape_kernel(x, dims, shape):
         ) from None
 
 
+_PREFIX_BATCH = bt.dynamic_shape(1, "batch")
+
+
+def _dynamic_reshape_batch(ctx, node, inputs, batched):
+    """The batch size prefixed to the shared shape, its -1 filled in from one example's size
+    first: (B, -1) fits no batch of 0 examples."""
+    if batched[0] and not batched[1]:
+        op, dt = bt.op, node.inputs[1].dtype
+        x, dims = inputs
+        per = op("reduce_prod", [op("shape", [x], out_type=dt)[1:]], axis=None, keepdims=False)
+        minus = op("equal", [dims, np.asarray(-1, dt.np)])
+        known = op("reduce_prod", [op("where", [minus, np.ones((), dt.np), dims])], axis=None, keepdims=False)
+        fill = op("floordiv", [per, op("maximum", [known, np.ones((), dt.np)])])
+        inputs = [x, op("where", [minus, fill, dims])]
+    return _PREFIX_BATCH(ctx, node, inputs, batched)
+
+
 _DYNAMIC_RESHAPE = register(
     name="dynamic_reshape",
     kernel=_dynamic_reshape_kernel,
@@ -285,7 +302,7 @@ _DYNAMIC_RESHAPE = register(
     defaults={},
     onnx=lambda e, node, ins: e.op("Reshape", ins[0], e.cast(ins[1], dtypes.int64),
         allowzero=1),
-    batch=bt.dynamic_shape(1, "batch"),
+    batch=_dynamic_reshape_batch,
 )
 
 

@@ -573,7 +573,7 @@ def _norm_batch(ctx, node, inputs, batched):
     x = inputs[0]
     if attrs["axis"] is None:
         if (attrs["ord"] != "euclidean" and r > 1) or r == 0:   # a vector norm of the flattened tensor
-            rows = bt.op("reshape", [x], shape=bt.flat_rows(ctx, node.inputs[0]))
+            rows = bt.flat_rows(ctx, x, node.inputs[0])
             out = bt.op("norm", [rows], ord=attrs["ord"], axis=(1,), keepdims=False)
             if attrs["keepdims"]:
                 out = bt.reshape_batch(ctx, out, (1,) * r)
