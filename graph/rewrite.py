@@ -7,7 +7,7 @@ import itertools
 
 import numpy as np
 
-from defun.runtime import dtypes, registry
+from defun.runtime import dtypes, numerics, registry
 from defun.graph.ir import Graph
 from defun.graph.nodes import CONST, PLACEHOLDER
 from defun.graph.verify import VerifyError
@@ -95,6 +95,8 @@ class GraphCopy:
         new = self.graph._new_node(node.op, inputs, dict(node.attrs),
                                    [(t.shape, t.dtype) for t in node.outputs], node.site, controls,
                                    node.id if keep_id else None)
+        if not keep_id:     # under a new id (inlined): still the gradient it was (check numerics)
+            numerics.carry_backward(node.graph.name, node.id, self.graph.name, new.id)
         # what replace(node, new.outputs, (new,)) does, inline: copying is most of a pass
         for old, t in zip(node.outputs, new.outputs):
             tensors[id(old)] = t

@@ -24,7 +24,7 @@ from defun.runtime import errors, sites
 from defun.runtime.context import add_execution_callback, remove_execution_callback, state
 
 __all__ = ["NumericsError", "enable", "disable", "enabled", "BACKWARD_OF", "forward_site", "check_value",
-           "bad_value", "numerics_message"]
+           "bad_value", "numerics_message", "carry_backward"]
 
 # (graph name, node id) -> (forward op name, forward site) of each node traced as a gradient
 BACKWARD_OF = {}
@@ -70,6 +70,14 @@ def note_backward(graph_name, node_id):
         if len(BACKWARD_OF) >= _BACKWARD_OF_LIMIT:
             BACKWARD_OF.clear()
         BACKWARD_OF[(graph_name, node_id)] = (node.op.name, node.site)
+
+
+def carry_backward(from_graph, from_id, to_graph, to_id):
+    """Node `to_id` of graph `to_graph` is a copy of `from_id` of `from_graph` (inlined, under
+    a new id): it computes the gradient the original does (graph/passes.py's inline_calls)."""
+    of = BACKWARD_OF.get((from_graph, from_id))
+    if of is not None:
+        BACKWARD_OF[(to_graph, to_id)] = of
 
 
 def forward_site(graph_name, node_id):

@@ -156,7 +156,7 @@ def test_backward_nodes_sit_at_forward_lines_and_a_custom_gradient_at_its_own():
 def test_a_rematerialized_backward_names_its_forward_line_under_check_numerics():
     """rematerialize=True traces its backward apart (forward ops again, then their gradients):
     check numerics names the line of sqrt for the Inf of its gradient (it named the line
-    calling the defun, as that op's "forward op")."""
+    calling the defun, as that op's "forward op") and that it is sqrt's gradient."""
     g = df.defun(_grad_of_sqrt, rematerialize=True)
     x = df.constant(np.array([0.0, 1.0]))
     df.debugging.enable_check_numerics()
@@ -169,6 +169,7 @@ def test_a_rematerialized_backward_names_its_forward_line_under_check_numerics()
     finally:
         df.debugging.disable_check_numerics()
     assert f"{__file__}:{_line_of('MARK-forward-sqrt')}" in str(info.value), str(info.value)
+    assert "the gradient of sqrt" in str(info.value), str(info.value)     # its nodes are inlined, under new ids
 
 
 def _per_example(x):
